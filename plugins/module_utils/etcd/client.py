@@ -1,0 +1,212 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Connections to etcd.
+
+Two transports, each used where it is best:
+* the v3 JSON gateway over `requests` for cluster operations (members, learners, promote,
+  move-leader, status, alarms, defragment, health). Every call is a fresh HTTP request with its
+  own timeout, so a dead endpoint never poisons later calls (pyetcd marks a timed-out endpoint
+  failed for 300 s);
+* the gRPC client (`pyetcd`, from etcd-sdk-python) for streams: snapshots and watches.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
+    EtcdError,
+    EtcdUnavailable,
+    MembershipError,
+)
+
+try:
+    import requests
+    HAS_REQUESTS = True
+except ImportError:  # reported by the module through missing_required_lib
+    HAS_REQUESTS = False
+
+try:
+    import pyetcd
+    HAS_PYETCD = True
+except ImportError:  # reported by the module through missing_required_lib
+    HAS_PYETCD = False
+
+# etcd's own message when a membership change comes within ~5 s of the last one (strict reconfig check).
+UNHEALTHY_CLUSTER = 'unhealthy cluster'
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdConnection:
+    """How to reach a cluster: endpoints plus optional TLS and auth. Shared by modules and controller."""
+
+    endpoints: Tuple[str, ...]
+    ca_cert: Optional[str] = None
+    client_cert: Optional[str] = None
+    client_key: Optional[str] = None
+    user: Optional[str] = None
+    password: Optional[str] = None
+    timeout: float = 5.0
+
+    @classmethod
+    def from_params(cls, params: Dict[str, Any]) -> 'EtcdConnection':
+        """Build from the `etcd_connection` argspec options."""
+        endpoints = params.get('endpoints') or ['http://127.0.0.1:2379']
+        if isinstance(endpoints, str):
+            endpoints = [e.strip() for e in endpoints.split(',') if e.strip()]
+        return cls(
+            endpoints=tuple(endpoints),
+            ca_cert=params.get('ca_cert'),
+            client_cert=params.get('client_cert'),
+            client_key=params.get('client_key'),
+            user=params.get('user'),
+            password=params.get('password'),
+            timeout=float(params.get('timeout') or 5.0),
+        )
+
+    @property
+    def secure(self) -> bool:
+        return bool(self.ca_cert) or any(e.startswith('https://') for e in self.endpoints)
+
+    def url(self, endpoint: str) -> str:
+        """Normalise 'host:port' or a full URL to 'scheme://host:port'."""
+        if '://' not in endpoint:
+            endpoint = ('https://' if self.secure else 'http://') + endpoint
+        parts = urlsplit(endpoint)
+        return '%s://%s' % (parts.scheme, parts.netloc)
+
+    def host_port(self, endpoint: str) -> Tuple[str, int]:
+        parts = urlsplit(self.url(endpoint))
+        return parts.hostname or '127.0.0.1', parts.port or 2379
+
+    def with_endpoints(self, endpoints: Iterable[str]) -> 'EtcdConnection':
+        return dataclasses.replace(self, endpoints=tuple(endpoints))
+
+
+def b64(value: Any) -> str:
+    if isinstance(value, str):
+        value = value.encode()
+    return base64.b64encode(value).decode()
+
+
+def unb64(value: Optional[str]) -> bytes:
+    return base64.b64decode(value or '')
+
+
+def member_id_hex(member_id: Any) -> str:
+    """etcd prints member IDs in hex; the gateway returns them as decimal strings."""
+    return '%x' % int(member_id)
+
+
+class Gateway:
+    """Calls to etcd's v3 JSON gateway (`POST /v3/...`) on one endpoint at a time."""
+
+    def __init__(self, conn: EtcdConnection):
+        if not HAS_REQUESTS:
+            raise EtcdError('the python library requests is required')
+        self.conn = conn
+        self._session = requests.Session()
+        if conn.ca_cert:
+            self._session.verify = conn.ca_cert
+        if conn.client_cert and conn.client_key:
+            self._session.cert = (conn.client_cert, conn.client_key)
+        self._tokens: Dict[str, str] = {}
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> 'Gateway':
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _token(self, endpoint: str, timeout: float) -> Optional[str]:
+        if not self.conn.user:
+            return None
+        if endpoint not in self._tokens:
+            body = self._raw(endpoint, '/v3/auth/authenticate',
+                             {'name': self.conn.user, 'password': self.conn.password or ''}, timeout, auth=False)
+            self._tokens[endpoint] = body.get('token', '')
+        return self._tokens[endpoint]
+
+    def _raw(self, endpoint: str, path: str, body: Dict[str, Any], timeout: float, auth: bool = True) -> Dict[str, Any]:
+        url = self.conn.url(endpoint) + path
+        headers = {}
+        if auth:
+            token = self._token(endpoint, timeout)
+            if token:
+                headers['Authorization'] = token
+        try:
+            resp = self._session.post(url, json=body, timeout=timeout, headers=headers)
+        except requests.exceptions.SSLError as exc:
+            raise EtcdUnavailable('TLS handshake with %s failed: %s' % (url, exc)) from exc
+        except requests.exceptions.RequestException as exc:
+            raise EtcdUnavailable('%s did not answer: %s' % (url, exc.__class__.__name__)) from exc
+        try:
+            data = resp.json()
+        except ValueError:
+            data = {}
+        if resp.status_code != 200:
+            message = data.get('message') or data.get('error') or resp.text.strip()[:300]
+            raise gateway_error(url, resp.status_code, message)
+        return data
+
+    def call(self, endpoint: str, path: str, body: Optional[Dict[str, Any]] = None,
+             timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self._raw(endpoint, path, body or {}, timeout or self.conn.timeout)
+
+    def first(self, path: str, body: Optional[Dict[str, Any]] = None,
+              endpoints: Optional[Iterable[str]] = None, timeout: Optional[float] = None) -> Tuple[str, Dict[str, Any]]:
+        """Call the first endpoint that answers; (endpoint, response)."""
+        errors: List[str] = []
+        for endpoint in endpoints or self.conn.endpoints:
+            try:
+                return endpoint, self.call(endpoint, path, body, timeout)
+            except EtcdUnavailable as exc:
+                errors.append(str(exc))
+        raise EtcdUnavailable('no etcd endpoint answered %s: %s' % (path, '; '.join(errors)))
+
+    # --- typed helpers used across the engine -----------------------------------------------
+    def status(self, endpoint: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self.call(endpoint, '/v3/maintenance/status', {}, timeout)
+
+    def member_list(self, endpoint: Optional[str] = None, linearizable: bool = False) -> List[Dict[str, Any]]:
+        body = {'linearizable': True} if linearizable else {}
+        if endpoint:
+            return self.call(endpoint, '/v3/cluster/member/list', body).get('members', [])
+        return self.first('/v3/cluster/member/list', body)[1].get('members', [])
+
+    def alarms(self, endpoint: str) -> List[Dict[str, Any]]:
+        return self.call(endpoint, '/v3/maintenance/alarm', {'action': 'GET'}).get('alarms', []) or []
+
+    def linearizable_read(self, endpoint: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """A quorum read of one key: succeeds only when the member's cluster has a leader and quorum."""
+        return self.call(endpoint, '/v3/kv/range', {'key': b64('health'), 'count_only': True}, timeout)
+
+
+def gateway_error(url: str, status: int, message: str) -> EtcdError:
+    low = (message or '').lower()
+    if 'member' in low or UNHEALTHY_CLUSTER in low or 'learner' in low or 'peerurl' in low:
+        return MembershipError('%s: %s' % (url, message))
+    if status in (502, 503, 504) or 'no leader' in low or 'timed out' in low or 'deadline' in low:
+        return EtcdUnavailable('%s: %s' % (url, message))
+    return EtcdError('%s answered HTTP %s: %s' % (url, status, message))
+
+
+def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = None):
+    """A fresh single-endpoint gRPC client (never reused after a failure: pyetcd marks it failed)."""
+    if not HAS_PYETCD:
+        raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required')
+    host, port = conn.host_port(endpoint)
+    return pyetcd.client(
+        host=host, port=port,
+        ca_cert=conn.ca_cert, cert_key=conn.client_key, cert_cert=conn.client_cert,
+        timeout=timeout if timeout is not None else conn.timeout,
+        user=conn.user, password=conn.password,
+        grpc_options=[('grpc.max_receive_message_length', 64 * 1024 * 1024)],
+    )
