@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What one etcd host can say about its own member: data on disk, process, and what the member reports.
+
+Recovery decisions need facts that no remote client can give: whether a stopped member still has
+its data, and the raft index of a leaderless survivor. Everything here is read-only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
+    EtcdConnection,
+    Gateway,
+    member_id_hex,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, RestoreRefused
+
+
+def data_dir_state(data_dir: str) -> Dict[str, Any]:
+    """A data dir 'has data' when etcd's WAL or backend db is there; an empty dir is as good as none."""
+    member = os.path.join(data_dir, 'member')
+    wal_dir = os.path.join(member, 'wal')
+    db = os.path.join(member, 'snap', 'db')
+    wals = sorted(f for f in os.listdir(wal_dir) if f.endswith('.wal')) if os.path.isdir(wal_dir) else []
+    return {
+        'exists': os.path.isdir(data_dir),
+        'has_data': bool(wals) or os.path.isfile(db),
+        'wal_files': len(wals),
+        'db_size': os.path.getsize(db) if os.path.isfile(db) else 0,
+    }
+
+
+def pid_alive(pid_file: Optional[str]) -> Optional[bool]:
+    """True/False from the pid file; None when there is no pid file to ask (e.g. systemd hosts)."""
+    if not pid_file:
+        return None
+    try:
+        with open(pid_file) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().split(') ', 1)[1][:1] != 'Z'
+    except (OSError, IndexError):
+        return True
+
+
+def inspect_member(conn: EtcdConnection, *, name: str, data_dir: str, client_url: str, peer_url: str,
+                   pid_file: Optional[str] = None, probe_timeout: float = 2.0) -> Dict[str, Any]:
+    """Facts about the member on this host, in the shape `recovery.plan_recovery` reads."""
+    facts: Dict[str, Any] = {
+        'name': name, 'client_url': client_url, 'peer_url': peer_url, 'data_dir': data_dir,
+        'host_reachable': True, 'process_running': pid_alive(pid_file),
+        'responding': False, 'healthy': False, 'member_id': None, 'cluster_id': None,
+        'raft_index': None, 'raft_term': None, 'leader': None, 'is_learner': False,
+        'members': [], 'errors': [],
+    }
+    facts.update({'data_' + k: v for k, v in data_dir_state(data_dir).items()})
+    with Gateway(conn.with_endpoints([client_url])) as gw:
+        try:
+            status = gw.status(client_url, timeout=probe_timeout)
+        except EtcdError as exc:
+            facts['errors'].append('status: %s' % exc)
+            return facts
+        header = status.get('header', {})
+        facts.update({
+            'responding': True,
+            'member_id': member_id_hex(header.get('member_id', 0)),
+            'cluster_id': member_id_hex(header.get('cluster_id', 0)),
+            'raft_index': int(status.get('raftIndex', 0)),
+            'raft_applied_index': int(status.get('raftAppliedIndex', status.get('raftIndex', 0))),
+            'raft_term': int(status.get('raftTerm', 0)),
+            'leader': member_id_hex(status.get('leader', 0)) if status.get('leader') else None,
+            'is_learner': bool(status.get('isLearner', False)),
+            'version': status.get('version'),
+        })
+        if facts['process_running'] is None:
+            facts['process_running'] = True
+        try:
+            facts['members'] = [
+                {'id': member_id_hex(m.get('ID', 0)), 'name': m.get('name', ''),
+                 'peer_urls': m.get('peerURLs', []), 'is_learner': bool(m.get('isLearner', False))}
+                for m in gw.member_list(client_url)
+            ]
+        except EtcdError as exc:
+            facts['errors'].append('member list: %s' % exc)
+        try:
+            gw.linearizable_read(client_url, timeout=probe_timeout)
+            facts['healthy'] = True
+        except EtcdError as exc:
+            facts['errors'].append('linearizable read: %s' % exc)
+    return facts
+
+
+def set_aside(data_dir: str, *, now: float, reason: str = 'lost', check_mode: bool = False) -> Optional[str]:
+    """Move a data dir out of the way (never delete it); None when there is nothing to move."""
+    if not os.path.lexists(data_dir):
+        return None
+    if os.path.isdir(data_dir) and not os.listdir(data_dir):
+        if not check_mode:
+            os.rmdir(data_dir)
+        return None
+    target = '%s.%s-%d' % (data_dir.rstrip('/'), reason, int(now))
+    suffix = 0
+    while os.path.lexists(target if not suffix else '%s.%d' % (target, suffix)):
+        suffix += 1
+    if suffix:
+        target = '%s.%d' % (target, suffix)
+    if not check_mode:
+        try:
+            os.rename(data_dir, target)
+        except OSError as exc:
+            raise RestoreRefused('could not move %s aside to %s: %s' % (data_dir, target, exc)) from exc
+    return target
+
+
+def ensure_empty_data_dir(data_dir: str, *, check_mode: bool = False) -> bool:
+    """Create the (empty, 0700) data dir a joining member starts from; True when created."""
+    if os.path.isdir(data_dir):
+        return False
+    if not check_mode:
+        os.makedirs(data_dir, mode=0o700)
+    return True
+
+
+
+def reset_data_dir(data_dir: str, *, state: str, reason: str, now: float, check_mode: bool = False) -> tuple:
+    """(changed, moved_to): `absent` leaves no dir, `empty` leaves an empty one; old contents are moved aside."""
+    is_empty_dir = os.path.isdir(data_dir) and not os.listdir(data_dir)
+    if state == 'empty' and is_empty_dir:
+        return False, None
+    existed = os.path.lexists(data_dir)
+    moved = set_aside(data_dir, now=now, reason=reason, check_mode=check_mode)
+    if state == 'empty':
+        if not check_mode:
+            ensure_empty_data_dir(data_dir)
+        return True, moved
+    return existed, moved
