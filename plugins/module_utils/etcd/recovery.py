@@ -60,8 +60,9 @@ def _entry_for(host: Dict[str, Any], members: Sequence[Dict[str, Any]]) -> Optio
     for member in members:
         if host.get('peer_url') and host['peer_url'] in member.get('peer_urls', []):
             return member
+    names = {host['name'], host.get('member_name')}
     for member in members:
-        if member.get('name') and member.get('name') == host['name']:
+        if member.get('name') and member.get('name') in names:
             return member
     return None
 

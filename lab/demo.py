@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""`make demo`: rehearse the 3 a.m. disaster on the local lab, end to end, with real processes.
+
+lab up -> load data -> backup -> permanent loss of 2 of 3 members (SIGKILL + data dir wiped)
+-> steward.cluster.etcd_recover -> verify every key -> timeline -> lab down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Tuple
+
+import requests
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import lab  # noqa: E402  (lab/lab.py: lab_up, lab_down, read_inventory)
+
+
+class Timeline:
+    def __init__(self) -> None:
+        self.steps: List[Tuple[str, float, str]] = []
+
+    def run(self, title: str, fn: Callable[[], str]) -> None:
+        print('==> %s' % title, flush=True)
+        start = time.monotonic()
+        note = fn() or ''
+        took = time.monotonic() - start
+        self.steps.append((title, took, note))
+        print('    done in %.1f s%s' % (took, (': ' + note) if note else ''), flush=True)
+
+    def print(self) -> None:
+        print('\nTimeline')
+        total = 0.0
+        for title, took, note in self.steps:
+            total += took
+            print('  %6.1f s  %-48s %s' % (took, title, note))
+        print('  %6.1f s  total' % total)
+
+
+def playbook(state: str, name: str, *extra: str) -> str:
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(state, 'ansible.cfg'))
+    cmd = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), 'steward.cluster.' + name] + list(extra)
+    proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    log = os.path.join(state, 'demo-%s.log' % name)
+    with open(log, 'w') as f:
+        f.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        print(proc.stdout[-6000:], proc.stderr[-3000:], sep='\n')
+        raise SystemExit('%s failed (rc=%d); full log in %s' % (name, proc.returncode, log))
+    recap = [line for line in proc.stdout.splitlines() if 'changed=' in line]
+    return 'changed=%d' % sum(int(line.split('changed=')[1].split()[0]) for line in recap)
+
+
+def endpoints(hosts: Dict[str, Dict]) -> List[str]:
+    return ['http://%s:2379' % h['ansible_host'] for h in hosts.values()]
+
+
+def load(hosts: Dict[str, Dict], count: int) -> Dict[str, str]:
+    data = {'/demo/key-%05d' % i: 'value-%d-%s' % (i, 'x' * 64) for i in range(count)}
+    url = endpoints(hosts)[0] + '/v3/kv/put'
+    with requests.Session() as s:
+        for k, v in data.items():
+            s.post(url, json={'key': base64.b64encode(k.encode()).decode(),
+                              'value': base64.b64encode(v.encode()).decode()}, timeout=10).raise_for_status()
+    return data
+
+
+def read_all(url: str) -> Dict[str, str]:
+    r = requests.post(url + '/v3/kv/range', json={'key': base64.b64encode(b'/demo/').decode(),
+                                                  'range_end': base64.b64encode(b'/demo0').decode()}, timeout=30)
+    r.raise_for_status()
+    return {base64.b64decode(kv['key']).decode(): base64.b64decode(kv['value']).decode()
+            for kv in r.json().get('kvs', [])}
+
+
+def lose_for_good(host: Dict) -> None:
+    with open(host['etcd_pid_file']) as f:
+        pid = int(f.read().strip())
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    shutil.rmtree(host['etcd_data_dir'], ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument('--state', default=os.path.join(REPO, '.lab'))
+    parser.add_argument('--members', type=int, default=3)
+    parser.add_argument('--keys', type=int, default=2000)
+    parser.add_argument('--keep', action='store_true', help='leave the lab running at the end')
+    args = parser.parse_args()
+    state = os.path.abspath(args.state)
+    store = os.path.join(state, 'backups')
+    timeline = Timeline()
+    data: Dict[str, str] = {}
+    hosts: Dict[str, Dict] = {}
+
+    def up() -> str:
+        lab.lab_up(state, args.members)
+        hosts.update(lab.read_inventory(state))
+        return '%d members: %s' % (len(hosts), ', '.join(endpoints(hosts)))
+
+    def fill() -> str:
+        data.update(load(hosts, args.keys))
+        return '%d keys' % len(data)
+
+    def lose() -> str:
+        names = list(hosts)
+        victims = names[len(names) - (len(names) // 2 + 1):]  # a majority, keeping the first member
+        for name in victims:
+            lose_for_good(hosts[name])
+        return 'SIGKILL + data dir wiped on %s' % ', '.join(victims)
+
+    def verify() -> str:
+        for url in endpoints(hosts):
+            got = read_all(url)
+            if got != data:
+                missing = len(set(data) - set(got))
+                raise SystemExit('verification failed on %s: %d keys missing or different' % (url, missing))
+        return 'all %d keys on every member' % len(data)
+
+    try:
+        timeline.run('lab up (etcd role, %d members on loopback)' % args.members, up)
+        timeline.run('load data', fill)
+        timeline.run('backup (steward.cluster.etcd_backup)',
+                     lambda: playbook(state, 'etcd_backup', '-e', 'etcd_backup_store=' + store))
+        timeline.run('disaster: lose a majority for good', lose)
+        timeline.run('recover (steward.cluster.etcd_recover)',
+                     lambda: playbook(state, 'etcd_recover', '-e', 'etcd_backup_store=' + store))
+        timeline.run('verify every key', verify)
+        timeline.run('recover again: healthy, nothing to do',
+                     lambda: playbook(state, 'etcd_recover', '-e', 'etcd_backup_store=' + store))
+    finally:
+        if not args.keep:
+            timeline.run('lab down', lambda: lab.lab_down(state, purge=False) or '')
+    timeline.print()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

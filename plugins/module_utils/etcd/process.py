@@ -1,0 +1,303 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One detached etcd process with a pid file, for hosts without systemd (the lab, containers).
+
+The process is identified by its pid file *and* its command line: a pid file whose process is gone,
+or whose pid now belongs to another program, is stale and counts as stopped. etcd is always run as
+`etcd --config-file <file>` (etcd ignores every other flag when --config-file is given), so the
+config file path is what tells two members on one host apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
+
+from ansible.module_utils.urls import open_url
+
+STATES = ('started', 'stopped', 'restarted')
+# How long a freshly started process must stay alive before we trust it did not fail on its config.
+SETTLE_SECONDS = 1.0
+LOG_TAIL_LINES = 12
+KEY_MARKS = ('"level":"panic"', '"level":"fatal"', '"level":"error"', 'panic: ')
+
+
+class ProcessError(EtcdError):
+    """etcd could not be started or stopped (exited at once, not healthy in time, cannot signal)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessSpec:
+    """Everything needed to find, start and stop one member process."""
+
+    pid_file: str
+    binary: Optional[str] = None
+    config_file: Optional[str] = None
+    log_file: Optional[str] = None
+    wait: bool = True
+    wait_url: Optional[str] = None
+    wait_timeout: int = 60
+    stop_timeout: int = 10
+    ca_cert: Optional[str] = None
+    client_cert: Optional[str] = None
+    client_key: Optional[str] = None
+
+    def command(self) -> List[str]:
+        return [str(self.binary), '--config-file', str(self.config_file)]
+
+
+# --- pure helpers ---------------------------------------------------------------------------------
+def parse_pid(text: Optional[str]) -> Optional[int]:
+    """The pid in a pid file's text, or None when it is empty or not a positive integer."""
+    if text is None:
+        return None
+    first = text.strip().split('\n', 1)[0].strip()
+    if not first.isdigit():
+        return None
+    pid = int(first)
+    return pid if pid > 1 else None
+
+
+def split_cmdline(raw: bytes) -> List[str]:
+    """/proc/<pid>/cmdline is NUL-separated with a trailing NUL."""
+    return [part.decode('utf-8', 'replace') for part in raw.split(b'\0') if part]
+
+
+def cmdline_matches(argv: List[str], binary: Optional[str], config_file: Optional[str]) -> bool:
+    """True when argv is our etcd: the program has the binary's name and the config file is an argument.
+
+    Matching on the name (not the full path) keeps symlinked binaries working; matching the config file
+    keeps two members on one host apart and rejects a recycled pid owned by another program."""
+    if not argv:
+        return False
+    if binary and os.path.basename(argv[0]) != os.path.basename(binary):
+        return False
+    if config_file:
+        wanted = os.path.abspath(config_file)
+        return any(os.path.abspath(a) == wanted for a in argv[1:] if not a.startswith('-')) or \
+            any(a == '--config-file=' + config_file for a in argv[1:])
+    return True
+
+
+def stat_state(stat_text: str) -> str:
+    """The one-letter state from /proc/<pid>/stat ('R', 'S', 'Z', ...); the comm field may hold spaces."""
+    closing = stat_text.rfind(')')
+    rest = stat_text[closing + 1:].split()
+    return rest[0] if rest else ''
+
+
+def tail_lines(text: str, count: int = LOG_TAIL_LINES) -> str:
+    """The last `count` lines, preceded by the last fatal/panic/error lines (a Go panic ends in a long
+    stack trace that would otherwise push the reason out of the tail)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    tail = lines[-count:]
+    key = [line for line in lines if any(mark in line for mark in KEY_MARKS)][-3:]
+    key = [line for line in key if line not in tail]
+    return '\n'.join(key + (['...'] if key else []) + tail)
+
+
+def health_ok(path: str, status: int, body: str) -> bool:
+    """/health says {"health":"true"}; /version answering 200 means the member is serving (it joined)."""
+    if status != 200:
+        return False
+    if path == '/health':
+        try:
+            return str(json.loads(body).get('health')).lower() == 'true'
+        except (ValueError, AttributeError):
+            return False
+    return True
+
+
+# --- /proc access ---------------------------------------------------------------------------------
+def read_pid_file(path: str) -> Optional[int]:
+    try:
+        with open(path) as f:
+            return parse_pid(f.read())
+    except (IOError, OSError):
+        return None
+
+
+def process_alive(pid: int, proc_root: str = '/proc') -> bool:
+    """Alive and not a zombie (a zombie child of ours is reaped on the way)."""
+    try:
+        with open(os.path.join(proc_root, str(pid), 'stat')) as f:
+            state = stat_state(f.read())
+    except (IOError, OSError):
+        return False
+    if state == 'Z':
+        _reap(pid)
+        return False
+    return True
+
+
+def process_argv(pid: int, proc_root: str = '/proc') -> List[str]:
+    try:
+        with open(os.path.join(proc_root, str(pid), 'cmdline'), 'rb') as f:
+            return split_cmdline(f.read())
+    except (IOError, OSError):
+        return []
+
+
+def running_pid(spec: ProcessSpec, proc_root: str = '/proc') -> Optional[int]:
+    """The pid of our running etcd, or None when the pid file is missing or stale."""
+    pid = read_pid_file(spec.pid_file)
+    if pid is None or not process_alive(pid, proc_root):
+        return None
+    if not cmdline_matches(process_argv(pid, proc_root), spec.binary, spec.config_file):
+        return None
+    return pid
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+
+
+def log_tail(path: Optional[str], offset: int = 0) -> str:
+    if not path:
+        return '(no log_file set)'
+    try:
+        with open(path, 'rb') as f:
+            f.seek(offset)
+            return tail_lines(f.read().decode('utf-8', 'replace')) or '(log is empty)'
+    except (IOError, OSError) as e:
+        return '(cannot read %s: %s)' % (path, e)
+
+
+# --- actions --------------------------------------------------------------------------------------
+def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Start etcd detached from us (own session, stdin /dev/null, output to the log) and write the pid file."""
+    if not spec.binary or not os.path.isfile(spec.binary) or not os.access(spec.binary, os.X_OK):
+        raise ProcessError('binary %r is not an executable file' % (spec.binary,))
+    if not spec.config_file or not os.path.isfile(spec.config_file):
+        raise ProcessError('config_file %r does not exist' % (spec.config_file,))
+    for path in (spec.pid_file, spec.log_file):
+        if path and os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+    log_path = spec.log_file or os.devnull
+    offset = os.path.getsize(log_path) if spec.log_file and os.path.exists(log_path) else 0
+    # etcd ignores flags with --config-file, but it would still read ETCD_* variables on some versions.
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith('ETCD_'))
+    with open(os.devnull, 'rb') as stdin, open(log_path, 'ab') as log:
+        proc = subprocess.Popen(spec.command(), stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True, cwd='/', env=env)
+    _write_pid_file(spec.pid_file, proc.pid)
+    deadline = time.time() + SETTLE_SECONDS
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            _remove(spec.pid_file)
+            raise ProcessError('etcd exited at once with code %s (%s); last lines of %s:\n%s'
+                               % (proc.returncode, ' '.join(spec.command()), spec.log_file,
+                                  log_tail(spec.log_file, offset)))
+        sleep(0.1)
+    if spec.wait and spec.wait_url:
+        wait_ready(spec, proc.pid, offset, sleep)
+    return proc.pid
+
+
+def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable[[float], None] = time.sleep) -> str:
+    """Poll /health, then /version, until one answers; fail early when the process dies."""
+    deadline = time.time() + spec.wait_timeout
+    base = str(spec.wait_url).rstrip('/')
+    while True:
+        for path in ('/health', '/version'):
+            status, body = _http_get(base + path, spec)
+            if health_ok(path, status, body):
+                return path
+        if not process_alive(pid):
+            _remove(spec.pid_file)
+            raise ProcessError('etcd (pid %d) died while waiting for %s; last lines of %s:\n%s'
+                               % (pid, base, spec.log_file, log_tail(spec.log_file, log_offset)))
+        if time.time() > deadline:
+            raise EtcdUnavailable('etcd (pid %d) is running but %s did not answer /health or /version within %ss; '
+                                  'last lines of %s:\n%s' % (pid, base, spec.wait_timeout, spec.log_file,
+                                                             log_tail(spec.log_file, log_offset)))
+        sleep(0.2)
+
+
+def _http_get(url: str, spec: ProcessSpec) -> tuple:
+    try:
+        resp = open_url(url, timeout=2, ca_path=spec.ca_cert, client_cert=spec.client_cert,
+                        client_key=spec.client_key, follow_redirects='none')
+        return resp.status, resp.read().decode('utf-8', 'replace')
+    except Exception as e:  # HTTPError carries a status; anything else means "not answering yet"
+        return getattr(e, 'code', 0) or 0, ''
+
+
+def stop_process(pid: int, stop_timeout: int = 10, sleep: Callable[[float], None] = time.sleep) -> str:
+    """SIGTERM, then SIGKILL after stop_timeout seconds. Returns the signal that ended it."""
+    for sig, grace in ((signal.SIGTERM, stop_timeout), (signal.SIGKILL, 10)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return 'gone'
+        except PermissionError as e:
+            raise ProcessError('cannot signal etcd pid %d: %s' % (pid, e)) from e
+        deadline = time.time() + grace
+        while time.time() < deadline:
+            if not process_alive(pid):
+                return sig.name
+            sleep(0.1)
+    raise ProcessError('etcd pid %d still alive after SIGKILL' % pid)
+
+
+def _write_pid_file(path: str, pid: int) -> None:
+    tmp = '%s.tmp.%d' % (path, os.getpid())
+    with open(tmp, 'w') as f:
+        f.write('%d\n' % pid)
+    os.replace(tmp, path)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except (IOError, OSError):
+        pass
+
+
+# --- engine entry point ---------------------------------------------------------------------------
+def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool = False) -> Dict[str, Any]:
+    """Bring the process to `state`. Same decision in check mode; only the actions are skipped."""
+    if state not in STATES:
+        raise ProcessError('state must be one of %s, got %r' % (', '.join(STATES), state))
+    if state in ('started', 'restarted') and (not spec.binary or not spec.config_file):
+        raise ProcessError('state=%s needs binary and config_file' % state)
+    before = running_pid(spec)
+    stale = before is None and os.path.exists(spec.pid_file)
+    result: Dict[str, Any] = {'changed': False, 'pid': before, 'state': state,
+                              'before': {'running': before is not None, 'pid': before}}
+    if state == 'stopped':
+        if before is not None:
+            result.update(changed=True, pid=None, msg='stopped etcd pid %d' % before)
+            if not check_mode:
+                result['signal'] = stop_process(before, spec.stop_timeout)
+                _remove(spec.pid_file)
+        else:
+            result['msg'] = 'etcd is not running' + (' (stale pid file removed)' if stale else '')
+            if stale and not check_mode:
+                _remove(spec.pid_file)
+    elif state == 'started' and before is not None:
+        result['msg'] = 'etcd is running as pid %d' % before
+        if spec.wait and spec.wait_url and not check_mode:
+            result['ready'] = wait_ready(spec, before)
+    else:
+        result.update(changed=True, msg=('restarted' if before is not None else 'started') + ' etcd')
+        if not check_mode:
+            if before is not None:
+                stop_process(before, spec.stop_timeout)
+                _remove(spec.pid_file)
+            result['pid'] = start_process(spec)
+        else:
+            result['pid'] = None
+    result['after'] = {'running': state != 'stopped', 'pid': result['pid']}
+    return result

@@ -1,0 +1,272 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A snapshot store in S3 or an S3-compatible service (`s3://bucket/prefix`).
+
+Data goes up with `upload_file` (multipart above the threshold): S3 makes an object visible
+only when the whole upload completes, so a killed upload leaves at most an unfinished multipart
+upload (listed as `partial`), never a short object. The metadata object is put only after the
+data object's size was checked in the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional
+from urllib.parse import urlsplit
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotNotFound, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import (
+    classify,
+    remove_quietly,
+    sort_snapshots,
+    temp_name,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import (
+    LAYOUT_V1,
+    LAYOUT_V2,
+    METADATA_SUFFIX,
+    SnapshotName,
+    try_parse_name,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import (
+    STATUS_INCOMPLETE,
+    STATUS_PARTIAL,
+    Snapshot,
+    SnapshotStore,
+)
+
+try:
+    import boto3
+    from boto3.s3.transfer import TransferConfig
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+    HAS_BOTO3 = True
+except ImportError:  # reported by the module through missing_required_lib
+    HAS_BOTO3 = False
+
+MB = 1024 * 1024
+CREDENTIAL_CODES = ('InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'InvalidToken',
+                    'ExpiredToken', 'InvalidClientTokenId', 'UnrecognizedClientException', '403')
+MISSING_BUCKET_CODES = ('NoSuchBucket',)
+
+
+def split_s3_url(url: str) -> tuple:
+    """('bucket', 'prefix') from s3://bucket/prefix (prefix without slashes at either end)."""
+    parts = urlsplit(url)
+    if parts.scheme != 's3' or not parts.netloc:
+        raise StoreError('%r is not an S3 store URL (expected s3://bucket/prefix)' % url)
+    return parts.netloc, parts.path.strip('/')
+
+
+def _missing_bucket(exc: Exception) -> Exception:
+    """head_bucket answers a bare 404; say NoSuchBucket like the other calls do."""
+    return ClientError({'Error': {'Code': 'NoSuchBucket', 'Message': 'The specified bucket does not exist'}},
+                       'HeadBucket')
+
+
+class S3Store(SnapshotStore):
+    """Snapshots under `<prefix>/v2/` in one bucket."""
+
+    def __init__(self, url: str, *, endpoint_url: Optional[str] = None, access_key: Optional[str] = None,
+                 secret_key: Optional[str] = None, session_token: Optional[str] = None, region: Optional[str] = None,
+                 multipart_threshold: int = 64 * MB, multipart_chunksize: int = 16 * MB, max_concurrency: int = 4,
+                 connect_timeout: float = 5.0, read_timeout: float = 60.0, max_attempts: int = 3):
+        if not HAS_BOTO3:
+            raise StoreError('the python library boto3 is required for s3:// stores')
+        self.url = url
+        self.bucket, self.prefix = split_s3_url(url)
+        self.endpoint_url = (endpoint_url or os.environ.get('AWS_ENDPOINT_URL_S3')
+                             or os.environ.get('AWS_ENDPOINT_URL') or None)
+        region = region or os.environ.get('AWS_REGION') or os.environ.get('AWS_DEFAULT_REGION') or 'us-east-1'
+        if bool(access_key) != bool(secret_key):
+            raise StoreError('S3 store %s: give both aws_access_key_id and aws_secret_access_key, or neither' % url)
+        session = boto3.session.Session(aws_access_key_id=access_key or None, aws_secret_access_key=secret_key or None,
+                                        aws_session_token=session_token or None, region_name=region)
+        config = Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
+                        retries={'max_attempts': max_attempts, 'mode': 'standard'})
+        self.client = session.client('s3', endpoint_url=self.endpoint_url, config=config)
+        self.transfer = TransferConfig(multipart_threshold=multipart_threshold, multipart_chunksize=multipart_chunksize,
+                                       max_concurrency=max_concurrency)
+
+    def __repr__(self) -> str:
+        return 'S3Store(%r, endpoint_url=%r)' % (self.url, self.endpoint_url)
+
+    def _where(self) -> str:
+        return 's3://%s/%s%s' % (self.bucket, self.prefix, ' at %s' % self.endpoint_url if self.endpoint_url else '')
+
+    def error(self, action: str, exc: Exception) -> StoreError:
+        """A StoreError that says what failed, where, and the likely reason."""
+        where = self._where()
+        if isinstance(exc, EndpointConnectionError):
+            return StoreError('cannot %s: S3 endpoint %s is unreachable (%s)' % (action, self.endpoint_url or 'AWS', exc))
+        if isinstance(exc, NoCredentialsError):
+            return StoreError('cannot %s in %s: no S3 credentials found (set aws_access_key_id/aws_secret_access_key '
+                              'or the AWS credential chain)' % (action, where))
+        if isinstance(exc, ClientError):
+            err = exc.response.get('Error', {})
+            code = str(err.get('Code', ''))
+            message = err.get('Message') or ''
+            if code in MISSING_BUCKET_CODES:
+                return StoreError('cannot %s: bucket %r does not exist (%s)' % (action, self.bucket, where))
+            if code in CREDENTIAL_CODES:
+                return StoreError('cannot %s in %s: S3 refused the credentials (%s: %s); check the access key, '
+                                  'secret key and permissions' % (action, where, code, message))
+            return StoreError('cannot %s in %s: %s %s' % (action, where, code, message))
+        if HAS_BOTO3 and isinstance(exc, BotoCoreError):
+            return StoreError('cannot %s in %s: %s' % (action, where, exc))
+        return StoreError('cannot %s in %s: %s' % (action, where, exc))
+
+    def key_of(self, rel: str) -> str:
+        return '%s/%s' % (self.prefix, rel) if self.prefix else rel
+
+    def rel_of(self, key: str) -> str:
+        return key[len(self.prefix) + 1:] if self.prefix else key
+
+    def check(self, create: bool = True) -> None:
+        """Fail early (endpoint, credentials, bucket) before a big snapshot is streamed."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if exc.response.get('Error', {}).get('Code') in ('404', 'NotFound'):
+                raise self.error('use the store', _missing_bucket(exc)) from exc
+            raise self.error('use the store', exc) from exc
+        except BotoCoreError as exc:
+            raise self.error('use the store', exc) from exc
+
+    # --- listing -------------------------------------------------------------------------------
+    def _objects(self, rel_prefix: str) -> Dict[str, Dict[str, Any]]:
+        objects: Dict[str, Dict[str, Any]] = {}
+        paginator = self.client.get_paginator('list_objects_v2')
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key_of(rel_prefix)):
+            for obj in page.get('Contents', []) or []:
+                objects[self.rel_of(obj['Key'])] = obj
+        return objects
+
+    def _uploads(self) -> List[Dict[str, Any]]:
+        uploads: List[Dict[str, Any]] = []
+        paginator = self.client.get_paginator('list_multipart_uploads')
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.key_of(LAYOUT_V2 + '/')):
+            uploads.extend(page.get('Uploads', []) or [])
+        return uploads
+
+    def _get(self, rel: str) -> Optional[bytes]:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self.key_of(rel))['Body'].read()
+        except ClientError as exc:
+            if exc.response.get('Error', {}).get('Code') in ('NoSuchKey', '404'):
+                return None
+            raise
+
+    def list(self) -> List[Snapshot]:
+        try:
+            found = self._classify(self._objects(LAYOUT_V2 + '/'), v1=False)
+            found += self._classify(self._objects(LAYOUT_V1 + '/'), v1=True)
+            for upload in self._uploads():
+                rel = self.rel_of(upload['Key'])
+                base = rel.rsplit('/', 1)[-1]
+                if base.endswith(METADATA_SUFFIX):
+                    base = base[:-len(METADATA_SUFFIX)]
+                found.append(Snapshot(try_parse_name(base), rel, 0, upload['Initiated'].timestamp(), STATUS_PARTIAL,
+                                      {'upload_id': upload['UploadId']},
+                                      'unfinished multipart upload (interrupted or still running)'))
+        except (ClientError, BotoCoreError) as exc:
+            raise self.error('list snapshots', exc) from exc
+        return sort_snapshots(found)
+
+    def _classify(self, objects: Dict[str, Dict[str, Any]], v1: bool) -> List[Snapshot]:
+        result: List[Snapshot] = []
+        for rel, obj in sorted(objects.items()):
+            directory, _sep, base = rel.rpartition('/')
+            if v1 and not directory.startswith(LAYOUT_V1 + '/Backup-'):
+                continue
+            modified = obj['LastModified'].timestamp()
+            if base.endswith(METADATA_SUFFIX):
+                data_rel = rel[:-len(METADATA_SUFFIX)]
+                name = try_parse_name(base[:-len(METADATA_SUFFIX)])
+                if name is not None and data_rel not in objects:
+                    result.append(classify(data_rel, name, 0, modified, self._get(rel), has_data=False))
+                continue
+            name = try_parse_name(base)
+            if name is None:
+                continue
+            raw = self._get(rel + METADATA_SUFFIX) if (rel + METADATA_SUFFIX) in objects else None
+            result.append(classify(rel, name, int(obj['Size']), modified, raw))
+        return result
+
+    # --- publishing ----------------------------------------------------------------------------
+    def _progress(self, transferred: int) -> None:
+        """Upload progress hook (bytes since the last call); a seam for fault-injection tests."""
+
+    def publish_data(self, name: SnapshotName, source_path: str) -> Snapshot:
+        rel = '%s/%s' % (LAYOUT_V2, name)
+        key = self.key_of(rel)
+        size = os.path.getsize(source_path)
+        try:
+            if self._head(key) is not None:
+                raise StoreError('s3://%s/%s already exists; refusing to overwrite it' % (self.bucket, key))
+            self.client.upload_file(source_path, self.bucket, key, Config=self.transfer, Callback=self._progress)
+            head = self._head(key)
+        except (ClientError, BotoCoreError) as exc:
+            raise self.error('upload snapshot %s' % name, exc) from exc
+        except Exception as exc:  # boto3's S3UploadFailedError wraps the ClientError
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, (ClientError, BotoCoreError)):
+                raise self.error('upload snapshot %s' % name, cause) from exc
+            if isinstance(exc, StoreError):
+                raise
+            raise self.error('upload snapshot %s' % name, exc) from exc
+        if head is None or int(head['ContentLength']) != size:
+            raise StoreError('uploaded s3://%s/%s has %s bytes, expected %d' % (
+                self.bucket, key, None if head is None else head['ContentLength'], size))
+        return Snapshot(name, rel, size, head['LastModified'].timestamp(), STATUS_INCOMPLETE, None,
+                        'metadata not yet published')
+
+    def _head(self, key: str) -> Optional[Dict[str, Any]]:
+        try:
+            return self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get('Error', {}).get('Code') in ('404', 'NoSuchKey', 'NotFound'):
+                return None
+            raise
+
+    def publish_metadata(self, snapshot: Snapshot, metadata: Dict[str, Any]) -> Snapshot:
+        key = self.key_of(snapshot.key)
+        body = json.dumps(metadata, indent=2, sort_keys=True).encode('utf-8')
+        try:
+            head = self._head(key)
+            if head is None:
+                raise StoreError('cannot publish metadata of s3://%s/%s: its data is not in the store' % (self.bucket, key))
+            self.client.put_object(Bucket=self.bucket, Key=key + METADATA_SUFFIX, Body=body,
+                                   ContentType='application/json')
+            raw = self._get(snapshot.key + METADATA_SUFFIX)
+        except (ClientError, BotoCoreError) as exc:
+            raise self.error('publish metadata of %s' % snapshot.key, exc) from exc
+        return classify(snapshot.key, snapshot.name, int(head['ContentLength']), head['LastModified'].timestamp(), raw)
+
+    def fetch(self, snapshot: Snapshot, dest_path: str) -> None:
+        key = self.key_of(snapshot.key)
+        tmp = os.path.join(os.path.dirname(os.path.abspath(dest_path)), temp_name(os.path.basename(dest_path)))
+        try:
+            self.client.download_file(self.bucket, key, tmp, Config=self.transfer)
+            os.rename(tmp, dest_path)
+        except ClientError as exc:
+            remove_quietly(tmp)
+            if exc.response.get('Error', {}).get('Code') in ('404', 'NoSuchKey', 'NotFound'):
+                raise SnapshotNotFound('snapshot s3://%s/%s is not in the store' % (self.bucket, key)) from exc
+            raise self.error('download %s' % snapshot.key, exc) from exc
+        except (BotoCoreError, OSError) as exc:
+            remove_quietly(tmp)
+            raise self.error('download %s' % snapshot.key, exc) from exc
+
+    def delete(self, snapshot: Snapshot) -> None:
+        key = self.key_of(snapshot.key)
+        try:
+            if snapshot.status == STATUS_PARTIAL and snapshot.metadata and snapshot.metadata.get('upload_id'):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=snapshot.metadata['upload_id'])
+                return
+            self.client.delete_object(Bucket=self.bucket, Key=key + METADATA_SUFFIX)
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise self.error('delete %s' % snapshot.key, exc) from exc

@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Open a snapshot store from its URL: a local directory or s3://bucket/prefix."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import S3Store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import SnapshotStore
+
+SUPPORTED = ('/absolute/path', 'file:///absolute/path', 's3://bucket/prefix')
+
+
+def open_store(url: str, *, endpoint_url: Optional[str] = None, access_key: Optional[str] = None,
+               secret_key: Optional[str] = None, session_token: Optional[str] = None,
+               region: Optional[str] = None) -> SnapshotStore:
+    """The store for `url`; StoreError names the supported forms when the URL fits none."""
+    url = (url or '').strip()
+    if not url:
+        raise StoreError('no snapshot store given; expected one of %s' % ', '.join(SUPPORTED))
+    if url.startswith('s3://'):
+        return S3Store(url, endpoint_url=endpoint_url, access_key=access_key, secret_key=secret_key,
+                       session_token=session_token, region=region)
+    if url.startswith('file://') or url.startswith('/'):
+        return LocalStore(url)
+    scheme = url.split('://', 1)[0] if '://' in url else ''
+    if scheme:
+        raise StoreError('snapshot store %r: unsupported scheme %r; expected one of %s' % (url, scheme, ', '.join(SUPPORTED)))
+    raise StoreError('snapshot store %r is neither an absolute path nor a URL; expected one of %s' % (url, ', '.join(SUPPORTED)))
+
+
+def store_from_params(params: Dict[str, Any]) -> SnapshotStore:
+    """From the `etcd_store` argspec options."""
+    return open_store(params.get('store') or '', endpoint_url=params.get('s3_endpoint_url'),
+                      access_key=params.get('aws_access_key_id'), secret_key=params.get('aws_secret_access_key'),
+                      session_token=params.get('aws_session_token'), region=params.get('region'))

@@ -1,0 +1,213 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: etcd_restore
+short_description: Restore an etcd member's data dir from a verified snapshot
+version_added: 0.1.0
+description:
+  - Restores the data dir of one etcd member from a full snapshot in a store (local directory or
+    S3), by default the latest valid one, or from a local snapshot file.
+  - The snapshot is downloaded and verified against the sha256 and size recorded in its metadata,
+    etcd's own sha256 trailer and C(snapshot status) before anything is restored.
+  - The restore runs C(etcdutl snapshot restore) (etcd 3.5+) or C(etcdctl snapshot restore)
+    (etcd 3.4) into a temporary sibling of O(data_dir), which is then moved into place, so a failed
+    restore leaves no partial data dir.
+  - An existing non-empty O(data_dir) is refused unless O(force=true); with O(force=true) it is moved
+    aside to C(<data_dir>.pre-restore-<unix time>), never deleted.
+  - A marker C(<data_dir>.restore.json) next to the data dir records the snapshot; running again with
+    the same snapshot reports no change.
+  - Only the full snapshot is restored; delta snapshots taken after it are not applied.
+  - Run it for every member with the same O(initial_cluster) and O(initial_cluster_token), then start
+    the members with C(--initial-cluster-state new).
+author: steward.cluster developers (@steward)
+options:
+  store:
+    description:
+      - The snapshot store, a local directory (C(/var/backups/etcd) or C(file:///var/backups/etcd))
+        or an S3 location (C(s3://bucket/prefix)).
+      - Required unless O(snapshot_file) is given.
+    type: str
+    required: false
+  snapshot:
+    description:
+      - Name of the snapshot in O(store) to restore (for example C(Full-00000000-00001001-1700000000)).
+      - Defaults to the latest valid full snapshot. A named snapshot must be valid and full.
+    type: str
+  snapshot_file:
+    description:
+      - A local snapshot file to restore instead of a snapshot from a store.
+    type: path
+  name:
+    description: Name of the member whose data dir is restored (C(--name)).
+    type: str
+    required: true
+  data_dir:
+    description: The member's data dir (absolute path).
+    type: path
+    required: true
+  initial_cluster:
+    description: All members of the restored cluster, as C(n1=http://a:2380,n2=http://b:2380,...).
+    type: str
+    required: true
+  initial_cluster_token:
+    description:
+      - Cluster token of the restored cluster; the same for every member.
+      - Not a secret (etcd shows it in its command line); it keeps members of different clusters apart.
+    type: str
+    default: etcd-cluster
+  initial_advertise_peer_urls:
+    description: This member's peer URLs; must match its entries in O(initial_cluster).
+    type: list
+    elements: str
+    required: true
+  force:
+    description:
+      - Restore even when O(data_dir) is not empty, or was restored from the same snapshot already.
+      - The existing data dir is moved aside to C(<data_dir>.pre-restore-<unix time>), never deleted.
+    type: bool
+    default: false
+  etcdutl_path:
+    description:
+      - Path of the C(etcdutl) (or, for etcd 3.4, C(etcdctl)) binary used to verify and restore.
+      - By default it is searched in E(STEWARD_ETCD_BIN_DIRS), E(PATH) and the usual install places.
+    type: path
+  tmp_dir:
+    description: Directory for the downloaded snapshot (default the system temp dir).
+    type: path
+extends_documentation_fragment:
+  - steward.cluster.etcd_store
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Selects, downloads and verifies the snapshot (read-only) and restores nothing.
+  diff_mode:
+    support: full
+    details: Shows the data dir state (absent, empty, present and the snapshot it came from) before and after.
+  platform:
+    platforms: posix
+'''
+
+EXAMPLES = r'''
+- name: Restore member etcd1 from the latest valid full snapshot
+  steward.cluster.etcd_restore:
+    store: s3://backups/etcd/main
+    name: etcd1
+    data_dir: /var/lib/etcd
+    initial_cluster: etcd1=https://10.0.0.1:2380,etcd2=https://10.0.0.2:2380,etcd3=https://10.0.0.3:2380
+    initial_cluster_token: main-restored
+    initial_advertise_peer_urls: [https://10.0.0.1:2380]
+
+- name: Restore a named snapshot over an existing data dir (moved aside)
+  steward.cluster.etcd_restore:
+    store: /var/backups/etcd
+    snapshot: Full-00000000-00001001-1700000000
+    name: etcd1
+    data_dir: /var/lib/etcd
+    initial_cluster: etcd1=http://127.0.0.1:2380
+    initial_advertise_peer_urls: [http://127.0.0.1:2380]
+    force: true
+
+- name: Restore from a local snapshot file
+  steward.cluster.etcd_restore:
+    snapshot_file: /root/etcd-snapshot.db
+    name: etcd1
+    data_dir: /var/lib/etcd
+    initial_cluster: etcd1=http://127.0.0.1:2380
+    initial_advertise_peer_urls: [http://127.0.0.1:2380]
+'''
+
+RETURN = r'''
+snapshot:
+  description: The snapshot restored (or that would be restored).
+  returned: always
+  type: dict
+  sample:
+    name: Full-00000000-00001001-1700000000
+    key: v2/Full-00000000-00001001-1700000000
+    kind: Full
+    size: 20512
+    status: valid
+    sha256: 5f0c6e...
+data_dir:
+  description: The restored data dir.
+  returned: always
+  type: str
+  sample: /var/lib/etcd
+moved_aside:
+  description: Where the previous data dir was moved (or would be moved), or null.
+  returned: always
+  type: str
+  sample: /var/lib/etcd.pre-restore-1700000000
+marker:
+  description: Path of the marker file that records which snapshot the data dir was restored from.
+  returned: always
+  type: str
+  sample: /var/lib/etcd.restore.json
+tool:
+  description: The tool that restored the data dir, C(etcdutl) or C(etcdctl) (etcd 3.4).
+  returned: when a restore ran
+  type: str
+  sample: etcdutl
+verification:
+  description: Result of the snapshot verification (sha256, size, revision, total_keys, checks); null when nothing was done.
+  returned: always
+  type: dict
+'''
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_member, select_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+
+
+def main():
+    spec = argspec(
+        ETCD_STORE_SPEC,
+        snapshot=dict(type='str'),
+        snapshot_file=dict(type='path'),
+        name=dict(type='str', required=True),
+        data_dir=dict(type='path', required=True),
+        initial_cluster=dict(type='str', required=True),
+        initial_cluster_token=dict(type='str', default='etcd-cluster', no_log=False),
+        initial_advertise_peer_urls=dict(type='list', elements='str', required=True),
+        force=dict(type='bool', default=False),
+        etcdutl_path=dict(type='path'),
+        tmp_dir=dict(type='path'),
+    )
+    spec['store'] = dict(spec['store'], required=False)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
+                           required_one_of=[('store', 'snapshot_file')],
+                           mutually_exclusive=[('store', 'snapshot_file'), ('snapshot', 'snapshot_file')])
+    p = module.params
+    member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
+                  initial_cluster_token=p['initial_cluster_token'],
+                  initial_advertise_peer_urls=p['initial_advertise_peer_urls'], force=p['force'],
+                  tool=p['etcdutl_path'], tmp_dir=p['tmp_dir'], now=time.time(), check_mode=module.check_mode)
+    try:
+        if p['snapshot_file']:
+            result = restore_file(p['snapshot_file'], **member)
+        else:
+            store = store_from_params(p)
+            result = restore_member(store, select_snapshot(store, p['snapshot']), **member)
+    except EtcdError as exc:
+        module.fail_json(msg=str(exc))
+    diff = result.pop('diff')
+    if module._diff:
+        result['diff'] = diff
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

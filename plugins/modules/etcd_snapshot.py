@@ -1,0 +1,201 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: etcd_snapshot
+short_description: Take a verified full snapshot of an etcd cluster into a local directory or S3
+version_added: 0.1.0
+description:
+  - Picks the healthiest member (answers status and a quorum read; highest applied raft index,
+    a follower before the leader on ties) and streams its snapshot over the etcd API.
+  - The snapshot is verified before it is published (etcd's sha256 trailer and
+    C(etcdutl snapshot status), or C(etcdctl) for etcd 3.4) and named like etcd-backup-restore
+    does (C(Full-00000000-<revision>-<unix time>)) under C(<store>/v2/).
+  - Publishing is two-phase, data then a C(<name>.meta.json) metadata object, so an interrupted
+    run never leaves anything that lists as valid.
+  - Every run takes a new snapshot, so the module always reports a change.
+options:
+  etcdutl_path:
+    description:
+      - Path of C(etcdutl) (etcd 3.5+) or C(etcdctl) (etcd 3.4) used for the structural check.
+      - Searched in E(STEWARD_ETCD_BIN_DIRS), E(PATH) and the usual install places when unset.
+    type: path
+  tmp_dir:
+    description:
+      - Directory for the temporary snapshot file before it is published.
+      - Defaults to the store directory itself for local stores (so publishing is a rename)
+        and to the system temp directory for S3 stores.
+    type: path
+  snapshot_timeout:
+    description: Seconds the whole snapshot stream may take.
+    type: int
+    default: 900
+extends_documentation_fragment:
+  - steward.cluster.etcd_connection
+  - steward.cluster.etcd_store
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
+  check_mode:
+    support: full
+    details: Chooses the member and reports the name the snapshot would get; takes nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+requirements:
+  - requests
+  - etcd-sdk-python (import pyetcd)
+author: steward.cluster developers (@steward)
+'''
+
+EXAMPLES = r'''
+- name: Snapshot the cluster into a local directory
+  steward.cluster.etcd_snapshot:
+    endpoints: [https://10.0.0.1:2379, https://10.0.0.2:2379, https://10.0.0.3:2379]
+    ca_cert: /etc/etcd/pki/ca.crt
+    client_cert: /etc/etcd/pki/client.crt
+    client_key: /etc/etcd/pki/client.key
+    store: /var/backups/etcd
+
+- name: Snapshot the cluster into an S3-compatible bucket
+  steward.cluster.etcd_snapshot:
+    endpoints: [http://127.0.0.1:2379]
+    store: s3://backups/etcd/main
+    s3_endpoint_url: https://minio.example.com
+  register: snap
+
+- name: Show the snapshot name
+  ansible.builtin.debug:
+    msg: "{{ snap.snapshot.name }} ({{ snap.snapshot.size }} bytes) from {{ snap.member.name }}"
+'''
+
+RETURN = r'''
+snapshot:
+  description:
+    - The new snapshot as listed by the store (status C(valid)).
+    - In check mode, the snapshot that would be taken, with status C(planned) and no size or sha256.
+  returned: success
+  type: dict
+  contains:
+    name:
+      description: Snapshot name, C(Full-<startRev>-<lastRev>-<unix time>).
+      type: str
+      sample: Full-00000000-00001234-1767225600
+    key:
+      description: Object key or path relative to the store root.
+      type: str
+      sample: v2/Full-00000000-00001234-1767225600
+    kind:
+      description: C(Full).
+      type: str
+    start_revision:
+      description: First revision (0 for full snapshots).
+      type: int
+    end_revision:
+      description: The etcd revision the snapshot holds.
+      type: int
+    created:
+      description: Unix time the snapshot was taken.
+      type: int
+    size:
+      description: Size in bytes.
+      type: int
+    status:
+      description: C(valid), or C(planned) in check mode.
+      type: str
+    valid:
+      description: Whether the snapshot can be restored from.
+      type: bool
+    problem:
+      description: Empty for a valid snapshot.
+      type: str
+    sha256:
+      description: sha256 of the snapshot file.
+      type: str
+    metadata:
+      description: The metadata object published with the snapshot (cluster and member ids, etcd version, checks).
+      type: dict
+member:
+  description: The member the snapshot was streamed from.
+  returned: success
+  type: dict
+  contains:
+    endpoint:
+      description: Client endpoint used.
+      type: str
+    member_id:
+      description: Member id (hex).
+      type: str
+    name:
+      description: Member name.
+      type: str
+    cluster_id:
+      description: Cluster id (hex).
+      type: str
+    version:
+      description: etcd server version.
+      type: str
+    revision:
+      description: The member's revision when it was chosen.
+      type: int
+    applied_index:
+      description: Raft applied index when it was chosen.
+      type: int
+    is_leader:
+      description: Whether the member was the leader.
+      type: bool
+'''
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
+    ETCD_CONNECTION_SPEC,
+    ETCD_STORE_SPEC,
+    argspec,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
+    HAS_PYETCD,
+    HAS_REQUESTS,
+    EtcdConnection,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=argspec(ETCD_CONNECTION_SPEC, ETCD_STORE_SPEC,
+                              etcdutl_path={'type': 'path'},
+                              tmp_dir={'type': 'path'},
+                              snapshot_timeout={'type': 'int', 'default': 900}),
+        supports_check_mode=True,
+    )
+    for lib, present in (('requests', HAS_REQUESTS), ('etcd-sdk-python', HAS_PYETCD)):
+        if not present:
+            module.fail_json(msg=missing_required_lib(lib))
+    if module.params['store'].startswith('s3://') and not HAS_BOTO3:
+        module.fail_json(msg=missing_required_lib('boto3'))
+    try:
+        result = take_full_snapshot(EtcdConnection.from_params(module.params), store_from_params(module.params),
+                                    now=time.time(), tmp_dir=module.params['tmp_dir'],
+                                    snapshot_timeout=module.params['snapshot_timeout'],
+                                    tool=module.params['etcdutl_path'], check_mode=module.check_mode)
+    except EtcdError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
