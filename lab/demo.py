@@ -51,7 +51,7 @@ def playbook(state: str, name: str, *extra: str) -> str:
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(state, 'ansible.cfg'))
     cmd = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), 'steward.cluster.' + name] + list(extra)
     proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
-    log = os.path.join(state, 'demo-%s.log' % name)
+    log = os.path.join(state, 'demo-%s-%d.log' % (name, int(time.time() * 1000)))
     with open(log, 'w') as f:
         f.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -143,7 +143,7 @@ def main() -> int:
                      lambda: playbook(state, 'etcd_recover', '-e', 'etcd_backup_store=' + store))
     finally:
         if not args.keep:
-            timeline.run('lab down', lambda: lab.lab_down(state, purge=False) or '')
+            timeline.run('lab down', lambda: 'stopped ' + ', '.join(lab.lab_down(state, purge=False)))
     timeline.print()
     return 0
 
