@@ -8,7 +8,8 @@ PY := $(VENV)/bin/python
 BUILD := $(CURDIR)/.build
 COLLECTIONS := $(BUILD)/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/steward/cluster
-SANITY_TREE := $(BUILD)/sanity/ansible_collections/steward/cluster
+# Outside the checkout: inside it, ansible-test finds the enclosing git repo (where .build is ignored) and sees no files.
+SANITY_TREE := $(or $(TMPDIR),/tmp)/steward-sanity/ansible_collections/steward/cluster
 ETCD35 := $(BUILD)/etcd-3.5
 ETCD34 := $(BUILD)/etcd-3.4
 LAB := $(CURDIR)/.lab

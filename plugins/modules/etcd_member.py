@@ -16,6 +16,10 @@ description:
     has one) is not added again; a voting member is not promoted again.
   - The result has RV(initial_cluster) and RV(initial_cluster_state) to start the new member with.
     Typical use is two tasks, V(promote=false) then start the member, then V(promote=true).
+  - A learner added by the same task cannot have been started by it; its promotion is waited for up to
+    O(promote_timeout) seconds and, when the member has not started by then, reported as a warning with
+    RV(promoted=false) instead of a failure. For a learner that already existed, a promotion that does not
+    succeed within O(promote_timeout) fails.
   - With O(state=absent), removes the member given by O(member_id), O(name) or the first of O(peer_urls).
   - Refuses a removal, or a voting add, that would leave fewer healthy voting members than the quorum
     of the resulting cluster, unless O(force=true). etcd's own reconfiguration checks still apply.

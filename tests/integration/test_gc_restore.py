@@ -123,7 +123,7 @@ def test_gc_then_restore_three_members(etcd3, tmp_path):
     tasks = [{'name': 'restore check', 'check_mode': True,
               'steward.cluster.etcd_restore': restore_args(m1, check_dir)}]
     tasks += [{'name': 'restore %s' % m.name, 'steward.cluster.etcd_restore': restore_args(m, new_dirs[m.name])}
-             for m in members]
+              for m in members]
     tasks += [
         {'name': 'restore again', 'steward.cluster.etcd_restore': restore_args(m1, new_dirs[m1.name])},
         {'name': 'refuse existing', 'steward.cluster.etcd_restore': restore_args(m1, old_dir), 'ignore_errors': True},

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdUnavailable, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdUnavailable, SnapshotInvalid, StoreError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import list_snapshots, take_full_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
 from support.ansible import local_play, run_playbook
@@ -115,6 +115,18 @@ def test_corrupted_snapshot_is_reported_by_verify_sha256(etcd1, s3_bucket, tmp_p
                                                     Body=bytes(data))
     info = list_snapshots(store, verify_sha256=True)
     assert [s['status'] for s in info['snapshots']] == ['corrupt']
+
+
+def test_failed_verification_publishes_nothing_and_cleans_up(etcd1, tmp_path):
+    """A snapshot the structural check rejects never reaches the store; its temp file is removed."""
+    load(etcd1)
+    tool = tmp_path / 'etcdutl'
+    tool.write_text('#!/bin/sh\necho "Error: invalid database" >&2\nexit 1\n')
+    tool.chmod(0o755)
+    store = open_store(str(tmp_path / 'store'))
+    with pytest.raises(SnapshotInvalid, match='snapshot status rejected'):
+        take_full_snapshot(conn_of(etcd1), store, now=NOW, tool=str(tool))
+    assert os.listdir(tmp_path / 'store' / 'v2') == [] and store.list() == []
 
 
 # --- store errors -----------------------------------------------------------------------------

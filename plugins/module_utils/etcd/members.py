@@ -222,7 +222,7 @@ def ensure_member_present(conn: EtcdConnection, *, name: str, peer_urls: List[st
             member = next((m for m in after if m['id'] == member['id']), member)
 
     result['member'] = dict(_public(member), name=member['name'] or name, started=bool(member.get('client_urls')))
-    result['members'] = after
+    result['members'] = [_public(m) for m in after]
     result['initial_cluster'] = initial_cluster(after, name, list(peer_urls))
     result['initial_cluster_state'] = 'existing'
     result['diff'] = {'before': member_list_view(before), 'after': member_list_view(after)}
@@ -284,7 +284,7 @@ def ensure_member_absent(conn: EtcdConnection, *, name: Optional[str] = None, me
         after = [m for m in before if m['id'] != member['id']]
         if not check_mode:
             after = _remove(conn, info, member, retry_timeout)
-    result['members'] = after
+    result['members'] = [_public(m) for m in after]
     result['diff'] = {'before': member_list_view(before), 'after': member_list_view(after)}
     result['msg'] = '; '.join(result['actions']) or 'no such member: nothing to remove'
     return result

@@ -31,6 +31,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
     RestoreRefused,
     SnapshotNotFound,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import fsync_path
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import hash_file, verify_snapshot_file
 
@@ -150,14 +151,6 @@ def aside_path(data_dir: str, now: float) -> str:
     return candidate
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_marker(data_dir: str, content: Dict[str, Any]) -> None:
     path = marker_path(data_dir)
     tmp = path + '.tmp'
@@ -166,7 +159,7 @@ def _write_marker(data_dir: str, content: Dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.rename(tmp, path)
-    _fsync_dir(os.path.dirname(path))
+    fsync_path(os.path.dirname(path))
 
 
 # --- the restore itself ----------------------------------------------------------------------------
@@ -207,7 +200,7 @@ def _place(staged: str, data_dir: str, state: str, aside: Optional[str]) -> None
         if state == STATE_PRESENT:
             os.rename(aside, data_dir)  # put the old data back; never leave the member without its data
         raise
-    _fsync_dir(os.path.dirname(data_dir))
+    fsync_path(os.path.dirname(data_dir))
 
 
 def _restore(fetch, source: Dict[str, Any], *, expected_sha256: Optional[str], expected_size: Optional[int],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 
@@ -21,9 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import
 @pytest.fixture(scope='module')
 def good_snapshot(tmp_path_factory):
     """A real snapshot taken with etcdctl from a real 1-member etcd."""
-    import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
-    from support.etcd_cluster import EtcdCluster
+    from support.etcd_cluster import EtcdCluster  # tests/ is on sys.path (tests/conftest.py)
     base = tmp_path_factory.mktemp('etcd')
     cluster = EtcdCluster(str(base / 'e'), 1).start()
     try:
