@@ -104,8 +104,8 @@ def main() -> int:
         ours, theirs = [], []
         for i in range(args.runs):
             # alternate which goes first, so page cache and disk state do not favour one tool
-            order = [('ours', None), ('etcdctl', None)] if i % 2 == 0 else [('etcdctl', None), ('ours', None)]
-            for tool, _ in order:
+            order = ['ours', 'etcdctl'] if i % 2 == 0 else ['etcdctl', 'ours']
+            for tool in order:
                 if tool == 'ours':
                     r = run_ours(conn, os.path.join(work, 'store'), 1767225600 + i)
                     ours.append(r)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`make demo`: rehearse the 3 a.m. disaster on the local lab, end to end, with real processes.
 
 lab up -> load data -> backup -> permanent loss of 2 of 3 members (SIGKILL + data dir wiped)
@@ -12,7 +11,6 @@ import base64
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Tuple
@@ -48,17 +46,15 @@ class Timeline:
 
 
 def playbook(state: str, name: str, *extra: str) -> str:
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(state, 'ansible.cfg'))
-    cmd = [os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), 'steward.cluster.' + name] + list(extra)
-    proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    """Run steward.cluster.<name> on the lab; keep its log; fail loudly."""
+    result = lab.run_playbook(state, 'steward.cluster.' + name, list(extra), echo=False)
     log = os.path.join(state, 'demo-%s-%d.log' % (name, int(time.time() * 1000)))
     with open(log, 'w') as f:
-        f.write(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        print(proc.stdout[-6000:], proc.stderr[-3000:], sep='\n')
-        raise SystemExit('%s failed (rc=%d); full log in %s' % (name, proc.returncode, log))
-    recap = [line for line in proc.stdout.splitlines() if 'changed=' in line]
-    return 'changed=%d' % sum(int(line.split('changed=')[1].split()[0]) for line in recap)
+        f.write(result['output'])
+    if result['rc'] != 0:
+        print(result['output'][-8000:])
+        raise SystemExit('%s failed (rc=%d); full log in %s' % (name, result['rc'], log))
+    return 'changed=%d' % result['changed']
 
 
 def endpoints(hosts: Dict[str, Dict]) -> List[str]:

@@ -93,6 +93,8 @@ def write_config(state_dir: str, inventory: Dict[str, Any]) -> None:
                 'stdout_callback = ansible.builtin.default\n'
                 'callback_result_format = yaml\n'
                 'forks = 10\n'
+                '[connection]\n'
+                'pipelining = True\n'
                 % (state_dir, inv_path, COLLECTIONS, venv_python()))
 
 

@@ -22,6 +22,8 @@ attributes:
     support: full
   diff_mode:
     support: full
+  platform:
+    platforms: posix
 options:
   path:
     description: The member's data directory.

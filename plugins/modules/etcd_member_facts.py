@@ -26,6 +26,8 @@ attributes:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 options:
   name:
     description: Member name.
@@ -76,7 +78,7 @@ member:
     host_reachable: {description: Always true (the module ran on the host)., type: bool, returned: always}
     data_exists: {description: The data dir exists., type: bool, returned: always}
     data_has_data: {description: The data dir holds a WAL or a backend db., type: bool, returned: always}
-    process_running: {description: The member process is alive (from the pid file, else from the answer)., type: bool, returned: always}
+    process_running: {description: The member process is alive - from the pid file or else from the answer., type: bool, returned: always}
     responding: {description: The member answered a status request., type: bool, returned: always}
     healthy: {description: A linearizable read through this member succeeded (its cluster has quorum)., type: bool, returned: always}
     member_id: {description: Member id in hex., type: str, returned: when responding}

@@ -71,6 +71,8 @@ attributes:
     support: full
   diff_mode:
     support: full
+  platform:
+    platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 author: steward.cluster developers (@steward)

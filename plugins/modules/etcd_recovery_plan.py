@@ -29,12 +29,14 @@ attributes:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 options:
   hosts:
     description:
-      - One entry per etcd host, in inventory order - the C(member) result of
+      - "One entry per etcd host, in inventory order: the C(member) result of
         M(steward.cluster.etcd_member_facts), or C({name: <host>, host_reachable: false}) for a host
-        that could not be reached.
+        that could not be reached."
     type: list
     elements: dict
     required: true
@@ -61,16 +63,54 @@ plan:
   returned: always
   type: dict
   contains:
-    action: {description: "none, replace_members, force_new_cluster, restore_snapshot or blocked.", type: str, returned: always}
-    seed: {description: Host that anchors the cluster (healthy member, survivor or restore target)., type: str, returned: always}
-    rejoin: {description: Hosts to re-add as learners with empty data dirs, in order., type: list, elements: str, returned: always}
-    remove: {description: "Stale member entries to remove first, as {host, member_id}.", type: list, elements: dict, returned: always}
-    promote: {description: Learners to promote., type: list, elements: str, returned: always}
-    unreachable: {description: Hosts that could not be reached and are left alone., type: list, elements: str, returned: always}
-    foreign_members: {description: Members that belong to no inventory host (left alone)., type: list, elements: dict, returned: always}
-    findings: {description: One word per host (healthy, learner, no-quorum, split-brain, down-with-data, down-without-data, unreachable)., type: dict, returned: always}
-    reasons: {description: Why, in sentences., type: list, elements: str, returned: always}
-    changes: {description: Whether the plan changes anything., type: bool, returned: always}
+    action:
+      description: One of none, replace_members, force_new_cluster, restore_snapshot, blocked.
+      type: str
+      returned: always
+    seed:
+      description: Host that anchors the cluster - a healthy member, the survivor, or the restore target.
+      type: str
+      returned: always
+    rejoin:
+      description: Hosts to re-add as learners with empty data dirs, in this order.
+      type: list
+      elements: str
+      returned: always
+    remove:
+      description: Stale member entries to remove first, each with C(host) and C(member_id).
+      type: list
+      elements: dict
+      returned: always
+    promote:
+      description: Healthy learners to promote.
+      type: list
+      elements: str
+      returned: always
+    unreachable:
+      description: Hosts that could not be reached and are left alone.
+      type: list
+      elements: str
+      returned: always
+    foreign_members:
+      description: Members that belong to no inventory host; left alone.
+      type: list
+      elements: dict
+      returned: always
+    findings:
+      description:
+        - One word per host - healthy, learner, no-quorum, split-brain, down-with-data, down-without-data
+          or unreachable.
+      type: dict
+      returned: always
+    reasons:
+      description: Why, in sentences.
+      type: list
+      elements: str
+      returned: always
+    changes:
+      description: Whether carrying out the plan changes anything.
+      type: bool
+      returned: always
   sample:
     action: force_new_cluster
     seed: etcd1

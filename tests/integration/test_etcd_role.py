@@ -120,7 +120,7 @@ def test_role_bootstraps_three_members(cluster3):
 
 
 def test_config_says_existing_after_bootstrap(cluster3):
-    _, hosts, _ = cluster3
+    hosts = cluster3[1]
     for h in hosts.values():
         with open(h['etcd_config_dir'] + '/etcd.conf.yml') as f:
             conf = yaml.safe_load(f)
@@ -131,7 +131,7 @@ def test_config_says_existing_after_bootstrap(cluster3):
 
 
 def test_second_run_changes_nothing(cluster3):
-    base, hosts, _ = cluster3
+    base, hosts = cluster3[:2]
     pids = {n: read_pid_file(h['etcd_pid_file']) for n, h in hosts.items()}
     again = provision(base)
     assert_ok(again)
@@ -141,7 +141,7 @@ def test_second_run_changes_nothing(cluster3):
 
 
 def test_check_mode_changes_nothing(cluster3):
-    base, hosts, _ = cluster3
+    base, hosts = cluster3[:2]
     pids = {n: read_pid_file(h['etcd_pid_file']) for n, h in hosts.items()}
     confs = {n: open(h['etcd_config_dir'] + '/etcd.conf.yml').read() for n, h in hosts.items()}
     checked = provision(base, check=True)
@@ -152,7 +152,7 @@ def test_check_mode_changes_nothing(cluster3):
 
 
 def test_config_change_restarts_one_member_at_a_time(cluster3):
-    base, hosts, _ = cluster3
+    base, hosts = cluster3[:2]
     pids = {n: read_pid_file(h['etcd_pid_file']) for n, h in hosts.items()}
     changed = run_playbook('steward.cluster.etcd_cluster', inventory=os.path.join(base, 'inventory.yml'),
                            extra_vars={'etcd_snapshot_count': 5000})
@@ -166,7 +166,7 @@ def test_config_change_restarts_one_member_at_a_time(cluster3):
 
 def test_wiped_member_never_bootstraps_alone(cluster3):
     """kubespray #13261: a member that lost its data dir must not come up as a new one-member cluster."""
-    base, hosts, _ = cluster3
+    base, hosts = cluster3[:2]
     ips = {n: h['ansible_host'] for n, h in hosts.items()}
     data = {'/safety/%d' % i: 'v%d' % i for i in range(20)}
     for k, v in data.items():
@@ -303,8 +303,8 @@ def test_etcd_process_stale_pid_file_counts_as_stopped(tmp_path):
     try:
         (tmp_path / 'solo.pid').write_text('%d\n' % other.pid)
         tasks = [process_task('stop stale', 'stopped', config, tmp_path, wait=False),
-                 {'name': 'restore stale', 'ansible.builtin.copy': {'content': '%d\n' % other.pid,
-                                                                     'dest': str(tmp_path / 'solo.pid')}},
+                 {'name': 'restore stale',
+                  'ansible.builtin.copy': {'content': '%d\n' % other.pid, 'dest': str(tmp_path / 'solo.pid')}},
                  process_task('check start', 'started', config, tmp_path)]
         result = run_playbook(local_play(tasks), check=False)
         assert result.rc == 0, result.stdout[-3000:]
@@ -345,10 +345,9 @@ def test_systemd_unit_and_tls_config_render(tmp_path):
              {'name': 'config', 'ansible.builtin.template': {'src': role + '/templates/etcd.conf.yml.j2',
                                                             'dest': str(tmp_path / 'etcd.conf.yml')}}]
     play = local_play(tasks)
-    extra = ({'etcd_binary': '/opt/etcd/etcd', 'etcd_config_dir': '/etc/etcd',
-                                   'etcd_tls': True, 'etcd_cluster_group': 'all', 'etcd_address': '10.0.0.5',
-                                   'etcd_extra_config': {'max-request-bytes': 10485760,
-                                                         'client-transport-security': {'auto-tls': False}}})
+    extra = {'etcd_binary': '/opt/etcd/etcd', 'etcd_config_dir': '/etc/etcd',
+             'etcd_tls': True, 'etcd_cluster_group': 'all', 'etcd_address': '10.0.0.5',
+             'etcd_extra_config': {'max-request-bytes': 10485760, 'client-transport-security': {'auto-tls': False}}}
     result = run_playbook(play, extra_vars=extra)  # extra vars: above the include_vars defaults
     assert result.rc == 0, result.stdout[-3000:]
     unit = (tmp_path / 'etcd.service').read_text()

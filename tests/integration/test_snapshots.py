@@ -270,7 +270,7 @@ def test_kill_during_s3_upload_leaves_nothing_valid(etcd1, s3_bucket, tmp_path):
 
 def test_kill_between_phases_on_s3_leaves_nothing_valid(etcd1, s3_bucket, tmp_path):
     load(etcd1)
-    store, url, _ = s3_store(s3_bucket)
+    store, url = s3_store(s3_bucket)[:2]
     run_and_kill(tmp_path, etcd1, store.url, 'between', endpoint_url=url, tmp_dir=scratch(tmp_path))
     assert [s.status for s in store.list()] == ['incomplete']
     assert store.latest_valid() is None

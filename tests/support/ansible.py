@@ -91,7 +91,8 @@ def run_playbook(playbook: Any, *, check: bool = False, diff: bool = False, inve
         if diff:
             cmd.append('--diff')
         cmd += args or []
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=ansible_env(env), timeout=timeout, cwd=tmp)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=ansible_env(env), timeout=timeout, cwd=tmp,
+                              check=False)
         return PlaybookResult(proc)
 
 

@@ -30,7 +30,7 @@ def etcd_bin_dirs() -> List[str]:
 
 
 def etcd_version(bin_dir: str) -> str:
-    out = subprocess.run([os.path.join(bin_dir, 'etcd'), '--version'], capture_output=True, text=True).stdout
+    out = subprocess.run([os.path.join(bin_dir, 'etcd'), '--version'], capture_output=True, text=True, check=False).stdout
     return out.split('\n', 1)[0].split(':', 1)[1].strip()
 
 

@@ -136,7 +136,6 @@ def ensure_empty_data_dir(data_dir: str, *, check_mode: bool = False) -> bool:
     return True
 
 
-
 def reset_data_dir(data_dir: str, *, state: str, reason: str, now: float, check_mode: bool = False) -> tuple:
     """(changed, moved_to): `absent` leaves no dir, `empty` leaves an empty one; old contents are moved aside."""
     is_empty_dir = os.path.isdir(data_dir) and not os.listdir(data_dir)
