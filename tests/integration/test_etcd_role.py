@@ -151,17 +151,25 @@ def test_check_mode_changes_nothing(cluster3):
     assert {n: open(h['etcd_config_dir'] + '/etcd.conf.yml').read() for n, h in hosts.items()} == confs
 
 
-def test_config_change_restarts_one_member_at_a_time(cluster3):
+def test_config_change_restarts_only_where_etcd_reads_it(cluster3):
+    """--limit m1 with a changed setting: only m1 restarts; the hosts outside the play make the
+    bootstrap state `existing`; going back restarts m1 again."""
     base, hosts = cluster3[:2]
     pids = {n: read_pid_file(h['etcd_pid_file']) for n, h in hosts.items()}
     changed = run_playbook('steward.cluster.etcd_cluster', inventory=os.path.join(base, 'inventory.yml'),
-                           extra_vars={'etcd_snapshot_count': 5000})
+                           extra_vars={'etcd_snapshot_count': 5000}, args=['--limit', 'm1'])
     assert_ok(changed)
-    new_pids = {n: read_pid_file(h['etcd_pid_file']) for n, h in hosts.items()}
-    assert all(new_pids[n] != pids[n] for n in pids), 'snapshot-count is read at start: every member restarts'
+    after = {n: read_pid_file(h['etcd_pid_file']) for n, h in hosts.items()}
+    assert after['m1'] != pids['m1'], 'snapshot-count is read at start: m1 restarts'
+    assert (after['m2'], after['m3']) == (pids['m2'], pids['m3'])
+    with open(hosts['m1']['etcd_config_dir'] + '/etcd.conf.yml') as f:
+        conf = yaml.safe_load(f)
+    assert conf['snapshot-count'] == 5000 and conf['initial-cluster-state'] == 'existing'
     assert all(health(h['ansible_host']) for h in hosts.values())
-    # back to the inventory value: restarts again, then nothing
-    assert_ok(provision(base))
+    back = run_playbook('steward.cluster.etcd_cluster', inventory=os.path.join(base, 'inventory.yml'),
+                        args=['--limit', 'm1'])
+    assert_ok(back)
+    assert read_pid_file(hosts['m1']['etcd_pid_file']) != after['m1']
 
 
 def test_wiped_member_never_bootstraps_alone(cluster3):
@@ -201,6 +209,32 @@ def test_wiped_member_never_bootstraps_alone(cluster3):
         assert {_unb64(kv['key']): _unb64(kv['value']) for kv in kvs} == data
 
 
+def test_stop_and_force_new_cluster_entry_points(cluster3):
+    """What the quorum-recovery playbook does: tasks_from stop on every member, then tasks_from start on
+    the survivor with etcd_force_new_cluster; afterwards the config no longer forces (no second force)."""
+    base, hosts = cluster3[:2]
+    ip1 = hosts['m1']['ansible_host']
+    stop = [{'hosts': 'etcd', 'gather_facts': False, 'tasks': [
+        {'name': 'stop', 'ansible.builtin.include_role': {'name': 'steward.cluster.etcd', 'tasks_from': 'stop'}}]}]
+    stopped = run_playbook(stop, inventory=os.path.join(base, 'inventory.yml'))
+    assert_ok(stopped)
+    assert not any(health(h['ansible_host']) for h in hosts.values())
+    assert not any(os.path.exists(h['etcd_pid_file']) for h in hosts.values())
+    start = [{'hosts': 'm1', 'gather_facts': False, 'tasks': [
+        {'name': 'force', 'ansible.builtin.include_role': {'name': 'steward.cluster.etcd', 'tasks_from': 'start'},
+         'vars': {'etcd_initial_cluster_state': 'existing', 'etcd_force_new_cluster': True,
+                  'etcd_initial_cluster': 'm1=http://%s:2380' % ip1}}]}]
+    started = run_playbook(start, inventory=os.path.join(base, 'inventory.yml'))
+    assert_ok(started)
+    members = gateway(ip1, '/v3/cluster/member/list')['members']
+    assert [m['name'] for m in members] == ['m1']
+    kvs = gateway(ip1, '/v3/kv/range', {'key': _b64('/safety/'), 'range_end': _b64('/safety0')})['kvs']
+    assert len(kvs) == 20, 'force-new-cluster keeps the data'
+    with open(hosts['m1']['etcd_config_dir'] + '/etcd.conf.yml') as f:
+        conf = yaml.safe_load(f)
+    assert conf['force-new-cluster'] is False and conf['initial-cluster'] == 'm1=http://%s:2380' % ip1
+
+
 def _b64(s: str) -> str:
     import base64
     return base64.b64encode(s.encode()).decode()
@@ -224,8 +258,7 @@ def test_five_members(tmp_path):
     ips = ['127.0.0.4%d' % i for i in range(1, 6)]
     hosts = write_inventory(str(tmp_path), ips)
     try:
-        # fewer forks than members: a new cluster still forms (all started before anyone waits)
-        result = provision(str(tmp_path), args=['--forks', '3'])
+        result = provision(str(tmp_path))
         assert_ok(result)
         members = gateway(ips[4], '/v3/cluster/member/list')['members']
         assert sorted(m['name'] for m in members) == ['m%d' % i for i in range(1, 6)]
@@ -340,10 +373,10 @@ def test_systemd_unit_and_tls_config_render(tmp_path):
     role = os.path.join(REPO, 'roles', 'etcd')
     tasks = [{'name': 'defaults', 'ansible.builtin.include_vars': {'file': role + '/defaults/main.yml'}},
              {'name': 'role vars', 'ansible.builtin.include_vars': {'file': role + '/vars/main.yml'}},
-             {'name': 'unit', 'ansible.builtin.template': {'src': role + '/templates/etcd.service.j2',
-                                                          'dest': str(tmp_path / 'etcd.service')}},
-             {'name': 'config', 'ansible.builtin.template': {'src': role + '/templates/etcd.conf.yml.j2',
-                                                            'dest': str(tmp_path / 'etcd.conf.yml')}}]
+             {'name': 'unit', 'ansible.builtin.template': {
+                 'src': role + '/templates/etcd.service.j2', 'dest': str(tmp_path / 'etcd.service')}},
+             {'name': 'config', 'ansible.builtin.template': {
+                 'src': role + '/templates/etcd.conf.yml.j2', 'dest': str(tmp_path / 'etcd.conf.yml')}}]
     play = local_play(tasks)
     extra = {'etcd_binary': '/opt/etcd/etcd', 'etcd_config_dir': '/etc/etcd',
              'etcd_tls': True, 'etcd_cluster_group': 'all', 'etcd_address': '10.0.0.5',
