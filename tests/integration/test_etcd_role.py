@@ -24,17 +24,11 @@ from support.ansible import run_playbook as _run_playbook
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import read_pid_file
 
 ETCD = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
-# ansible.builtin.json redirects to ansible.posix.json, which is not installed: use the test-only callback.
-CALLBACK_ENV = {
-    'ANSIBLE_STDOUT_CALLBACK': 'steward_json',
-    'ANSIBLE_CALLBACK_PLUGINS': os.path.join(os.path.dirname(os.path.dirname(__file__)), 'support', 'callback_plugins'),
-    'ANSIBLE_PIPELINING': 'True',
-}
 FAST = {'etcd_heartbeat_interval': 50, 'etcd_election_timeout': 500, 'etcd_wait_timeout': 30}
 
 
 def run_playbook(playbook, **kwargs):
-    return _run_playbook(playbook, env=CALLBACK_ENV, **kwargs)
+    return _run_playbook(playbook, **kwargs)
 
 
 def write_inventory(base: str, ips: List[str], **group_vars) -> Dict[str, dict]:

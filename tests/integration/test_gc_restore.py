@@ -17,15 +17,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import
 from support.ansible import local_play, run_playbook
 
 HOUR = 3600
-# ansible.builtin.json redirects to ansible.posix.json, which is not installed: use the test-only callback.
-CALLBACK_ENV = {
-    'ANSIBLE_STDOUT_CALLBACK': 'steward_json',
-    'ANSIBLE_CALLBACK_PLUGINS': os.path.join(os.path.dirname(os.path.dirname(__file__)), 'support', 'callback_plugins'),
-}
 
 
 def play(tasks, **kwargs):
-    return run_playbook(local_play(tasks), env=CALLBACK_ENV, **kwargs)
+    return run_playbook(local_play(tasks), **kwargs)
 
 
 def _snapshots(cluster, store, count):

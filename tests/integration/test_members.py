@@ -24,13 +24,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.members impor
 )
 
 
-# ansible.builtin.json redirects to ansible.posix.json, which is not installed: use the test-only callback.
-CALLBACK_ENV = {
-    'ANSIBLE_STDOUT_CALLBACK': 'steward_json',
-    'ANSIBLE_CALLBACK_PLUGINS': os.path.join(os.path.dirname(os.path.dirname(__file__)), 'support', 'callback_plugins'),
-}
-
-
 def conn_for(cluster, names=None, timeout=2.0):
     names = names or list(cluster.members)
     return EtcdConnection(endpoints=tuple(cluster.members[n].client_url for n in names), timeout=timeout)
@@ -208,7 +201,7 @@ def test_etcd_member_module_check_mode_idempotence_and_diff(etcd3):
          'check_mode': True},
         {'name': 'bad', 'steward.cluster.etcd_member': dict(conn, member_id='xyz', state='absent'),
          'ignore_errors': True},
-    ]), diff=True, env=CALLBACK_ENV)
+    ]), diff=True)
     assert res.rc == 0, res.stderr
     info = res.result('info')
     assert info['changed'] is False and info['has_quorum'] is True and len(info['members']) == 3
@@ -232,7 +225,7 @@ def test_etcd_member_module_check_mode_idempotence_and_diff(etcd3):
     res = run_playbook(local_play([
         {'name': 'promote', 'steward.cluster.etcd_member': promote},
         {'name': 'promote again', 'steward.cluster.etcd_member': promote},
-    ]), env=CALLBACK_ENV)
+    ]))
     assert res.rc == 0, res.stderr
     assert res.result('promote')['promoted'] is True and res.result('promote')['changed'] is True
     assert res.result('promote again')['changed'] is False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import time
 
 import requests
@@ -13,12 +12,6 @@ from support.ansible import local_play, run_playbook
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.defrag import rolling_defrag
-
-# ansible.builtin.json redirects to ansible.posix.json, which is not installed: use the test-only callback.
-CALLBACK_ENV = {
-    'ANSIBLE_STDOUT_CALLBACK': 'steward_json',
-    'ANSIBLE_CALLBACK_PLUGINS': os.path.join(os.path.dirname(os.path.dirname(__file__)), 'support', 'callback_plugins'),
-}
 
 
 def fragment(cluster):
@@ -85,7 +78,7 @@ def test_etcd_defrag_module_check_mode_then_real(etcd3):
         {'name': 'plan', 'steward.cluster.etcd_defrag': conn, 'check_mode': True},
         {'name': 'defrag', 'steward.cluster.etcd_defrag': conn},
         {'name': 'bad', 'steward.cluster.etcd_defrag': dict(conn, min_fragmentation_ratio=2.0), 'ignore_errors': True},
-    ]), env=CALLBACK_ENV)
+    ]))
     assert res.rc == 0, res.stderr
     leader = res.result('info')['leader']
     plan = res.result('plan')
