@@ -23,9 +23,11 @@ def fragment(cluster):
     rev = requests.post(url + '/v3/kv/deleterange', json={'key': key, 'range_end': end}, timeout=10).json()
     requests.post(url + '/v3/kv/compaction', json={'revision': rev['header']['revision'], 'physical': True},
                   timeout=10).raise_for_status()
-    # Each member compacts its own backend in the background: wait until all of them show the free pages.
-    deadline = time.time() + 20
+    # Each member compacts its own backend in the background and reports dbSizeInUse as of its last
+    # backend commit: keep writing one small key so every member commits, until all show the free pages.
+    deadline = time.time() + 30
     while True:
+        cluster.put_many({'/frag-tick': str(time.time())})
         ratios = []
         for endpoint in cluster.endpoints:
             status = requests.post(endpoint + '/v3/maintenance/status', json={}, timeout=5).json()
