@@ -58,7 +58,7 @@ def playbook(state: str, name: str, *extra: str) -> str:
 
 
 def endpoints(hosts: Dict[str, Dict]) -> List[str]:
-    return ['http://%s:2379' % h['ansible_host'] for h in hosts.values()]
+    return [lab.client_url(h) for h in hosts.values()]
 
 
 def load(hosts: Dict[str, Dict], count: int) -> Dict[str, str]:

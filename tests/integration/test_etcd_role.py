@@ -19,16 +19,12 @@ import pytest
 import yaml
 
 from support.ansible import REPO, local_play
-from support.ansible import run_playbook as _run_playbook
+from support.ansible import run_playbook
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import read_pid_file
 
 ETCD = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
 FAST = {'etcd_heartbeat_interval': 50, 'etcd_election_timeout': 500, 'etcd_wait_timeout': 30}
-
-
-def run_playbook(playbook, **kwargs):
-    return _run_playbook(playbook, **kwargs)
 
 
 def write_inventory(base: str, ips: List[str], **group_vars) -> Dict[str, dict]:

@@ -18,6 +18,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import
     member_id_hex,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, RestoreRefused
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_alive, read_pid_file
 
 
 def data_dir_state(data_dir: str) -> Dict[str, Any]:
@@ -38,24 +39,8 @@ def pid_alive(pid_file: Optional[str]) -> Optional[bool]:
     """True/False from the pid file; None when there is no pid file to ask (e.g. systemd hosts)."""
     if not pid_file:
         return None
-    try:
-        with open(pid_file) as f:
-            pid = int(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return False
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().split(') ', 1)[1][:1] != 'Z'
-    except (OSError, IndexError):
-        return True
+    pid = read_pid_file(pid_file)
+    return pid is not None and process_alive(pid)
 
 
 def inspect_member(conn: EtcdConnection, *, name: str, data_dir: str, client_url: str, peer_url: str,
@@ -105,6 +90,16 @@ def inspect_member(conn: EtcdConnection, *, name: str, data_dir: str, client_url
     return facts
 
 
+def aside_path(data_dir: str, now: float, reason: str) -> str:
+    """`<data_dir>.<reason>-<unix>`, with a counter when that already exists: the one naming rule for kept data."""
+    base = '%s.%s-%d' % (data_dir.rstrip('/'), reason, int(now))
+    candidate, n = base, 0
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = '%s.%d' % (base, n)
+    return candidate
+
+
 def set_aside(data_dir: str, *, now: float, reason: str = 'lost', check_mode: bool = False) -> Optional[str]:
     """Move a data dir out of the way (never delete it); None when there is nothing to move."""
     if not os.path.lexists(data_dir):
@@ -113,12 +108,7 @@ def set_aside(data_dir: str, *, now: float, reason: str = 'lost', check_mode: bo
         if not check_mode:
             os.rmdir(data_dir)
         return None
-    target = '%s.%s-%d' % (data_dir.rstrip('/'), reason, int(now))
-    suffix = 0
-    while os.path.lexists(target if not suffix else '%s.%d' % (target, suffix)):
-        suffix += 1
-    if suffix:
-        target = '%s.%d' % (target, suffix)
+    target = aside_path(data_dir, now, reason)
     if not check_mode:
         try:
             os.rename(data_dir, target)

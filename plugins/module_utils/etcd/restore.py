@@ -31,12 +31,13 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
     RestoreRefused,
     SnapshotNotFound,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd import local_member
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import fsync_path
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import hash_file, verify_snapshot_file
 
 MARKER_SUFFIX = '.restore.json'
-ASIDE_INFIX = '.pre-restore-'
+ASIDE_REASON = 'pre-restore'
 RESTORE_TIMEOUT = 3600
 
 STATE_ABSENT = 'absent'
@@ -143,12 +144,7 @@ def data_dir_state(data_dir: str) -> Dict[str, Any]:
 
 def aside_path(data_dir: str, now: float) -> str:
     """`<data_dir>.pre-restore-<unix>`, with a counter when that already exists."""
-    base = '%s%s%d' % (data_dir, ASIDE_INFIX, int(now))
-    candidate, n = base, 0
-    while os.path.lexists(candidate):
-        n += 1
-        candidate = '%s.%d' % (base, n)
-    return candidate
+    return local_member.aside_path(data_dir, now, ASIDE_REASON)
 
 
 def _write_marker(data_dir: str, content: Dict[str, Any]) -> None:
@@ -227,7 +223,7 @@ def _restore(fetch, source: Dict[str, Any], *, expected_sha256: Optional[str], e
             raise RestoreRefused('data_dir %s exists and is not empty%s: refusing to overwrite it; set force to move it '
                                  'aside to %s<unix time> and restore' % (
                                      data_dir, ' (restored from %s)' % before['restored_from']
-                                     if before['restored_from'] else '', data_dir + ASIDE_INFIX))
+                                     if before['restored_from'] else '', '%s.%s-' % (data_dir, ASIDE_REASON)))
     aside = aside_path(data_dir, now) if before['state'] == STATE_PRESENT else None
     parent = os.path.dirname(data_dir)
 
