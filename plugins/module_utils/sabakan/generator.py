@@ -1,0 +1,398 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""CKE's sabakan cluster generator (the LEGACY weighted generation of seed 000).
+
+`generate` builds a first cluster, `regenerate` re-applies a changed template to the same
+machines, and `update` makes the smallest change the current cluster needs: the first step of
+remove non-existent → increase CP → decrease CP → replace CP → increase workers → decrease
+workers → re-taint that finds something to do wins, then `fill` tops the cluster up to the
+constraints. Everything is pure: plain dicts in, plain dicts out, `now` passed in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import load_constraints
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (  # noqa: F401 re-exported API
+    ConstraintsError, GeneratorError, MachineError, MissingMachine, NotAvailable, TemplateError, TooManyNonExistent,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import (
+    HEALTHY, RETIRED, UNINITIALIZED, UPDATING, Machine, TimeLike, machines_by_address, parse_machines, resolve_now,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.nodes import (  # noqa: F401 re-exported API
+    has_valid_state_taint, machine_to_node, tainted_beyond_tolerations,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.pool import MachinePool
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.score import (  # noqa: F401 re-exported API
+    score_by_days, score_machine, score_machine_with_health, rack_score, HEALTHY_BONUS,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import (  # noqa: F401 re-exported API
+    NodeTemplate, Templates, cluster_from_template, split_templates, validate_cluster, validate_template,
+)
+
+DEFAULT_WAIT_RETIRED_SECONDS = 300.0
+# States in which a control plane is kept; any other state gets it replaced.
+GOOD_CONTROL_PLANE_STATES = (HEALTHY, UPDATING, UNINITIALIZED)
+
+OP_NEW = 'new'
+OP_REGENERATE = 'regenerate'
+OP_REMOVE_NON_EXISTENT = 'remove non-existent node'
+OP_INCREASE_CP = 'increase control plane'
+OP_DECREASE_CP = 'decrease control plane'
+OP_REPLACE_CP = 'replace control plane'
+OP_INCREASE_WORKER = 'increase worker'
+OP_DECREASE_WORKER = 'decrease worker'
+OP_TAINT_NODES = 'taint nodes'
+
+
+@dataclass
+class Operation:
+    """What one generator run did and why; `name` is the step that fired."""
+
+    name: str
+    changes: List[str] = field(default_factory=list)
+
+    def record(self, change: str) -> None:
+        self.changes.append(change)
+
+
+@dataclass
+class Outcome:
+    cluster: Optional[Dict[str, Any]]
+    operation: Optional[Operation]
+
+
+class Generator:
+    """One run of the generator over a fixed machine list and clock."""
+
+    def __init__(self, template: Mapping[str, Any], constraints: Any, machines: Sequence[Any], *, now: TimeLike,
+                 node_taints: Optional[Mapping[str, Sequence[Mapping[str, Any]]]] = None,
+                 wait_retired_seconds: float = DEFAULT_WAIT_RETIRED_SECONDS) -> None:
+        validate_template(template)
+        self.template = template
+        self.templates: Templates = split_templates(template)
+        self.constraints = load_constraints(constraints)
+        self.now = resolve_now(now)
+        self.machines: List[Machine] = parse_machines(machines, self.now)
+        self.by_address = machines_by_address(self.machines)
+        self.roles_in_sabakan = {m.role for m in self.by_address.values()}
+        self.days_score = {a: score_by_days(m.days_to_retire(self.now)) for a, m in self.by_address.items()}
+        self.tolerations = list(template.get('control_plane_tolerations') or [])
+        self.node_taints = node_taints or {}
+        self.wait_retired_seconds = float(wait_retired_seconds)
+
+    # ---- working state -------------------------------------------------------------------
+    def _reset(self, used: Sequence[str] = ()) -> None:
+        self.cps: List[Machine] = []
+        self.workers: List[Machine] = []
+        self.cp_racks: Counter = Counter()
+        self.worker_roles: Counter = Counter()
+        self.worker_racks: Dict[str, Counter] = {}
+        self.worker_racks_all: Counter = Counter()
+        taken = set(used)
+        self.unused = MachinePool((m for a, m in self.by_address.items() if a not in taken and m.healthy),
+                                  self.days_score)
+
+    def _add_cp(self, machine: Machine) -> None:
+        self.cps.append(machine)
+        self.cp_racks[machine.rack] += 1
+
+    def _remove_cp(self, machine: Machine) -> None:
+        self.cps.remove(machine)
+        self.cp_racks[machine.rack] -= 1
+
+    def _add_worker(self, machine: Machine) -> None:
+        self.workers.append(machine)
+        self.worker_roles[machine.role] += 1
+        self.worker_racks.setdefault(machine.role, Counter())[machine.rack] += 1
+        self.worker_racks_all[machine.rack] += 1
+
+    def _remove_worker(self, machine: Machine) -> None:
+        self.workers.remove(machine)
+        self.worker_roles[machine.role] -= 1
+        self.worker_racks[machine.role][machine.rack] -= 1
+        self.worker_racks_all[machine.rack] -= 1
+
+    # ---- selection -----------------------------------------------------------------------
+    def _tainted(self, machine: Machine) -> bool:
+        return tainted_beyond_tolerations(self.node_taints.get(machine.address), self.tolerations)
+
+    def _untainted(self, machine: Machine) -> bool:
+        return not self._tainted(machine)
+
+    def _best_of(self, candidates: Sequence[Machine], rack_count: Mapping[int, int]) -> Optional[Machine]:
+        best: Optional[Machine] = None
+        best_key: Optional[Tuple[int, Tuple[int, int, str]]] = None
+        for machine in candidates:
+            key = (-(rack_score(machine.rack, rack_count) + self.days_score[machine.address]), machine.sort_key)
+            if best_key is None or key < best_key:
+                best, best_key = machine, key
+        return best
+
+    def _choose_worker_template(self) -> Optional[NodeTemplate]:
+        """The worker template furthest below its weight; roles sabakan has no machine of are skipped (CKE #784)."""
+        chosen: Optional[NodeTemplate] = None
+        least = 0.0
+        for tmpl in self.templates.workers:
+            if tmpl.role and tmpl.role not in self.roles_in_sabakan:
+                continue
+            ratio = self.worker_roles[tmpl.role] / tmpl.weight
+            if chosen is None or ratio < least:
+                chosen, least = tmpl, ratio
+        return chosen
+
+    def _select_worker(self) -> Optional[Machine]:
+        tmpl = self._choose_worker_template()
+        if tmpl is None:
+            return None
+        racks = self.worker_racks_all if tmpl.role == '' else self.worker_racks.get(tmpl.role, Counter())
+        return self.unused.best(tmpl.role, racks)
+
+    def _select_cp_from_unused(self) -> Optional[Machine]:
+        return self.unused.best(self.templates.control_plane.role, self.cp_racks,
+                                self._untainted if self.node_taints else None)
+
+    def _select_cp_from_workers(self) -> Optional[Machine]:
+        role = self.templates.control_plane.role
+        candidates = [m for m in self.workers
+                      if m.healthy and (role == '' or m.role == role) and not self._tainted(m)]
+        return self._best_of(candidates, self.cp_racks)
+
+    def _deselect_cp(self) -> Machine:
+        """The current control plane with the lowest removal score (health counts +1000)."""
+        def removal_key(machine: Machine) -> Tuple[int, Tuple[int, int, str]]:
+            score = rack_score(machine.rack, self.cp_racks) + self.days_score[machine.address]
+            return (score + (HEALTHY_BONUS if machine.healthy else 0), machine.sort_key)
+        return min(self.cps, key=removal_key)
+
+    # ---- fill and render -----------------------------------------------------------------
+    def _fill(self, op: Operation) -> Dict[str, Any]:
+        cstr = self.constraints
+        while len(self.cps) < cstr.control_plane_count:
+            machine = self._select_cp_from_unused()
+            if machine is not None:
+                op.record('add new control plane: ' + machine.address)
+                self._add_cp(machine)
+                self.unused.discard(machine)
+                continue
+            if len(self.workers) > cstr.minimum_workers:
+                promote = self._select_cp_from_workers()
+                if promote is not None:
+                    op.record('promote worker: ' + promote.address)
+                    self._remove_worker(promote)
+                    self._add_cp(promote)
+                    continue
+            raise NotAvailable(
+                f'no healthy machine is available: {op.name} needs {cstr.control_plane_count} control plane(s) '
+                f'of role {self.templates.control_plane.role or "(any)"} and has {len(self.cps)}')
+        while len(self.workers) < cstr.minimum_workers:
+            machine = self._select_worker()
+            if machine is None:
+                raise NotAvailable(f'no healthy machine is available: {op.name} needs minimum-workers='
+                                   f'{cstr.minimum_workers} and has {len(self.workers)}')
+            op.record('add new worker: ' + machine.address)
+            self._add_worker(machine)
+            self.unused.discard(machine)
+        return self._render()
+
+    def _render(self) -> Dict[str, Any]:
+        cp_node = self.templates.control_plane.node
+        nodes = [machine_to_node(m, cp_node, control_plane=True) for m in self.cps]
+        nodes += [machine_to_node(m, self.templates.for_worker_role(m.role).node, control_plane=False)
+                  for m in self.workers]
+        cluster = cluster_from_template(self.template, nodes)
+        try:
+            validate_cluster(cluster)
+        except TemplateError as err:
+            raise TemplateError(f'the generated cluster is invalid (check the sabakan labels of its machines): {err}') from None
+        return cluster
+
+    # ---- entry points --------------------------------------------------------------------
+    def generate(self) -> Outcome:
+        self._reset()
+        op = Operation(OP_NEW, ['generate new cluster'])
+        return Outcome(self._fill(op), op)
+
+    def regenerate(self, current: Mapping[str, Any]) -> Outcome:
+        cps, workers = _split_nodes(current)
+        self._reset([n['address'] for n in cps + workers])
+        missing = [n['address'] for n in cps + workers if n['address'] not in self.by_address]
+        if missing:
+            raise MissingMachine(f'failed to apply new template due to missing machines: {", ".join(missing)}')
+        for node in cps:
+            self._add_cp(self.by_address[node['address']])
+        for node in workers:
+            self._add_worker(self.by_address[node['address']])
+        op = Operation(OP_REGENERATE, ['regenerate with new template'])
+        return Outcome(self._fill(op), op)
+
+    def update(self, current: Mapping[str, Any]) -> Outcome:
+        cps, workers = _split_nodes(current)
+        op = self._remove_non_existent(cps, workers)
+        for step in (self._increase_cp, self._decrease_cp, self._replace_cp, self._increase_worker,
+                     self._decrease_worker, lambda: self._taint_nodes(cps + workers)):
+            if op is not None:
+                break
+            op = step()
+        if op is None:
+            return Outcome(None, None)
+        return Outcome(self._fill(op), op)
+
+    # ---- update steps --------------------------------------------------------------------
+    def _remove_non_existent(self, cps: List[Dict[str, Any]], workers: List[Dict[str, Any]]) -> Optional[Operation]:
+        self._reset([n['address'] for n in cps + workers])
+        op = Operation(OP_REMOVE_NON_EXISTENT)
+        existing = [self.by_address[n['address']] for n in cps if n['address'] in self.by_address]
+        if len(existing) * 2 <= len(cps):
+            gone = [n['address'] for n in cps if n['address'] not in self.by_address]
+            raise TooManyNonExistent(
+                f'too many non-existent control plane nodes: {len(gone)} of {len(cps)} '
+                f'({", ".join(gone) or "none defined"}) are not in sabakan')
+        for node in cps:
+            if node['address'] in self.by_address:
+                self._add_cp(self.by_address[node['address']])
+            else:
+                op.record('remove non-existent control plane: ' + node['address'])
+        for node in workers:
+            if node['address'] in self.by_address:
+                self._add_worker(self.by_address[node['address']])
+            else:
+                op.record('remove non-existent worker: ' + node['address'])
+        return op if op.changes else None
+
+    def _increase_cp(self) -> Optional[Operation]:
+        if len(self.cps) >= self.constraints.control_plane_count:
+            return None
+        return Operation(OP_INCREASE_CP)
+
+    def _decrease_cp(self) -> Optional[Operation]:
+        cstr = self.constraints
+        if len(self.cps) <= cstr.control_plane_count:
+            return None
+        op = Operation(OP_DECREASE_CP)
+        while len(self.cps) > cstr.control_plane_count:
+            machine = self._deselect_cp()
+            self._remove_cp(machine)
+            if cstr.maximum_workers == 0 or len(self.workers) < cstr.maximum_workers:
+                op.record('demote control plane: ' + machine.address)
+                self._add_worker(machine)
+                continue
+            op.record('remove excessive control plane: ' + machine.address)
+            self.unused.add(machine)
+        return op
+
+    def _replace_cp(self) -> Optional[Operation]:
+        if len(self.cps) < 2:
+            return None
+        bad = next((m for m in self.cps if m.state not in GOOD_CONTROL_PLANE_STATES or self._tainted(m)), None)
+        if bad is None:
+            return None
+        op = Operation(OP_REPLACE_CP)
+        self._remove_cp(bad)
+        cstr = self.constraints
+        if cstr.maximum_workers == 0 or len(self.workers) < cstr.maximum_workers:
+            op.record('demote control plane: ' + bad.address)
+            self._add_worker(bad)
+            return op
+        promote = self._select_cp_from_workers()
+        if promote is None:
+            op.record('remove bad control plane: ' + bad.address)
+            return op
+        op.record('promote worker: ' + promote.address)
+        self._remove_worker(promote)
+        self._add_cp(promote)
+        op.record('demote control plane: ' + bad.address)
+        self._add_worker(bad)
+        return op
+
+    def _increase_worker(self) -> Optional[Operation]:
+        cstr = self.constraints
+        healthy = sum(1 for m in self.workers if m.healthy)
+        if healthy >= cstr.minimum_workers:
+            return None
+        op = Operation(OP_INCREASE_WORKER)
+        for _count in range(healthy, cstr.minimum_workers):
+            if cstr.maximum_workers and len(self.workers) >= cstr.maximum_workers:
+                break
+            machine = self._select_worker()
+            if machine is None:
+                break
+            op.record('add new worker: ' + machine.address)
+            self._add_worker(machine)
+            self.unused.discard(machine)
+        return op if op.changes else None
+
+    def _decrease_worker(self) -> Optional[Operation]:
+        retired = next((m for m in self.workers
+                        if m.state == RETIRED and m.duration > self.wait_retired_seconds), None)
+        if retired is None:
+            return None
+        if self._select_worker() is None and len(self.workers) - 1 < self.constraints.minimum_workers:
+            # Removing it would break minimum-workers and nothing can replace it: leave it.
+            return None
+        op = Operation(OP_DECREASE_WORKER, ['remove retired worker: ' + retired.address])
+        self._remove_worker(retired)
+        return op
+
+    def _taint_nodes(self, nodes: List[Dict[str, Any]]) -> Optional[Operation]:
+        op = Operation(OP_TAINT_NODES)
+        for node in nodes:
+            if not has_valid_state_taint(node, self.by_address[node['address']]):
+                op.record('change taint of ' + node['address'])
+        return op if op.changes else None
+
+
+def _split_nodes(current: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """Control plane and worker nodes of the current cluster, in file order."""
+    if not isinstance(current, Mapping):
+        raise TemplateError(f'current cluster must be a mapping (CKE cluster.yml), got {type(current).__name__}')
+    nodes = current.get('nodes') or []
+    if not isinstance(nodes, list):
+        raise TemplateError('cluster.nodes: must be a list')
+    seen = set()
+    for index, node in enumerate(nodes):
+        if not isinstance(node, Mapping) or not isinstance(node.get('address'), str) or not node.get('address'):
+            raise TemplateError(f'cluster.nodes[{index}]: every node needs an address')
+        if node['address'] in seen:
+            raise TemplateError(f'cluster.nodes[{index}].address: duplicate node address {node["address"]}')
+        seen.add(node['address'])
+    cps = [n for n in nodes if n.get('control_plane')]
+    return cps, [n for n in nodes if not n.get('control_plane')]
+
+
+# ---- public API (plain data in and out) ------------------------------------------------------
+def generate(template: Mapping[str, Any], constraints: Any, machines: Sequence[Any], *, now: TimeLike = None,
+             node_taints: Optional[Mapping[str, Sequence[Mapping[str, Any]]]] = None) -> Dict[str, Any]:
+    """A new cluster: control-plane-count control planes, then minimum-workers workers."""
+    outcome = Generator(template, constraints, machines, now=now, node_taints=node_taints).generate()
+    return outcome.cluster  # type: ignore[return-value]
+
+
+def regenerate(current: Mapping[str, Any], template: Mapping[str, Any], constraints: Any, machines: Sequence[Any], *,
+               now: TimeLike = None, node_taints: Optional[Mapping[str, Sequence[Mapping[str, Any]]]] = None
+               ) -> Dict[str, Any]:
+    """The same machines in the same roles and order, rendered from a new template (and topped up)."""
+    outcome = Generator(template, constraints, machines, now=now, node_taints=node_taints).regenerate(current)
+    return outcome.cluster  # type: ignore[return-value]
+
+
+def update(current: Mapping[str, Any], template: Mapping[str, Any], constraints: Any, machines: Sequence[Any], *,
+           now: TimeLike = None, node_taints: Optional[Mapping[str, Sequence[Mapping[str, Any]]]] = None,
+           wait_retired_seconds: float = DEFAULT_WAIT_RETIRED_SECONDS) -> Optional[Dict[str, Any]]:
+    """The next cluster, or None when nothing needs to change."""
+    return update_with_reason(current, template, constraints, machines, now=now, node_taints=node_taints,
+                              wait_retired_seconds=wait_retired_seconds).cluster
+
+
+def update_with_reason(current: Mapping[str, Any], template: Mapping[str, Any], constraints: Any,
+                       machines: Sequence[Any], *, now: TimeLike = None,
+                       node_taints: Optional[Mapping[str, Sequence[Mapping[str, Any]]]] = None,
+                       wait_retired_seconds: float = DEFAULT_WAIT_RETIRED_SECONDS) -> Outcome:
+    """`update`, plus the step that fired and the changes it recorded (for diffs, logs and status)."""
+    generator = Generator(template, constraints, machines, now=now, node_taints=node_taints,
+                          wait_retired_seconds=wait_retired_seconds)
+    return generator.update(current)

@@ -1,0 +1,214 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Cluster templates and cluster files (CKE `cluster.yml` as a dict) and their validation."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import TemplateError
+
+LABEL_ROLE = 'cke.cybozu.com/role'
+LABEL_WEIGHT = 'cke.cybozu.com/weight'
+TAINT_EFFECTS = ('NoSchedule', 'PreferNoSchedule', 'NoExecute')
+
+_NAME = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
+_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
+
+
+def qualified_name_problem(key: Any) -> Optional[str]:
+    """Kubernetes label/annotation/taint key syntax (`[prefix/]name`); None when valid."""
+    if not isinstance(key, str) or not key:
+        return 'must be a non-empty string'
+    prefix, slash, name = key.rpartition('/')
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return 'prefix must be a DNS subdomain of at most 253 characters'
+    if not name or len(name) > 63 or not _NAME.match(name):
+        return 'name must be 1-63 alphanumerics, "-", "_" or "." starting and ending with an alphanumeric'
+    return None
+
+
+def label_value_problem(value: Any) -> Optional[str]:
+    if not isinstance(value, str):
+        return 'must be a string'
+    if value and (len(value) > 63 or not _NAME.match(value)):
+        return 'must be empty or 1-63 alphanumerics, "-", "_" or "." starting and ending with an alphanumeric'
+    return None
+
+
+def _node_problems(node: Any, where: str, is_template: bool) -> None:
+    if not isinstance(node, Mapping):
+        raise TemplateError(f'{where}: a node must be a mapping')
+    address = node.get('address') or ''
+    if is_template and address:
+        raise TemplateError(f'{where}.address: a template node must not have an address (got {address!r})')
+    if not is_template:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise TemplateError(f'{where}.address: invalid IP address {address!r}') from None
+    if not isinstance(node.get('user'), str) or not node.get('user'):
+        raise TemplateError(f'{where}.user: user name is empty')
+    if not isinstance(node.get('control_plane', False), bool):
+        raise TemplateError(f'{where}.control_plane: must be true or false')
+    for kind in ('labels', 'annotations'):
+        items = node.get(kind) or {}
+        if not isinstance(items, Mapping):
+            raise TemplateError(f'{where}.{kind}: must be a mapping')
+        for key, value in items.items():
+            problem = qualified_name_problem(key)
+            if problem:
+                raise TemplateError(f'{where}.{kind}: key {key!r} {problem}')
+            problem = label_value_problem(value) if kind == 'labels' else (None if isinstance(value, str) else 'must be a string')
+            if problem:
+                raise TemplateError(f'{where}.{kind}[{key}]: value {value!r} {problem}')
+    taints = node.get('taints') or []
+    if not isinstance(taints, list):
+        raise TemplateError(f'{where}.taints: must be a list')
+    for index, taint in enumerate(taints):
+        at = f'{where}.taints[{index}]'
+        if not isinstance(taint, Mapping):
+            raise TemplateError(f'{at}: must be a mapping with key, value and effect')
+        problem = qualified_name_problem(taint.get('key'))
+        if problem:
+            raise TemplateError(f'{at}.key: {taint.get("key")!r} {problem}')
+        problem = label_value_problem(taint.get('value') or '')
+        if problem:
+            raise TemplateError(f'{at}.value: {taint.get("value")!r} {problem}')
+        if taint.get('effect') not in TAINT_EFFECTS:
+            raise TemplateError(f'{at}.effect: {taint.get("effect")!r} is not one of {", ".join(TAINT_EFFECTS)}')
+
+
+def validate_cluster(cluster: Any, *, is_template: bool = False) -> None:
+    """CKE's Cluster.Validate for the parts the generator touches; TemplateError says where."""
+    what = 'template' if is_template else 'cluster'
+    if not isinstance(cluster, Mapping):
+        raise TemplateError(f'{what} must be a mapping (CKE cluster.yml), got {type(cluster).__name__}')
+    if not isinstance(cluster.get('name'), str) or not cluster.get('name'):
+        raise TemplateError(f'{what}.name: cluster name is empty')
+    try:
+        ipaddress.ip_network(str(cluster.get('service_subnet') or ''), strict=False)
+        if '/' not in str(cluster.get('service_subnet')):
+            raise ValueError
+    except ValueError:
+        raise TemplateError(f'{what}.service_subnet: {cluster.get("service_subnet")!r} is not a CIDR such as 10.68.0.0/16') from None
+    nodes = cluster.get('nodes')
+    if nodes is None:
+        nodes = []
+    if not isinstance(nodes, list):
+        raise TemplateError(f'{what}.nodes: must be a list')
+    seen = set()
+    for index, node in enumerate(nodes):
+        _node_problems(node, f'{what}.nodes[{index}]', is_template)
+        if not is_template:
+            if node['address'] in seen:
+                raise TemplateError(f'{what}.nodes[{index}].address: duplicate node address {node["address"]}')
+            seen.add(node['address'])
+    tolerations = cluster.get('control_plane_tolerations') or []
+    if not isinstance(tolerations, list):
+        raise TemplateError(f'{what}.control_plane_tolerations: must be a list of taint keys')
+    for index, key in enumerate(tolerations):
+        problem = qualified_name_problem(key)
+        if problem:
+            raise TemplateError(f'{what}.control_plane_tolerations[{index}]: {key!r} {problem}')
+    for index, server in enumerate(cluster.get('dns_servers') or []):
+        try:
+            ipaddress.ip_address(server)
+        except ValueError:
+            raise TemplateError(f'{what}.dns_servers[{index}]: invalid IP address {server!r}') from None
+    dns_service = cluster.get('dns_service') or ''
+    if dns_service and len(str(dns_service).split('/')) != 2:
+        raise TemplateError(f'{what}.dns_service: {dns_service!r} must be NAMESPACE/NAME')
+
+
+def validate_template(template: Any) -> None:
+    """CKE's ValidateTemplate: one control plane template, at least one worker template,
+    worker templates with distinct roles when there are several, valid weights, no addresses."""
+    if not isinstance(template, Mapping):
+        raise TemplateError(f'template must be a mapping (CKE cluster.yml), got {type(template).__name__}')
+    nodes = template.get('nodes') or []
+    if not isinstance(nodes, list) or len(nodes) < 2:
+        raise TemplateError('template.nodes: template must contain at least two nodes')
+    roles = set()
+    cps = workers = 0
+    for index, node in enumerate(nodes):
+        if not isinstance(node, Mapping):
+            raise TemplateError(f'template.nodes[{index}]: a node must be a mapping')
+        if node.get('control_plane'):
+            cps += 1
+            continue
+        workers += 1
+        role = (node.get('labels') or {}).get(LABEL_ROLE, '')
+        if role:
+            roles.add(role)
+        _weight(node, f'template.nodes[{index}]')
+    if cps != 1:
+        raise TemplateError(f'template.nodes: template must contain only one control plane node (found {cps})')
+    if workers >= 2 and workers != len(roles):
+        raise TemplateError(f'template.nodes: non-control plane nodes must be associated with unique roles '
+                            f'(label {LABEL_ROLE}) when there are several')
+    validate_cluster(template, is_template=True)
+
+
+def _weight(node: Mapping[str, Any], where: str) -> float:
+    raw = (node.get('labels') or {}).get(LABEL_WEIGHT)
+    if raw is None:
+        return 1.0
+    try:
+        weight = float(raw)
+    except (TypeError, ValueError):
+        raise TemplateError(f'{where}.labels[{LABEL_WEIGHT}]: {raw!r} is not a number') from None
+    if not math.isfinite(weight) or weight <= 0:
+        raise TemplateError(f'{where}.labels[{LABEL_WEIGHT}]: weight must be a positive number, got {raw!r}')
+    return weight
+
+
+@dataclass(frozen=True)
+class NodeTemplate:
+    node: Mapping[str, Any]
+    role: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class Templates:
+    control_plane: NodeTemplate
+    workers: List[NodeTemplate]
+
+    def for_worker_role(self, role: str) -> NodeTemplate:
+        """The worker template a machine of `role` is rendered with."""
+        if len(self.workers) == 1:
+            return self.workers[0]
+        for tmpl in self.workers:
+            if tmpl.role == role:
+                return tmpl
+        raise TemplateError(f'no worker template has role {role!r} (label {LABEL_ROLE}); a worker of that role '
+                            'cannot be rendered: add a worker template for it')
+
+
+def split_templates(template: Mapping[str, Any]) -> Templates:
+    """Control plane template and worker templates (in template order), after validate_template."""
+    control_plane: Optional[NodeTemplate] = None
+    workers: List[NodeTemplate] = []
+    for index, node in enumerate(template['nodes']):
+        role = (node.get('labels') or {}).get(LABEL_ROLE, '')
+        tmpl = NodeTemplate(node=node, role=role, weight=_weight(node, f'template.nodes[{index}]'))
+        if node.get('control_plane'):
+            control_plane = tmpl
+        else:
+            workers.append(tmpl)
+    if control_plane is None:
+        raise TemplateError('template.nodes: template must contain only one control plane node (found 0)')
+    return Templates(control_plane=control_plane, workers=workers)
+
+
+def cluster_from_template(template: Mapping[str, Any], nodes: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The generated cluster is the template with its nodes replaced."""
+    cluster = {key: value for key, value in template.items() if key != 'nodes'}
+    cluster['nodes'] = nodes
+    return cluster
