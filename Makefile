@@ -91,6 +91,7 @@ dist: all
 bench: all
 	$(PY) bench/etcd_snapshot.py
 	$(PY) bench/etcd_recover.py
+	$(PY) bench/sabakan_generator.py
 
 clean: lab-down
 	rm -rf $(BUILD) dist

@@ -2,11 +2,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The local lab: an etcd cluster on loopback, laid out as if on N hosts.
+"""The local lab: an etcd cluster on loopback, laid out as if on N hosts, and a sabakan server.
 
 Members etcd1..N listen on 127.0.0.11, .12, ... with the standard ports 2379/2380 and are provisioned
 by the real `ansible-playbook steward.cluster.etcd_cluster` with the collection's own role (process
-service manager). Everything lives in the state dir: inventory.yml, ansible.cfg, one dir per member.
+service manager). A sabakan GraphQL server (lab/sabakan_server.py, a generated data center) runs in
+the background on 127.0.0.1:10080 (another free port when that one is taken); its URL is the
+inventory var `sabakan_url` of every host. Everything lives in the state dir: inventory.yml,
+ansible.cfg, one dir per member, sabakan.pid / sabakan.log / sabakan-state.json / sabakan.url.
 
     python lab/lab.py up --members 3 --state .lab [--ip-base 127.0.0.11]
     ANSIBLE_CONFIG=.lab/ansible.cfg .venv/bin/ansible-playbook steward.cluster.<playbook>
@@ -24,8 +27,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from typing import Any, Dict, List, Optional
 
@@ -35,10 +40,14 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (  # noqa: E402
-    ProcessSpec, running_pid, stop_process)
+    ProcessSpec, cmdline_matches, process_alive, process_argv, read_pid_file, running_pid, stop_process, tail_lines)
 
 ETCD_BINARY = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
 DEFAULT_IP_BASE = '127.0.0.11'
+SABAKAN_SCRIPT = os.path.join(REPO, 'lab', 'sabakan_server.py')
+SABAKAN_HOST = '127.0.0.1'
+SABAKAN_PORT = 10080
+SABAKAN_LISTENING = re.compile(r'sabakan server listening on (\S+)')
 RECAP = re.compile(r'^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
 
 
@@ -56,7 +65,8 @@ def member_ips(ip_base: str, members: int) -> List[str]:
     return ips
 
 
-def build_inventory(state_dir: str, members: int, ip_base: str, binary: str = ETCD_BINARY) -> Dict[str, Any]:
+def build_inventory(state_dir: str, members: int, ip_base: str, binary: str = ETCD_BINARY,
+                    sabakan_url: Optional[str] = None) -> Dict[str, Any]:
     hosts: Dict[str, Any] = {}
     for i, ip in enumerate(member_ips(ip_base, members), start=1):
         name = 'etcd%d' % i
@@ -71,7 +81,10 @@ def build_inventory(state_dir: str, members: int, ip_base: str, binary: str = ET
             'etcd_binary': binary,
             'etcd_service_manager': 'process',
         }
-    return {'etcd': {'hosts': hosts, 'vars': {'ansible_python_interpreter': venv_python()}}}
+    inventory: Dict[str, Any] = {'etcd': {'hosts': hosts, 'vars': {'ansible_python_interpreter': venv_python()}}}
+    if sabakan_url:
+        inventory['all'] = {'vars': {'sabakan_url': sabakan_url}}
+    return inventory
 
 
 def write_config(state_dir: str, inventory: Dict[str, Any]) -> None:
@@ -133,8 +146,126 @@ def run_playbook(state_dir: str, playbook: str = 'steward.cluster.etcd_cluster',
     return {'rc': rc, 'recap': recap, 'changed': sum(h['changed'] for h in recap.values()), 'output': text}
 
 
-def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, echo: bool = True) -> Dict[str, Any]:
-    """Write inventory + ansible.cfg and provision the cluster with the real playbook. Idempotent."""
+# --- sabakan server -------------------------------------------------------------------------------
+def sabakan_files(state_dir: str) -> Dict[str, str]:
+    base = os.path.abspath(state_dir)
+    return {name: os.path.join(base, file) for name, file in (
+        ('pid_file', 'sabakan.pid'), ('log_file', 'sabakan.log'), ('state_file', 'sabakan-state.json'),
+        ('url_file', 'sabakan.url'))}
+
+
+def sabakan_pid(state_dir: str) -> Optional[int]:
+    """The pid of this lab's sabakan server, or None (no pid file, process gone, or pid reused by another program)."""
+    pid = read_pid_file(sabakan_files(state_dir)['pid_file'])
+    if pid is None or not process_alive(pid) or not cmdline_matches(process_argv(pid), None, SABAKAN_SCRIPT):
+        return None
+    return pid
+
+
+def sabakan_url(state_dir: str) -> Optional[str]:
+    """The URL of this lab's sabakan server as recorded at start, or None."""
+    try:
+        with open(sabakan_files(state_dir)['url_file']) as f:
+            return f.read().strip() or None
+    except (IOError, OSError):
+        return None
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether the server could bind the port (it sets SO_REUSEADDR too, so TIME_WAIT does not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _start_sabakan(files: Dict[str, str], port: int, racks: int, per_rack: int, seed: int,
+                   timeout: float = 20.0) -> str:
+    """Start the server detached (own session, output to the log) and return the URL it prints."""
+    offset = os.path.getsize(files['log_file']) if os.path.exists(files['log_file']) else 0
+    cmd = [venv_python(), SABAKAN_SCRIPT, '--host', SABAKAN_HOST, '--port', str(port), '--racks', str(racks),
+           '--per-rack', str(per_rack), '--seed', str(seed), '--pid-file', files['pid_file'],
+           '--state-file', files['state_file']]
+    with open(os.devnull, 'rb') as stdin, open(files['log_file'], 'ab') as log:
+        proc = subprocess.Popen(cmd, stdin=stdin, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                close_fds=True, cwd=REPO)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(files['log_file'], 'rb') as f:
+            f.seek(offset)
+            text = f.read().decode('utf-8', 'replace')
+        match = SABAKAN_LISTENING.search(text)
+        if match and read_pid_file(files['pid_file']) == proc.pid:
+            return match.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError('sabakan server exited at once with code %s; last lines of %s:\n%s'
+                               % (proc.returncode, files['log_file'], tail_lines(text)))
+        time.sleep(0.1)
+    stop_process(proc.pid, stop_timeout=5)
+    raise RuntimeError('sabakan server did not start within %ss; see %s' % (timeout, files['log_file']))
+
+
+def sabakan_up(state_dir: str, port: int = SABAKAN_PORT, racks: int = 4, per_rack: int = 8,
+               seed: int = 1) -> Dict[str, Any]:
+    """Start this lab's sabakan server unless it runs; {'url', 'pid', 'started'}. Idempotent.
+
+    Machines and clock persist in the state file, so a restarted server keeps the states tests set.
+    Port `port` is preferred; when another lab (or anything else) holds it, a free port is used."""
+    os.makedirs(os.path.abspath(state_dir), exist_ok=True)
+    files = sabakan_files(state_dir)
+    pid, url = sabakan_pid(state_dir), sabakan_url(state_dir)
+    if pid is not None and url:
+        return {'url': url, 'pid': pid, 'started': False}
+    if pid is not None:  # running but its URL was lost: restart it to learn the URL again
+        stop_process(pid, stop_timeout=5)
+    if os.path.exists(files['pid_file']):
+        os.unlink(files['pid_file'])
+    try:
+        url = _start_sabakan(files, port if port and _port_free(SABAKAN_HOST, port) else 0, racks, per_rack, seed)
+    except RuntimeError as e:
+        if 'Address already in use' not in str(e):
+            raise
+        url = _start_sabakan(files, 0, racks, per_rack, seed)  # lost a race for the port
+    tmp = files['url_file'] + '.tmp'
+    with open(tmp, 'w') as f:
+        f.write(url + '\n')
+    os.replace(tmp, files['url_file'])
+    return {'url': url, 'pid': sabakan_pid(state_dir), 'started': True}
+
+
+def sabakan_down(state_dir: str) -> bool:
+    """Stop this lab's sabakan server (SIGTERM, then SIGKILL). True when one was running."""
+    files = sabakan_files(state_dir)
+    pid = sabakan_pid(state_dir)
+    if pid is not None:
+        stop_process(pid, stop_timeout=10)
+    for path in (files['pid_file'], files['url_file']):
+        if os.path.exists(path):
+            os.unlink(path)
+    return pid is not None
+
+
+def sabakan_status(state_dir: str) -> Dict[str, Any]:
+    url = sabakan_url(state_dir)
+    status: Dict[str, Any] = {'url': url, 'pid': sabakan_pid(state_dir), 'healthy': False}
+    if url:
+        try:
+            with urllib.request.urlopen(url.rsplit('/graphql', 1)[0] + '/lab/machines', timeout=2) as resp:
+                status['machines'] = len(json.loads(resp.read().decode()))
+                status['healthy'] = True
+        except Exception as e:  # not answering is a status, not an error
+            status['error'] = str(e)
+    return status
+
+
+def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, echo: bool = True,
+           sabakan: bool = True, sabakan_port: int = SABAKAN_PORT, racks: int = 4, per_rack: int = 8,
+           seed: int = 1) -> Dict[str, Any]:
+    """Start the sabakan server, write inventory + ansible.cfg and provision the cluster with the real
+    playbook. Idempotent. A sabakan server started by this call is stopped again when the call fails."""
     state_dir = os.path.abspath(state_dir)
     if not os.access(ETCD_BINARY, os.X_OK):
         raise RuntimeError('%s missing: run `make all` first' % ETCD_BINARY)
@@ -142,11 +273,20 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
     if existing and len(existing) != members:
         raise RuntimeError('the lab in %s has %d members, not %d: run `lab.py down --purge` first'
                            % (state_dir, len(existing), members))
-    write_config(state_dir, build_inventory(state_dir, members, ip_base))
-    result = run_playbook(state_dir, echo=echo)
-    if result['rc'] != 0:
-        detail = 'see the output above' if echo else result['output'][-4000:]
-        raise RuntimeError('ansible-playbook steward.cluster.etcd_cluster failed (rc=%d): %s' % (result['rc'], detail))
+    server = sabakan_up(state_dir, sabakan_port, racks, per_rack, seed) if sabakan else None
+    try:
+        write_config(state_dir, build_inventory(state_dir, members, ip_base,
+                                                sabakan_url=server['url'] if server else None))
+        result = run_playbook(state_dir, echo=echo)
+        if result['rc'] != 0:
+            detail = 'see the output above' if echo else result['output'][-4000:]
+            raise RuntimeError('ansible-playbook steward.cluster.etcd_cluster failed (rc=%d): %s'
+                               % (result['rc'], detail))
+    except BaseException:
+        if server and server['started']:
+            sabakan_down(state_dir)
+        raise
+    result['sabakan_url'] = server['url'] if server else None
     return result
 
 
@@ -167,7 +307,8 @@ def lab_status(state_dir: str) -> Dict[str, Dict[str, Any]]:
 
 
 def lab_down(state_dir: str, purge: bool = False) -> List[str]:
-    """Stop every member from its pid file (SIGTERM, then SIGKILL); with purge also delete the state dir."""
+    """Stop every member from its pid file (SIGTERM, then SIGKILL) and the sabakan server; with purge also
+    delete the state dir. Returns the names of the members that were stopped."""
     stopped = []
     for name, hv in read_inventory(state_dir).items():
         spec = ProcessSpec(pid_file=hv['etcd_pid_file'], binary=hv['etcd_binary'],
@@ -178,6 +319,7 @@ def lab_down(state_dir: str, purge: bool = False) -> List[str]:
             stopped.append(name)
         if os.path.exists(spec.pid_file):
             os.unlink(spec.pid_file)
+    sabakan_down(state_dir)
     if purge and os.path.isdir(state_dir):
         shutil.rmtree(state_dir)
     return stopped
@@ -189,6 +331,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     up = sub.add_parser('up', help='bring up (or converge) the lab cluster')
     up.add_argument('--members', type=int, default=3)
     up.add_argument('--ip-base', default=DEFAULT_IP_BASE)
+    up.add_argument('--no-sabakan', action='store_true', help='do not start the sabakan server')
+    up.add_argument('--sabakan-port', type=int, default=SABAKAN_PORT)
+    up.add_argument('--racks', type=int, default=4, help='sabakan data center: racks')
+    up.add_argument('--per-rack', type=int, default=8, help='sabakan data center: machines per rack (boot included)')
+    up.add_argument('--seed', type=int, default=1, help='sabakan data center: generator seed')
     down = sub.add_parser('down', help='stop every member')
     down.add_argument('--purge', action='store_true', help='also remove the state dir')
     sub.add_parser('status', help='print members and health')
@@ -197,11 +344,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == 'up':
-            result = lab_up(args.state, args.members, args.ip_base)
-            print('lab up: %d members, %d changes; ANSIBLE_CONFIG=%s' % (
-                args.members, result['changed'], os.path.join(os.path.abspath(args.state), 'ansible.cfg')))
+            result = lab_up(args.state, args.members, args.ip_base, sabakan=not args.no_sabakan,
+                            sabakan_port=args.sabakan_port, racks=args.racks, per_rack=args.per_rack, seed=args.seed)
+            print('lab up: %d members, %d changes; sabakan %s; ANSIBLE_CONFIG=%s' % (
+                args.members, result['changed'], result['sabakan_url'] or 'not started',
+                os.path.join(os.path.abspath(args.state), 'ansible.cfg')))
         elif args.command == 'down':
-            stopped = lab_down(args.state, args.purge)
+            running = sabakan_pid(args.state) is not None
+            stopped = lab_down(args.state, args.purge) + (['sabakan'] if running else [])
             print('lab down: stopped %s%s' % (', '.join(stopped) or 'nothing', ' (state removed)' if args.purge else ''))
         else:
             status = lab_status(args.state)
@@ -211,7 +361,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             for name, st in status.items():
                 print('%-8s %-24s pid=%-8s %s' % (name, st['client_url'], st['pid'] or '-',
                                                   'healthy' if st['healthy'] else 'UNHEALTHY ' + st.get('error', '')))
-            return 0 if all(st['healthy'] for st in status.values()) else 1
+            healthy = all(st['healthy'] for st in status.values())
+            if sabakan_url(args.state):
+                st = sabakan_status(args.state)
+                print('%-8s %-24s pid=%-8s %s' % ('sabakan', st['url'], st['pid'] or '-',
+                                                  'healthy (%d machines)' % st['machines'] if st['healthy']
+                                                  else 'UNHEALTHY ' + st.get('error', '')))
+                healthy = healthy and st['healthy']
+            return 0 if healthy else 1
     except (RuntimeError, ValueError) as e:
         print('lab: %s' % e, file=sys.stderr)
         return 1

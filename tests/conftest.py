@@ -59,3 +59,19 @@ def s3_bucket(s3_server):
     name = 'steward-' + uuid.uuid4().hex[:12]
     boto3.client('s3', endpoint_url=s3_server, region_name='us-east-1').create_bucket(Bucket=name)
     return s3_server, name
+
+
+@pytest.fixture
+def sabakan_server():
+    """A sabakan GraphQL server over real HTTP on 127.0.0.1 (lab/sabakan_server.py) serving a generated data
+    center: 4 racks x 8 machines (one boot server per rack, roles cs/ss), seed 1, all HEALTHY. Yields the
+    SabakanServer (.url, .set_machines, .set_state, .advance, .set_fault, .machines); stopped after the test."""
+    import time
+    lab_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'lab')
+    if lab_dir not in sys.path:
+        sys.path.insert(0, lab_dir)
+    from datacenter import generate_datacenter
+    from sabakan_server import start_server
+    server = start_server(generate_datacenter(4, 8, seed=1, now=time.time()))
+    yield server
+    server.stop()

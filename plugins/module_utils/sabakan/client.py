@@ -1,0 +1,371 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The sabakan GraphQL client shared by modules, the inventory plugin and the controller.
+
+Standard library only (urllib, ssl, json): modules run on hosts where `requests` may be missing,
+and the controller must not pull Ansible's URL helpers. Every failure is one of three exceptions,
+so callers can tell "sabakan is down, retry later" (SabakanUnavailable) from "sabakan said no"
+(SabakanQueryError) from "sabakan answered something we cannot trust" (SabakanResponseError).
+Machines are checked before they are returned, because the generator and the repairer act on them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, List, Mapping, Optional, Union
+from urllib.parse import urlsplit, urlunsplit
+
+MACHINE_STATES = ('UNINITIALIZED', 'HEALTHY', 'UNHEALTHY', 'UNREACHABLE', 'UPDATING', 'RETIRING', 'RETIRED')
+MACHINE_PARAMS_FIELDS = ('labels', 'racks', 'roles', 'states', 'minDaysBeforeRetire')
+VARIABLE_KEYS = ('having', 'notHaving')
+
+# CKE's defaults: the cluster generator (seed 000) and sabakan-triggered repair (seed 001).
+GENERATOR_VARIABLES: Dict[str, Any] = {'having': None, 'notHaving': {'roles': ['boot'], 'states': ['RETIRED']}}
+REPAIR_VARIABLES: Dict[str, Any] = {'having': {'states': ['UNHEALTHY', 'UNREACHABLE']}, 'notHaving': {'roles': ['boot']}}
+
+MACHINE_FIELDS = ('spec { serial labels { name value } rack indexInRack role ipv4 registerDate retireDate '
+                  'bmc { bmcType } } status { state timestamp duration }')
+SEARCH_QUERY = ('query ckeSearch($having: MachineParams, $notHaving: MachineParams) { '
+                'searchMachines(having: $having, notHaving: $notHaving) { %s } }' % MACHINE_FIELDS)
+MACHINE_QUERY = 'query machine($serial: ID!) { machine(serial: $serial) { %s } }' % MACHINE_FIELDS
+SET_STATE_MUTATION = ('mutation setMachineState($serial: ID!, $state: MachineState!) { '
+                      'setMachineState(serial: $serial, state: $state) { state timestamp duration } }')
+
+# How much of an unexpected body goes into an error message.
+EXCERPT = 200
+_RFC3339 = re.compile(r'^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$')
+
+
+class SabakanError(Exception):
+    """Base of every sabakan client failure; the message says what was wrong and where."""
+
+
+class SabakanUnavailable(SabakanError):
+    """sabakan could not be reached or is failing (refused, timeout, DNS, TLS, HTTP 5xx): retry later."""
+
+
+class SabakanQueryError(SabakanError):
+    """sabakan answered with GraphQL errors (bad query, unknown serial, forbidden transition)."""
+
+    def __init__(self, message: str, messages: Optional[List[str]] = None):
+        super().__init__(message)
+        self.messages = messages or [message]
+
+
+class SabakanResponseError(SabakanError):
+    """sabakan answered, but not with what the schema promises (not JSON, wrong shape, bad field)."""
+
+
+class SabakanVariablesError(SabakanError, ValueError):
+    """Query variables given by the user are malformed; nothing was sent."""
+
+
+# --- query variables ------------------------------------------------------------------------------
+def _check_params(value: Any, where: str) -> Optional[Dict[str, Any]]:
+    """One MachineParams object, checked field by field the way sabakan's schema would coerce it."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise SabakanVariablesError('%s must be an object (MachineParams) or null, got %s: %r'
+                                    % (where, type(value).__name__, value))
+    unknown = sorted(set(value) - set(MACHINE_PARAMS_FIELDS))
+    if unknown:
+        raise SabakanVariablesError('%s has unknown field(s) %s; MachineParams fields are %s'
+                                    % (where, ', '.join(repr(k) for k in unknown), ', '.join(MACHINE_PARAMS_FIELDS)))
+    params: Dict[str, Any] = {}
+    for key in MACHINE_PARAMS_FIELDS:
+        if key not in value:
+            continue
+        item, field = value[key], '%s.%s' % (where, key)
+        if item is None:
+            params[key] = None
+        elif key == 'minDaysBeforeRetire':
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise SabakanVariablesError('%s must be an integer (days) or null, got %r' % (field, item))
+            params[key] = item
+        else:
+            if not isinstance(item, list):
+                raise SabakanVariablesError('%s must be a list or null, got %s: %r' % (field, type(item).__name__, item))
+            params[key] = [_check_item(key, element, '%s[%d]' % (field, i)) for i, element in enumerate(item)]
+    return params
+
+
+def _check_item(key: str, element: Any, where: str) -> Any:
+    if key == 'labels':
+        if not isinstance(element, Mapping) or set(element) != {'name', 'value'} or \
+                not all(isinstance(element[k], str) for k in ('name', 'value')):
+            raise SabakanVariablesError('%s must be {"name": string, "value": string}, got %r' % (where, element))
+        return {'name': element['name'], 'value': element['value']}
+    if key == 'racks':
+        if isinstance(element, bool) or not isinstance(element, int):
+            raise SabakanVariablesError('%s must be an integer rack number, got %r' % (where, element))
+        return element
+    if key == 'roles':
+        if not isinstance(element, str):
+            raise SabakanVariablesError('%s must be a role name (string), got %r' % (where, element))
+        return element
+    if element not in MACHINE_STATES:
+        hint = ''
+        if isinstance(element, str) and element.upper() in MACHINE_STATES:
+            hint = ' (states are upper case: did you mean %r?)' % element.upper()
+        raise SabakanVariablesError('%s: %r is not a machine state; one of %s%s'
+                                    % (where, element, ', '.join(MACHINE_STATES), hint))
+    return element
+
+
+def query_variables(variables: Union[Mapping[str, Any], str, None], defaults: Mapping[str, Any]) -> Dict[str, Any]:
+    """The {having, notHaving} to send: the user's object (or its JSON text) over `defaults`.
+
+    CKE semantics: a key the user gives replaces the default for that key entirely (no deep merge),
+    a key the user leaves out keeps the default, and an explicit null means "no condition".
+    Unknown keys, unknown MachineParams fields and bad state names are rejected, naming the path.
+    """
+    if isinstance(variables, str):
+        text = variables.strip()
+        try:
+            variables = json.loads(text) if text else None
+        except ValueError as e:
+            raise SabakanVariablesError('query variables are not valid JSON: %s' % e) from None
+    result = {key: copy.deepcopy(defaults.get(key)) for key in VARIABLE_KEYS}
+    if variables is None:
+        return result
+    if not isinstance(variables, Mapping):
+        raise SabakanVariablesError('query variables must be an object with "having" and/or "notHaving", got %s: %r'
+                                    % (type(variables).__name__, variables))
+    unknown = sorted(set(variables) - set(VARIABLE_KEYS))
+    if unknown:
+        raise SabakanVariablesError('query variables have unknown key(s) %s; allowed: having, notHaving'
+                                    % ', '.join(repr(k) for k in unknown))
+    for key in VARIABLE_KEYS:
+        if key in variables:
+            result[key] = _check_params(variables[key], key)
+    return result
+
+
+# --- response checks ------------------------------------------------------------------------------
+def parse_datetime(text: Any) -> datetime:
+    """An aware datetime from sabakan's DateTime (RFC 3339, up to nanoseconds, Z or an offset)."""
+    match = _RFC3339.match(text) if isinstance(text, str) else None
+    if not match:
+        raise ValueError('%r is not an RFC 3339 date-time' % (text,))
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    fraction, zone = match.group(7) or '', match.group(8)
+    if zone in ('Z', 'z'):
+        tz = timezone.utc
+    else:
+        sign = -1 if zone[0] == '-' else 1
+        tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
+    return datetime(year, month, day, hour, minute, min(second, 59), int(fraction[:6].ljust(6, '0')), tzinfo=tz)
+
+
+def _fail(where: str, field: str, problem: str, value: Any) -> SabakanResponseError:
+    return SabakanResponseError('%s: %s %s, got %r' % (where, field, problem, value))
+
+
+def check_machine(machine: Any, where: str) -> Dict[str, Any]:
+    """Trust check of one Machine as CKE's query fetches it (every fetched field but labels is non-null in
+    the schema); raises naming the machine and the field."""
+    if not isinstance(machine, dict):
+        raise _fail(where, 'machine', 'must be an object', machine)
+    spec, status = machine.get('spec'), machine.get('status')
+    if not isinstance(spec, dict):
+        raise _fail(where, 'spec', 'must be an object', spec)
+    serial = spec.get('serial')
+    if not isinstance(serial, str) or not serial:
+        raise _fail(where, 'spec.serial', 'must be a non-empty string', serial)
+    where = '%s (serial %s)' % (where, serial)
+    if not isinstance(status, dict):
+        raise _fail(where, 'status', 'must be an object', status)
+    ipv4 = spec.get('ipv4')
+    if not isinstance(ipv4, list) or not all(isinstance(a, str) and a for a in ipv4):
+        raise _fail(where, 'spec.ipv4', 'must be a list of addresses', ipv4)
+    for field in ('rack', 'indexInRack'):
+        if isinstance(spec.get(field), bool) or not isinstance(spec.get(field), int):
+            raise _fail(where, 'spec.' + field, 'must be an integer', spec.get(field))
+    if not isinstance(spec.get('role'), str):
+        raise _fail(where, 'spec.role', 'must be a string', spec.get('role'))
+    labels = spec.get('labels')
+    if labels is not None and (not isinstance(labels, list) or not all(
+            isinstance(label, dict) and isinstance(label.get('name'), str) and isinstance(label.get('value'), str)
+            for label in labels)):
+        raise _fail(where, 'spec.labels', 'must be a list of {name, value} or null', labels)
+    for field in ('registerDate', 'retireDate'):
+        try:
+            parse_datetime(spec.get(field))
+        except ValueError:
+            raise _fail(where, 'spec.' + field, 'must be an RFC 3339 date-time', spec.get(field)) from None
+    bmc = spec.get('bmc')
+    if not isinstance(bmc, dict) or not isinstance(bmc.get('bmcType'), str):
+        raise _fail(where, 'spec.bmc', 'must be an object with a bmcType string', bmc)
+    _check_status(status, where)
+    return machine
+
+
+def _check_status(status: Any, where: str) -> Dict[str, Any]:
+    if not isinstance(status, dict):
+        raise _fail(where, 'status', 'must be an object', status)
+    if status.get('state') not in MACHINE_STATES:
+        raise _fail(where, 'status.state', 'must be one of %s' % ', '.join(MACHINE_STATES), status.get('state'))
+    try:
+        parse_datetime(status.get('timestamp'))
+    except ValueError:
+        raise _fail(where, 'status.timestamp', 'must be an RFC 3339 date-time', status.get('timestamp')) from None
+    duration = status.get('duration')
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)):
+        raise _fail(where, 'status.duration', 'must be a number of seconds', duration)
+    return status
+
+
+# --- the client -----------------------------------------------------------------------------------
+def graphql_url(url: str) -> str:
+    """Full GraphQL endpoint: `/graphql` is appended when the URL has no path."""
+    if not isinstance(url, str) or not url.strip():
+        raise SabakanError('sabakan url must be a non-empty string like http://sabakan:10080, got %r' % (url,))
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ('http', 'https') or not parts.netloc:
+        raise SabakanError('sabakan url %r must start with http:// or https:// and name a host' % url)
+    path = parts.path if parts.path not in ('', '/') else '/graphql'
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ''))
+
+
+class SabakanClient:
+    """One sabakan endpoint. Each call is one fresh HTTP request bounded by `timeout` seconds."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0, validate_certs: bool = True,
+                 ca_path: Optional[str] = None, headers: Optional[Mapping[str, str]] = None):
+        self.url = graphql_url(url)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise SabakanError('sabakan timeout must be a positive number of seconds, got %r' % (timeout,))
+        self.timeout = float(timeout)
+        self.headers = {'Content-Type': 'application/json', 'Accept': 'application/json'}
+        self.headers.update(headers or {})
+        handlers: List[Any] = []
+        if self.url.startswith('https://'):
+            handlers.append(urllib.request.HTTPSHandler(context=self._ssl_context(validate_certs, ca_path)))
+        self._opener = urllib.request.build_opener(*handlers)
+
+    @staticmethod
+    def _ssl_context(validate_certs: bool, ca_path: Optional[str]) -> ssl.SSLContext:
+        try:
+            context = ssl.create_default_context(cafile=ca_path) if validate_certs else ssl.create_default_context()
+        except (OSError, ssl.SSLError) as e:
+            raise SabakanError('cannot load CA certificates from %s: %s' % (ca_path, e)) from e
+        if not validate_certs:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
+    # -- transport
+    def execute(self, query: str, variables: Optional[Dict[str, Any]] = None,
+                operation_name: Optional[str] = None) -> Dict[str, Any]:
+        """POST one GraphQL request; returns `data` or raises one of the three error classes."""
+        payload: Dict[str, Any] = {'query': query, 'variables': variables or {}}
+        if operation_name:
+            payload['operationName'] = operation_name
+        request = urllib.request.Request(self.url, data=json.dumps(payload).encode('utf-8'),
+                                         headers=dict(self.headers), method='POST')
+        status, body = self._send(request)
+        try:
+            answer = json.loads(body.decode('utf-8'))
+        except (ValueError, UnicodeDecodeError):
+            if status >= 400:
+                raise SabakanResponseError('sabakan at %s answered HTTP %d: %s'
+                                           % (self.url, status, _excerpt(body))) from None
+            raise SabakanResponseError('sabakan at %s answered something that is not JSON (HTTP %d): %s'
+                                       % (self.url, status, _excerpt(body))) from None
+        if not isinstance(answer, dict):
+            raise SabakanResponseError('sabakan at %s answered JSON that is not an object: %s'
+                                       % (self.url, _excerpt(body)))
+        errors = answer.get('errors')
+        if errors:
+            messages = [e.get('message', str(e)) if isinstance(e, dict) else str(e)
+                        for e in (errors if isinstance(errors, list) else [errors])]
+            raise SabakanQueryError('sabakan at %s: %s' % (self.url, '; '.join(messages)), messages)
+        if status >= 400:
+            raise SabakanResponseError('sabakan at %s answered HTTP %d: %s' % (self.url, status, _excerpt(body)))
+        data = answer.get('data')
+        if not isinstance(data, dict):
+            raise SabakanResponseError('sabakan at %s answered without a "data" object: %s'
+                                       % (self.url, _excerpt(body)))
+        return data
+
+    def _send(self, request: urllib.request.Request) -> tuple:
+        """(HTTP status, body bytes) for 2xx-4xx; 5xx and transport failures raise SabakanUnavailable."""
+        deadline = time.monotonic() + self.timeout
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                return response.status, self._read(response, deadline)
+        except urllib.error.HTTPError as e:
+            try:
+                body = self._read(e, deadline)
+            except (socket.timeout, TimeoutError, OSError):
+                body = b''
+            finally:
+                e.close()
+            if e.code >= 500:
+                raise SabakanUnavailable('sabakan at %s failed with HTTP %d: %s'
+                                         % (self.url, e.code, _excerpt(body))) from None
+            return e.code, body
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise SabakanUnavailable('sabakan at %s did not answer within %gs' % (self.url, self.timeout)) from None
+            raise SabakanUnavailable('cannot reach sabakan at %s: %s' % (self.url, reason)) from None
+        except (socket.timeout, TimeoutError):
+            raise SabakanUnavailable('sabakan at %s did not answer within %gs' % (self.url, self.timeout)) from None
+        except (ConnectionError, OSError) as e:  # reset mid-answer, half-closed sockets, ...
+            raise SabakanUnavailable('sabakan at %s: connection failed: %s' % (self.url, e)) from None
+
+    def _read(self, response: Any, deadline: float) -> bytes:
+        """Read the body in chunks; the per-read timeout alone would let a trickling server run forever."""
+        chunks = []
+        while True:
+            chunk = response.read(65536)
+            if not chunk:
+                return b''.join(chunks)
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise socket.timeout('body not complete after %gs' % self.timeout)
+
+    # -- operations
+    def search_machines(self, having: Optional[Mapping[str, Any]] = None,
+                        not_having: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:
+        """CKE's `ckeSearch` query with exactly these MachineParams (None = no condition)."""
+        variables = query_variables({'having': having, 'notHaving': not_having}, {})
+        data = self.execute(SEARCH_QUERY, variables, 'ckeSearch')
+        machines = data.get('searchMachines')
+        if not isinstance(machines, list):
+            raise SabakanResponseError('sabakan at %s: data.searchMachines must be a list, got %s'
+                                       % (self.url, _excerpt(json.dumps(machines).encode())))
+        return [check_machine(m, '%s: searchMachines[%d]' % (self.url, i)) for i, m in enumerate(machines)]
+
+    def search(self, variables: Union[Mapping[str, Any], str, None] = None,
+               defaults: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:
+        """searchMachines with user variables over `defaults` (GENERATOR_VARIABLES unless given)."""
+        merged = query_variables(variables, GENERATOR_VARIABLES if defaults is None else defaults)
+        return self.search_machines(merged['having'], merged['notHaving'])
+
+    def machine(self, serial: str) -> Dict[str, Any]:
+        data = self.execute(MACHINE_QUERY, {'serial': serial}, 'machine')
+        return check_machine(data.get('machine'), '%s: machine(%s)' % (self.url, serial))
+
+    def set_machine_state(self, serial: str, state: str) -> Dict[str, Any]:
+        """Move a machine along sabakan's lifecycle; a forbidden transition is a SabakanQueryError."""
+        if state not in MACHINE_STATES:
+            raise SabakanVariablesError('state %r is not a machine state; one of %s' % (state, ', '.join(MACHINE_STATES)))
+        data = self.execute(SET_STATE_MUTATION, {'serial': serial, 'state': state}, 'setMachineState')
+        return _check_status(data.get('setMachineState'), '%s: setMachineState(%s)' % (self.url, serial))
+
+
+def _excerpt(body: bytes) -> str:
+    text = body.decode('utf-8', 'replace').strip()
+    return repr(text[:EXCERPT] + ('...' if len(text) > EXCERPT else '')) if text else '(empty body)'
