@@ -1,7 +1,10 @@
 """`make demo`: rehearse the 3 a.m. disaster on the local lab, end to end, with real processes.
 
 lab up -> load data -> backup -> permanent loss of 2 of 3 members (SIGKILL + data dir wiped)
--> steward.cluster.etcd_recover -> verify every key -> timeline -> lab down.
+-> steward.cluster.etcd_recover -> verify every key;
+then the inventory-driven cluster: steward.cluster.sabakan_sync generates a cluster.yml from the
+lab's sabakan, and keeps it right as a control plane machine fails, a worker retires and is
+replaced -> timeline -> lab down.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402  (lab/lab.py: lab_up, lab_down, read_inventory)
+import sabakan_act  # noqa: E402  (lab/sabakan_act.py: the sabakan part of the demo)
 
 
 class Timeline:
@@ -137,6 +141,7 @@ def main() -> int:
         timeline.run('verify every key', verify)
         timeline.run('recover again: healthy, nothing to do',
                      lambda: playbook(state, 'etcd_recover', '-e', 'etcd_backup_store=' + store))
+        sabakan_act.run(state, timeline, playbook)
     finally:
         if not args.keep:
             timeline.run('lab down', lambda: 'stopped ' + ', '.join(lab.lab_down(state, purge=False)))

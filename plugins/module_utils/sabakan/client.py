@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
-MACHINE_STATES = ('UNINITIALIZED', 'HEALTHY', 'UNHEALTHY', 'UNREACHABLE', 'UPDATING', 'RETIRING', 'RETIRED')
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
 MACHINE_PARAMS_FIELDS = ('labels', 'racks', 'roles', 'states', 'minDaysBeforeRetire')
 VARIABLE_KEYS = ('having', 'notHaving')
 
