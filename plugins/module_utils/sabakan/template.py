@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import socket
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -21,8 +22,49 @@ _NAME = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
 _DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 
 
+# Verdicts for strings already checked: a cluster repeats the same keys and values on every node.
+_NAME_VERDICTS: Dict[str, Optional[str]] = {}
+_VALUE_VERDICTS: Dict[str, Optional[str]] = {}
+_MISSING = object()
+
+
+def _memo(cache: Dict[str, Optional[str]], check: Any, text: Any) -> Optional[str]:
+    if not isinstance(text, str):  # unhashable or odd input: check it every time
+        return check(text)
+    verdict = cache.get(text, _MISSING)
+    if verdict is _MISSING:
+        if len(cache) >= 65536:
+            cache.clear()
+        verdict = cache[text] = check(text)
+    return verdict  # type: ignore[return-value]
+
+
 def qualified_name_problem(key: Any) -> Optional[str]:
     """Kubernetes label/annotation/taint key syntax (`[prefix/]name`); None when valid."""
+    return _memo(_NAME_VERDICTS, _qualified_name_problem, key)
+
+
+def label_value_problem(value: Any) -> Optional[str]:
+    """Kubernetes label value syntax (empty, or 1-63 name characters); None when valid."""
+    return _memo(_VALUE_VERDICTS, _label_value_problem, value)
+
+
+def ip_address_problem(address: Any) -> Optional[str]:
+    """None when `address` is an IPv4 or IPv6 address."""
+    if isinstance(address, str):
+        try:
+            if socket.inet_ntoa(socket.inet_aton(address)) == address:
+                return None  # canonical dotted quad, the usual case, without ipaddress' slower parser
+        except (OSError, ValueError):
+            pass
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return f'invalid IP address {address!r}'
+    return None
+
+
+def _qualified_name_problem(key: Any) -> Optional[str]:
     if not isinstance(key, str) or not key:
         return 'must be a non-empty string'
     prefix, slash, name = key.rpartition('/')
@@ -33,7 +75,7 @@ def qualified_name_problem(key: Any) -> Optional[str]:
     return None
 
 
-def label_value_problem(value: Any) -> Optional[str]:
+def _label_value_problem(value: Any) -> Optional[str]:
     if not isinstance(value, str):
         return 'must be a string'
     if value and (len(value) > 63 or not _NAME.match(value)):
@@ -48,10 +90,9 @@ def _node_problems(node: Any, where: str, is_template: bool) -> None:
     if is_template and address:
         raise TemplateError(f'{where}.address: a template node must not have an address (got {address!r})')
     if not is_template:
-        try:
-            ipaddress.ip_address(address)
-        except ValueError:
-            raise TemplateError(f'{where}.address: invalid IP address {address!r}') from None
+        problem = ip_address_problem(address)
+        if problem:
+            raise TemplateError(f'{where}.address: {problem}')
     if not isinstance(node.get('user'), str) or not node.get('user'):
         raise TemplateError(f'{where}.user: user name is empty')
     if not isinstance(node.get('control_plane', False), bool):
@@ -127,8 +168,16 @@ def validate_cluster(cluster: Any, *, is_template: bool = False) -> None:
 
 
 def validate_template(template: Any) -> None:
-    """CKE's ValidateTemplate: one control plane template, at least one worker template,
-    worker templates with distinct roles when there are several, valid weights, no addresses."""
+    """CKE's ValidateTemplate: the shape the generator needs (check_template_shape) plus the
+    cluster.yml rules for templates (name, service_subnet, users, label syntax, no addresses)."""
+    check_template_shape(template)
+    validate_cluster(template, is_template=True)
+
+
+def check_template_shape(template: Any) -> None:
+    """What the generator itself relies on: one control plane template, at least one worker
+    template, distinct roles when there are several, valid weights. Like CKE's generator, it
+    leaves the rest of cluster.yml validation to whoever loads the template (validate_template)."""
     if not isinstance(template, Mapping):
         raise TemplateError(f'template must be a mapping (CKE cluster.yml), got {type(template).__name__}')
     nodes = template.get('nodes') or []
@@ -152,7 +201,6 @@ def validate_template(template: Any) -> None:
     if workers >= 2 and workers != len(roles):
         raise TemplateError(f'template.nodes: non-control plane nodes must be associated with unique roles '
                             f'(label {LABEL_ROLE}) when there are several')
-    validate_cluster(template, is_template=True)
 
 
 def _weight(node: Mapping[str, Any], where: str) -> float:
