@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections import Counter
 from typing import Any, Callable, Dict, List
 
@@ -24,6 +25,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
+from datacenter import generate_datacenter  # noqa: E402
 
 CONSTRAINTS = {'control-plane-count': 3, 'minimum-workers': 6, 'maximum-repair-queue-entries': 3}
 QUERY = 'query { searchMachines { spec { serial ipv4 rack role } status { state } } }'
@@ -52,6 +54,11 @@ class Sabakan:
         for state in states:
             self._gql(MUTATION, {'serial': serial, 'state': state})
 
+    def reset(self) -> None:
+        """A fresh data center (4 racks x 8, as `make lab` starts it): earlier runs leave states behind."""
+        machines = generate_datacenter(4, 8, seed=1, now=time.time())
+        requests.post(self.base + '/lab/machines', json=machines, timeout=10).raise_for_status()
+
     def advance(self, seconds: float) -> None:
         requests.post(self.base + '/lab/clock', json={'offset_seconds': seconds}, timeout=10).raise_for_status()
 
@@ -78,6 +85,7 @@ def run(state: str, timeline: Any, playbook: Callable[..., str]) -> None:
     if not url:
         raise SystemExit('the lab has no sabakan server (see %s)' % os.path.join(state, 'sabakan.log'))
     sabakan = Sabakan(url)
+    sabakan.reset()
     work = os.path.join(state, 'sabakan')
     os.makedirs(work, exist_ok=True)
     cluster_file = os.path.join(work, 'cluster.yml')
