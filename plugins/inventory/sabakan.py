@@ -105,16 +105,16 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES, SabakanError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError, TemplateError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import FileError, load_cluster_file
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import FileError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     SourceError,
     load_constraints_input,
+    load_current_cluster,
     load_template,
     machines_from,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_cluster
 
 KNOWN_ERRORS = (GeneratorError, SabakanError, FileError, SourceError)
 
@@ -182,12 +182,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         template, template_file = self.get_option('template'), self._path('template_file', base)
         current = None
         if cluster_file is not None:
-            current = load_cluster_file(cluster_file)
-            if current is not None:
-                try:
-                    validate_cluster(current)
-                except TemplateError as exc:
-                    raise TemplateError('cluster file %s: %s' % (cluster_file, exc))
+            current = load_current_cluster(cluster_file)
         if url is None and machines_file is None:
             if cluster_file is None:
                 raise SourceError('set cluster_file (hosts from a cluster file), or url or machines_file with '

@@ -192,14 +192,13 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args impor
     check_wait_seconds,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES, SabakanError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError, TemplateError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     HAS_YAML,
     YAML_IMPORT_ERROR,
     FileError,
     dump_yaml,
     file_mode,
-    load_cluster_file,
     parse_mode,
     read_text,
     write_text_atomic,
@@ -209,10 +208,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines i
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     SourceError,
     load_constraints_input,
+    load_current_cluster,
     load_template,
     machines_from,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_cluster
 
 KNOWN_ERRORS = (GeneratorError, SabakanError, FileError, SourceError, OptionError)
 
@@ -226,12 +225,7 @@ def plan(params):
     wait = check_wait_seconds(params['wait_retired_seconds'])
     template = load_template(params['template'], params['template_file'])
     constraints = load_constraints_input(params['constraints'], params['constraints_file'])
-    current = load_cluster_file(path)
-    if current is not None:
-        try:
-            validate_cluster(current)
-        except TemplateError as exc:
-            raise TemplateError('cluster file %s: %s' % (path, exc))
+    current = load_current_cluster(path)
     machines = machines_from(url=params['url'], machines=params['machines'], machines_file=params['machines_file'],
                              variables=params['variables'], defaults=GENERATOR_VARIABLES, timeout=params['timeout'],
                              validate_certs=params['validate_certs'], ca_path=params['ca_path'], now=now)

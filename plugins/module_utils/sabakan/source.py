@@ -22,9 +22,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraint
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     ConstraintsError, MachineError, TemplateError,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import load_document, load_mapping
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
+    load_cluster_file, load_document, load_mapping,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import format_rfc3339, resolve_now
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_template
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_cluster, validate_template
 
 
 class SourceError(ValueError):
@@ -137,6 +139,18 @@ def machines_from(*, url: Optional[str] = None, machines: Optional[Sequence[Any]
 
 
 # --- template and constraints -----------------------------------------------------------------
+def load_current_cluster(path: str) -> Optional[Dict[str, Any]]:
+    """The cluster file the generator will update (None when it does not exist yet), validated as a
+    CKE cluster.yml so a hand-edited mistake is reported with the file's name before anything runs."""
+    current = load_cluster_file(path)
+    if current is not None:
+        try:
+            validate_cluster(current)
+        except TemplateError as exc:
+            raise TemplateError('cluster file %s: %s' % (path, exc)) from None
+    return current
+
+
 def load_template(template: Optional[Mapping[str, Any]] = None, template_file: Optional[str] = None) -> Dict[str, Any]:
     """The validated cluster template from exactly one of `template` / `template_file`."""
     if (template is None) == (template_file is None):
