@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus metrics and the health endpoints, served on one port.
+
+Names follow the projects users come from: `etcdbr_*` (etcd-backup-restore) for backups and
+`cke_sabakan_*` (CKE) for the sabakan integration, with a label naming our custom resource.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from typing import Callable, Dict, Optional, Tuple
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+RESOURCE = 'resource'  # label: <namespace>/<name> of the custom resource
+
+
+class Metrics:
+    """Every metric the controller exports, on its own registry (no global state between tests)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.leader = Gauge('steward_controller_leader', '1 if this replica holds the leader Lease.', registry=r)
+        self.actions = Counter('steward_controller_actions_total', 'Actions taken, by kind and outcome.',
+                               ['kind', 'action', 'outcome'], registry=r)
+        # etcd backups (etcd-backup-restore names)
+        self.snapshot_duration = Histogram('etcdbr_snapshot_duration_seconds', 'Time to take and upload a snapshot.',
+                                           [RESOURCE, 'kind', 'succeeded'], registry=r,
+                                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900))
+        self.snapshot_latest_revision = Gauge('etcdbr_snapshot_latest_revision', 'Last revision in the newest snapshot.',
+                                              [RESOURCE, 'kind'], registry=r)
+        self.snapshot_latest_timestamp = Gauge('etcdbr_snapshot_latest_timestamp', 'Unix time of the newest snapshot.',
+                                               [RESOURCE, 'kind'], registry=r)
+        self.snapshot_required = Gauge('etcdbr_snapshot_required', '1 when a snapshot of this kind is due but missing.',
+                                       [RESOURCE, 'kind'], registry=r)
+        self.snapshot_gc = Counter('etcdbr_snapshot_gc_total', 'Snapshots deleted by garbage collection.',
+                                   [RESOURCE, 'kind', 'succeeded'], registry=r)
+        self.delta_events = Counter('etcdbr_delta_events_total', 'Watch events written to delta snapshots.',
+                                    [RESOURCE], registry=r)
+        self.delta_buffered_bytes = Gauge('etcdbr_delta_buffered_bytes', 'Watch events held in memory, in bytes.',
+                                          [RESOURCE], registry=r)
+        self.backup_ready = Gauge('steward_etcdbackup_ready', '1 when the BackupReady condition is True.',
+                                  [RESOURCE], registry=r)
+        self.compactions = Counter('etcdbr_compaction_total', 'Backup compactions (full + deltas -> new full).',
+                                   [RESOURCE, 'succeeded'], registry=r)
+        # sabakan integration (CKE names)
+        self.sabakan_successful = Gauge('cke_sabakan_integration_successful',
+                                        'True (=1) if sabakan-integration satisfies constraints.', [RESOURCE], registry=r)
+        self.sabakan_timestamp = Gauge('cke_sabakan_integration_timestamp_seconds',
+                                       'Unix time when cke_sabakan_integration_successful was last updated.',
+                                       [RESOURCE], registry=r)
+        self.sabakan_workers = Gauge('cke_sabakan_workers', 'The number of worker nodes for each role.',
+                                     [RESOURCE, 'role'], registry=r)
+        self.sabakan_unused = Gauge('cke_sabakan_unused_machines', 'The number of unused machines.', [RESOURCE],
+                                    registry=r)
+        self.repair_entries = Gauge('cke_repair_queue_entries', 'RepairEntry objects that exist.', registry=r)
+        self.repair_blocked = Counter('steward_repair_blocked_total',
+                                      'Auto-repair cycles that queued nothing because of maximum-repair-queue-entries.',
+                                      [RESOURCE], registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class Health:
+    """Liveness: the process loop ticked recently. Readiness: the API server answered recently."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, stale_after: float = 60.0):
+        self.clock = clock
+        self.stale_after = stale_after
+        self._beats: Dict[str, float] = {}
+        self.api_ok_at: Optional[float] = None
+        self._lock = threading.Lock()
+
+    def beat(self, what: str) -> None:
+        with self._lock:
+            self._beats[what] = self.clock()
+
+    def api_ok(self) -> None:
+        with self._lock:
+            self.api_ok_at = self.clock()
+
+    def live(self) -> Tuple[bool, str]:
+        now = self.clock()
+        with self._lock:
+            stale = [w for w, t in self._beats.items() if now - t > self.stale_after]
+        return (not stale, 'stale: %s' % ', '.join(stale) if stale else 'ok')
+
+    def ready(self) -> Tuple[bool, str]:
+        now = self.clock()
+        ok = self.api_ok_at is not None and now - self.api_ok_at <= self.stale_after
+        return ok, 'ok' if ok else 'the Kubernetes API has not answered in the last %ds' % self.stale_after
+
+
+def serve(host: str, port: int, metrics: Metrics, health: Health) -> http.server.ThreadingHTTPServer:
+    """Start /metrics, /healthz, /readyz on a daemon thread; returns the server (`.server_port`)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            path = self.path.split('?', 1)[0]
+            if path == '/metrics':
+                self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
+            elif path in ('/healthz', '/livez'):
+                ok, why = health.live()
+                self._send(200 if ok else 503, why.encode() + b'\n', 'text/plain')
+            elif path == '/readyz':
+                ok, why = health.ready()
+                self._send(200 if ok else 503, why.encode() + b'\n', 'text/plain')
+            else:
+                self._send(404, b'not found\n', 'text/plain')
+
+        def _send(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header('Content-Type', content_type)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:  # scrapes are not worth a log line
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name='http', daemon=True).start()
+    return server

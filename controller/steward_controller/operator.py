@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The kopf side: a registry with every handler, and kopf's own settings."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+import kopf
+
+from steward_controller import GROUP
+from steward_controller.runtime import Runtime
+
+# Each module has register(registry, runtime) and keeps its handlers thin.
+HANDLER_MODULES = ('steward_controller.etcd_backup', 'steward_controller.sabakan')
+
+
+def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        # The same credentials as our own client: in-cluster service account or kubeconfig.
+        return kopf.login_via_client(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Progress and diff-base in annotations of our own group: status stays ours and schema-valid.
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=GROUP, key='last-handled-configuration')
+        settings.persistence.finalizer = GROUP + '/finalizer'
+        settings.posting.enabled = False  # we post our own, meaningful Events
+        settings.watching.server_timeout = 60
+        settings.watching.client_timeout = 90
+        settings.networking.request_timeout = 30
+        settings.process.ultimate_exiting_timeout = 10
+        logging.getLogger('kopf.objects').setLevel(logging.WARNING)
+
+    for name in HANDLER_MODULES:
+        importlib.import_module(name).register(registry, runtime)
+    return registry

@@ -1,0 +1,189 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A small Kubernetes REST client over the official client's transport and auth.
+
+Plain dicts in and out, every write a PATCH or a POST (never PUT, so concurrent writers only touch
+what they mean to), optimistic concurrency through `metadata.resourceVersion` in merge patches,
+and errors mapped to the classes in `kube.errors` so the engine can tell "gone" from "changed"
+from "down". Shared by the controller and modules; nothing here imports kopf.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from urllib.parse import quote
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import (
+    AlreadyExists,
+    Conflict,
+    Invalid,
+    KubeError,
+    KubeUnavailable,
+    NotFound,
+)
+
+try:
+    import kubernetes
+    from kubernetes.client.exceptions import ApiException
+    HAS_KUBERNETES = True
+except ImportError:  # reported by the caller
+    HAS_KUBERNETES = False
+
+MERGE_PATCH = 'application/merge-patch+json'
+JSON_PATCH = 'application/json-patch+json'
+
+
+def api_path(api_version: str, plural: str, namespace: Optional[str] = None, name: Optional[str] = None,
+             subresource: Optional[str] = None) -> str:
+    """`/api/v1/namespaces/ns/configmaps/x` or `/apis/group/version/plural/name/status`."""
+    base = '/api/%s' % api_version if '/' not in api_version else '/apis/%s' % api_version
+    parts = [base]
+    if namespace:
+        parts.append('namespaces/%s' % quote(namespace, safe=''))
+    parts.append(plural)
+    if name:
+        parts.append(quote(name, safe=''))
+        if subresource:
+            parts.append(subresource)
+    return '/'.join(parts)
+
+
+def load_configuration(kubeconfig: Optional[str] = None, context: Optional[str] = None) -> 'kubernetes.client.Configuration':
+    """In-cluster service account when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    if not HAS_KUBERNETES:
+        raise KubeError('the python library kubernetes is required')
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig is None:
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)
+            return configuration
+        except kubernetes.config.ConfigException:
+            pass
+    try:
+        kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+    except (kubernetes.config.ConfigException, OSError, TypeError) as exc:
+        raise KubeError('no Kubernetes credentials: not in a pod and no usable kubeconfig (%s)' % exc) from exc
+    return configuration
+
+
+class KubeClient:
+    """Generic verbs on API paths (see `api_path`)."""
+
+    def __init__(self, configuration: 'kubernetes.client.Configuration', timeout: float = 30.0):
+        if not HAS_KUBERNETES:
+            raise KubeError('the python library kubernetes is required')
+        self.configuration = configuration
+        self.api = kubernetes.client.ApiClient(configuration)
+        self.timeout = timeout
+
+    @classmethod
+    def from_config(cls, kubeconfig: Optional[str] = None, context: Optional[str] = None,
+                    timeout: float = 30.0) -> 'KubeClient':
+        return cls(load_configuration(kubeconfig, context), timeout=timeout)
+
+    @property
+    def host(self) -> str:
+        return self.configuration.host
+
+    def close(self) -> None:
+        self.api.close()
+
+    # --- transport -----------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, query: Optional[Iterable[Tuple[str, Any]]] = None,
+                content_type: str = 'application/json') -> Any:
+        headers = {'Accept': 'application/json', 'Content-Type': content_type}
+        try:
+            response = self.api.call_api(
+                path, method, query_params=list(query or []), header_params=headers, body=body,
+                auth_settings=['BearerToken'], _preload_content=False, _request_timeout=self.timeout)
+        except ApiException as exc:
+            raise error_from(method, path, exc.status, exc.reason, exc.body) from None
+        except Exception as exc:  # urllib3 connection errors, timeouts
+            raise KubeUnavailable('%s %s%s: the API server did not answer: %s' % (
+                method, self.host, path, exc.__class__.__name__)) from exc
+        raw = response[0].data if isinstance(response, tuple) else response.data
+        return json.loads(raw) if raw else None
+
+    # --- verbs ---------------------------------------------------------------------------------
+    def get(self, path: str) -> Dict[str, Any]:
+        return self.request('GET', path)
+
+    def get_or_none(self, path: str) -> Optional[Dict[str, Any]]:
+        try:
+            return self.get(path)
+        except NotFound:
+            return None
+
+    def list(self, path: str, label_selector: Optional[str] = None, field_selector: Optional[str] = None) -> List[Dict[str, Any]]:
+        query = []
+        if label_selector:
+            query.append(('labelSelector', label_selector))
+        if field_selector:
+            query.append(('fieldSelector', field_selector))
+        items = (self.request('GET', path, query=query) or {}).get('items') or []
+        # Filter here too: the selector is a contract of ours, not only a hint to the server.
+        if label_selector:
+            items = [i for i in items if labels_match((i.get('metadata') or {}).get('labels') or {}, label_selector)]
+        return items
+
+    def create(self, path: str, body: Mapping[str, Any]) -> Dict[str, Any]:
+        return self.request('POST', path, body=dict(body))
+
+    def merge_patch(self, path: str, patch: Mapping[str, Any], resource_version: Optional[str] = None) -> Dict[str, Any]:
+        """RFC 7386 merge patch; with `resource_version` it fails with Conflict if the object moved on."""
+        body = dict(patch)
+        if resource_version:
+            body['metadata'] = dict(body.get('metadata') or {}, resourceVersion=resource_version)
+        return self.request('PATCH', path, body=body, content_type=MERGE_PATCH)
+
+    def json_patch(self, path: str, operations: List[Mapping[str, Any]]) -> Dict[str, Any]:
+        return self.request('PATCH', path, body=[dict(op) for op in operations], content_type=JSON_PATCH)
+
+    def delete(self, path: str, missing_ok: bool = True) -> Optional[Dict[str, Any]]:
+        try:
+            return self.request('DELETE', path)
+        except NotFound:
+            if missing_ok:
+                return None
+            raise
+
+
+def labels_match(labels: Mapping[str, str], selector: str) -> bool:
+    """Equality-based selectors: `a=b`, `a==b`, `a!=b`, `a`, `!a`, comma-separated (all must hold)."""
+    for term in [t.strip() for t in selector.split(',') if t.strip()]:
+        if '!=' in term:
+            key, value = [p.strip() for p in term.split('!=', 1)]
+            if labels.get(key) == value:
+                return False
+        elif '=' in term:
+            key, value = [p.strip() for p in term.replace('==', '=').split('=', 1)]
+            if labels.get(key) != value:
+                return False
+        elif term.startswith('!'):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def error_from(method: str, path: str, status: int, reason: str, body: Any) -> KubeError:
+    message = ''
+    try:
+        data = json.loads(body) if body else {}
+        message = data.get('message') or ''
+        reason = data.get('reason') or reason
+    except (ValueError, TypeError, AttributeError):
+        message = (body or '')[:300] if isinstance(body, str) else ''
+    text = '%s %s: HTTP %s %s%s' % (method, path, status, reason or '', ': ' + message if message else '')
+    if status == 404:
+        return NotFound(text, status, reason)
+    if status == 409:
+        return AlreadyExists(text, status, reason) if method == 'POST' else Conflict(text, status, reason)
+    if status == 422:
+        return Invalid(text, status, reason)
+    if status >= 500 or status == 0:
+        return KubeUnavailable(text, status, reason)
+    return KubeError(text, status, reason)
