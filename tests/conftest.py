@@ -75,3 +75,22 @@ def sabakan_server():
     server = start_server(generate_datacenter(4, 8, seed=1, now=time.time()))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def kube():
+    """The Kubernetes API emulator (tests/support/kube.py) over HTTP on 127.0.0.1, with the controller's
+    CRDs installed. Yields a KubeClient (module_utils/kube) bound to it; `.server` is the KubeServer."""
+    import kubernetes
+    from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
+    from support.controller import install_crds
+    from support.kube import KubeServer
+    server = KubeServer().start()
+    configuration = kubernetes.client.Configuration()
+    configuration.host = server.url
+    client = KubeClient(configuration)
+    client.server = server
+    install_crds(client)  # namespaces need not exist in the emulator
+    yield client
+    client.close()
+    server.stop()
