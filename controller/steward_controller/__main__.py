@@ -49,7 +49,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         terminating.set()
         stop_flag.request()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)  # until kopf installs its own; both stop gracefully
 
     elector: Optional[LeaderElector] = None
     if settings.leader_election:
@@ -67,8 +68,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         runtime.metrics.leader.set(1)
 
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)  # kopf installs its own graceful-stop handlers
     runtime.health.api_ok()
     code = run_operator(runtime, stop_flag)
     if elector is not None:
