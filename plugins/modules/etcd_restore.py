@@ -23,7 +23,12 @@ description:
     aside to C(<data_dir>.pre-restore-<unix time>), never deleted.
   - A marker C(<data_dir>.restore.json) next to the data dir records the snapshot; running again with
     the same snapshot reports no change.
-  - Only the full snapshot is restored; delta snapshots taken after it are not applied.
+  - From a store, the delta snapshots taken after the full snapshot are applied too (O(apply_deltas)):
+    the full snapshot is restored into a scratch single-member etcd on loopback, the deltas' events are
+    replayed one revision per transaction (each checked to land on its recorded revision), and the
+    rebuilt snapshot is what the data dir is restored from. A restore then loses at most the writes of
+    the last delta period.
+  - A gap in the delta snapshots (a missing revision range) refuses the restore unless O(stop_at_gap=true).
   - Run it for every member with the same O(initial_cluster) and O(initial_cluster_token), then start
     the members with C(--initial-cluster-state new).
 author: steward.cluster developers (@steward)
@@ -73,6 +78,24 @@ options:
       - The existing data dir is moved aside to C(<data_dir>.pre-restore-<unix time>), never deleted.
     type: bool
     default: false
+  apply_deltas:
+    description:
+      - Apply the valid delta snapshots that follow the full snapshot, in revision order.
+      - With V(false) only the full snapshot is restored.
+      - Ignored with O(snapshot_file).
+    type: bool
+    default: true
+  stop_at_gap:
+    description:
+      - When the delta snapshots have a gap, restore up to the revision before it instead of failing.
+      - The writes after the gap are lost; the result reports the gap.
+    type: bool
+    default: false
+  etcd_path:
+    description:
+      - Path of the C(etcd) binary that replays delta snapshots (a scratch member on 127.0.0.1).
+      - By default it is searched like O(etcdutl_path).
+    type: path
   etcdutl_path:
     description:
       - Path of the C(etcdutl) (or, for etcd 3.4, C(etcdctl)) binary used to verify and restore.
@@ -114,6 +137,15 @@ EXAMPLES = r'''
     initial_cluster: etcd1=http://127.0.0.1:2380
     initial_advertise_peer_urls: [http://127.0.0.1:2380]
     force: true
+
+- name: Restore only the full snapshot, without the delta snapshots after it
+  steward.cluster.etcd_restore:
+    store: /var/backups/etcd
+    apply_deltas: false
+    name: etcd1
+    data_dir: /var/lib/etcd
+    initial_cluster: etcd1=http://127.0.0.1:2380
+    initial_advertise_peer_urls: [http://127.0.0.1:2380]
 
 - name: Restore from a local snapshot file
   steward.cluster.etcd_restore:
@@ -160,6 +192,21 @@ verification:
   description: Result of the snapshot verification (sha256, size, revision, total_keys, checks); null when nothing was done.
   returned: always
   type: dict
+deltas:
+  description: Names of the delta snapshots applied after the full snapshot, in order.
+  returned: when restoring from a store
+  type: list
+  elements: str
+  sample: [Incr-00001002-00001090-1700000020, Incr-00001091-00001200-1700000040]
+revision:
+  description: The last revision the restored data holds.
+  returned: when restoring from a store
+  type: int
+  sample: 1200
+gap:
+  description: The gap in the delta snapshots that stopped the restore early (with O(stop_at_gap)), or null.
+  returned: when restoring from a store
+  type: str
 '''
 
 import time
@@ -183,6 +230,9 @@ def main():
         initial_cluster_token=dict(type='str', default='etcd-cluster', no_log=False),
         initial_advertise_peer_urls=dict(type='list', elements='str', required=True),
         force=dict(type='bool', default=False),
+        apply_deltas=dict(type='bool', default=True),
+        stop_at_gap=dict(type='bool', default=False),
+        etcd_path=dict(type='path'),
         etcdutl_path=dict(type='path'),
         tmp_dir=dict(type='path'),
     )
@@ -200,7 +250,8 @@ def main():
             result = restore_file(p['snapshot_file'], **member)
         else:
             store = store_from_params(p)
-            result = restore_member(store, select_snapshot(store, p['snapshot']), **member)
+            result = restore_member(store, select_snapshot(store, p['snapshot']), apply_deltas=p['apply_deltas'],
+                                    stop_at_gap=p['stop_at_gap'], etcd_binary=p['etcd_path'], **member)
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
     diff = result.pop('diff')

@@ -13,32 +13,37 @@ Order of work, each step chosen so that a failure loses nothing and leaves nothi
    and rename the new one into place (same filesystem: atomic);
 5. write a marker `<data_dir>.restore.json` beside the data dir (etcd owns what is inside it), so
    running again with the same snapshot changes nothing.
-Only the full snapshot is restored; deltas after it are not applied (etcdutl cannot apply them).
+From a store, the delta snapshots after the full one are applied too (by default): etcdutl cannot
+apply them, so step 2 replays them into a scratch etcd and step 3 restores the rebuilt snapshot
+(see replay.py); the restore then loses at most the writes of the last delta period. A gap in the
+deltas refuses the restore unless `stop_at_gap` accepts losing what lies beyond it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import find_snapshot_tool
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     RestoreRefused,
     SnapshotNotFound,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import local_member
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import fsync_path
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.replay import replay
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool import run_restore_tool
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import hash_file, verify_snapshot_file
 
 MARKER_SUFFIX = '.restore.json'
 ASIDE_REASON = 'pre-restore'
-RESTORE_TIMEOUT = 3600
 
 STATE_ABSENT = 'absent'
 STATE_EMPTY = 'empty'
@@ -159,28 +164,6 @@ def _write_marker(data_dir: str, content: Dict[str, Any]) -> None:
 
 
 # --- the restore itself ----------------------------------------------------------------------------
-def run_restore_tool(snapshot_path: str, target_dir: str, *, name: str, initial_cluster: str,
-                     initial_cluster_token: str, initial_advertise_peer_urls: Sequence[str],
-                     tool: Optional[str] = None) -> str:
-    """`etcdutl|etcdctl snapshot restore` into `target_dir` (which must not exist). Returns the tool kind."""
-    binary, kind = find_snapshot_tool(tool)
-    env = dict(os.environ)
-    if kind == 'etcdctl':
-        env['ETCDCTL_API'] = '3'
-    cmd = [binary, 'snapshot', 'restore', snapshot_path, '--name', name, '--data-dir', target_dir,
-           '--initial-cluster', initial_cluster, '--initial-cluster-token', initial_cluster_token,
-           '--initial-advertise-peer-urls', ','.join(initial_advertise_peer_urls)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=RESTORE_TIMEOUT, env=env)
-    except subprocess.TimeoutExpired as exc:
-        raise EtcdError('%s snapshot restore did not finish in %ss' % (kind, RESTORE_TIMEOUT)) from exc
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        raise EtcdError('%s snapshot restore of %s failed (rc=%d): %s' % (
-            kind, snapshot_path, proc.returncode, lines[-1] if lines else 'no output'))
-    return kind
-
-
 def _place(staged: str, data_dir: str, state: str, aside: Optional[str]) -> None:
     """Move the old data dir aside (or drop it when empty) and the staged one into place."""
     if state == STATE_PRESENT:
@@ -199,11 +182,21 @@ def _place(staged: str, data_dir: str, state: str, aside: Optional[str]) -> None
     fsync_path(os.path.dirname(data_dir))
 
 
-def _restore(fetch, source: Dict[str, Any], *, expected_sha256: Optional[str], expected_size: Optional[int],
-             name: str, data_dir: str, initial_cluster: str, initial_cluster_token: str,
+@dataclasses.dataclass
+class Source:
+    """What a restore restores from: its name (idempotence key), where, and how it is verified."""
+
+    name: str
+    where: str
+    sha256: Optional[str]                              # None: the file is hashed when prepared
+    prepare: Callable[[str], Tuple[str, Dict[str, Any]]]  # work dir -> (snapshot file, verification)
+    details: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _restore(source: Source, *, name: str, data_dir: str, initial_cluster: str, initial_cluster_token: str,
              initial_advertise_peer_urls: Sequence[str], force: bool, tool: Optional[str], tmp_dir: Optional[str],
              now: float, check_mode: bool) -> Dict[str, Any]:
-    """Shared by store and file restores: `fetch(dir) -> local path` supplies the snapshot file."""
+    """Shared by every restore: refuse early, prepare (fetch, verify, replay) in a temp dir, then place."""
     if not data_dir or not os.path.isabs(data_dir):
         raise RestoreRefused('data_dir %r must be an absolute path' % data_dir)
     data_dir = os.path.normpath(data_dir)
@@ -214,9 +207,10 @@ def _restore(fetch, source: Dict[str, Any], *, expected_sha256: Optional[str], e
     before = data_dir_state(data_dir)
     result: Dict[str, Any] = {'changed': False, 'data_dir': data_dir, 'moved_aside': None, 'verification': None,
                               'marker': marker_path(data_dir), 'diff': {'before': before, 'after': before}}
+    result.update(source.details)
     if before['state'] == STATE_PRESENT:
-        same = (before['restored_from'] == source['name'] and expected_sha256 is not None
-                and before['restored_sha256'] == expected_sha256)
+        same = (before['restored_from'] == source.name and source.sha256 is not None
+                and before['restored_sha256'] == source.sha256)
         if same and not force:
             return result
         if not force:
@@ -230,12 +224,10 @@ def _restore(fetch, source: Dict[str, Any], *, expected_sha256: Optional[str], e
     work = tempfile.mkdtemp(prefix='steward-restore-', dir=tmp_dir)
     staging = None
     try:
-        snapshot_file = fetch(work)
-        verification = verify_snapshot_file(snapshot_file, expected_sha256=expected_sha256, expected_size=expected_size,
-                                            tool=tool)
+        snapshot_file, verification = source.prepare(work)
         result['verification'] = verification
-        after = {'path': data_dir, 'state': STATE_PRESENT, 'restored_from': source['name'],
-                 'restored_sha256': verification['sha256']}
+        sha256 = source.sha256 or verification['sha256']
+        after = {'path': data_dir, 'state': STATE_PRESENT, 'restored_from': source.name, 'restored_sha256': sha256}
         result.update(changed=True, moved_aside=aside, diff={'before': before, 'after': after})
         if check_mode:
             return result
@@ -249,9 +241,10 @@ def _restore(fetch, source: Dict[str, Any], *, expected_sha256: Optional[str], e
             _place(staged, data_dir, before['state'], aside)
         except OSError as exc:
             raise EtcdError('cannot move the restored data into %s: %s' % (data_dir, exc)) from exc
-        _write_marker(data_dir, {'snapshot': source['name'], 'sha256': verification['sha256'],
-                                 'revision': verification['revision'], 'source': source.get('source'),
-                                 'member': name, 'restored_at': int(now), 'moved_aside': aside})
+        marker = {'snapshot': source.name, 'sha256': sha256, 'revision': verification['revision'],
+                  'source': source.where, 'member': name, 'restored_at': int(now), 'moved_aside': aside}
+        marker.update(source.details)
+        _write_marker(data_dir, marker)
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -259,27 +252,50 @@ def _restore(fetch, source: Dict[str, Any], *, expected_sha256: Optional[str], e
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def restore_member(store: SnapshotStore, snapshot: Snapshot, *, name: str, data_dir: str, initial_cluster: str,
-                   initial_cluster_token: str, initial_advertise_peer_urls: Sequence[str], force: bool = False,
-                   tool: Optional[str] = None, tmp_dir: Optional[str] = None, now: float,
-                   check_mode: bool = False) -> Dict[str, Any]:
-    """Restore one member's data dir from a store snapshot. Returns {changed, snapshot, data_dir, moved_aside, diff...}."""
+def restore_plan(store: SnapshotStore, snapshot: Snapshot, apply_deltas: bool = True,
+                 stop_at_gap: bool = False) -> Chain:
+    """The full snapshot and the deltas a restore applies; RestoreRefused on a gap unless `stop_at_gap`."""
     if not snapshot.valid or not snapshot.is_full:
         raise RestoreRefused('snapshot %s is %s%s: only valid full snapshots are restored' % (
             _label(snapshot), snapshot.status, '' if snapshot.is_full else ' and not a full snapshot'))
-    meta = snapshot.metadata or {}
-    if not meta.get('sha256'):
+    if not (snapshot.metadata or {}).get('sha256'):
         raise RestoreRefused('snapshot %s has no sha256 in its metadata: cannot verify it, refusing to restore'
                              % _label(snapshot))
+    if not apply_deltas:
+        return Chain(snapshot, [], snapshot.name.end_revision)
+    chain = plan_chain(store.list(), base=snapshot)
+    if chain.gap and not stop_at_gap:
+        raise RestoreRefused('cannot restore %s with its deltas: %s; restoring would lose the writes after revision '
+                             '%d. Set stop_at_gap to restore up to revision %d anyway, or apply_deltas=false for the '
+                             'full snapshot only' % (_label(snapshot), chain.gap, chain.tip, chain.tip))
+    return chain
 
-    def fetch(work: str) -> str:
-        path = os.path.join(work, _label(snapshot))
-        store.fetch(snapshot, path)
-        return path
 
-    result = _restore(fetch, {'name': _label(snapshot), 'source': '%s/%s' % (store.url.rstrip('/'), snapshot.key)},
-                      expected_sha256=meta['sha256'], expected_size=meta.get('size', snapshot.size), name=name,
-                      data_dir=data_dir, initial_cluster=initial_cluster, initial_cluster_token=initial_cluster_token,
+def restore_member(store: SnapshotStore, snapshot: Snapshot, *, name: str, data_dir: str, initial_cluster: str,
+                   initial_cluster_token: str, initial_advertise_peer_urls: Sequence[str], force: bool = False,
+                   tool: Optional[str] = None, tmp_dir: Optional[str] = None, now: float,
+                   check_mode: bool = False, apply_deltas: bool = True, stop_at_gap: bool = False,
+                   etcd_binary: Optional[str] = None) -> Dict[str, Any]:
+    """Restore one member's data dir from a full snapshot of a store and (by default) the delta
+    snapshots after it. Returns {changed, snapshot, deltas, revision, data_dir, moved_aside, diff...}."""
+    chain = restore_plan(store, snapshot, apply_deltas, stop_at_gap)
+    last = chain.deltas[-1] if chain.deltas else None
+    label = _label(snapshot) + (' + %d deltas to %s' % (len(chain.deltas), _label(last)) if last else '')
+    sha = (snapshot.metadata or {})['sha256'] + ((':' + (last.metadata or {}).get('sha256', '')) if last else '')
+
+    def prepare(work: str) -> Tuple[str, Dict[str, Any]]:
+        base_path, verification = fetch_full(store, snapshot, work, tool)
+        if not chain.deltas:
+            return base_path, verification
+        batches = (fetch_delta(store, d, work) for d in chain.deltas)
+        replayed = replay(base_path, snapshot.name.end_revision, batches, os.path.join(work, 'replayed.db'),
+                          work_dir=work, etcd_binary=etcd_binary, tool=tool)
+        return replayed.path, dict(replayed.verification, base=verification, replayed_events=replayed.events)
+
+    details = {'deltas': [_label(d) for d in chain.deltas], 'revision': chain.tip, 'gap': chain.gap or None}
+    source = Source(label, '%s/%s' % (store.url.rstrip('/'), snapshot.key), sha, prepare, details)
+    result = _restore(source, name=name, data_dir=data_dir, initial_cluster=initial_cluster,
+                      initial_cluster_token=initial_cluster_token,
                       initial_advertise_peer_urls=initial_advertise_peer_urls, force=force, tool=tool,
                       tmp_dir=tmp_dir, now=now, check_mode=check_mode)
     result['snapshot'] = snapshot.to_dict()
@@ -296,11 +312,11 @@ def restore_file(path: str, *, name: str, data_dir: str, initial_cluster: str, i
         raise SnapshotNotFound('snapshot file %s does not exist' % path)
     sha256 = expected_sha256 or hash_file(path).sha256
 
-    def fetch(work: str) -> str:
-        return path
+    def prepare(work: str) -> Tuple[str, Dict[str, Any]]:
+        return path, verify_snapshot_file(path, expected_sha256=sha256, tool=tool)
 
-    result = _restore(fetch, {'name': os.path.basename(path), 'source': path}, expected_sha256=sha256,
-                      expected_size=None, name=name, data_dir=data_dir, initial_cluster=initial_cluster,
+    source = Source(os.path.basename(path), path, sha256, prepare)
+    result = _restore(source, name=name, data_dir=data_dir, initial_cluster=initial_cluster,
                       initial_cluster_token=initial_cluster_token,
                       initial_advertise_peer_urls=initial_advertise_peer_urls, force=force, tool=tool,
                       tmp_dir=tmp_dir, now=now, check_mode=check_mode)

@@ -13,11 +13,13 @@ import dataclasses
 import datetime
 import os
 import queue
+import shutil
 import tempfile
 import threading
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import naming
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import compress_file, suffix_for
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
@@ -30,6 +32,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
     SnapshotInvalid,
     StoreError,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore, remove_quietly, temp_name
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import (
     METADATA_FORMAT,
@@ -233,36 +236,20 @@ def snapshot_metadata(name: naming.SnapshotName, verified: Dict[str, Any], membe
     }
 
 
-def take_full_snapshot(conn: EtcdConnection, store: SnapshotStore, *, now: Union[float, int, datetime.datetime],
-                       tmp_dir: Optional[str] = None, snapshot_timeout: float = 900, tool: Optional[str] = None,
-                       check_mode: bool = False) -> Dict[str, Any]:
-    """Take, verify and publish one full snapshot. Returns {changed, snapshot, member}."""
-    with Gateway(conn) as gateway:
-        member = pick_member(conn, gateway)
-    check_store(store, check_mode)
-    if check_mode:
-        name = naming.full_name(member.revision, unix(now))
-        planned = {
-            'name': str(name), 'key': '%s/%s' % (naming.LAYOUT_V2, name), 'kind': name.kind,
-            'start_revision': name.start_revision, 'end_revision': name.end_revision, 'created': name.created,
-            'size': None, 'status': STATUS_PLANNED, 'valid': False, 'problem': '', 'sha256': None, 'metadata': None,
-        }
-        return {'changed': True, 'snapshot': planned, 'member': member.to_dict()}
-
-    tmp_path = temp_path_for(store, tmp_dir)
+def publish_two_phase(store: SnapshotStore, name: naming.SnapshotName, path: str, metadata: Dict[str, Any]) -> Snapshot:
+    """Publish a verified local file: data, size re-read from the store, then the metadata that
+    makes it valid. On any failure the data is deleted again, so nothing half-published stays."""
     published: Optional[Snapshot] = None
     try:
-        hasher = stream_snapshot(conn, member.endpoint, tmp_path, snapshot_timeout)
-        verified = verify_snapshot_file(tmp_path, tool=tool, digests=hasher.result())
-        name = naming.full_name(verified['revision'], unix(now))
-        published = store.publish_data(name, tmp_path)
-        if published.size != verified['size']:
+        published = store.publish_data(name, path)
+        if published.size != metadata['size']:
             raise StoreError('snapshot %s has %d bytes in the store, %d were verified' % (
-                name, published.size, verified['size']))
-        final = store.publish_metadata(published, snapshot_metadata(name, verified, member, now))
+                name, published.size, metadata['size']))
+        final = store.publish_metadata(published, metadata)
         if not final.valid:
             raise StoreError('snapshot %s does not list as valid after publishing: %s' % (name, final.problem))
         published = None  # done: nothing to undo
+        return final
     except BaseException:
         if published is not None:
             try:
@@ -270,30 +257,85 @@ def take_full_snapshot(conn: EtcdConnection, store: SnapshotStore, *, now: Union
             except EtcdError:
                 pass
         raise
+
+
+def compressed_copy(path: str, policy: str, tmp_dir: str) -> Tuple[str, Dict[str, Any]]:
+    """(compressed file, {sha256, size} of it) for publishing a verified snapshot compressed."""
+    dest = os.path.join(tmp_dir, temp_name('snapshot' + suffix_for(policy)))
+    compress_file(path, dest, policy)
+    digests = hash_file(dest)
+    return dest, {'sha256': digests.sha256, 'size': digests.size}
+
+
+def publish_full(store: SnapshotStore, path: str, verified: Dict[str, Any], member: MemberChoice,
+                 now: Union[float, int, datetime.datetime], compression: Optional[str] = None,
+                 extra: Optional[Dict[str, Any]] = None) -> Snapshot:
+    """Publish a verified full snapshot file (compressed when asked); `extra` goes into the metadata."""
+    suffix = suffix_for(compression)
+    name = naming.full_name(verified['revision'], unix(now), suffix)
+    metadata = snapshot_metadata(name, verified, member, now)
+    metadata.update(extra or {})
+    if not compression:
+        return publish_two_phase(store, name, path, metadata)
+    packed, digests = compressed_copy(path, compression, os.path.dirname(path) or tempfile.gettempdir())
+    try:
+        metadata.update(uncompressed_sha256=verified['sha256'], uncompressed_size=verified['size'],
+                        compression=compression, **digests)
+        return publish_two_phase(store, name, packed, metadata)
     finally:
-        remove_quietly(tmp_path)
+        remove_quietly(packed)
+
+
+def take_full_snapshot(conn: EtcdConnection, store: SnapshotStore, *, now: Union[float, int, datetime.datetime],
+                       tmp_dir: Optional[str] = None, snapshot_timeout: float = 900, tool: Optional[str] = None,
+                       check_mode: bool = False, compression: Optional[str] = None) -> Dict[str, Any]:
+    """Take, verify and publish one full snapshot. Returns {changed, snapshot, member}."""
+    suffix = suffix_for(compression)
+    with Gateway(conn) as gateway:
+        member = pick_member(conn, gateway)
+    check_store(store, check_mode)
+    if check_mode:
+        name = naming.full_name(member.revision, unix(now), suffix)
+        planned = {
+            'name': str(name), 'key': '%s/%s' % (naming.LAYOUT_V2, name), 'kind': name.kind,
+            'start_revision': name.start_revision, 'end_revision': name.end_revision, 'created': name.created,
+            'size': None, 'status': STATUS_PLANNED, 'valid': False, 'problem': '', 'sha256': None, 'metadata': None,
+        }
+        return {'changed': True, 'snapshot': planned, 'member': member.to_dict()}
+
+    final, member = snapshot_to_store(conn, store, now=now, tmp_dir=tmp_dir, snapshot_timeout=snapshot_timeout,
+                                      tool=tool, compression=compression, member=member)
     return {'changed': True, 'snapshot': final.to_dict(), 'member': member.to_dict()}
 
 
-def recheck(store: SnapshotStore, snapshot: Snapshot, tmp_dir: Optional[str], tool: Optional[str]) -> Snapshot:
-    """Download a valid snapshot and verify it against its metadata; corrupt on mismatch."""
-    meta = snapshot.metadata or {}
-    local = store.path_of(snapshot) if isinstance(store, LocalStore) else None
-    path = local or os.path.join(tmp_dir or tempfile.gettempdir(), temp_name('verify'))
+def snapshot_to_store(conn: EtcdConnection, store: SnapshotStore, *, now: Union[float, int, datetime.datetime],
+                      tmp_dir: Optional[str] = None, snapshot_timeout: float = 900, tool: Optional[str] = None,
+                      compression: Optional[str] = None, member: Optional[MemberChoice] = None) -> Tuple[Snapshot, MemberChoice]:
+    """Stream a snapshot from the best member, verify it, publish it; (snapshot, member)."""
+    if member is None:
+        with Gateway(conn) as gateway:
+            member = pick_member(conn, gateway)
+    tmp_path = temp_path_for(store, tmp_dir)
     try:
-        if local is None:
-            store.fetch(snapshot, path)
+        hasher = stream_snapshot(conn, member.endpoint, tmp_path, snapshot_timeout)
+        verified = verify_snapshot_file(tmp_path, tool=tool, digests=hasher.result())
+        return publish_full(store, tmp_path, verified, member, now, compression), member
+    finally:
+        remove_quietly(tmp_path)
+
+
+def recheck(store: SnapshotStore, snapshot: Snapshot, tmp_dir: Optional[str], tool: Optional[str]) -> Snapshot:
+    """Read a valid snapshot back and verify it against its metadata (and its content); corrupt on mismatch."""
+    work = tempfile.mkdtemp(prefix='steward-verify-', dir=tmp_dir)
+    try:
         if snapshot.is_full:
-            verify_snapshot_file(path, expected_sha256=meta.get('sha256'), expected_size=meta.get('size'), tool=tool)
+            fetch_full(store, snapshot, work, tool)
         else:
-            sha = hash_file(path).sha256
-            if sha != meta.get('sha256'):
-                raise SnapshotInvalid('sha256 %s differs from %s recorded in metadata' % (sha, meta.get('sha256')))
+            fetch_delta(store, snapshot, work)
     except SnapshotInvalid as exc:
         return dataclasses.replace(snapshot, status=STATUS_CORRUPT, problem=str(exc))
     finally:
-        if local is None:
-            remove_quietly(path)
+        shutil.rmtree(work, ignore_errors=True)
     return snapshot
 
 

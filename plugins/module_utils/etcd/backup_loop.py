@@ -1,0 +1,373 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Continuous backups of one etcd cluster: full snapshots on a schedule, delta snapshots from a
+watch, garbage collection and compaction (etcd-backup-restore's snapshotter, as a library).
+
+Invariants, each relied on by restore:
+* the store is the only state: on (re)start the loop reads the chain's tip (the last revision a
+  valid snapshot holds) and watches from tip + 1, so nothing is written twice or skipped;
+* buffered events leave memory only once the delta holding them is valid in the store; a failed
+  write keeps them; past 4x the memory limit they are dropped and a full snapshot re-anchors the chain;
+* when etcd compacted the history needed to continue, or the chain has a gap, a full snapshot is
+  taken before any further delta;
+* pending deltas are written before a full snapshot, so deltas and fulls stay in revision order.
+The caller (the controller) supplies a listener for status, events and metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, DeltaBuffer, plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_writer import write_delta
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import apply_gc, plan_gc
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.replay import replay
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import MemberChoice, publish_full, snapshot_to_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import HistoryCompacted, Watcher, WatchBatch
+
+log = logging.getLogger('steward.etcd.backup')
+
+KIND_FULL = 'Full'
+KIND_DELTA = 'Incr'
+KIND_COMPACTION = 'Compaction'
+FULL_MAX_AGE = 24 * 3600.0
+OVERFLOW_FACTOR = 4
+MAX_BACKOFF = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class BackupPolicy:
+    full_schedule: CronSchedule
+    delta_period: float = 20.0            # seconds; 0 disables deltas
+    delta_memory_limit: int = 100 * 1024 * 1024
+    gc_policy: str = 'LimitBased'
+    gc_period: float = 60.0
+    max_backups: int = 7
+    delta_retention: float = 0.0
+    compression: Optional[str] = None
+    compaction_enabled: bool = False
+    compaction_threshold: int = 1000000
+    snapshot_timeout: float = 900.0
+    full_max_age: float = FULL_MAX_AGE
+
+
+class BackupListener:
+    """Hooks for status, Events and metrics; the defaults only log."""
+
+    def snapshot_taken(self, kind: str, snapshot: Snapshot, duration: float, reason: str) -> None:
+        log.info('%s snapshot %s taken (%s)', kind, snapshot.name, reason)
+
+    def snapshot_failed(self, kind: str, error: str, duration: float) -> None:
+        log.warning('%s snapshot failed: %s', kind, error)
+
+    def garbage_collected(self, result: Dict[str, Any]) -> None:
+        log.info('garbage collection deleted %d snapshot(s)', len(result['deleted']))
+
+    def buffered(self, events: int, size: int) -> None:
+        pass
+
+    def state(self, chain_tip: int, base: Optional[Snapshot]) -> None:
+        pass
+
+
+def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_age: float = FULL_MAX_AGE) -> str:
+    """Why a full snapshot is needed right now ('' when none is): the same rules at start-up and later."""
+    if chain.base is None:
+        return 'there is no valid full snapshot'
+    created = float(chain.base.name.created)
+    if now - created > max_age:
+        return 'the newest full snapshot is %.1f h old (more than %.0f h)' % ((now - created) / 3600, max_age / 3600)
+    missed = schedule.previous_at_or_before(now)
+    if missed is not None and created < missed:
+        return 'the scheduled full snapshot of %s was missed' % time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(missed))
+    if chain.gap:
+        return 'the delta chain has a gap: %s' % chain.gap
+    return ''
+
+
+class BackupRunner:
+    """One cluster's backup loop; `run(stop)` until `stop` is set. Not thread-safe except `request_full`."""
+
+    def __init__(self, conn: EtcdConnection, store: SnapshotStore, policy: BackupPolicy, *, work_dir: str,
+                 listener: Optional[BackupListener] = None, tool: Optional[str] = None,
+                 etcd_binary: Optional[str] = None, clock: Callable[[], float] = time.time,
+                 source: Optional[Dict[str, Any]] = None):
+        self.conn = conn
+        self.store = store
+        self.policy = policy
+        self.work_dir = work_dir
+        self.listener = listener or BackupListener()
+        self.tool = tool
+        self.etcd_binary = etcd_binary
+        self.clock = clock
+        self.source = source or {}
+        self.buffer: Optional[DeltaBuffer] = None
+        self.chain: Optional[Chain] = None
+        self.watcher: Optional[Watcher] = None
+        self._endpoint_index = 0
+        self._full_reason = ''
+        self._requested: List[str] = []
+        self._lock = threading.Lock()
+        self.next_full = 0.0
+        self.next_delta = 0.0
+        self.next_gc = 0.0
+        self.next_watch = 0.0
+        self._full_backoff = 0.0
+        self._watch_backoff = 0.0
+        self._watch_failed_since: Optional[float] = None
+
+    # --- control from other threads ------------------------------------------------------------
+    def request_full(self, reason: str) -> None:
+        with self._lock:
+            self._requested.append(reason)
+
+    def _take_request(self) -> str:
+        with self._lock:
+            if not self._requested:
+                return ''
+            reasons, self._requested = self._requested, []
+        return '; '.join(reasons)
+
+    # --- the loop ------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set() and not self._initialize():
+                stop.wait(min(self._full_backoff, 30.0))
+            while not stop.is_set():
+                self.step(stop)
+        finally:
+            self._close_watch()
+
+    def _initialize(self) -> bool:
+        now = self.clock()
+        try:
+            self.chain = plan_chain(self.store.list())
+        except EtcdError as exc:
+            self._full_backoff = min(max(self._full_backoff * 2, 2.0), MAX_BACKOFF)
+            self.listener.snapshot_failed(KIND_FULL, 'cannot list the store: %s' % exc, 0.0)
+            return False
+        self.buffer = DeltaBuffer(self.chain.tip)
+        self._full_reason = full_snapshot_reason(self.chain, now, self.policy.full_schedule, self.policy.full_max_age)
+        self.next_full = now if self._full_reason else self.policy.full_schedule.next_after(now)
+        self.next_delta = now + self.policy.delta_period
+        self.next_gc = now + self.policy.gc_period
+        self.listener.state(self.chain.tip, self.chain.base)
+        log.info('backup loop starts at revision %d (%s)', self.chain.tip,
+                 self._full_reason or 'chain %s' % ', '.join(self.chain.names()[-3:]))
+        return True
+
+    def step(self, stop: threading.Event) -> None:
+        """One turn: due full snapshot, watch events for up to a second, due delta, GC, compaction."""
+        now = self.clock()
+        requested = self._take_request()
+        if requested:
+            self._full_reason = requested
+            self.next_full = now
+        if now >= self.next_full:
+            self.full_snapshot(self._full_reason or 'scheduled (%s)' % self.policy.full_schedule.expr)
+        if self.policy.delta_period > 0:
+            self._pump(stop)
+            now = self.clock()
+            overflow = self.buffer.size >= self.policy.delta_memory_limit
+            if (now >= self.next_delta or overflow) and len(self.buffer):
+                self.flush('memory limit reached' if overflow else 'delta period elapsed')
+            if now >= self.next_delta:
+                self.next_delta = now + self.policy.delta_period
+        else:
+            stop.wait(min(1.0, max(0.05, min(self.next_full, self.next_gc) - now)))
+        now = self.clock()
+        if now >= self.next_gc:
+            self.collect_garbage()
+            self.next_gc = now + self.policy.gc_period
+        if self._compaction_due():
+            self.compact()
+
+    # --- deltas --------------------------------------------------------------------------------
+    def _pump(self, stop: threading.Event) -> None:
+        """Move watch responses into the buffer for up to one second (or until the next deadline)."""
+        deadline = min(self.clock() + 1.0, self.next_delta)
+        if self.watcher is None:
+            if self._full_reason or self.clock() < self.next_watch:
+                stop.wait(max(0.0, min(deadline - self.clock(), 0.5)))
+                return
+            self._open_watch()
+            if self.watcher is None:
+                return
+        while not stop.is_set():
+            item = self.watcher.get(max(0.0, deadline - self.clock()))
+            if item is None:
+                return
+            if isinstance(item, WatchBatch):
+                self._watch_failed_since = None
+                self._watch_backoff = 0.0
+                if self.buffer.add(item.events):
+                    self.listener.buffered(len(self.buffer), self.buffer.size)
+                if self.buffer.size >= self.policy.delta_memory_limit:
+                    return
+            else:
+                self._watch_error(item)
+                return
+            if self.clock() >= deadline:
+                return
+
+    def _open_watch(self) -> None:
+        endpoints = self.conn.endpoints
+        endpoint = endpoints[self._endpoint_index % len(endpoints)]
+        start = self.buffer.last_revision + 1
+        try:
+            self.watcher = Watcher(self.conn, endpoint, start, clock=self.clock).start()
+            log.info('watching all keys on %s from revision %d', endpoint, start)
+        except EtcdError as exc:
+            self._watch_error(exc)
+
+    def _watch_error(self, exc: Exception) -> None:
+        self._close_watch()
+        now = self.clock()
+        if isinstance(exc, HistoryCompacted):
+            # Keep what is buffered (it is valid), but only a full snapshot can bridge the compacted part.
+            self._full_reason = str(exc)
+            self.next_full = now
+            return
+        self._endpoint_index += 1
+        self._watch_backoff = min(max(self._watch_backoff * 2, 1.0), 30.0)
+        self.next_watch = now + self._watch_backoff
+        if self._watch_failed_since is None:
+            self._watch_failed_since = now
+        if now - self._watch_failed_since >= self.policy.delta_period:
+            self.listener.snapshot_failed(KIND_DELTA, 'no watch for %.0fs: %s' % (now - self._watch_failed_since, exc), 0.0)
+
+    def _close_watch(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def flush(self, reason: str) -> Optional[Snapshot]:
+        """Write the buffered events as one delta; on failure keep them (or, past the overflow
+        limit, drop them and ask for a full snapshot, which holds them anyway)."""
+        start, events = self.buffer.take()
+        began = self.clock()
+        try:
+            snap = write_delta(self.store, start, events, now=began, compression=self.policy.compression,
+                               tmp_dir=self.work_dir, source=self.source)
+        except EtcdError as exc:
+            self.buffer.restore(start, events)
+            self.listener.snapshot_failed(KIND_DELTA, str(exc), self.clock() - began)
+            if self.buffer.size > OVERFLOW_FACTOR * self.policy.delta_memory_limit:
+                dropped = len(self.buffer)
+                self._close_watch()
+                self.buffer = DeltaBuffer(self.chain.tip)
+                self._full_reason = ('%d buffered events could not be written and exceeded %dx the memory limit: '
+                                     'dropped from memory, a full snapshot will hold them' % (dropped, OVERFLOW_FACTOR))
+                self.next_full = min(self.next_full, self.clock() + 10.0)
+            return None
+        self.chain = dataclasses.replace(self.chain, deltas=self.chain.deltas + [snap], tip=snap.name.end_revision)
+        self.listener.snapshot_taken(KIND_DELTA, snap, self.clock() - began, reason)
+        self.listener.buffered(len(self.buffer), self.buffer.size)
+        self.listener.state(self.chain.tip, self.chain.base)
+        return snap
+
+    # --- full snapshots ------------------------------------------------------------------------
+    def full_snapshot(self, reason: str) -> Optional[Snapshot]:
+        if self.buffer is not None and len(self.buffer):
+            self.flush('before a full snapshot')
+        began = self.clock()
+        try:
+            snap, _member = snapshot_to_store(self.conn, self.store, now=began, tmp_dir=self.work_dir,
+                                              snapshot_timeout=self.policy.snapshot_timeout, tool=self.tool,
+                                              compression=self.policy.compression)
+        except EtcdError as exc:
+            self._full_backoff = min(max(self._full_backoff * 2, 5.0), MAX_BACKOFF)
+            self.next_full = self.clock() + self._full_backoff
+            self.listener.snapshot_failed(KIND_FULL, str(exc), self.clock() - began)
+            return None
+        self._anchor(snap)
+        self.listener.snapshot_taken(KIND_FULL, snap, self.clock() - began, reason)
+        return snap
+
+    def _anchor(self, snap: Snapshot) -> None:
+        """A new full snapshot (taken or compacted) is the chain's base from now on."""
+        revision = snap.name.end_revision
+        tip = max(self.chain.tip if self.chain else 0, revision)
+        self.chain = Chain(snap, [], tip)
+        if self.buffer is None:
+            self.buffer = DeltaBuffer(tip)
+        else:
+            self.buffer.advance_to(revision)
+        self._full_reason = ''
+        self._full_backoff = 0.0
+        now = self.clock()
+        self.next_full = self.policy.full_schedule.next_after(now)
+        self.listener.state(self.chain.tip, self.chain.base)
+
+    # --- garbage collection and compaction -----------------------------------------------------
+    def collect_garbage(self) -> Optional[Dict[str, Any]]:
+        try:
+            plan = plan_gc(self.store.list(), self.policy.gc_policy, now=self.clock(),
+                           max_backups=self.policy.max_backups,
+                           delta_retention_seconds=int(self.policy.delta_retention))
+            result = apply_gc(self.store, plan, check_mode=False)
+        except EtcdError as exc:
+            log.warning('garbage collection failed: %s', exc)
+            return None
+        self.listener.garbage_collected(result)
+        return result
+
+    def _compaction_due(self) -> bool:
+        return (self.policy.compaction_enabled and self.chain is not None and self.chain.base is not None
+                and bool(self.chain.deltas) and self.chain.events_since_full > self.policy.compaction_threshold)
+
+    def compact(self) -> Optional[Snapshot]:
+        """Full + deltas -> a new full snapshot at the chain's tip (restores then replay nothing)."""
+        began = self.clock()
+        try:
+            snap = compact_chain(self.store, plan_chain(self.store.list()), work_dir=self.work_dir, now=began,
+                                 compression=self.policy.compression, tool=self.tool, etcd_binary=self.etcd_binary,
+                                 snapshot_timeout=self.policy.snapshot_timeout)
+        except EtcdError as exc:
+            self.listener.snapshot_failed(KIND_COMPACTION, str(exc), self.clock() - began)
+            # do not retry at once: the next flush re-evaluates
+            self.chain = dataclasses.replace(self.chain, deltas=[])
+            return None
+        self._anchor(snap)
+        self.listener.snapshot_taken(KIND_COMPACTION, snap, self.clock() - began, 'more than %d revisions in deltas' %
+                                     self.policy.compaction_threshold)
+        return snap
+
+
+def compact_chain(store: SnapshotStore, chain: Chain, *, work_dir: str, now: float, compression: Optional[str] = None,
+                  tool: Optional[str] = None, etcd_binary: Optional[str] = None,
+                  snapshot_timeout: float = 900) -> Snapshot:
+    """Rebuild the chain (full + deltas) into one compacted, defragmented full snapshot and publish it.
+    Nothing is deleted: garbage collection ages the old snapshots out."""
+    if chain.base is None or not chain.deltas:
+        raise EtcdError('nothing to compact: %s' % ('no full snapshot' if chain.base is None else 'no delta after it'))
+    work = tempfile.mkdtemp(prefix='steward-compact-', dir=work_dir)
+    try:
+        base_path, _verification = fetch_full(store, chain.base, work, tool)
+        batches = (fetch_delta(store, d, work) for d in chain.deltas)
+        result = replay(base_path, chain.base.name.end_revision, batches, os.path.join(work, 'compacted.db'),
+                        work_dir=work, compact=True, etcd_binary=etcd_binary, tool=tool,
+                        snapshot_timeout=snapshot_timeout)
+        if result.revision != chain.tip:
+            raise EtcdError('compaction reached revision %d, the chain ends at %d' % (result.revision, chain.tip))
+        meta = chain.base.metadata or {}
+        member = MemberChoice(endpoint='compaction', member_id=meta.get('member_id', ''), name=meta.get('member_name', ''),
+                              cluster_id=meta.get('cluster_id', ''), version=meta.get('etcd_version', ''),
+                              revision=result.revision, applied_index=0, is_leader=False)
+        extra = {'compacted': True, 'compacted_from': chain.names(), 'replayed_events': result.events}
+        return publish_full(store, result.path, result.verification, member, now, compression, extra)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Snapshot compression with etcd-backup-restore's name suffixes (`.gz` gzip, `.zlib` zlib).
+
+A compressed object is verified twice: its stored bytes against the sha256 in its metadata, and,
+once decompressed, the snapshot itself (trailer, `snapshot status`). `.Z` (LZW) objects of the
+other tool are recognised by name but cannot be read: there is no LZW codec in Python's library.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from typing import Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid, StoreError
+
+POLICY_SUFFIX = {'gzip': '.gz', 'zlib': '.zlib'}
+SUFFIX_POLICY = {v: k for k, v in POLICY_SUFFIX.items()}
+CHUNK = 4 * 1024 * 1024
+
+
+def suffix_for(policy: Optional[str]) -> str:
+    """'' for no compression; StoreError for a policy we cannot write."""
+    if not policy:
+        return ''
+    if policy not in POLICY_SUFFIX:
+        raise StoreError('unknown compression policy %r (expected one of %s)' % (policy, ', '.join(POLICY_SUFFIX)))
+    return POLICY_SUFFIX[policy]
+
+
+def compress_file(src: str, dest: str, policy: str) -> None:
+    """Write `src` compressed to `dest` and fsync it."""
+    suffix_for(policy)
+    with open(src, 'rb') as fin, open(dest, 'wb') as raw:
+        if policy == 'gzip':
+            with gzip.GzipFile(fileobj=raw, mode='wb', compresslevel=6, mtime=0) as out:
+                _copy(fin, out)
+        else:
+            compressor = zlib.compressobj(6)
+            while True:
+                chunk = fin.read(CHUNK)
+                if not chunk:
+                    break
+                raw.write(compressor.compress(chunk))
+            raw.write(compressor.flush())
+        raw.flush()
+        os.fsync(raw.fileno())
+
+
+def decompress_file(src: str, dest: str, suffix: str) -> None:
+    """Undo `compress_file`; SnapshotInvalid when the data is not what the suffix says."""
+    if not suffix:
+        raise ValueError('decompress_file needs a compression suffix')
+    if suffix not in SUFFIX_POLICY:
+        raise SnapshotInvalid('snapshots compressed as %r cannot be read here (supported: %s)' % (
+            suffix, ', '.join(SUFFIX_POLICY)))
+    try:
+        with open(src, 'rb') as fin, open(dest, 'wb') as out:
+            if suffix == '.gz':
+                with gzip.GzipFile(fileobj=fin, mode='rb') as stream:
+                    _copy(stream, out)
+            else:
+                decompressor = zlib.decompressobj()
+                while True:
+                    chunk = fin.read(CHUNK)
+                    if not chunk:
+                        break
+                    out.write(decompressor.decompress(chunk))
+                out.write(decompressor.flush())
+                if not decompressor.eof:
+                    raise SnapshotInvalid('zlib stream of %s is truncated' % src)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SnapshotInvalid('cannot decompress %s (%s): %s' % (src, suffix, exc)) from exc
+
+
+def decompress_bytes(data: bytes, suffix: str) -> bytes:
+    if not suffix:
+        return data
+    if suffix not in SUFFIX_POLICY:
+        raise SnapshotInvalid('snapshots compressed as %r cannot be read here' % suffix)
+    try:
+        return gzip.decompress(data) if suffix == '.gz' else zlib.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SnapshotInvalid('cannot decompress delta snapshot (%s): %s' % (suffix, exc)) from exc
+
+
+def compress_bytes(data: bytes, policy: Optional[str]) -> bytes:
+    if not policy:
+        return data
+    suffix_for(policy)
+    return gzip.compress(data, compresslevel=6, mtime=0) if policy == 'gzip' else zlib.compress(data, 6)
+
+
+def _copy(fin, fout) -> None:
+    while True:
+        chunk = fin.read(CHUNK)
+        if not chunk:
+            return
+        fout.write(chunk)
