@@ -1,12 +1,284 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Placeholder: handlers are added by the work in progress."""
+"""EtcdBackup: one backup loop (module_utils/etcd/backup_loop.py) per object, in a kopf daemon.
+
+The daemon only translates: spec + Secrets -> connection, store and policy; loop callbacks ->
+status, conditions (etcd-druid's BackupReady reasons), Events and etcdbr_* metrics. A spec change
+restarts the loop, which resumes from what the store holds; deleting the object stops the loop
+and keeps every snapshot.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+import logging
+import os
+import shutil
+import threading
+from typing import Any, Dict, Mapping, Optional
+
+import kopf
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
+    KIND_COMPACTION, KIND_DELTA, KIND_FULL, BackupListener, BackupRunner)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
+    BackupSpec, SpecError, parse_backup_spec, secret_value)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, rfc3339, set_condition
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+
+from steward_controller import GROUP, VERSION
+from steward_controller.runtime import Runtime, resource_label
+
+PLURAL = 'etcdbackups'
+ON_DEMAND = GROUP + '/full-snapshot'
+BACKUP_READY = 'BackupReady'
+SPEC_VALID = 'SpecValid'
+REASONS = {
+    (KIND_FULL, True): 'FullBackupSucceeded', (KIND_FULL, False): 'FullBackupFailed',
+    (KIND_DELTA, True): 'IncrementalBackupSucceeded', (KIND_DELTA, False): 'IncrementalBackupFailed',
+    (KIND_COMPACTION, True): 'FullBackupSucceeded', (KIND_COMPACTION, False): 'CompactionFailed',
+}
+STATUS_FIELD = {KIND_FULL: 'lastFullSnapshot', KIND_DELTA: 'lastDeltaSnapshot', KIND_COMPACTION: 'lastCompaction'}
+log = logging.getLogger('steward.etcdbackup')
 
 
-def register(registry: Any, runtime: Any) -> None:
-    return None
+class StopFlag:
+    """kopf's daemon flag with the threading.Event interface the engine uses."""
+
+    def __init__(self, stopped: Any, restart: threading.Event):
+        self.stopped = stopped
+        self.restart = restart
+
+    def is_set(self) -> bool:
+        return bool(self.stopped) or self.restart.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        step = 0.25 if timeout is None else min(max(timeout, 0.0), 0.25)
+        remaining = timeout
+        while not self.is_set():
+            self.stopped.wait(step)
+            if remaining is not None:
+                remaining -= step
+                if remaining <= 0:
+                    break
+        return self.is_set()
+
+
+class StatusReporter(BackupListener):
+    """Loop events -> status, conditions, Events, metrics."""
+
+    def __init__(self, runtime: Runtime, body: Mapping[str, Any]):
+        self.runtime = runtime
+        self.body = body
+        self.label = resource_label(body)
+        self.conditions = list(((body.get('status') or {}).get('conditions')) or [])
+        self.pending_token: Optional[str] = None
+
+    def _involved(self) -> Dict[str, Any]:
+        meta = self.body.get('metadata') or {}
+        return {'apiVersion': '%s/%s' % (GROUP, VERSION), 'kind': 'EtcdBackup',
+                'metadata': {'name': meta.get('name'), 'namespace': meta.get('namespace'), 'uid': meta.get('uid')}}
+
+    def ready(self, status: str, reason: str, message: str) -> None:
+        self.conditions = set_condition(self.conditions, BACKUP_READY, status, reason, message, self.runtime.clock())
+        self.runtime.metrics.backup_ready.labels(self.label).set(1 if status == TRUE else 0)
+
+    def patch(self, status: Dict[str, Any]) -> None:
+        status['conditions'] = self.conditions
+        status['observedGeneration'] = (self.body.get('metadata') or {}).get('generation')
+        self.runtime.patch_status(PLURAL, self.body, status)
+
+    def snapshot_taken(self, kind: str, snapshot: Snapshot, duration: float, reason: str) -> None:
+        name = snapshot.name
+        m = self.runtime.metrics
+        m.snapshot_duration.labels(self.label, kind, 'true').observe(duration)
+        m.snapshot_latest_revision.labels(self.label, kind).set(name.end_revision)
+        m.snapshot_latest_timestamp.labels(self.label, kind).set(name.created)
+        m.snapshot_required.labels(self.label, kind).set(0)
+        if kind == KIND_DELTA:
+            m.delta_events.labels(self.label).inc(int((snapshot.metadata or {}).get('events') or 0))
+        if kind == KIND_COMPACTION:
+            m.compactions.labels(self.label, 'true').inc()
+        self.ready(TRUE, REASONS[(kind, True)], '%s snapshot %s at revision %d' % (kind, name, name.end_revision))
+        entry = {'name': str(name), 'revision': name.end_revision, 'time': rfc3339(name.created), 'size': snapshot.size}
+        status: Dict[str, Any] = {STATUS_FIELD[kind]: entry, 'lastError': None}
+        if kind in (KIND_FULL, KIND_COMPACTION) and self.pending_token and 'on demand' in reason:
+            status['lastOnDemandSnapshot'] = self.pending_token
+            self._clear_annotation()
+            self.pending_token = None
+        self.patch(status)
+        event_reason = {KIND_FULL: 'FullSnapshotTaken', KIND_DELTA: 'DeltaSnapshotTaken',
+                        KIND_COMPACTION: 'BackupCompacted'}[kind]
+        self.runtime.report(self._involved(), event_reason, '%s (%d bytes, revision %d) in %.2fs: %s' % (
+            name, snapshot.size, name.end_revision, duration, reason), kind='EtcdBackup')
+
+    def snapshot_failed(self, kind: str, error: str, duration: float) -> None:
+        self.runtime.metrics.snapshot_duration.labels(self.label, kind, 'false').observe(duration)
+        self.runtime.metrics.snapshot_required.labels(self.label, kind).set(1)
+        if kind == KIND_COMPACTION:
+            self.runtime.metrics.compactions.labels(self.label, 'false').inc()
+        else:
+            self.ready(FALSE, REASONS[(kind, False)], error[:1000])
+        self.patch({'lastError': '%s: %s' % (REASONS[(kind, False)], error[:1000])})
+        self.runtime.report(self._involved(), REASONS[(kind, False)], error, warning=True, kind='EtcdBackup')
+
+    def garbage_collected(self, result: Dict[str, Any]) -> None:
+        m = self.runtime.metrics
+        for entry in result['deleted']:
+            m.snapshot_gc.labels(self.label, entry.get('kind') or 'object', 'true').inc()
+        for entry in result['failed']:
+            m.snapshot_gc.labels(self.label, entry.get('kind') or 'object', 'false').inc()
+        if not result['deleted'] and not result['failed']:
+            return
+        self.patch({'lastGarbageCollection': {'time': rfc3339(self.runtime.clock()), 'deleted': len(result['deleted']),
+                                               'kept': len(result['kept'])}})
+        names = ', '.join(e['name'] for e in result['deleted'][:10])
+        self.runtime.report(self._involved(), 'GarbageCollected', '%s policy deleted %d snapshot(s): %s%s' % (
+            result['policy'], len(result['deleted']), names, '...' if len(result['deleted']) > 10 else ''),
+            warning=bool(result['failed']), kind='EtcdBackup')
+
+    def buffered(self, events: int, size: int) -> None:
+        self.runtime.metrics.delta_buffered_bytes.labels(self.label).set(size)
+
+    def invalid(self, message: str) -> None:
+        now = self.runtime.clock()
+        self.conditions = set_condition(self.conditions, SPEC_VALID, FALSE, 'InvalidSpec', message, now)
+        self.ready(FALSE, 'InvalidSpec', message)
+        self.patch({'lastError': message})
+        self.runtime.report(self._involved(), 'InvalidSpec', message, warning=True, kind='EtcdBackup')
+
+    def valid(self) -> None:
+        self.conditions = set_condition(self.conditions, SPEC_VALID, TRUE, 'Valid', 'the spec is valid',
+                                        self.runtime.clock())
+
+    def _clear_annotation(self) -> None:
+        meta = self.body.get('metadata') or {}
+        try:
+            self.runtime.client.merge_patch(self.runtime.path(PLURAL, meta.get('namespace'), meta.get('name')),
+                                            {'metadata': {'annotations': {ON_DEMAND: None}}})
+        except KubeError as exc:
+            log.warning('cannot remove the %s annotation: %s', ON_DEMAND, exc, extra={'object': self.label})
+
+
+def read_secret(runtime: Runtime, namespace: str, name: str) -> Dict[str, str]:
+    try:
+        secret = runtime.client.get(api_path('v1', 'secrets', namespace, name))
+    except NotFound:
+        raise SpecError('secret %s/%s does not exist' % (namespace, name)) from None
+    return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
+
+
+def _write_private(directory: str, name: str, content: str) -> str:
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, 'w') as f:
+        f.write(content)
+    return path
+
+
+def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -> tuple:
+    """(EtcdConnection, store) from the spec and its Secrets."""
+    ca = cert = key = user = password = None
+    if spec.tls_secret:
+        data = read_secret(runtime, namespace, spec.tls_secret.name)
+        ca = _write_private(work_dir, 'ca.crt', secret_value(data, ['ca.crt'], spec.tls_secret.name, 'CA certificate'))
+        if data.get('tls.crt') or data.get('tls.key'):
+            cert = _write_private(work_dir, 'tls.crt', secret_value(data, ['tls.crt'], spec.tls_secret.name, 'certificate'))
+            key = _write_private(work_dir, 'tls.key', secret_value(data, ['tls.key'], spec.tls_secret.name, 'key'))
+    if spec.auth_secret:
+        data = read_secret(runtime, namespace, spec.auth_secret.name)
+        user = secret_value(data, ['username', 'user'], spec.auth_secret.name, 'user name')
+        password = secret_value(data, ['password'], spec.auth_secret.name, 'password')
+    conn = EtcdConnection(endpoints=tuple(spec.endpoints), ca_cert=ca, client_cert=cert, client_key=key,
+                          user=user, password=password, timeout=spec.connection_timeout)
+    access = secret = token = None
+    region = spec.region
+    if spec.store_secret:
+        data = read_secret(runtime, namespace, spec.store_secret.name)
+        access = secret_value(data, ['accessKeyID', 'AWS_ACCESS_KEY_ID'], spec.store_secret.name, 'access key')
+        secret = secret_value(data, ['secretAccessKey', 'AWS_SECRET_ACCESS_KEY'], spec.store_secret.name, 'secret key')
+        token = data.get('sessionToken') or data.get('AWS_SESSION_TOKEN')
+        region = region or data.get('region') or data.get('AWS_REGION')
+    store = open_store(spec.store_url, endpoint_url=spec.s3_endpoint, access_key=access, secret_key=secret,
+                       session_token=token, region=region)
+    return conn, store
+
+
+def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+
+    @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=60)
+    def backup(stopped: Any, body: Any, **_: Any) -> None:
+        run_backup(runtime, stopped, body)
+
+
+def run_backup(runtime: Runtime, stopped: Any, body: Any) -> None:
+    """Run the loop for one EtcdBackup until kopf stops the daemon; restart it on spec changes."""
+    meta = body.get('metadata') or {}
+    namespace, name = meta.get('namespace'), meta.get('name')
+    work_dir = os.path.join(runtime.settings.work_dir, 'etcdbackup-%s-%s' % (namespace, name))
+    os.makedirs(work_dir, mode=0o700, exist_ok=True)
+    try:
+        while not stopped:
+            generation = body.get('metadata', {}).get('generation')
+            restart = threading.Event()
+            reporter = StatusReporter(runtime, body)
+            runner = _prepare(runtime, body, reporter, work_dir)
+            if runner is None:
+                _wait_for_change(stopped, body, generation)
+                continue
+            flag = StopFlag(stopped, restart)
+            watcher = threading.Thread(target=_watch_object, args=(runtime, body, generation, runner, reporter, flag,
+                                                                    restart), name='etcdbackup-%s' % name, daemon=True)
+            watcher.start()
+            runner.run(flag)
+            restart.set()
+            watcher.join(5)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: str) -> Optional[BackupRunner]:
+    meta = body.get('metadata') or {}
+    try:
+        spec = parse_backup_spec(body.get('spec'))
+        if spec.suspend:
+            reporter.ready(FALSE, 'Suspended', 'spec.suspend is true: no snapshots are taken')
+            reporter.patch({})
+            return None
+        conn, store = connect(runtime, spec, meta.get('namespace'), work_dir)
+    except (SpecError, EtcdError) as exc:
+        reporter.invalid(str(exc))
+        return None
+    reporter.valid()
+    reporter.patch({})
+    source = {'etcdbackup': resource_label(body)}
+    return BackupRunner(conn, store, spec.policy, work_dir=work_dir, listener=reporter, source=source,
+                        clock=runtime.clock)
+
+
+def _wait_for_change(stopped: Any, body: Any, generation: Any) -> None:
+    while not stopped and body.get('metadata', {}).get('generation') == generation:
+        stopped.wait(1.0)
+
+
+def _watch_object(runtime: Runtime, body: Any, generation: Any, runner: BackupRunner, reporter: StatusReporter,
+                  flag: StopFlag, restart: threading.Event) -> None:
+    """Beside the loop: restart it when the spec changes, pass on on-demand full snapshot requests."""
+    served = ((body.get('status') or {}).get('lastOnDemandSnapshot'))
+    while not flag.is_set():
+        meta = body.get('metadata') or {}
+        if meta.get('generation') != generation:
+            log.info('spec changed: restarting the backup loop', extra={'object': resource_label(body)})
+            restart.set()
+            return
+        token = (meta.get('annotations') or {}).get(ON_DEMAND)
+        if token and token != served and token != reporter.pending_token:
+            reporter.pending_token = token
+            runner.request_full('on demand (%s=%s)' % (ON_DEMAND, token))
+        flag.stopped.wait(1.0)
