@@ -95,7 +95,8 @@ class CronSchedule:
     def next_after(self, now: float) -> float:
         """The first firing time strictly after `now` (unix seconds, whole minutes)."""
         minute = int(now // 60) + 1
-        for _ in range(SEARCH_MINUTES):
+        stop = minute + SEARCH_MINUTES
+        while minute < stop:
             if self.matches(minute):
                 return float(minute * 60)
             minute = self._skip(minute)
@@ -104,11 +105,20 @@ class CronSchedule:
     def previous_at_or_before(self, now: float) -> Optional[float]:
         """The last firing time at or before `now` within a year, or None."""
         minute = int(now // 60)
-        for _ in range(366 * 24 * 60):
+        stop = minute - 366 * 24 * 60
+        while minute > stop:
             if self.matches(minute):
                 return float(minute * 60)
-            minute -= 1
+            minute = self._skip_back(minute)
         return None
+
+    def _skip_back(self, minute: int) -> int:
+        t = time.gmtime(minute * 60)
+        if t.tm_mon not in self.months or not self._day_possible(t):
+            return calendar.timegm((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0)) // 60 - 1
+        if t.tm_hour not in self.hours:
+            return (minute // 60) * 60 - 1
+        return minute - 1
 
     def _skip(self, minute: int) -> int:
         """Jump over whole hours/days that cannot match (keeps `next_after` fast for sparse schedules)."""

@@ -1,0 +1,97 @@
+"""EtcdBackup specs: defaults, durations, quantities, store URLs, and errors that name the field."""
+
+import calendar
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import full_snapshot_reason
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
+    SpecError, parse_backup_spec, parse_duration, parse_quantity)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import full_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import STATUS_VALID, Snapshot
+
+BASE = {'etcd': {'endpoints': ['https://10.0.0.1:2379']},
+        'store': {'provider': 'S3', 'container': 'bucket', 'prefix': 'etcd/main'}}
+
+
+@pytest.mark.parametrize('text, seconds', [('20s', 20), ('1m30s', 90), ('300ms', 0.3), ('24h', 86400), ('0', 0),
+                                           ('0s', 0), (15, 15), ('1.5h', 5400)])
+def test_durations(text, seconds):
+    assert parse_duration(text, 'f') == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize('text', ['20', '1x', 's', '-5s', '5 s', True, -1])
+def test_bad_durations(text):
+    with pytest.raises(SpecError, match='^f: '):
+        parse_duration(text, 'f')
+
+
+@pytest.mark.parametrize('text, size', [('100Mi', 100 * 2 ** 20), ('1Gi', 2 ** 30), ('500M', 500 * 10 ** 6),
+                                        ('2k', 2000), (4096, 4096), ('1.5Ki', 1536)])
+def test_quantities(text, size):
+    assert parse_quantity(text, 'q') == size
+
+
+@pytest.mark.parametrize('text', ['100MB', 'lots', '5m', True, -3])
+def test_bad_quantities(text):
+    with pytest.raises(SpecError, match='^q: '):
+        parse_quantity(text, 'q')
+
+
+def test_defaults_are_etcd_backup_restore_and_the_issue():
+    spec = parse_backup_spec(BASE)
+    p = spec.policy
+    assert spec.store_url == 's3://bucket/etcd/main' and spec.provider == 'S3'
+    assert p.delta_period == 20 and p.delta_memory_limit == 100 * 2 ** 20 and p.gc_policy == 'LimitBased'
+    assert p.gc_period == 60 and p.max_backups == 7 and p.compression is None and not p.compaction_enabled
+    assert p.compaction_threshold == 1000000 and p.full_schedule.expr == '0 */24 * * *' and not spec.suspend
+
+
+def test_local_store_and_options():
+    spec = parse_backup_spec(dict(BASE, store={'provider': 'Local', 'path': '/var/backups/', 'prefix': '/main/'},
+                                  compression={'enabled': True, 'policy': 'zlib'}, deltaSnapshotPeriod='0s',
+                                  compaction={'enabled': True, 'eventsThreshold': 5000},
+                                  garbageCollectionPolicy='Exponential'))
+    assert spec.store_url == '/var/backups/main'
+    assert spec.policy.compression == 'zlib' and spec.policy.delta_period == 0
+    assert spec.policy.compaction_enabled and spec.policy.compaction_threshold == 5000
+
+
+@pytest.mark.parametrize('change, message', [
+    ({'etcd': None}, '^spec.etcd: required'),
+    ({'etcd': {'endpoints': []}}, '^spec.etcd.endpoints'),
+    ({'store': {'provider': 'S3', 'prefix': 'x'}}, '^spec.store.container'),
+    ({'store': {'provider': 'Local', 'prefix': 'x', 'path': 'relative'}}, '^spec.store.path'),
+    ({'store': {'provider': 'Tape', 'prefix': 'x'}}, '^spec.store.provider'),
+    ({'store': {'provider': 'S3', 'container': 'b', 'prefix': ''}}, '^spec.store.prefix'),
+    ({'store': {'provider': 'S3', 'container': 'b', 'prefix': 'a/../b'}}, '^spec.store.prefix'),
+    ({'store': {'provider': 'S3', 'container': 'b', 'prefix': 'p', 'endpoint': 'minio:9000'}}, '^spec.store.endpoint'),
+    ({'fullSnapshotSchedule': 'daily'}, '^spec.fullSnapshotSchedule'),
+    ({'fullSnapshotSchedule': '0 0 31 2 *'}, 'never fires'),
+    ({'deltaSnapshotPeriod': '500ms'}, '^spec.deltaSnapshotPeriod'),
+    ({'deltaSnapshotMemoryLimit': '10'}, '^spec.deltaSnapshotMemoryLimit'),
+    ({'garbageCollectionPolicy': 'KeepAll'}, '^spec.garbageCollectionPolicy'),
+    ({'maxBackups': 0}, '^spec.maxBackups'),
+    ({'compression': {'enabled': True, 'policy': 'lzw'}}, '^spec.compression.policy'),
+    ({'compaction': {'eventsThreshold': 0}}, '^spec.compaction.eventsThreshold'),
+    ({'etcd': {'endpoints': ['x'], 'tlsSecretRef': {}}}, '^spec.etcd.tlsSecretRef'),
+])
+def test_errors_name_the_field(change, message):
+    with pytest.raises(SpecError, match=message):
+        parse_backup_spec(dict(BASE, **change))
+
+
+def full(created, revision=10):
+    return Snapshot(full_name(revision, created), 'v2/x', 1, float(created), STATUS_VALID, {'sha256': 'x'})
+
+
+def test_full_snapshot_reasons():
+    daily = parse_cron('0 0 * * *')
+    now = float(calendar.timegm((2026, 11, 22, 12, 0, 0)))
+    assert 'no valid full' in full_snapshot_reason(Chain(None, [], 0), now, daily)
+    assert '24 h' in full_snapshot_reason(Chain(full(now - 25 * 3600), [], 10), now, parse_cron('0 0 1 1 *'))
+    assert 'missed' in full_snapshot_reason(Chain(full(now - 13 * 3600), [], 10), now, daily)
+    assert 'gap' in full_snapshot_reason(Chain(full(now - 3600), [], 10, gap='revisions 11..12'), now, daily)
+    assert full_snapshot_reason(Chain(full(now - 3600), [], 10), now, daily) == ''

@@ -1,0 +1,62 @@
+"""Lease decisions (leader election, mutex), conditions and label selectors, as tables."""
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path, labels_match
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import set_condition
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import (
+    ACQUIRE, HOLD, WAIT, decide, format_micro, parse_micro)
+
+NOW = 1795000000.0
+
+
+def lease(holder, renewed_ago, duration=15):
+    spec = {'holderIdentity': holder, 'leaseDurationSeconds': duration}
+    if renewed_ago is not None:
+        spec['renewTime'] = format_micro(NOW - renewed_ago)
+    return {'spec': spec}
+
+
+@pytest.mark.parametrize('obj, action', [
+    (None, ACQUIRE),                      # no lease yet
+    (lease('', 1), ACQUIRE),              # released
+    (lease('me', 1), HOLD),
+    (lease('me', 100), HOLD),             # ours even if expired: renew it
+    (lease('other', 1), WAIT),
+    (lease('other', 14.9), WAIT),
+    (lease('other', 15), ACQUIRE),        # expired exactly at renew + duration
+    (lease('other', None), ACQUIRE),      # never renewed: no claim
+])
+def test_decide(obj, action):
+    assert decide(obj, 'me', NOW).action == action
+
+
+def test_micro_time_round_trip():
+    assert parse_micro(format_micro(NOW + 0.25)) == pytest.approx(NOW + 0.25)
+    assert parse_micro('2026-11-22T10:00:00Z') == 1795341600.0
+    assert parse_micro('garbage') is None
+
+
+def test_condition_transition_time_moves_only_on_flips():
+    c = set_condition([], 'BackupReady', 'True', 'FullBackupSucceeded', 'ok', 100)
+    c = set_condition(c, 'Other', 'True', 'R', 'm', 150)
+    c2 = set_condition(c, 'BackupReady', 'True', 'IncrementalBackupSucceeded', 'ok', 200)
+    ready = [x for x in c2 if x['type'] == 'BackupReady'][0]
+    assert ready['lastTransitionTime'] == c[0]['lastTransitionTime'] and ready['lastUpdateTime'] != ready['lastTransitionTime']
+    c3 = set_condition(c2, 'BackupReady', 'False', 'FullBackupFailed', 'no', 300)
+    flipped = [x for x in c3 if x['type'] == 'BackupReady'][0]
+    assert flipped['lastTransitionTime'] == flipped['lastUpdateTime'] and [x['type'] for x in c3] == ['BackupReady', 'Other']
+
+
+@pytest.mark.parametrize('selector, expected', [
+    ('a=1', True), ('a==1', True), ('a=2', False), ('a!=2', True), ('a!=1', False), ('b', True), ('!b', False),
+    ('c', False), ('!c', True), ('a=1,b', True), ('a=1,c', False), ('', True),
+])
+def test_labels_match(selector, expected):
+    assert labels_match({'a': '1', 'b': ''}, selector) is expected
+
+
+def test_api_path():
+    assert api_path('v1', 'nodes', name='n1') == '/api/v1/nodes/n1'
+    assert api_path('coordination.k8s.io/v1', 'leases', 'ns', 'l', 'status') == \
+        '/apis/coordination.k8s.io/v1/namespaces/ns/leases/l/status'
