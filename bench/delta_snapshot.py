@@ -1,0 +1,246 @@
+#!/usr/bin/env python
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark: the highest sustained write rate (puts/s of 1 KiB values) at which our delta
+snapshots keep up with no loss, and the memory of the process doing it, next to a plain
+`etcdctl watch` consumer of the same etcd on the same machine.
+
+Not a test. A real 1-member etcd; a writer process puts 1 KiB values at a fixed rate for
+--seconds; the consumer is either our backup loop (module_utils/etcd/backup_loop.py, in its own
+process, deltas every --period to a local store) or `etcdctl watch --prefix`. A rate is kept up
+with when, after the writer stops, the consumer has every event within --period + 3 s; for our
+loop, the deltas are also read back and must hold every revision exactly once. Rates are raised
+until a consumer falls behind or the writer cannot reach the rate any more.
+
+    python bench/delta_snapshot.py --rates 250,500,1000,2000,4000 --seconds 10
+Writes bench/results/delta_snapshot.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
+
+from support.etcd_cluster import EtcdCluster  # noqa: E402
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import plan_chain  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore  # noqa: E402
+
+VALUE = b'v' * 1024
+WRITER_THREADS = 8
+
+
+# --- child processes ---------------------------------------------------------------------------
+def writer_main(endpoint: str, rate: float, seconds: float) -> None:
+    """Put 1 KiB values at `rate`/s for `seconds` from WRITER_THREADS threads; print {puts, revision}."""
+    conn = EtcdConnection(endpoints=(endpoint,), timeout=30)
+    count = [0] * WRITER_THREADS
+    start = time.time() + 0.2
+    per_thread = rate / WRITER_THREADS
+
+    def work(index: int) -> None:
+        client = grpc_client(conn, endpoint, timeout=30)
+        n = 0
+        try:
+            while True:
+                due = start + n / per_thread
+                if due - start >= seconds:
+                    return
+                delay = due - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                client.put('/bench/%d/%09d' % (index, n), VALUE)
+                n += 1
+                count[index] = n
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(WRITER_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.time() - start
+    client = grpc_client(conn, endpoint, timeout=30)
+    revision = int(client.get_response(b'\0').header.revision)
+    client.close()
+    print(json.dumps({'puts': sum(count), 'seconds': elapsed, 'revision': revision}), flush=True)
+
+
+def consumer_main(endpoint: str, store_dir: str, period: float) -> None:
+    """Our backup loop until SIGTERM (what the controller runs per EtcdBackup)."""
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import BackupPolicy, BackupRunner
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    policy = BackupPolicy(full_schedule=parse_cron('0 0 1 1 *'), delta_period=period, gc_period=3600.0)
+    runner = BackupRunner(EtcdConnection(endpoints=(endpoint,)), LocalStore(store_dir), policy,
+                          work_dir=os.path.dirname(store_dir))
+    runner.run(stop)
+
+
+# --- measuring ---------------------------------------------------------------------------------
+def rss_kib(pid: int) -> Dict[str, int]:
+    values = {}
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            for line in f:
+                if line.startswith(('VmRSS:', 'VmHWM:')):
+                    values[line.split(':')[0]] = int(line.split()[1])
+    except OSError:
+        pass
+    return values
+
+
+def run_writer(endpoint: str, rate: float, seconds: float) -> Dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, 'writer', endpoint, str(rate), str(seconds)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def revision_of(endpoint: str) -> int:
+    client = grpc_client(EtcdConnection(endpoints=(endpoint,)), endpoint)
+    try:
+        return int(client.get_response(b'\0').header.revision)
+    finally:
+        client.close()
+
+
+def ours(cluster: EtcdCluster, rate: float, seconds: float, period: float, work: str) -> Dict[str, Any]:
+    store_dir = os.path.join(work, 'store-%d' % rate)
+    store = LocalStore(store_dir)
+    proc = subprocess.Popen([sys.executable, __file__, 'consumer', cluster.endpoints[0], store_dir, str(period)])
+    try:
+        deadline = time.time() + 30
+        while plan_chain(store.list()).base is None:
+            if time.time() > deadline:
+                raise RuntimeError('no full snapshot within 30 s')
+            time.sleep(0.2)
+        base = plan_chain(store.list()).base
+        written = run_writer(cluster.endpoints[0], rate, seconds)
+        finished = time.time()
+        caught_up = None
+        while time.time() < finished + period + 3:
+            if plan_chain(store.list()).tip >= written['revision']:
+                caught_up = time.time() - finished
+                break
+            time.sleep(0.1)
+        memory = rss_kib(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    chain = plan_chain(store.list())
+    revisions: List[int] = []
+    for delta in chain.deltas:
+        revisions += [e.revision for e in fetch_delta(store, delta, work)]
+    first = max(base.name.end_revision, 1) + 1
+    complete = revisions == list(range(first, chain.tip + 1)) and chain.tip >= written['revision']
+    shutil.rmtree(store_dir, ignore_errors=True)
+    return {'rate': rate, 'achieved': written['puts'] / written['seconds'], 'kept_up': caught_up is not None and complete,
+            'catch_up_seconds': caught_up, 'no_loss': complete, 'deltas': len(chain.deltas),
+            'rss_peak_mib': memory.get('VmHWM', 0) / 1024.0, 'rss_mib': memory.get('VmRSS', 0) / 1024.0}
+
+
+def etcdctl_watch(cluster: EtcdCluster, rate: float, seconds: float, period: float) -> Dict[str, Any]:
+    start_rev = revision_of(cluster.endpoints[0]) + 1
+    env = dict(os.environ, ETCDCTL_API='3')
+    proc = subprocess.Popen([cluster.etcdctl, '--endpoints', cluster.endpoints[0], 'watch', '--prefix', '/bench/',
+                             '--rev', str(start_rev)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    seen = [0]
+
+    def count() -> None:
+        for line in proc.stdout:
+            if line.startswith(b'PUT'):
+                seen[0] += 1
+
+    reader = threading.Thread(target=count, daemon=True)
+    reader.start()
+    try:
+        written = run_writer(cluster.endpoints[0], rate, seconds)
+        finished = time.time()
+        caught_up = None
+        while time.time() < finished + period + 3:
+            if seen[0] >= written['puts']:
+                caught_up = time.time() - finished
+                break
+            time.sleep(0.05)
+        memory = rss_kib(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {'rate': rate, 'achieved': written['puts'] / written['seconds'], 'kept_up': caught_up is not None,
+            'catch_up_seconds': caught_up, 'events': seen[0], 'rss_peak_mib': memory.get('VmHWM', 0) / 1024.0,
+            'rss_mib': memory.get('VmRSS', 0) / 1024.0}
+
+
+def sweep(name: str, measure, rates: List[float]) -> List[Dict[str, Any]]:
+    results = []
+    for rate in rates:
+        result = measure(rate)
+        results.append(result)
+        print('  %-8s %6d puts/s target, %7.0f achieved: %s (catch-up %s, peak RSS %.0f MiB)' % (
+            name, rate, result['achieved'], 'kept up' if result['kept_up'] else 'FELL BEHIND',
+            '%.2fs' % result['catch_up_seconds'] if result['catch_up_seconds'] is not None else '-',
+            result['rss_peak_mib']), flush=True)
+        if not result['kept_up'] or result['achieved'] < 0.9 * rate:
+            break
+    return results
+
+
+def best(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    kept = [r for r in results if r['kept_up'] and r['achieved'] >= 0.9 * r['rate']]
+    return kept[-1] if kept else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--rates', default='250,500,1000,2000,4000,8000')
+    parser.add_argument('--seconds', type=float, default=10.0)
+    parser.add_argument('--period', type=float, default=1.0, help='delta period of our loop (seconds)')
+    args = parser.parse_args()
+    rates = [float(r) for r in args.rates.split(',')]
+    work = tempfile.mkdtemp(prefix='bench-delta-')
+    cluster = EtcdCluster(os.path.join(work, 'etcd'), 1).start()
+    try:
+        print('etcd %s, 1 member on loopback; writer: %d threads of 1 KiB puts for %.0fs per rate' % (
+            cluster.version, WRITER_THREADS, args.seconds))
+        mine = sweep('ours', lambda r: ours(cluster, r, args.seconds, args.period, work), rates)
+        theirs = sweep('etcdctl', lambda r: etcdctl_watch(cluster, r, args.seconds, args.period), rates)
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    a, b = best(mine), best(theirs)
+    print()
+    print('highest sustained rate with no loss: ours %s puts/s (peak RSS %s MiB), etcdctl watch %s puts/s '
+          '(peak RSS %s MiB)' % (int(a['rate']) if a else 0, '%.0f' % a['rss_peak_mib'] if a else '-',
+                                 int(b['rate']) if b else 0, '%.0f' % b['rss_peak_mib'] if b else '-'))
+    if a and b:
+        print('ratio ours/etcdctl: rate %.2f (goal >= 1.0), memory %.2f' % (
+            a['rate'] / b['rate'], a['rss_peak_mib'] / max(b['rss_peak_mib'], 0.1)))
+    os.makedirs(os.path.join(HERE, 'results'), exist_ok=True)
+    with open(os.path.join(HERE, 'results', 'delta_snapshot.json'), 'w') as f:
+        json.dump({'ours': mine, 'etcdctl_watch': theirs, 'seconds': args.seconds, 'period': args.period}, f, indent=2)
+
+
+if __name__ == '__main__':
+    if len(sys.argv) > 1 and sys.argv[1] == 'writer':
+        writer_main(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
+    elif len(sys.argv) > 1 and sys.argv[1] == 'consumer':
+        consumer_main(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    else:
+        main()
