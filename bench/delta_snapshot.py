@@ -11,7 +11,9 @@ Not a test. A real 1-member etcd; a writer process puts 1 KiB values at a fixed 
 process, deltas every --period to a local store) or `etcdctl watch --prefix`. A rate is kept up
 with when, after the writer stops, the consumer has every event within --period + 3 s; for our
 loop, the deltas are also read back and must hold every revision exactly once. Rates are raised
-until a consumer falls behind or the writer cannot reach the rate any more.
+until a consumer falls behind or the writer cannot reach the rate any more. As the writer (and etcd)
+may saturate first on a small machine, a second part measures each consumer's own throughput: a
+backlog of --backlog events already in etcd's history, read from the start.
 
     python bench/delta_snapshot.py --rates 250,500,1000,2000,4000 --seconds 10
 Writes bench/results/delta_snapshot.json.
@@ -188,6 +190,55 @@ def etcdctl_watch(cluster: EtcdCluster, rate: float, seconds: float, period: flo
             'rss_mib': memory.get('VmRSS', 0) / 1024.0}
 
 
+def backlog(cluster: EtcdCluster, events: int, work: str, period: float) -> Dict[str, Any]:
+    """Consumer throughput without a writer in the way: `events` puts already in etcd's history
+    (txns of 16 puts), then each consumer starts from before them; events/s until it holds all."""
+    endpoint = cluster.endpoints[0]
+    store_dir = os.path.join(work, 'store-backlog')
+    store = LocalStore(store_dir)
+    proc = subprocess.Popen([sys.executable, __file__, 'consumer', endpoint, store_dir, str(period)])
+    deadline = time.time() + 30
+    while plan_chain(store.list()).base is None and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    start_rev = plan_chain(store.list()).tip + 1
+    client = grpc_client(EtcdConnection(endpoints=(endpoint,), timeout=60), endpoint, timeout=60)
+    for base in range(0, events, 16):
+        client.transaction(compare=[], success=[client.transactions.put('/backlog/%09d' % i, VALUE)
+                                                for i in range(base, min(base + 16, events))], failure=[])
+    final = int(client.get_response(b'\0').header.revision)
+    client.close()
+    results = {}
+    began = time.time()
+    proc = subprocess.Popen([sys.executable, __file__, 'consumer', endpoint, store_dir, str(period)])
+    peak = 0
+    while plan_chain(store.list()).tip < final and time.time() < began + 300:
+        peak = max(peak, rss_kib(proc.pid).get('VmHWM', 0))
+        time.sleep(0.2)
+    results['ours'] = {'events_per_second': events / (time.time() - began), 'rss_peak_mib': peak / 1024.0}
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    env = dict(os.environ, ETCDCTL_API='3')
+    began = time.time()
+    watcher = subprocess.Popen([cluster.etcdctl, '--endpoints', endpoint, 'watch', '--prefix', '/backlog/', '--rev',
+                                str(start_rev)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    seen, peak = 0, 0
+    for line in watcher.stdout:
+        if line.startswith(b'PUT'):
+            seen += 1
+            if seen % 5000 == 0:
+                peak = max(peak, rss_kib(watcher.pid).get('VmHWM', 0))
+            if seen >= events:
+                break
+    peak = max(peak, rss_kib(watcher.pid).get('VmHWM', 0))
+    results['etcdctl'] = {'events_per_second': events / (time.time() - began), 'rss_peak_mib': peak / 1024.0}
+    watcher.terminate()
+    watcher.wait(10)
+    shutil.rmtree(store_dir, ignore_errors=True)
+    return results
+
+
 def sweep(name: str, measure, rates: List[float]) -> List[Dict[str, Any]]:
     results = []
     for rate in rates:
@@ -212,6 +263,7 @@ def main() -> None:
     parser.add_argument('--rates', default='250,500,1000,2000,4000,8000')
     parser.add_argument('--seconds', type=float, default=10.0)
     parser.add_argument('--period', type=float, default=1.0, help='delta period of our loop (seconds)')
+    parser.add_argument('--backlog', type=int, default=100000, help='events for the throughput part (0: skip)')
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(',')]
     work = tempfile.mkdtemp(prefix='bench-delta-')
@@ -221,6 +273,7 @@ def main() -> None:
             cluster.version, WRITER_THREADS, args.seconds))
         mine = sweep('ours', lambda r: ours(cluster, r, args.seconds, args.period, work), rates)
         theirs = sweep('etcdctl', lambda r: etcdctl_watch(cluster, r, args.seconds, args.period), rates)
+        drained = backlog(cluster, args.backlog, work, args.period) if args.backlog else {}
     finally:
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -232,9 +285,16 @@ def main() -> None:
     if a and b:
         print('ratio ours/etcdctl: rate %.2f (goal >= 1.0), memory %.2f' % (
             a['rate'] / b['rate'], a['rss_peak_mib'] / max(b['rss_peak_mib'], 0.1)))
+    if drained:
+        o, e = drained['ours'], drained['etcdctl']
+        print('throughput on a backlog of %d events: ours %.0f events/s (peak RSS %.0f MiB), etcdctl watch %.0f '
+              'events/s (peak RSS %.0f MiB); ratio %.2f' % (args.backlog, o['events_per_second'], o['rss_peak_mib'],
+                                                           e['events_per_second'], e['rss_peak_mib'],
+                                                           o['events_per_second'] / e['events_per_second']))
     os.makedirs(os.path.join(HERE, 'results'), exist_ok=True)
     with open(os.path.join(HERE, 'results', 'delta_snapshot.json'), 'w') as f:
-        json.dump({'ours': mine, 'etcdctl_watch': theirs, 'seconds': args.seconds, 'period': args.period}, f, indent=2)
+        json.dump({'ours': mine, 'etcdctl_watch': theirs, 'backlog': drained, 'seconds': args.seconds,
+                   'period': args.period}, f, indent=2)
 
 
 if __name__ == '__main__':

@@ -91,6 +91,12 @@ options:
       - The writes after the gap are lost; the result reports the gap.
     type: bool
     default: false
+  last_delta:
+    description:
+      - Apply the delta snapshots only up to and including this one (a name from the RV(deltas) of an
+        earlier run, for example in check mode).
+      - Pins the data when several members are restored one after another while new deltas keep arriving.
+    type: str
   etcd_path:
     description:
       - Path of the C(etcd) binary that replays delta snapshots (a scratch member on 127.0.0.1).
@@ -232,6 +238,7 @@ def main():
         force=dict(type='bool', default=False),
         apply_deltas=dict(type='bool', default=True),
         stop_at_gap=dict(type='bool', default=False),
+        last_delta=dict(type='str'),
         etcd_path=dict(type='path'),
         etcdutl_path=dict(type='path'),
         tmp_dir=dict(type='path'),
@@ -251,7 +258,8 @@ def main():
         else:
             store = store_from_params(p)
             result = restore_member(store, select_snapshot(store, p['snapshot']), apply_deltas=p['apply_deltas'],
-                                    stop_at_gap=p['stop_at_gap'], etcd_binary=p['etcd_path'], **member)
+                                    stop_at_gap=p['stop_at_gap'], last_delta=p['last_delta'],
+                                    etcd_binary=p['etcd_path'], **member)
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
     diff = result.pop('diff')

@@ -243,3 +243,20 @@ def test_s3_compressed_full_and_deltas_restore(etcd1, tmp_path, s3_bucket, etcd_
     expected = etcd1.get_all()
     _result, restored = restore_and_read(tmp_path / 'restored', store, etcd_bin_dir)
     assert restored == expected
+
+
+def test_last_delta_pins_what_is_restored(etcd1, tmp_path, etcd_bin_dir):
+    store = LocalStore(str(tmp_path / 'store'))
+    with Loop(etcd1, store, str(tmp_path)):
+        wait_until(lambda: plan_chain(store.list()).base, what='full snapshot')
+        for i in range(2):
+            etcd1.put_many({'p%d' % i: 'v'})
+            wait_until(lambda i=i: len(deltas_of(store)) > i, what='delta %d' % i)
+    first = sorted(deltas_of(store), key=lambda s: s.name.sort_key)[0]
+    result, restored = restore_and_read(tmp_path / 'restored', store, etcd_bin_dir, last_delta=str(first.name))
+    assert result['deltas'] == [str(first.name)] and restored.get('p0') == 'v' and 'p1' not in restored
+    with pytest.raises(RestoreRefused, match='does not continue'):
+        restore_member(store, select_snapshot(store), name='n1', data_dir=str(tmp_path / 'x' / 'data'),
+                       initial_cluster='n1=http://127.0.0.1:2380', initial_cluster_token='t',
+                       initial_advertise_peer_urls=['http://127.0.0.1:2380'], now=time.time(),
+                       last_delta='Incr-00000001-00000002-1')

@@ -20,6 +20,7 @@ import base64
 import dataclasses
 import datetime
 import hashlib
+import io
 import json
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -79,13 +80,12 @@ def rfc3339_nano(now: float) -> str:
     return stamp.strftime('%Y-%m-%dT%H:%M:%S.') + '%06d000Z' % stamp.microsecond
 
 
-def event_from_pb(pb_event: Any, received: float) -> Event:
-    """From an etcd mvccpb.Event (pyetcd hands these to watch callbacks as `._event`)."""
+def event_from_pb(pb_event: Any, received: str) -> Event:
+    """From an etcd mvccpb.Event (pyetcd hands these to watch callbacks as `._event`); `received` is
+    the RFC 3339 time of the watch response, shared by its events."""
     raw = getattr(pb_event, '_event', pb_event)
     kv = raw.kv
-    return Event(type=int(raw.type), key=bytes(kv.key), value=bytes(kv.value), mod_revision=int(kv.mod_revision),
-                 create_revision=int(kv.create_revision), version=int(kv.version), lease=int(kv.lease),
-                 time=rfc3339_nano(received))
+    return Event(raw.type, kv.key, kv.value, kv.mod_revision, kv.create_revision, kv.version, kv.lease, received)
 
 
 def _event_from_json(item: Any, index: int) -> Event:
@@ -108,9 +108,20 @@ def _event_from_json(item: Any, index: int) -> Event:
 
 
 def encode_events(events: Sequence[Event]) -> bytes:
-    """The stored bytes: JSON events + sha256 of the JSON."""
-    data = json.dumps([e.to_json() for e in events], separators=(',', ':')).encode('utf-8')
-    return data + hashlib.sha256(data).digest()
+    """The stored bytes: JSON events + sha256 of the JSON. Built one event at a time: a delta can
+    hold the whole memory limit's worth of events, and a second full copy of them would double it."""
+    out = io.BytesIO()
+    digest = hashlib.sha256()
+    encoder = json.JSONEncoder(separators=(',', ':'))
+    for index, event in enumerate(events):
+        chunk = (b'[' if index == 0 else b',') + encoder.encode(event.to_json()).encode('utf-8')
+        digest.update(chunk)
+        out.write(chunk)
+    tail = b']' if events else b'[]'
+    digest.update(tail)
+    out.write(tail)
+    out.write(digest.digest())
+    return out.getvalue()
 
 
 def decode_events(blob: bytes, where: str = 'delta snapshot') -> List[Event]:

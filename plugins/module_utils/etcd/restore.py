@@ -253,8 +253,11 @@ def _restore(source: Source, *, name: str, data_dir: str, initial_cluster: str, 
 
 
 def restore_plan(store: SnapshotStore, snapshot: Snapshot, apply_deltas: bool = True,
-                 stop_at_gap: bool = False) -> Chain:
-    """The full snapshot and the deltas a restore applies; RestoreRefused on a gap unless `stop_at_gap`."""
+                 stop_at_gap: bool = False, last_delta: Optional[str] = None) -> Chain:
+    """The full snapshot and the deltas a restore applies; RestoreRefused on a gap unless `stop_at_gap`.
+
+    `last_delta` pins the chain's end, so several members restored one after another get the same
+    data even while new deltas keep arriving."""
     if not snapshot.valid or not snapshot.is_full:
         raise RestoreRefused('snapshot %s is %s%s: only valid full snapshots are restored' % (
             _label(snapshot), snapshot.status, '' if snapshot.is_full else ' and not a full snapshot'))
@@ -268,6 +271,14 @@ def restore_plan(store: SnapshotStore, snapshot: Snapshot, apply_deltas: bool = 
         raise RestoreRefused('cannot restore %s with its deltas: %s; restoring would lose the writes after revision '
                              '%d. Set stop_at_gap to restore up to revision %d anyway, or apply_deltas=false for the '
                              'full snapshot only' % (_label(snapshot), chain.gap, chain.tip, chain.tip))
+    if last_delta:
+        wanted = last_delta.rsplit('/', 1)[-1]
+        names = [_label(d) for d in chain.deltas]
+        if wanted not in names:
+            raise RestoreRefused('last_delta %s does not continue %s (its deltas: %s)' % (
+                wanted, _label(snapshot), ', '.join(names) or 'none'))
+        kept = chain.deltas[:names.index(wanted) + 1]
+        chain = Chain(snapshot, kept, kept[-1].name.end_revision)
     return chain
 
 
@@ -275,10 +286,10 @@ def restore_member(store: SnapshotStore, snapshot: Snapshot, *, name: str, data_
                    initial_cluster_token: str, initial_advertise_peer_urls: Sequence[str], force: bool = False,
                    tool: Optional[str] = None, tmp_dir: Optional[str] = None, now: float,
                    check_mode: bool = False, apply_deltas: bool = True, stop_at_gap: bool = False,
-                   etcd_binary: Optional[str] = None) -> Dict[str, Any]:
+                   last_delta: Optional[str] = None, etcd_binary: Optional[str] = None) -> Dict[str, Any]:
     """Restore one member's data dir from a full snapshot of a store and (by default) the delta
     snapshots after it. Returns {changed, snapshot, deltas, revision, data_dir, moved_aside, diff...}."""
-    chain = restore_plan(store, snapshot, apply_deltas, stop_at_gap)
+    chain = restore_plan(store, snapshot, apply_deltas, stop_at_gap, last_delta)
     last = chain.deltas[-1] if chain.deltas else None
     label = _label(snapshot) + (' + %d deltas to %s' % (len(chain.deltas), _label(last)) if last else '')
     sha = (snapshot.metadata or {})['sha256'] + ((':' + (last.metadata or {}).get('sha256', '')) if last else '')

@@ -15,7 +15,7 @@ import time
 from typing import Any, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Event, event_from_pb
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Event, event_from_pb, rfc3339_nano
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 
 try:
@@ -68,7 +68,8 @@ class Watcher:
             self.queue.put(self._translate(response))
             return
         received = self.clock()
-        events = [event_from_pb(e, received) for e in response.events]
+        stamp = rfc3339_nano(received)
+        events = [event_from_pb(e, stamp) for e in response.events]
         self.queue.put(WatchBatch(events, int(response.header.revision), received))
 
     def _translate(self, exc: BaseException) -> EtcdError:
