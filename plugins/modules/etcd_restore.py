@@ -23,8 +23,8 @@ description:
     aside to C(<data_dir>.pre-restore-<unix time>), never deleted.
   - A marker C(<data_dir>.restore.json) next to the data dir records the snapshot; running again with
     the same snapshot reports no change.
-  - From a store, the delta snapshots taken after the full snapshot are applied too (O(apply_deltas)):
-    the full snapshot is restored into a scratch single-member etcd on loopback, the deltas' events are
+  - From a store, the delta snapshots taken after the full snapshot are applied too (O(apply_deltas)).
+    The full snapshot is restored into a scratch single-member etcd on loopback, the deltas' events are
     replayed one revision per transaction (each checked to land on its recorded revision), and the
     rebuilt snapshot is what the data dir is restored from. A restore then loses at most the writes of
     the last delta period.
