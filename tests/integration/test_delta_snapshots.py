@@ -92,6 +92,16 @@ def deltas_of(store):
     return [s for s in store.list() if s.valid and not s.is_full]
 
 
+def one_delta_per_write(cluster, store, tmp_path, writes):
+    """Run the loop and make each write land in a delta of its own; the deltas in order."""
+    with Loop(cluster, store, str(tmp_path)):
+        wait_until(lambda: plan_chain(store.list()).base, what='full snapshot')
+        for i, key in enumerate(writes):
+            cluster.put_many({key: 'v'})
+            wait_until(lambda i=i: len(deltas_of(store)) > i, what='delta %d' % i)
+    return sorted(deltas_of(store), key=lambda s: s.name.sort_key)
+
+
 def test_loop_takes_full_then_deltas_and_restore_has_every_key(etcd1, tmp_path, etcd_bin_dir):
     store = LocalStore(str(tmp_path / 'store'))
     etcd1.put_many({'before/%d' % i: 'v' for i in range(20)})
@@ -145,12 +155,7 @@ def test_restart_resumes_without_gap_or_duplicate(etcd1, tmp_path):
 
 def test_gap_refuses_restore_unless_stop_at_gap(etcd1, tmp_path, etcd_bin_dir):
     store = LocalStore(str(tmp_path / 'store'))
-    with Loop(etcd1, store, str(tmp_path)):
-        wait_until(lambda: plan_chain(store.list()).base, what='full snapshot')
-        for i in range(3):
-            etcd1.put_many({'k%d' % i: 'v'})
-            wait_until(lambda i=i: len(deltas_of(store)) > i, what='delta %d' % i)
-    middle = sorted(deltas_of(store), key=lambda s: s.name.sort_key)[1]
+    middle = one_delta_per_write(etcd1, store, tmp_path, ['k0', 'k1', 'k2'])[1]
     store.delete(middle)
     data_dir = str(tmp_path / 'never' / 'data')
     with pytest.raises(RestoreRefused, match='gap'):
@@ -247,12 +252,7 @@ def test_s3_compressed_full_and_deltas_restore(etcd1, tmp_path, s3_bucket, etcd_
 
 def test_last_delta_pins_what_is_restored(etcd1, tmp_path, etcd_bin_dir):
     store = LocalStore(str(tmp_path / 'store'))
-    with Loop(etcd1, store, str(tmp_path)):
-        wait_until(lambda: plan_chain(store.list()).base, what='full snapshot')
-        for i in range(2):
-            etcd1.put_many({'p%d' % i: 'v'})
-            wait_until(lambda i=i: len(deltas_of(store)) > i, what='delta %d' % i)
-    first = sorted(deltas_of(store), key=lambda s: s.name.sort_key)[0]
+    first = one_delta_per_write(etcd1, store, tmp_path, ['p0', 'p1'])[0]
     result, restored = restore_and_read(tmp_path / 'restored', store, etcd_bin_dir, last_delta=str(first.name))
     assert result['deltas'] == [str(first.name)] and restored.get('p0') == 'v' and 'p1' not in restored
     with pytest.raises(RestoreRefused, match='does not continue'):

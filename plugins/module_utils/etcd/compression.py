@@ -40,12 +40,7 @@ def compress_file(src: str, dest: str, policy: str) -> None:
                 _copy(fin, out)
         else:
             compressor = zlib.compressobj(6)
-            while True:
-                chunk = fin.read(CHUNK)
-                if not chunk:
-                    break
-                raw.write(compressor.compress(chunk))
-            raw.write(compressor.flush())
+            _transform(fin, raw, compressor.compress, compressor.flush)
         raw.flush()
         os.fsync(raw.fileno())
 
@@ -64,12 +59,7 @@ def decompress_file(src: str, dest: str, suffix: str) -> None:
                     _copy(stream, out)
             else:
                 decompressor = zlib.decompressobj()
-                while True:
-                    chunk = fin.read(CHUNK)
-                    if not chunk:
-                        break
-                    out.write(decompressor.decompress(chunk))
-                out.write(decompressor.flush())
+                _transform(fin, out, decompressor.decompress, decompressor.flush)
                 if not decompressor.eof:
                     raise SnapshotInvalid('zlib stream of %s is truncated' % src)
     except (OSError, EOFError, zlib.error) as exc:
@@ -92,6 +82,16 @@ def compress_bytes(data: bytes, policy: Optional[str]) -> bytes:
         return data
     suffix_for(policy)
     return gzip.compress(data, compresslevel=6, mtime=0) if policy == 'gzip' else zlib.compress(data, 6)
+
+
+def _transform(fin, fout, step, finish) -> None:
+    """Stream `fin` through a zlib (de)compressor object's step/flush into `fout`."""
+    while True:
+        chunk = fin.read(CHUNK)
+        if not chunk:
+            break
+        fout.write(step(chunk))
+    fout.write(finish())
 
 
 def _copy(fin, fout) -> None:
