@@ -259,7 +259,7 @@ def best(results: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or '').split('\n\n', 1)[0])
     parser.add_argument('--rates', default='250,500,1000,2000,4000,8000')
     parser.add_argument('--seconds', type=float, default=10.0)
     parser.add_argument('--period', type=float, default=1.0, help='delta period of our loop (seconds)')
@@ -287,10 +287,11 @@ def main() -> None:
             a['rate'] / b['rate'], a['rss_peak_mib'] / max(b['rss_peak_mib'], 0.1)))
     if drained:
         o, e = drained['ours'], drained['etcdctl']
+        ratio = o['events_per_second'] / e['events_per_second']
         print('throughput on a backlog of %d events: ours %.0f events/s (peak RSS %.0f MiB), etcdctl watch %.0f '
-              'events/s (peak RSS %.0f MiB); ratio %.2f' % (args.backlog, o['events_per_second'], o['rss_peak_mib'],
-                                                           e['events_per_second'], e['rss_peak_mib'],
-                                                           o['events_per_second'] / e['events_per_second']))
+              'events/s (peak RSS %.0f MiB); ratio %.2f' % (
+                  args.backlog, o['events_per_second'], o['rss_peak_mib'], e['events_per_second'], e['rss_peak_mib'],
+                  ratio))
     os.makedirs(os.path.join(HERE, 'results'), exist_ok=True)
     with open(os.path.join(HERE, 'results', 'delta_snapshot.json'), 'w') as f:
         json.dump({'ours': mine, 'etcdctl_watch': theirs, 'backlog': drained, 'seconds': args.seconds,

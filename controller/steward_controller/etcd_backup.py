@@ -136,8 +136,8 @@ class StatusReporter(BackupListener):
             m.snapshot_gc.labels(self.label, entry.get('kind') or 'object', 'false').inc()
         if not result['deleted'] and not result['failed']:
             return
-        self.patch({'lastGarbageCollection': {'time': rfc3339(self.runtime.clock()), 'deleted': len(result['deleted']),
-                                               'kept': len(result['kept'])}})
+        done = {'time': rfc3339(self.runtime.clock()), 'deleted': len(result['deleted']), 'kept': len(result['kept'])}
+        self.patch({'lastGarbageCollection': done})
         names = ', '.join(e['name'] for e in result['deleted'][:10])
         self.runtime.report(self._involved(), 'GarbageCollected', '%s policy deleted %d snapshot(s): %s%s' % (
             result['policy'], len(result['deleted']), names, '...' if len(result['deleted']) > 10 else ''),
@@ -233,8 +233,8 @@ def run_backup(runtime: Runtime, stopped: Any, body: Any) -> None:
                 _wait_for_change(stopped, body, generation)
                 continue
             flag = StopFlag(stopped, restart)
-            watcher = threading.Thread(target=_watch_object, args=(runtime, body, generation, runner, reporter, flag,
-                                                                    restart), name='etcdbackup-%s' % name, daemon=True)
+            watcher = threading.Thread(target=_watch_object, name='etcdbackup-%s' % name, daemon=True,
+                                       args=(runtime, body, generation, runner, reporter, flag, restart))
             watcher.start()
             runner.run(flag)
             restart.set()

@@ -5,7 +5,6 @@ etcd_restore module; a killed controller (or leader) resumes with no gap and no 
 from __future__ import annotations
 
 import base64
-import os
 import threading
 import time
 
@@ -226,4 +225,4 @@ def test_on_demand_full_snapshot_and_invalid_specs(backup_env, tmp_path, etcd1):
         cond = wait_for(lambda name=name: condition(get_backup(kube, name), 'SpecValid'), 30, what=name)
         assert cond['status'] == 'False' and message in cond['message']
         assert condition(get_backup(kube, name), 'BackupReady')['status'] == 'False'
-    assert not [s for s in store_for(endpoint, bucket, 'x').list()]  # nothing written for invalid specs
+    assert not store_for(endpoint, bucket, 'x').list()  # nothing written for invalid specs

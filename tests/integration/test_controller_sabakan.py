@@ -97,7 +97,7 @@ def serial_of(sabakan, address: str) -> str:
 
 def next_cycle(kube: KubeClient, cycles: int = 1, timeout: float = 15) -> Dict[str, Any]:
     """Wait until `cycles` more cycles have written their status; returns the last status."""
-    for _ in range(cycles):
+    for _cycle in range(cycles):
         before = status(kube).get('lastRun'), status(kube).get('repair', {}).get('lastRun')
         wait_for(lambda: (status(kube).get('lastRun'), status(kube).get('repair', {}).get('lastRun')) != before,
                  timeout, 0.1, 'the next cycle')

@@ -206,7 +206,7 @@ def test_tainted_node_is_not_made_a_control_plane():
 
 # --- status -----------------------------------------------------------------------------------
 def test_status_of_a_success(first):
-    outcome, _ = first
+    outcome, _node_taints = first
     status = integration_status({'workers': {'gpu': 1, 'cs': 1}}, outcome, now=NOW_TS, generation=3,
                                 template_hash='abc')
     condition = status.pop('conditions')
@@ -219,7 +219,7 @@ def test_status_of_a_success(first):
 
 
 def test_status_of_a_failure_keeps_the_numbers_and_flips_the_condition(first):
-    outcome, _ = first
+    outcome, _node_taints = first
     good = integration_status(None, outcome, now=NOW_TS)
     bad = integration_status(good, failed('SabakanUnavailable', 'cannot reach sabakan'), now=NOW_TS + 60)
     assert bad['lastResult'] == FAILED and bad['reason'] == 'cannot reach sabakan'

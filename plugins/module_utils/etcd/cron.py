@@ -46,7 +46,7 @@ def _parse_field(text: str, field: str, lo: int, hi: int, names: dict, expr: str
     for part in text.split(','):
         if not part:
             raise CronError('cron %r: %s has an empty list item' % (expr, field))
-        body, _, step_text = part.partition('/')
+        body, _slash, step_text = part.partition('/')
         step = 1
         if step_text:
             if not step_text.isdigit() or int(step_text) < 1:
@@ -55,7 +55,7 @@ def _parse_field(text: str, field: str, lo: int, hi: int, names: dict, expr: str
         if body in ('*', '?'):
             start, end = lo, hi if field != 'day-of-week' else 6
         elif '-' in body:
-            a, _, b = body.partition('-')
+            a, _dash, b = body.partition('-')
             start, end = _value(a, names, field, expr), _value(b, names, field, expr)
         else:
             start = _value(body, names, field, expr)

@@ -23,7 +23,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot impo
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import METADATA_FORMAT, Snapshot, SnapshotStore
 
 
-def delta_metadata(name: naming.SnapshotName, events: Sequence[Event], blob: bytes, now: float, compression: Optional[str], source: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def delta_metadata(name: naming.SnapshotName, events: Sequence[Event], blob: bytes, now: float,
+                   compression: Optional[str], source: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     meta: Dict[str, Any] = {
         'format': METADATA_FORMAT,
         'name': str(name),

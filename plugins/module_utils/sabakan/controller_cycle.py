@@ -99,7 +99,8 @@ def plan_cycle(spec: IntegrationSpec, template: Mapping[str, Any], machines: Seq
     except GeneratorError as exc:
         return failed(type(exc).__name__, str(exc))
     effective = plan.cluster if plan.changed else current
-    assert effective is not None  # plan_cluster generates when there is no current cluster
+    if effective is None:  # plan_cluster generates when there is no current cluster; never None here
+        return failed('GeneratorError', 'the generator produced no cluster')
     violation = check_cluster(spec.constraints, effective)
     if violation:
         return failed(CONSTRAINT_VIOLATION, f'the cluster does not satisfy the constraints: {violation}')

@@ -151,8 +151,8 @@ def merge_taints(current: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[
             result.append(dict(taint))
     for want in wanted:
         if not any(_same_taint(want, t) for t in result):
-            result.append({k: v for k, v in (('key', want.get('key')), ('value', want.get('value')),
-                                              ('effect', want.get('effect'))) if v})
+            fields = (('key', want.get('key')), ('value', want.get('value')), ('effect', want.get('effect')))
+            result.append({k: v for k, v in fields if v})
     return result
 
 
