@@ -28,6 +28,7 @@ from steward_controller.runtime import Runtime
 
 log = logging.getLogger('steward.main')
 HARD_EXIT_GRACE = 5.0
+HEARTBEAT_SECONDS = 5.0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -58,7 +59,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          duration=settings.lease_duration)
         elector = LeaderElector(lock, settings.renew_deadline, settings.retry_period,
                                 on_change=lambda leading: _on_leadership(leading, runtime, stop_flag),
-                                on_contact=runtime.health.api_ok)
+                                on_contact=runtime.health.api_ok,
+                                on_tick=lambda: runtime.health.beat('leader-election'))
         elector.start()
         log.info('waiting for the leader lease', extra={'lease': settings.lease_name, 'namespace': settings.namespace})
         while not elector.leading.wait(0.5):
@@ -124,9 +126,19 @@ def run_operator(runtime: Runtime, stop_flag: Stopper) -> int:
                    log_format=kopf.LogFormat.JSON if settings.log_format == 'json' else kopf.LogFormat.PLAIN)
     logs.setup(settings.log_format, settings.log_level)  # kopf.configure replaced the root handler
 
+    async def heartbeat() -> None:
+        # /healthz fails when kopf's event loop stops turning (a blocked loop acts on nothing).
+        while True:
+            runtime.health.beat('operator-loop')
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
     async def operate() -> None:
-        await kopf.operator(registry=registry, standalone=True, clusterwide=not settings.watch_namespaces,
-                            namespaces=list(settings.watch_namespaces), stop_flag=stop_flag.bind())
+        beating = asyncio.create_task(heartbeat())
+        try:
+            await kopf.operator(registry=registry, standalone=True, clusterwide=not settings.watch_namespaces,
+                                namespaces=list(settings.watch_namespaces), stop_flag=stop_flag.bind())
+        finally:
+            beating.cancel()
 
     asyncio.run(operate())
     return 0

@@ -24,12 +24,13 @@ log = logging.getLogger('steward.leader')
 class LeaderElector:
     def __init__(self, lock: LeaseLock, renew_deadline: float, retry_period: float,
                  on_change: Optional[Callable[[bool], None]] = None, on_contact: Optional[Callable[[], None]] = None,
-                 clock: Callable[[], float] = time.time):
+                 on_tick: Optional[Callable[[], None]] = None, clock: Callable[[], float] = time.time):
         self.lock = lock
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.on_change = on_change
         self.on_contact = on_contact  # the API answered (readiness of standbys too)
+        self.on_tick = on_tick
         self.clock = clock
         self.leading = threading.Event()
         self.lost = threading.Event()
@@ -48,6 +49,8 @@ class LeaderElector:
                 error = ''
                 if self.on_contact is not None:
                     self.on_contact()
+            if self.on_tick is not None:
+                self.on_tick()  # liveness: this thread still turns, API or not
             except KubeError as exc:
                 held, error = False, str(exc)
             now = self.clock()

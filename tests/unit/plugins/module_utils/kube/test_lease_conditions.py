@@ -60,3 +60,15 @@ def test_api_path():
     assert api_path('v1', 'nodes', name='n1') == '/api/v1/nodes/n1'
     assert api_path('coordination.k8s.io/v1', 'leases', 'ns', 'l', 'status') == \
         '/apis/coordination.k8s.io/v1/namespaces/ns/leases/l/status'
+
+
+def test_health_goes_stale_and_ready_needs_the_api():
+    from steward_controller.metrics import Health  # controller/ is on PYTHONPATH (Makefile)
+    now = [1000.0]
+    health = Health(clock=lambda: now[0], stale_after=60)
+    assert health.live()[0] and not health.ready()[0]  # nothing registered yet; API never answered
+    health.beat('operator-loop')
+    health.api_ok()
+    assert health.live() == (True, 'ok') and health.ready()[0]
+    now[0] += 61
+    assert health.live() == (False, 'stale: operator-loop') and not health.ready()[0]
