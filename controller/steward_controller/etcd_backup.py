@@ -4,7 +4,8 @@
 """EtcdBackup: one backup loop (module_utils/etcd/backup_loop.py) per object, in a kopf daemon.
 
 The daemon only translates: spec + Secrets -> connection, store and policy; loop callbacks ->
-status, conditions (etcd-druid's BackupReady reasons), Events and etcdbr_* metrics. A spec change
+status, conditions (etcd-druid's BackupReady reasons), snapshot Leases (etcd-druid's full-snap and
+delta-snap: holderIdentity = newest revision), Events and etcdbr_* metrics. A spec change
 restarts the loop, which resumes from what the store holds; deleting the object stops the loop
 and keeps every snapshot.
 """
@@ -31,6 +32,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, rfc3339, set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 
 from steward_controller import GROUP, VERSION
 from steward_controller.runtime import Runtime, resource_label
@@ -45,6 +47,7 @@ REASONS = {
     (KIND_COMPACTION, True): 'FullBackupSucceeded', (KIND_COMPACTION, False): 'CompactionFailed',
 }
 STATUS_FIELD = {KIND_FULL: 'lastFullSnapshot', KIND_DELTA: 'lastDeltaSnapshot', KIND_COMPACTION: 'lastCompaction'}
+LEASE_SUFFIX = {KIND_FULL: 'full-snap', KIND_DELTA: 'delta-snap', KIND_COMPACTION: 'full-snap'}
 log = logging.getLogger('steward.etcdbackup')
 
 
@@ -113,6 +116,7 @@ class StatusReporter(BackupListener):
             self._clear_annotation()
             self.pending_token = None
         self.patch(status)
+        renew_snapshot_lease(self.runtime, self.body, kind, name.end_revision, float(name.created))
         event_reason = {KIND_FULL: 'FullSnapshotTaken', KIND_DELTA: 'DeltaSnapshotTaken',
                         KIND_COMPACTION: 'BackupCompacted'}[kind]
         self.runtime.report(self._involved(), event_reason, '%s (%d bytes, revision %d) in %.2fs: %s' % (
@@ -164,6 +168,45 @@ class StatusReporter(BackupListener):
                                             {'metadata': {'annotations': {ON_DEMAND: None}}})
         except KubeError as exc:
             log.warning('cannot remove the %s annotation: %s', ON_DEMAND, exc, extra={'object': self.label})
+
+
+def snapshot_lease_name(body: Mapping[str, Any], kind: str) -> str:
+    meta = body.get('metadata') or {}
+    return 'etcdbackup-%s-%s-%s' % (meta.get('namespace'), meta.get('name'), LEASE_SUFFIX[kind])
+
+
+def renew_snapshot_lease(runtime: Runtime, body: Mapping[str, Any], kind: str, revision: int, when: float) -> None:
+    """etcd-druid's snapshot Leases: holderIdentity is the newest snapshot's revision, renewTime its time.
+    They live in the controller's namespace (where it may write Leases), named after the EtcdBackup."""
+    meta = body.get('metadata') or {}
+    name = snapshot_lease_name(body, kind)
+    spec = {'holderIdentity': str(revision), 'renewTime': format_micro(when)}
+    path = api_path('coordination.k8s.io/v1', 'leases', runtime.settings.namespace, name)
+    try:
+        try:
+            runtime.client.merge_patch(path, {'spec': spec})
+        except NotFound:
+            runtime.client.create(api_path('coordination.k8s.io/v1', 'leases', runtime.settings.namespace), {
+                'apiVersion': 'coordination.k8s.io/v1', 'kind': 'Lease',
+                'metadata': {'name': name, 'namespace': runtime.settings.namespace, 'labels': {
+                    GROUP + '/etcdbackup-namespace': meta.get('namespace'), GROUP + '/etcdbackup': meta.get('name'),
+                    GROUP + '/snapshot-kind': LEASE_SUFFIX[kind]}},
+                'spec': spec})
+    except KubeError as exc:
+        log.warning('cannot renew snapshot lease %s: %s', name, exc, extra={'object': resource_label(body)})
+
+
+def forget_snapshot_leases(runtime: Runtime, body: Mapping[str, Any]) -> None:
+    """Once the EtcdBackup itself is gone (not when the controller only stops)."""
+    meta = body.get('metadata') or {}
+    try:
+        if runtime.client.get_or_none(runtime.path(PLURAL, meta.get('namespace'), meta.get('name'))) is not None:
+            return
+        for kind in (KIND_FULL, KIND_DELTA):
+            runtime.client.delete(api_path('coordination.k8s.io/v1', 'leases', runtime.settings.namespace,
+                                           snapshot_lease_name(body, kind)))
+    except KubeError as exc:
+        log.warning('cannot remove snapshot leases: %s', exc, extra={'object': resource_label(body)})
 
 
 def read_secret(runtime: Runtime, namespace: str, name: str) -> Dict[str, str]:
@@ -241,6 +284,7 @@ def run_backup(runtime: Runtime, stopped: Any, body: Any) -> None:
             watcher.join(5)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+        forget_snapshot_leases(runtime, body)
 
 
 def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: str) -> Optional[BackupRunner]:

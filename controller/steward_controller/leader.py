@@ -49,10 +49,10 @@ class LeaderElector:
                 error = ''
                 if self.on_contact is not None:
                     self.on_contact()
-            if self.on_tick is not None:
-                self.on_tick()  # liveness: this thread still turns, API or not
             except KubeError as exc:
                 held, error = False, str(exc)
+            if self.on_tick is not None:
+                self.on_tick()  # liveness: this thread still turns, API or not
             now = self.clock()
             if held:
                 self._last_renew = now

@@ -117,6 +117,10 @@ def test_backup_lose_cluster_restore_every_key(backup_env, tmp_path, etcd_bin_di
         assert ready['status'] == 'True' and ready['reason'] == 'IncrementalBackupSucceeded'
         assert obj['status']['observedGeneration'] == obj['metadata']['generation']
         assert controller.metric('etcdbr_snapshot_latest_revision', {'kind': 'Incr'}) >= last
+        leases = '/apis/coordination.k8s.io/v1/namespaces/steward-system/leases/etcdbackup-%s-main-%s'
+        assert int(kube.get(leases % (NS, 'delta-snap'))['spec']['holderIdentity']) >= last
+        assert int(kube.get(leases % (NS, 'full-snap'))['spec']['holderIdentity']) == \
+            get_backup(kube, 'main')['status']['lastFullSnapshot']['revision']
         events = kube.list('/api/v1/namespaces/%s/events' % NS)
         reasons = {e['reason'] for e in events if e['involvedObject']['name'] == 'main'}
         assert {'FullSnapshotTaken', 'DeltaSnapshotTaken'} <= reasons
