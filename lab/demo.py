@@ -2,6 +2,9 @@
 
 lab up -> load data -> backup -> permanent loss of 2 of 3 members (SIGKILL + data dir wiped)
 -> steward.cluster.etcd_recover -> verify every key;
+then continuous backups: the controller (against the lab's Kubernetes API emulator) takes full and
+delta snapshots while keys stream in and the controller is SIGKILLed; every member is lost; the
+etcd_restore playbook brings back every key from the full snapshot plus the deltas;
 then the inventory-driven cluster: steward.cluster.sabakan_sync generates a cluster.yml from the
 lab's sabakan, and keeps it right as a control plane machine fails, a worker retires and is
 replaced -> timeline -> lab down.
@@ -25,6 +28,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402  (lab/lab.py: lab_up, lab_down, read_inventory)
+import controller_act  # noqa: E402  (lab/controller_act.py: continuous backups by the controller)
 import sabakan_act  # noqa: E402  (lab/sabakan_act.py: the sabakan part of the demo)
 
 
@@ -141,6 +145,7 @@ def main() -> int:
         timeline.run('verify every key', verify)
         timeline.run('recover again: healthy, nothing to do',
                      lambda: playbook(state, 'etcd_recover', '-e', 'etcd_backup_store=' + store))
+        controller_act.run(state, timeline, playbook, lose_for_good)
         sabakan_act.run(state, timeline, playbook)
     finally:
         if not args.keep:

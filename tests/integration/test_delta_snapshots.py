@@ -260,3 +260,25 @@ def test_last_delta_pins_what_is_restored(etcd1, tmp_path, etcd_bin_dir):
                        initial_cluster='n1=http://127.0.0.1:2380', initial_cluster_token='t',
                        initial_advertise_peer_urls=['http://127.0.0.1:2380'], now=time.time(),
                        last_delta='Incr-00000001-00000002-1')
+
+
+def test_a_store_of_another_cluster_gets_a_new_full_snapshot(tmp_path, etcd_bin_dir):
+    store = LocalStore(str(tmp_path / 'store'))
+    first = EtcdCluster(str(tmp_path / 'first'), 1, etcd_bin_dir, token='first').start()
+    try:
+        first.put_many({'k%d' % i: 'v' for i in range(50)})
+        with Loop(first, store, str(tmp_path)):
+            wait_until(lambda: plan_chain(store.list()).base, what='full snapshot of the first cluster')
+    finally:
+        first.stop()
+    second = EtcdCluster(str(tmp_path / 'second'), 1, etcd_bin_dir, token='second').start()
+    try:
+        with Loop(second, store, str(tmp_path)) as loop:  # behind the store's tip, another cluster ID
+            wait_until(lambda: loop.listener.taken, what='a snapshot of the second cluster')
+            second.put_many({'x': 'y'})
+            wait_until(lambda: plan_chain(store.list()).tip >= current_revision(second), what='catch up')
+        kind, _name, reason = loop.listener.taken[0]
+        assert kind == 'Full' and 'cluster' in reason
+        assert loop.listener.failed == []
+    finally:
+        second.stop()

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, DeltaBuffer, plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_writer import write_delta
@@ -83,8 +83,13 @@ class BackupListener:
         pass
 
 
-def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_age: float = FULL_MAX_AGE) -> str:
-    """Why a full snapshot is needed right now ('' when none is): the same rules at start-up and later."""
+def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_age: float = FULL_MAX_AGE,
+                         cluster: Optional[Dict[str, Any]] = None) -> str:
+    """Why a full snapshot is needed right now ('' when none is): the same rules at start-up and later.
+
+    `cluster` ({cluster_id, revision} as etcd reports them now) catches a store whose chain is not this
+    cluster's history: another cluster, or this one restored from an older backup (new cluster ID, or a
+    revision behind the chain's tip). Watching it from the tip would record someone else's events."""
     if chain.base is None:
         return 'there is no valid full snapshot'
     created = float(chain.base.name.created)
@@ -95,6 +100,14 @@ def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_a
         return 'the scheduled full snapshot of %s was missed' % time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(missed))
     if chain.gap:
         return 'the delta chain has a gap: %s' % chain.gap
+    if cluster:
+        recorded = (chain.base.metadata or {}).get('cluster_id')
+        if recorded and cluster.get('cluster_id') and recorded != cluster['cluster_id']:
+            return 'the newest full snapshot is of etcd cluster %s, the endpoints serve cluster %s' % (
+                recorded, cluster['cluster_id'])
+        if cluster.get('revision') is not None and chain.tip > int(cluster['revision']):
+            return 'the store holds revisions up to %d, beyond the cluster\'s current revision %d' % (
+                chain.tip, int(cluster['revision']))
     return ''
 
 
@@ -160,7 +173,8 @@ class BackupRunner:
             self.listener.snapshot_failed(KIND_FULL, 'cannot list the store: %s' % exc, 0.0)
             return False
         self.buffer = DeltaBuffer(self.chain.tip)
-        self._full_reason = full_snapshot_reason(self.chain, now, self.policy.full_schedule, self.policy.full_max_age)
+        self._full_reason = full_snapshot_reason(self.chain, now, self.policy.full_schedule, self.policy.full_max_age,
+                                                 self._cluster_now())
         self.next_full = now if self._full_reason else self.policy.full_schedule.next_after(now)
         self.next_delta = now + self.policy.delta_period
         self.next_gc = now + self.policy.gc_period
@@ -168,6 +182,17 @@ class BackupRunner:
         log.info('backup loop starts at revision %d (%s)', self.chain.tip,
                  self._full_reason or 'chain %s' % ', '.join(self.chain.names()[-3:]))
         return True
+
+    def _cluster_now(self) -> Optional[Dict[str, Any]]:
+        """{cluster_id, revision} from the first endpoint that answers, or None (decided later)."""
+        try:
+            with Gateway(self.conn) as gateway:
+                _endpoint, status = gateway.first('/v3/maintenance/status')
+        except EtcdError:
+            return None
+        header = status.get('header') or {}
+        return {'cluster_id': member_id_hex(header.get('cluster_id') or header.get('clusterId') or 0),
+                'revision': int(header.get('revision') or 0)}
 
     def step(self, stop: threading.Event) -> None:
         """One turn: due full snapshot, watch events for up to a second, due delta, GC, compaction."""

@@ -84,7 +84,8 @@ def test_errors_name_the_field(change, message):
 
 
 def full(created, revision=10):
-    return Snapshot(full_name(revision, created), 'v2/x', 1, float(created), STATUS_VALID, {'sha256': 'x'})
+    return Snapshot(full_name(revision, created), 'v2/x', 1, float(created), STATUS_VALID,
+                    {'sha256': 'x', 'cluster_id': 'abc'})
 
 
 def test_full_snapshot_reasons():
@@ -95,3 +96,9 @@ def test_full_snapshot_reasons():
     assert 'missed' in full_snapshot_reason(Chain(full(now - 13 * 3600), [], 10), now, daily)
     assert 'gap' in full_snapshot_reason(Chain(full(now - 3600), [], 10, gap='revisions 11..12'), now, daily)
     assert full_snapshot_reason(Chain(full(now - 3600), [], 10), now, daily) == ''
+    ours = {'cluster_id': 'abc', 'revision': 10}
+    assert full_snapshot_reason(Chain(full(now - 3600), [], 10), now, daily, cluster=ours) == ''
+    assert 'cluster abc, the endpoints serve cluster def' in full_snapshot_reason(
+        Chain(full(now - 3600), [], 10), now, daily, cluster={'cluster_id': 'def', 'revision': 50})
+    assert 'beyond the cluster' in full_snapshot_reason(Chain(full(now - 3600), [], 10), now, daily,
+                                                        cluster={'cluster_id': 'abc', 'revision': 9})
