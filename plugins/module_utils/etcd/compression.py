@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
-from typing import Optional
+from typing import Any, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid, StoreError
 
@@ -33,14 +33,10 @@ def suffix_for(policy: Optional[str]) -> str:
 
 def compress_file(src: str, dest: str, policy: str) -> None:
     """Write `src` compressed to `dest` and fsync it."""
-    suffix_for(policy)
     with open(src, 'rb') as fin, open(dest, 'wb') as raw:
-        if policy == 'gzip':
-            with gzip.GzipFile(fileobj=raw, mode='wb', compresslevel=6, mtime=0) as out:
-                _copy(fin, out)
-        else:
-            compressor = zlib.compressobj(6)
-            _transform(fin, raw, compressor.compress, compressor.flush)
+        writer = compressing_writer(raw, policy)
+        _copy(fin, writer)
+        writer.close()
         raw.flush()
         os.fsync(raw.fileno())
 
@@ -66,6 +62,43 @@ def decompress_file(src: str, dest: str, suffix: str) -> None:
         raise SnapshotInvalid('cannot decompress %s (%s): %s' % (src, suffix, exc)) from exc
 
 
+class _ZlibWriter:
+    """A write-only file object that zlib-compresses into `raw`."""
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+        self.compressor = zlib.compressobj(6)
+
+    def write(self, data: bytes) -> int:
+        self.raw.write(self.compressor.compress(data))
+        return len(data)
+
+    def close(self) -> None:
+        self.raw.write(self.compressor.flush())
+
+
+class _Plain:
+    def __init__(self, raw: Any):
+        self.raw = raw
+
+    def write(self, data: bytes) -> int:
+        return self.raw.write(data)
+
+    def close(self) -> None:
+        pass
+
+
+def compressing_writer(raw: Any, policy: Optional[str]) -> Any:
+    """A file object writing to `raw` through the policy's compressor; `close()` finishes the stream
+    (and leaves `raw` open)."""
+    if not policy:
+        return _Plain(raw)
+    suffix_for(policy)
+    if policy == 'gzip':
+        return gzip.GzipFile(fileobj=raw, mode='wb', compresslevel=6, mtime=0)
+    return _ZlibWriter(raw)
+
+
 def decompress_bytes(data: bytes, suffix: str) -> bytes:
     if not suffix:
         return data
@@ -75,13 +108,6 @@ def decompress_bytes(data: bytes, suffix: str) -> bytes:
         return gzip.decompress(data) if suffix == '.gz' else zlib.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
         raise SnapshotInvalid('cannot decompress delta snapshot (%s): %s' % (suffix, exc)) from exc
-
-
-def compress_bytes(data: bytes, policy: Optional[str]) -> bytes:
-    if not policy:
-        return data
-    suffix_for(policy)
-    return gzip.compress(data, compresslevel=6, mtime=0) if policy == 'gzip' else zlib.compress(data, 6)
 
 
 def _transform(fin, fout, step, finish) -> None:

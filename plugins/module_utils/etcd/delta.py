@@ -107,10 +107,10 @@ def _event_from_json(item: Any, index: int) -> Event:
     return event
 
 
-def encode_events(events: Sequence[Event]) -> bytes:
-    """The stored bytes: JSON events + sha256 of the JSON. Built one event at a time: a delta can
-    hold the whole memory limit's worth of events, and a second full copy of them would double it."""
-    out = io.BytesIO()
+def write_events(events: Sequence[Event], out: Any) -> None:
+    """Write the stored form (JSON events + sha256 of the JSON) to a file object, one event at a
+    time: a delta can hold the whole memory limit's worth of events, and a second full copy of them
+    in memory would double the controller's footprint."""
     digest = hashlib.sha256()
     encoder = json.JSONEncoder(separators=(',', ':'))
     for index, event in enumerate(events):
@@ -121,6 +121,12 @@ def encode_events(events: Sequence[Event]) -> bytes:
     digest.update(tail)
     out.write(tail)
     out.write(digest.digest())
+
+
+def encode_events(events: Sequence[Event]) -> bytes:
+    """The stored bytes of `events` (see write_events)."""
+    out = io.BytesIO()
+    write_events(events, out)
     return out.getvalue()
 
 

@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from typing import Any, Dict, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import naming
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import compress_bytes, suffix_for
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Event, encode_events
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import compressing_writer, suffix_for
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Event, write_events
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid, StoreError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import (
     LocalStore,
@@ -21,16 +20,17 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store i
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import iso, publish_two_phase, unix
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import METADATA_FORMAT, Snapshot, SnapshotStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import hash_file
 
 
-def delta_metadata(name: naming.SnapshotName, events: Sequence[Event], blob: bytes, now: float,
+def delta_metadata(name: naming.SnapshotName, events: Sequence[Event], digests: Any, now: float,
                    compression: Optional[str], source: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     meta: Dict[str, Any] = {
         'format': METADATA_FORMAT,
         'name': str(name),
         'kind': name.kind,
-        'sha256': hashlib.sha256(blob).hexdigest(),
-        'size': len(blob),
+        'sha256': digests.sha256,
+        'size': digests.size,
         'start_revision': name.start_revision,
         'revision': name.end_revision,
         'created': name.created,
@@ -47,23 +47,26 @@ def delta_metadata(name: naming.SnapshotName, events: Sequence[Event], blob: byt
 def write_delta(store: SnapshotStore, start_revision: int, events: Sequence[Event], *, now: float,
                 compression: Optional[str] = None, tmp_dir: Optional[str] = None,
                 source: Optional[Dict[str, Any]] = None) -> Snapshot:
-    """Publish `events` (revisions start_revision.. in order) as `Incr-<start>-<end>-<now>`."""
+    """Publish `events` (revisions start_revision.. in order) as `Incr-<start>-<end>-<now>`.
+
+    The events are encoded (and compressed) straight into the temp file: memory holds the events
+    once, not their encoding as well."""
     if not events:
         raise StoreError('no events to write: an empty delta snapshot is never published')
     if events[0].revision < start_revision:
         raise SnapshotInvalid('delta starting at %d holds an older event of revision %d' % (
             start_revision, events[0].revision))
-    raw = encode_events(events)
-    blob = compress_bytes(raw, compression)
-    del raw  # the events and the blob are enough to hold at once
     name = naming.delta_name(start_revision, events[-1].revision, unix(now), suffix_for(compression))
     directory = store.ensure_dir() if isinstance(store, LocalStore) else (tmp_dir or tempfile.gettempdir())
     path = os.path.join(directory, temp_name(str(name)))
     try:
         with open(path, 'wb') as f:
-            f.write(blob)
+            writer = compressing_writer(f, compression)
+            write_events(events, writer)
+            writer.close()
             f.flush()
             os.fsync(f.fileno())
-        return publish_two_phase(store, name, path, delta_metadata(name, events, blob, now, compression, source))
+        digests = hash_file(path)
+        return publish_two_phase(store, name, path, delta_metadata(name, events, digests, now, compression, source))
     finally:
         remove_quietly(path)
