@@ -18,7 +18,24 @@ Added on top of kmock 0.8 (each is what a real kube-apiserver does):
 * `?dryRun=All` on create, patch, replace and delete (server-side dry run, what `kubectl --dry-run=server`
   and kubernetes.core's check mode send): the request is validated and answered with the object it would
   produce, and nothing is stored or announced to watchers;
-* lists carry `kind: <Kind>List` and `apiVersion` (kubernetes.core reads `kind` of a list response).
+* lists carry `kind: <Kind>List` and `apiVersion` (kubernetes.core reads `kind` of a list response);
+* fieldSelector also on `spec.nodeName` and `status.phase` (what `kubectl drain` lists a node's pods with;
+  an unset field compares as "", so `spec.nodeName=` selects unscheduled pods);
+* the pod `eviction` subresource (`POST /api/v1/namespaces/<ns>/pods/<name>/eviction`, a policy/v1 Eviction;
+  kmock routes a POST to a named object to no action, so `_handle` serves it before kmock). 404 if the pod
+  does not exist, 400 if the body names another pod, 500 if several PodDisruptionBudgets select the pod (as
+  the API server). Pending/Succeeded/Failed or already deleting pods are evicted without a budget check.
+  Otherwise each policy/v1 PDB of the pod's namespace whose `spec.selector` (matchLabels, matchExpressions)
+  selects the pod must allow it. There is no disruption controller, so the budget is computed at request
+  time from the pods present: healthy = Ready condition True and not deleting; expected = the pod count, or
+  for maxUnavailable / a percentage the sum of `spec.replicas` of the pods' controllers (ReplicaSet,
+  StatefulSet, ReplicationController) when they all exist; desired healthy = minAvailable (percentages
+  rounded up) or expected - maxUnavailable (neither set: minAvailable 1). A Ready pod may go if
+  healthy - 1 >= desired, an unready one if healthy >= desired or `unhealthyPodEvictionPolicy: AlwaysAllow`.
+  Refused: 429 TooManyRequests "Cannot evict pod as it would violate the pod's disruption budget." with a
+  DisruptionBudget cause; allowed: the pod is deleted like a DELETE (deletionTimestamp first if it has
+  finalizers) and the answer is 201 Status Success. `?dryRun=All` checks without deleting. A test plays
+  the ReplicaSet by creating the replacement pods itself.
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ import copy
 import datetime
 import itertools
 import json
+import math
 import os
 import threading
 import uuid
@@ -40,6 +58,7 @@ import kmock
 from kmock._internal import enums, k8s, parsing  # private modules: kmock is pinned (0.8)
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import labels_match
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import selector_matches
 
 _RV = itertools.count(1)
 _NAMESPACE_SUBRESOURCES = ('status', 'finalize')
@@ -67,6 +86,10 @@ _KMOCK_PARSE_PATH = getattr(parsing.parse_path, 'kmock_original', parsing.parse_
 _parse_path.kmock_original = _KMOCK_PARSE_PATH  # type: ignore[attr-defined]
 parsing.parse_path = _parse_path
 CRD_RESOURCE = kmock.resource('apiextensions.k8s.io', 'v1', 'customresourcedefinitions')
+PDB_RESOURCE = kmock.resource('policy', 'v1', 'poddisruptionbudgets')
+_SCALED_KINDS = {'ReplicaSet': kmock.resource('apps', 'v1', 'replicasets'),
+                 'StatefulSet': kmock.resource('apps', 'v1', 'statefulsets'),
+                 'ReplicationController': kmock.resource('', 'v1', 'replicationcontrollers')}
 
 
 def _now() -> str:
@@ -103,7 +126,9 @@ def _field_match(obj: Dict[str, Any], selector: str) -> bool:
     for term in [t.strip() for t in selector.split(',') if t.strip()]:
         negate = '!=' in term
         key, value = [p.strip() for p in term.replace('!=', '=').replace('==', '=').split('=', 1)]
-        actual = {'metadata.name': meta.get('name'), 'metadata.namespace': meta.get('namespace')}.get(key)
+        actual = {'metadata.name': meta.get('name'), 'metadata.namespace': meta.get('namespace'),
+                  'spec.nodeName': (obj.get('spec') or {}).get('nodeName') or '',
+                  'status.phase': (obj.get('status') or {}).get('phase') or ''}.get(key)
         if (actual == value) == negate:
             return False
     return True
@@ -161,6 +186,12 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
 
     async def _handle(self, request: kmock.Request):
+        if _is_eviction(request):
+            async with self._write_lock:
+                try:
+                    return await self._evict(request)
+                except k8s.KubernetesError as exc:
+                    return await self._render_error(exc)
         if request.resource is not None and request.action in (
                 enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE):
             async with self._write_lock:
@@ -299,6 +330,98 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         md['generation'] = generation
         return after
 
+    # --- eviction subresource ----------------------------------------------------------------
+    async def _evict(self, request: kmock.Request) -> aiohttp.web.Response:
+        """POST pods/<name>/eviction: check the PodDisruptionBudgets, then delete the pod (see module docstring)."""
+        key = (request.resource, request.namespace, request.name)
+        if key not in self._objects or self._objects[key].deleted:
+            raise k8s.KubernetesError(status=404, reason='NotFound', message='pods "%s" not found' % request.name,
+                                      details={'name': request.name, 'kind': 'pods'})
+        body_name = ((request.data if isinstance(request.data, dict) else {}).get('metadata') or {}).get('name')
+        if body_name and body_name != request.name:
+            raise k8s.KubernetesError(status=400, reason='BadRequest', details={'name': request.name, 'kind': 'pods'},
+                                      message='name in URL does not match name in Eviction object')
+        pod = copy.deepcopy(dict(self._objects[key].raw))
+        refusal = self._eviction_refusal(pod)
+        if refusal:
+            raise k8s.KubernetesError(status=429, reason='TooManyRequests',
+                                      message="Cannot evict pod as it would violate the pod's disruption budget.",
+                                      details={'causes': [{'reason': 'DisruptionBudget', 'message': refusal}]})
+        if request.params.get('dryRun') != 'All':
+            await self._delete_object(key)
+        return aiohttp.web.json_response({'kind': 'Status', 'apiVersion': 'v1', 'metadata': {},
+                                          'status': 'Success', 'code': 201}, status=201)
+
+    def _live(self, resource: Any, namespace: Optional[str]) -> List[Dict[str, Any]]:
+        return [dict(obj.raw) for (res, ns, _name), obj in self._objects.items()
+                if res == resource and ns == namespace and not obj.deleted]
+
+    def _eviction_refusal(self, pod: Dict[str, Any]) -> str:
+        """'' if the pod may be evicted now, else the DisruptionBudget cause (500 for several budgets)."""
+        md = pod.get('metadata') or {}
+        if (pod.get('status') or {}).get('phase') in ('Pending', 'Succeeded', 'Failed') or md.get('deletionTimestamp'):
+            return ''
+        namespace = md.get('namespace')
+        labels = md.get('labels') or {}
+        pdbs = [p for p in self._live(PDB_RESOURCE, namespace) if selector_matches((p.get('spec') or {}).get('selector'), labels)]
+        if not pdbs:
+            return ''
+        if len(pdbs) > 1:
+            raise k8s.KubernetesError(status=500, reason='InternalError', details={'name': md.get('name'), 'kind': 'pods'},
+                                      message='This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.')
+        pdb = pdbs[0]
+        spec = pdb.get('spec') or {}
+        pods = [p for p in self._live(kmock.resource('', 'v1', 'pods'), namespace)
+                if selector_matches(spec.get('selector'), (p.get('metadata') or {}).get('labels') or {})]
+        healthy = sum(1 for p in pods if _pod_healthy(p))
+        desired = self._desired_healthy(spec, pods, namespace)
+        if _pod_healthy(pod):
+            allowed = healthy - 1 >= desired
+        else:
+            allowed = healthy >= desired or spec.get('unhealthyPodEvictionPolicy') == 'AlwaysAllow'
+        if allowed:
+            return ''
+        return 'The disruption budget %s needs %d healthy pods and has %d currently' % (pdb['metadata']['name'], desired, healthy)
+
+    def _desired_healthy(self, spec: Dict[str, Any], pods: List[Dict[str, Any]], namespace: Optional[str]) -> int:
+        min_available = spec.get('minAvailable')
+        max_unavailable = spec.get('maxUnavailable')
+        if max_unavailable is None and min_available is None:
+            min_available = 1
+        if max_unavailable is None and isinstance(min_available, int):
+            return min_available
+        expected = self._expected_pods(pods, namespace)
+        if max_unavailable is None:
+            return _scaled(min_available, expected)
+        return max(0, expected - _scaled(max_unavailable, expected))
+
+    def _expected_pods(self, pods: List[Dict[str, Any]], namespace: Optional[str]) -> int:
+        """Sum of the controllers' spec.replicas (the disruption controller's scale); the pod count if one is missing."""
+        controllers: Dict[Tuple[str, str], int] = {}
+        for pod in pods:
+            owner = next((r for r in (pod.get('metadata') or {}).get('ownerReferences') or [] if r.get('controller')), None)
+            res = _SCALED_KINDS.get((owner or {}).get('kind'))
+            key = (res, namespace, (owner or {}).get('name'))
+            if res is None or key not in self._objects or self._objects[key].deleted:
+                return len(pods)
+            replicas = (self._objects[key].get('spec') or {}).get('replicas')
+            controllers[(owner['kind'], owner['name'])] = 1 if replicas is None else int(replicas)
+        return sum(controllers.values())
+
+    async def _delete_object(self, key: Tuple[Any, Optional[str], Optional[str]]) -> None:
+        """kmock's DELETE: deletionTimestamp first while finalizers remain, else gone (and announced to watchers)."""
+        async with self._lock:
+            obj = self._objects[key]
+            meta = obj.get('metadata', {})
+            if meta.get('deletionTimestamp'):
+                return
+            if meta.get('finalizers'):
+                obj.patch({'metadata': {'deletionTimestamp': _now(), 'resourceVersion': str(next(_RV))}})
+                await self._buses[key[0]].put({'type': 'MODIFIED', 'object': obj.raw})
+            else:
+                obj.delete()
+                await self._buses[key[0]].put({'type': 'DELETED', 'object': obj.last.raw})
+
     # --- selectors -------------------------------------------------------------------------
     async def _serve_list(self, request: kmock.Request):
         result = await super()._serve_list(request)
@@ -315,6 +438,26 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if fields:
             result['items'] = [o for o in result['items'] if _field_match(o, fields)]
         return result
+
+
+def _is_eviction(request: kmock.Request) -> bool:
+    res = request.resource
+    return (res is not None and res.group == '' and res.plural == 'pods' and request.name is not None
+            and request.subresource == 'eviction' and request.method == enums.method.POST)
+
+
+def _pod_healthy(pod: Dict[str, Any]) -> bool:
+    """What the disruption controller counts as healthy: Ready condition True and not being deleted."""
+    if (pod.get('metadata') or {}).get('deletionTimestamp'):
+        return False
+    return any(c.get('type') == 'Ready' and c.get('status') == 'True' for c in (pod.get('status') or {}).get('conditions') or [])
+
+
+def _scaled(value: Any, total: int) -> int:
+    """intstr.GetScaledValueFromIntOrPercent(value, total, roundUp=true)."""
+    if isinstance(value, str) and value.endswith('%'):
+        return int(math.ceil(int(value[:-1]) * total / 100.0))
+    return int(value)
 
 
 def _merge(base: Dict[str, Any], patch: Dict[str, Any]) -> Dict[str, Any]:

@@ -94,3 +94,23 @@ def kube():
     yield client
     client.close()
     server.stop()
+
+
+@pytest.fixture
+def smtp_server():
+    """A local SMTP server (tests/support/receivers.py) on 127.0.0.1 that records messages. AUTH PLAIN/LOGIN
+    is offered for user `steward` / password `secret` but not required; `.address` is `host:port`."""
+    from support.receivers import SMTPReceiver
+    server = SMTPReceiver(users={'steward': 'secret'})
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def webhook_server():
+    """A local HTTP receiver (tests/support/receivers.py) that records POSTs: any path is an incoming webhook,
+    `.slack_api_url` + `chat.postMessage` is Slack's Web API double; `.fail(500)` makes it answer errors."""
+    from support.receivers import WebhookReceiver
+    server = WebhookReceiver()
+    yield server
+    server.stop()

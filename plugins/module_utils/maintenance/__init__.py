@@ -1,0 +1,8 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Node maintenance: the maintenance-controller state machine (seed 003) as a pure engine.
+
+Entry points: `config.load_config`, `state.reconcile`, `info.describe_node`; `environment.Environment`
+carries every side effect (node lists, leases, SMTP, HTTP, the gate and the commit).
+"""
