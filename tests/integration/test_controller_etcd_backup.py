@@ -230,3 +230,36 @@ def test_on_demand_full_snapshot_and_invalid_specs(backup_env, tmp_path, etcd1):
         assert cond['status'] == 'False' and message in cond['message']
         assert condition(get_backup(kube, name), 'BackupReady')['status'] == 'False'
     assert not store_for(endpoint, bucket, 'x').list()  # nothing written for invalid specs
+
+
+def test_tls_etcd_with_client_certificates_from_a_secret(backup_env, tmp_path, etcd_bin_dir):
+    """TLS-only etcd that demands client certificates: the controller takes them from the tlsSecretRef."""
+    from support.tls import make_pki
+    kube, endpoint, bucket, start = backup_env
+    pki = make_pki(str(tmp_path / 'pki'))
+    cluster = EtcdCluster(str(tmp_path / 'etcd'), 1, etcd_bin_dir, pki=pki).start()
+    try:
+        assert cluster.endpoints[0].startswith('https://')
+        with pytest.raises(requests.exceptions.RequestException):  # no client certificate: refused
+            requests.post(cluster.endpoints[0] + '/v3/kv/range', json={'key': 'AA=='}, verify=pki['ca'], timeout=5)
+        files = {'ca.crt': pki['ca'], 'tls.crt': pki['client_cert'], 'tls.key': pki['client_key']}
+        data = {}
+        for key, path in files.items():
+            with open(path, 'rb') as f:
+                data[key] = base64.b64encode(f.read()).decode()
+        kube.create('/api/v1/namespaces/%s/secrets' % NS, {'apiVersion': 'v1', 'kind': 'Secret', 'type': 'kubernetes.io/tls',
+                                                           'metadata': {'name': 'etcd-client', 'namespace': NS},
+                                                           'data': data})
+        start()
+        body = backup_body('tls', cluster, endpoint, bucket)
+        body['spec']['etcd']['tlsSecretRef'] = {'name': 'etcd-client'}
+        kube.create(BACKUPS, body)
+        wait_for(lambda: (get_backup(kube, 'tls').get('status') or {}).get('lastFullSnapshot'), 40, what='full over TLS')
+        cluster.put_many({'secure/%d' % i: 'v' for i in range(10)})
+        r = requests.post(cluster.endpoints[0] + '/v3/kv/range', json={'key': 'AA=='}, timeout=5, **cluster.http)
+        last = int(r.json()['header']['revision'])
+        wait_for(lambda: ((get_backup(kube, 'tls').get('status') or {}).get('lastDeltaSnapshot') or {})
+                 .get('revision', 0) >= last, 30, what='a delta over TLS')
+        assert condition(get_backup(kube, 'tls'), 'BackupReady')['status'] == 'True'
+    finally:
+        cluster.stop()

@@ -43,10 +43,11 @@ class Member:
     log_path: str
     host: str = '127.0.0.1'
     proc: Optional[subprocess.Popen] = None
+    tls: bool = False
 
     @property
     def client_url(self) -> str:
-        return 'http://%s:%d' % (self.host, self.client_port)
+        return '%s://%s:%d' % ('https' if self.tls else 'http', self.host, self.client_port)
 
     @property
     def peer_url(self) -> str:
@@ -60,7 +61,8 @@ class Member:
 class EtcdCluster:
     """A cluster of real etcd processes under `base_dir`."""
 
-    def __init__(self, base_dir: str, size: int = 3, bin_dir: Optional[str] = None, token: str = 'steward-test'):
+    def __init__(self, base_dir: str, size: int = 3, bin_dir: Optional[str] = None, token: str = 'steward-test',
+                 pki: Optional[Dict[str, str]] = None):
         dirs = etcd_bin_dirs()
         if bin_dir is None:
             if not dirs:
@@ -70,11 +72,19 @@ class EtcdCluster:
         self.version = etcd_version(bin_dir)
         self.base_dir = base_dir
         self.token = token
+        self.pki = pki  # with make_pki's files: clients must use TLS and a client certificate
         self.members: Dict[str, Member] = {}
         for i in range(1, size + 1):
             name = 'etcd%d' % i
             self.members[name] = Member(name, free_port(), free_port(), os.path.join(base_dir, name + '.etcd'),
-                                        os.path.join(base_dir, name + '.log'))
+                                        os.path.join(base_dir, name + '.log'), tls=pki is not None)
+
+    @property
+    def http(self) -> Dict[str, object]:
+        """requests keyword arguments for the client URLs (CA and client certificate under TLS)."""
+        if not self.pki:
+            return {}
+        return {'verify': self.pki['ca'], 'cert': (self.pki['client_cert'], self.pki['client_key'])}
 
     # --- binaries ------------------------------------------------------------------------------
     @property
@@ -104,6 +114,9 @@ class EtcdCluster:
                 '--initial-cluster', initial_cluster or self.initial_cluster(),
                 '--initial-cluster-token', self.token, '--initial-cluster-state', state,
                 '--heartbeat-interval', '50', '--election-timeout', '500'] + (extra or [])
+        if self.pki:
+            args += ['--cert-file', self.pki['server_cert'], '--key-file', self.pki['server_key'],
+                     '--trusted-ca-file', self.pki['ca'], '--client-cert-auth']
         log = open(m.log_path, 'ab')
         m.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -139,7 +152,8 @@ class EtcdCluster:
 
     def member_healthy(self, name: str) -> bool:
         try:
-            r = requests.post(self.members[name].client_url + '/v3/kv/range', json={'key': 'aGVhbHRo'}, timeout=1)
+            r = requests.post(self.members[name].client_url + '/v3/kv/range', json={'key': 'aGVhbHRo'}, timeout=1,
+                              **self.http)
             return r.status_code == 200
         except requests.RequestException:
             return False
@@ -152,7 +166,7 @@ class EtcdCluster:
         with requests.Session() as s:
             for k, v in items.items():
                 r = s.post(url, json={'key': base64.b64encode(k.encode()).decode(),
-                                      'value': base64.b64encode(v.encode()).decode()}, timeout=10)
+                                      'value': base64.b64encode(v.encode()).decode()}, timeout=10, **self.http)
                 r.raise_for_status()
 
     def get_all(self, prefix: str = '', endpoint: Optional[str] = None) -> Dict[str, str]:
@@ -160,7 +174,7 @@ class EtcdCluster:
         key = base64.b64encode((prefix or '\0').encode()).decode()
         end = base64.b64encode(b'\0').decode() if not prefix else base64.b64encode(_prefix_end(prefix.encode())).decode()
         r = requests.post((endpoint or self.healthy_endpoint()) + '/v3/kv/range',
-                          json={'key': key, 'range_end': end}, timeout=30)
+                          json={'key': key, 'range_end': end}, timeout=30, **self.http)
         r.raise_for_status()
         return {base64.b64decode(kv['key']).decode(): base64.b64decode(kv.get('value', '')).decode()
                 for kv in r.json().get('kvs', [])}

@@ -110,10 +110,10 @@ class Gateway:
             raise EtcdError('the python library requests is required')
         self.conn = conn
         self._session = requests.Session()
-        if conn.ca_cert:
-            self._session.verify = conn.ca_cert
-        if conn.client_cert and conn.client_key:
-            self._session.cert = (conn.client_cert, conn.client_key)
+        # Passed with every request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a
+        # Session's `verify`, which would silently replace the etcd CA with the system bundle.
+        self._verify: Any = conn.ca_cert or True
+        self._cert = (conn.client_cert, conn.client_key) if conn.client_cert and conn.client_key else None
         self._tokens: Dict[str, str] = {}
 
     def close(self) -> None:
@@ -142,7 +142,8 @@ class Gateway:
             if token:
                 headers['Authorization'] = token
         try:
-            resp = self._session.post(url, json=body, timeout=timeout, headers=headers)
+            resp = self._session.post(url, json=body, timeout=timeout, headers=headers, verify=self._verify,
+                                      cert=self._cert)
         except requests.exceptions.SSLError as exc:
             raise EtcdUnavailable('TLS handshake with %s failed: %s' % (url, exc)) from exc
         except requests.exceptions.RequestException as exc:
