@@ -12,6 +12,7 @@ from "down". Shared by the controller and modules; nothing here imports kopf.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
@@ -150,10 +151,34 @@ class KubeClient:
             raise
 
 
+_SET_TERM = re.compile(r'^\s*([^\s!=,()]+)\s+(in|notin)\s+\(([^)]*)\)\s*$')
+
+
+def _selector_terms(selector: str) -> List[str]:
+    """Split on commas outside parentheses (`a in (x,y),b=c` is two terms)."""
+    terms, depth, current = [], 0, ''
+    for char in selector:
+        depth += char == '('
+        depth -= char == ')'
+        if char == ',' and depth == 0:
+            terms.append(current)
+            current = ''
+        else:
+            current += char
+    terms.append(current)
+    return [t.strip() for t in terms if t.strip()]
+
+
 def labels_match(labels: Mapping[str, str], selector: str) -> bool:
-    """Equality-based selectors: `a=b`, `a==b`, `a!=b`, `a`, `!a`, comma-separated (all must hold)."""
-    for term in [t.strip() for t in selector.split(',') if t.strip()]:
-        if '!=' in term:
+    """Kubernetes label selectors: `a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x,y)`; all must hold."""
+    for term in _selector_terms(selector):
+        match = _SET_TERM.match(term)
+        if match:
+            key, operator, values = match.group(1), match.group(2), {v.strip() for v in match.group(3).split(',')}
+            present = key in labels and labels[key] in values
+            if present != (operator == 'in'):
+                return False
+        elif '!=' in term:
             key, value = [p.strip() for p in term.split('!=', 1)]
             if labels.get(key) == value:
                 return False

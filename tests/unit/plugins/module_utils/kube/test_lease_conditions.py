@@ -51,6 +51,8 @@ def test_condition_transition_time_moves_only_on_flips():
 @pytest.mark.parametrize('selector, expected', [
     ('a=1', True), ('a==1', True), ('a=2', False), ('a!=2', True), ('a!=1', False), ('b', True), ('!b', False),
     ('c', False), ('!c', True), ('a=1,b', True), ('a=1,c', False), ('', True),
+    ('a in (1,2)', True), ('a in (2,3)', False), ('a notin (2,3)', True), ('a notin (1)', False),
+    ('c notin (1)', True), ('c in (1)', False), ('a in (1, 2),b', True), ('a in (2),b', False),
 ])
 def test_labels_match(selector, expected):
     assert labels_match({'a': '1', 'b': ''}, selector) is expected
