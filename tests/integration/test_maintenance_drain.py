@@ -52,9 +52,9 @@ def add_pod(kube, name, node, namespace=NS, owner=None, labels=None, ready=True,
     if finalizers:
         md['finalizers'] = finalizers
     status = {'phase': phase, 'conditions': [{'type': 'Ready', 'status': 'True' if ready else 'False'}]}
-    return kube.create(api_path('v1', 'pods', namespace), {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': md,
-                                                          'spec': {'nodeName': node, 'containers': [{'name': 'c', 'image': 'x'}]},
-                                                          'status': status})
+    spec = {'nodeName': node, 'containers': [{'name': 'c', 'image': 'x'}]}
+    return kube.create(api_path('v1', 'pods', namespace),
+                       {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': md, 'spec': spec, 'status': status})
 
 
 def add_pdb(kube, name, app, namespace=NS, **limits):
