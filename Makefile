@@ -110,6 +110,7 @@ bench: all
 	$(PY) bench/etcd_recover.py
 	$(PY) bench/sabakan_generator.py
 	$(PY) bench/delta_snapshot.py
+	$(PY) bench/maintenance.py
 
 clean: lab-down
 	rm -rf $(BUILD) dist

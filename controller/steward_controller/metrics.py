@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prometheus metrics and the health endpoints, served on one port.
 
-Names follow the projects users come from: `etcdbr_*` (etcd-backup-restore) for backups and
-`cke_sabakan_*` (CKE) for the sabakan integration, with a label naming our custom resource.
+Names follow the projects users come from: `etcdbr_*` (etcd-backup-restore) for backups,
+`cke_sabakan_*` (CKE) for the sabakan integration, with a label naming our custom resource, and
+`maintenance_controller_*` (sapcc/maintenance-controller) for node maintenance.
 """
 
 from __future__ import annotations
@@ -63,6 +64,40 @@ class Metrics:
         self.repair_blocked = Counter('steward_repair_blocked_total',
                                       'Auto-repair cycles that queued nothing because of maximum-repair-queue-entries.',
                                       [RESOURCE], registry=r)
+
+        # node maintenance (seed 003). The two shuffle series keep the seed's exact names, so they are gauges
+        # that only grow: prometheus_client would append `_total` to a Counter's name.
+        self.shuffle_count = Gauge('maintenance_controller_shuffle_count',
+                                   'Counts pods in DaemonSets, Deployments and StatefulSets, that were likely shuffled by '
+                                   'a node send into maintenance', ['owner', 'profile'], registry=r)
+        self.shuffles_per_replica = Gauge('maintenance_controller_shuffles_per_replica',
+                                          'Count of pods in DaemonSets, Deployments and StatefulSets, that were likely '
+                                          'shuffled by a node send into maintenance, divided by the replica count when '
+                                          'the event occurred', ['owner', 'profile'], registry=r)
+        self.maintenance_transitions = Counter('maintenance_controller_transitions',
+                                               'Node state transitions written, by profile.',
+                                               ['profile', 'from', 'to'], registry=r)
+        self.maintenance_notifications = Counter('maintenance_controller_notifications',
+                                                 'Notifications sent, by profile and instance.',
+                                                 ['profile', 'instance'], registry=r)
+        self.maintenance_errors = Counter('steward_maintenance_reconcile_errors',
+                                          'Errors while reconciling nodes (check, trigger, notification, gate, commit, list, '
+                                          'internal).', ['kind'], registry=r)
+        self.maintenance_reconcile_duration = Histogram(
+            'steward_maintenance_reconcile_duration_seconds', 'Time to reconcile one node (engine, triggers, notifications, '
+            'patch).', registry=r, buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60))
+        self.maintenance_queue_depth = Gauge('steward_maintenance_queue_depth', 'Nodes waiting for a worker.', registry=r)
+        self.maintenance_nodes = Gauge('steward_maintenance_nodes', 'Nodes by cloud.sap/maintenance-state.', ['state'],
+                                       registry=r)
+        self.maintenance_config_loaded = Gauge('steward_maintenance_config_loaded',
+                                               '1 when the newest version of the maintenance config is active; 0 while it '
+                                               'does not load (the last good one stays active) or before any loaded.',
+                                               registry=r)
+        self.maintenance_config_loads = Counter('steward_maintenance_config_loads',
+                                                'Versions of the maintenance config judged, by outcome (loaded, invalid).',
+                                                ['outcome'], registry=r)
+        self.maintenance_config_timestamp = Gauge('steward_maintenance_config_timestamp_seconds',
+                                                  'Unix time the active maintenance config was loaded.', registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

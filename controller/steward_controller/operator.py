@@ -15,7 +15,7 @@ from steward_controller import GROUP
 from steward_controller.runtime import Runtime
 
 # Each module has register(registry, runtime) and keeps its handlers thin.
-HANDLER_MODULES = ('steward_controller.etcd_backup', 'steward_controller.sabakan')
+HANDLER_MODULES = ('steward_controller.etcd_backup', 'steward_controller.sabakan', 'steward_controller.maintenance')
 
 
 def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:

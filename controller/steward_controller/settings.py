@@ -12,6 +12,8 @@ import socket
 import uuid
 from typing import List, Optional, Sequence
 
+from steward_controller.maintenance_config import ConfigSource, parse_config_source
+
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -29,6 +31,9 @@ class Settings:
     log_format: str
     log_level: str
     work_dir: str                  # scratch space for snapshots in flight (an emptyDir in a pod)
+    maintenance_config: Optional[ConfigSource] = None   # node maintenance's maintenance.yaml; None: disabled
+    maintenance_workers: int = 8                        # nodes reconciled at the same time
+    slack_api_url: str = 'https://slack.com/api'        # slackThread notifications (a test double in tests)
 
 
 def _env(name: str, default: str) -> str:
@@ -37,7 +42,7 @@ def _env(name: str, default: str) -> str:
 
 def parse(argv: Optional[Sequence[str]] = None) -> Settings:
     parser = argparse.ArgumentParser(prog='python -m steward_controller',
-                                     description='steward.cluster controller: etcd backups, sabakan integration, repair entries.')
+                                     description='steward.cluster controller: etcd backups, sabakan integration, repair entries, node maintenance.')
     parser.add_argument('--namespace', default=_env('STEWARD_NAMESPACE', _pod_namespace()),
                         help='namespace of the leader-election and repair-queue Leases (env STEWARD_NAMESPACE)')
     parser.add_argument('--identity', default=_env('STEWARD_IDENTITY', '%s-%s' % (socket.gethostname(), uuid.uuid4().hex[:6])),
@@ -64,7 +69,21 @@ def parse(argv: Optional[Sequence[str]] = None) -> Settings:
     parser.add_argument('--log-level', default=_env('STEWARD_LOG_LEVEL', 'INFO'))
     parser.add_argument('--work-dir', default=_env('STEWARD_WORK_DIR', '/tmp'),
                         help='scratch directory for snapshots being taken or rebuilt')
+    parser.add_argument('--maintenance-config', default=_env('STEWARD_MAINTENANCE_CONFIG', ''),
+                        help='node maintenance (seed 003): secret/<namespace>/<name>[/<key>] or configmap/<namespace>/<name>[/<key>] '
+                             'holding maintenance.yaml (key default maintenance.yaml); empty: node maintenance is off '
+                             '(env STEWARD_MAINTENANCE_CONFIG)')
+    parser.add_argument('--maintenance-workers', type=int, default=int(_env('STEWARD_MAINTENANCE_WORKERS', '8')),
+                        help='nodes reconciled concurrently (env STEWARD_MAINTENANCE_WORKERS)')
+    parser.add_argument('--slack-api-url', default=_env('STEWARD_SLACK_API_URL', 'https://slack.com/api'),
+                        help='base URL of the Slack Web API for slackThread notifications (env STEWARD_SLACK_API_URL)')
     args = parser.parse_args(argv)
+    try:
+        maintenance_config = parse_config_source(args.maintenance_config)
+    except ValueError as exc:
+        parser.error('--maintenance-config: %s' % exc)
+    if args.maintenance_workers < 1:
+        parser.error('--maintenance-workers must be at least 1')
     watch = args.watch_namespace
     if watch is None:
         watch = [n.strip() for n in _env('STEWARD_WATCH_NAMESPACES', '').split(',') if n.strip()]
@@ -76,7 +95,8 @@ def parse(argv: Optional[Sequence[str]] = None) -> Settings:
                     leader_election=args.leader_election, lease_name=args.lease_name,
                     lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
                     retry_period=args.retry_period, log_format=args.log_format, log_level=args.log_level.upper(),
-                    work_dir=args.work_dir)
+                    work_dir=args.work_dir, maintenance_config=maintenance_config,
+                    maintenance_workers=args.maintenance_workers, slack_api_url=args.slack_api_url)
 
 
 def _pod_namespace() -> str:
