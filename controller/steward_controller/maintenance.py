@@ -48,7 +48,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import SmtplibSender, UrllibPoster
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import ReconcileResult, reconcile
 
-from steward_controller.maintenance_config import ConfigSource, ConfigWatcher, PollOutcome
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import ConfigSource
+
+from steward_controller.maintenance_config import ConfigWatcher, PollOutcome
 from steward_controller.maintenance_gate import GateHold, GateLost, MaintenanceGate
 from steward_controller.maintenance_leases import CachedLeaseStore, LeaseCache
 from steward_controller.maintenance_queue import NodeCache, WorkQueue, resource_version

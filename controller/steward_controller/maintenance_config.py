@@ -13,81 +13,15 @@ caller logs it, posts a Warning Event on the object and sets a metric). Before t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
-import re
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import Config, load_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import (
+    KINDS, ConfigSource, extract_text)
 
-DEFAULT_KEY = 'maintenance.yaml'
-KINDS = {'secret': 'Secret', 'configmap': 'ConfigMap'}
-_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$')
-_KEY = re.compile(r'^[-._a-zA-Z0-9]{1,253}$')
 MISSING = '<missing>'   # the resourceVersion we remember for an object that does not exist
-
-
-@dataclasses.dataclass(frozen=True)
-class ConfigSource:
-    kind: str            # 'secret' or 'configmap'
-    namespace: str
-    name: str
-    key: str = DEFAULT_KEY
-
-    @property
-    def path(self) -> str:
-        return api_path('v1', 'secrets' if self.kind == 'secret' else 'configmaps', self.namespace, self.name)
-
-    def involved(self, obj: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-        """The object for Events (its uid when it was read)."""
-        uid = ((obj or {}).get('metadata') or {}).get('uid')
-        meta = {'name': self.name, 'namespace': self.namespace}
-        if uid:
-            meta['uid'] = uid
-        return {'apiVersion': 'v1', 'kind': KINDS[self.kind], 'metadata': meta}
-
-    def __str__(self) -> str:
-        return '%s/%s/%s/%s' % (self.kind, self.namespace, self.name, self.key)
-
-
-def parse_config_source(text: Optional[str]) -> Optional[ConfigSource]:
-    """`kind/namespace/name[/key]` -> ConfigSource; empty -> None (node maintenance off); ValueError names the part."""
-    text = (text or '').strip()
-    if not text:
-        return None
-    parts = text.split('/')
-    if len(parts) not in (3, 4):
-        raise ValueError('%r: expected secret/<namespace>/<name>[/<key>] or configmap/<namespace>/<name>[/<key>]' % text)
-    kind = parts[0].lower()
-    if kind not in KINDS:
-        raise ValueError('%r: unknown kind %r (secret or configmap)' % (text, parts[0]))
-    for what, value in (('namespace', parts[1]), ('name', parts[2])):
-        if not _DNS_SUBDOMAIN.match(value):
-            raise ValueError('%r: %s %r is not a valid Kubernetes name' % (text, what, value))
-    key = parts[3] if len(parts) == 4 else DEFAULT_KEY
-    if not _KEY.match(key):
-        raise ValueError('%r: key %r may only hold letters, digits, "-", "_" and "."' % (text, key))
-    return ConfigSource(kind, parts[1], parts[2], key)
-
-
-def extract_text(source: ConfigSource, obj: Mapping[str, Any]) -> str:
-    """The key's text: a Secret's `data` is base64 (stringData as some servers keep it), a ConfigMap's `data`
-    plain and its `binaryData` base64. Raises ConfigError when the key is missing or not UTF-8."""
-    where = '%s %s/%s' % (KINDS[source.kind], source.namespace, source.name)
-    encoded = dict(obj.get('data') or {}) if source.kind == 'secret' else dict(obj.get('binaryData') or {})
-    plain = dict(obj.get('stringData') or {}) if source.kind == 'secret' else dict(obj.get('data') or {})
-    if source.key in plain:
-        return str(plain[source.key])
-    if source.key not in encoded:
-        keys = sorted(set(encoded) | set(plain))
-        raise ConfigError('%s has no key "%s" (keys: %s)' % (where, source.key, ', '.join(keys) or 'none'))
-    try:
-        return base64.b64decode(str(encoded[source.key]), validate=True).decode('utf-8')
-    except (binascii.Error, ValueError) as exc:
-        raise ConfigError('%s key "%s" is not base64-encoded UTF-8 text: %s' % (where, source.key, exc)) from None
 
 
 @dataclasses.dataclass

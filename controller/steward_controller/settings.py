@@ -12,7 +12,7 @@ import socket
 import uuid
 from typing import List, Optional, Sequence
 
-from steward_controller.maintenance_config import ConfigSource, parse_config_source
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import ConfigSource, parse_config_source
 
 
 @dataclasses.dataclass(frozen=True)

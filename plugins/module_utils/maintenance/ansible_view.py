@@ -18,8 +18,6 @@ Also `parse_config_source`: the controller's `configmap/<ns>/<name>[/<key>]` / `
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import dataclasses
 import json
@@ -37,10 +35,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data i
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, DataError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import format_time_ns
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import (
+    ConfigSource, extract_text, parse_config_source as shared_parse_config_source)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.info import describe_node
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore
 
-DEFAULT_CONFIG_KEY = 'maintenance.yaml'
 APPROVAL_ANNOTATION = {'cloud.sap/maintenance-approved': 'true'}
 SHORTCUT_STATES = ('requested', 'approved', 'released')
 PROFILE_MODES = ('add', 'replace', 'remove')
@@ -56,45 +55,24 @@ class OptionError(ValueError):
 
 # --- config source -----------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class ConfigSource:
-    kind: str            # 'configmap' or 'secret'
-    namespace: str
-    name: str
-    key: str = DEFAULT_CONFIG_KEY
-
-    def __str__(self) -> str:
-        return '%s/%s/%s/%s' % (self.kind, self.namespace, self.name, self.key)
-
-
 def parse_config_source(text: str) -> ConfigSource:
-    """`configmap/<ns>/<name>[/<key>]` or `secret/<ns>/<name>[/<key>]`; the key defaults to maintenance.yaml."""
-    parts = [p.strip() for p in str(text or '').strip().split('/')]
-    if len(parts) not in (3, 4) or parts[0].lower() not in ('configmap', 'secret') or not all(parts):
+    """`configmap/<ns>/<name>[/<key>]` or `secret/<ns>/<name>[/<key>]` (the controller's syntax); OptionError."""
+    try:
+        source = shared_parse_config_source(text)
+    except ValueError as exc:
+        raise OptionError('config_source: %s' % exc) from None
+    if source is None:
         raise OptionError('config_source: expected configmap/<namespace>/<name>[/<key>] or secret/<namespace>/<name>[/<key>], '
                           'got %r' % (text,))
-    return ConfigSource(parts[0].lower(), parts[1], parts[2], parts[3] if len(parts) == 4 else DEFAULT_CONFIG_KEY)
+    return source
 
 
 def config_text(obj: Mapping[str, Any], source: ConfigSource) -> str:
-    """The maintenance.yaml text out of a ConfigMap (`data`, or `binaryData`) or a Secret (`data`, base64)."""
-    data = obj.get('data') or {}
-    if source.kind == 'configmap':
-        if source.key in data:
-            return str(data[source.key])
-        encoded = (obj.get('binaryData') or {}).get(source.key)
-    else:
-        encoded = data.get(source.key)
-        if encoded is None and source.key in (obj.get('stringData') or {}):
-            return str(obj['stringData'][source.key])
-    if encoded is None:
-        keys = sorted(set(data) | set(obj.get('binaryData') or {}))
-        raise OptionError('%s: %s %s/%s has no key %s (keys: %s)' % (
-            source, source.kind, source.namespace, source.name, source.key, ', '.join(keys) or 'none'))
+    """The maintenance.yaml text out of the ConfigMap or Secret; OptionError when the key is missing or unreadable."""
     try:
-        return base64.b64decode(encoded, validate=True).decode('utf-8')
-    except (binascii.Error, ValueError) as exc:
-        raise OptionError('%s: key %s is not base64-encoded UTF-8 text: %s' % (source, source.key, exc)) from None
+        return extract_text(source, obj)
+    except ConfigError as exc:
+        raise OptionError('%s: %s' % (source, exc)) from None
 
 
 def read_config(config: Optional[Mapping[str, Any]], config_file: Optional[str], config_source: Optional[str],

@@ -14,7 +14,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 
 from steward_controller import settings
-from steward_controller.maintenance_config import ConfigSource, ConfigWatcher, extract_text, parse_config_source
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import (
+    ConfigSource, extract_text, parse_config_source)
+
+from steward_controller.maintenance_config import ConfigWatcher
 
 GOOD = 'intervals: {requeue: 1m}\nprofiles: [{name: p}]\n'
 OTHER = 'intervals: {requeue: 5s}\nprofiles: [{name: q}]\n'
