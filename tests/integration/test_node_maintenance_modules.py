@@ -220,9 +220,9 @@ def test_info_errors(cluster, kubeconfig, tmp_path):
                                          'type "hasAnnotatoin"')
     assert msgs['missing configmap'] == ('config_source configmap/steward-system/nothere/maintenance.yaml: configmap '
                                          'steward-system/nothere does not exist')
-    assert msgs['missing key'] == ('configmap/steward-system/maintenance/x.yaml: configmap steward-system/maintenance has no key '
-                                   'x.yaml (keys: maintenance.yaml)')
-    assert msgs['bad source'].startswith('config_source: expected configmap/<namespace>/<name>[/<key>]')
+    assert msgs['missing key'] == ('configmap/steward-system/maintenance/x.yaml: ConfigMap steward-system/maintenance has no key '
+                                   '"x.yaml" (keys: maintenance.yaml)')
+    assert msgs['bad source'] == "config_source: 'deployment/x/y': unknown kind 'deployment' (secret or configmap)"
     assert msgs['unreachable'].startswith('GET %s/api/v1/nodes: the API server did not answer' % unreachable)
     assert msgs['no kubeconfig'] == 'kubeconfig %s does not exist' % (tmp_path / 'none')
     assert 'mutually exclusive' in msgs['two sources']

@@ -42,7 +42,7 @@ def test_a_name_in_process_is_not_handed_out_again_but_requeued_after_done():
 def test_close_wakes_waiting_workers_and_refuses_new_work():
     queue = WorkQueue()
     got: List = []
-    workers = [threading.Thread(target=lambda: got.append(queue.get())) for _ in range(3)]
+    workers = [threading.Thread(target=lambda: got.append(queue.get())) for _worker in range(3)]
     for w in workers:
         w.start()
     time.sleep(0.05)
@@ -76,7 +76,7 @@ def test_workers_never_process_one_name_at_the_same_time():
                 processed[name] += 1
             queue.done(name)
 
-    workers = [threading.Thread(target=work) for _ in range(8)]
+    workers = [threading.Thread(target=work) for _worker in range(8)]
     for w in workers:
         w.start()
     for round_ in range(50):
