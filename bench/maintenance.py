@@ -357,8 +357,8 @@ def main() -> int:
     print('(a) engine alone: %d nodes, profiles %s; RSS %.0f MiB at start, %.0f MiB with the nodes, %.0f MiB after 3 passes'
           % (engine['nodes'], ', '.join(engine['profiles']), engine['rss_start_mib'], engine['rss_with_nodes_mib'],
              engine['rss_end_mib']))
-    print('%-32s %9s %12s %8s %12s %6s %12s' % ('pass', 'seconds', 'us per node', 'patches', 'notifications', 'gated',
-                                                 'transitions'))
+    header = ('pass', 'seconds', 'us per node', 'patches', 'notifications', 'gated', 'transitions')
+    print('%-32s %9s %12s %8s %12s %6s %12s' % header)
     for p in engine['passes']:
         print('%-32s %9.3f %12.1f %8d %12d %6d %12d' % (p['pass'], p['seconds'], p['per_node_us'], p['patches'],
                                                         p['notifications'], p['gate_entries'], p['transitions']))
@@ -381,8 +381,8 @@ def main() -> int:
         print('(b) controller against the API emulator: %d nodes (created in %.1f s), %d workers'
               % (emu['nodes'], emu['create_seconds'], emu['workers']))
         for c in emu['cycles']:
-            print('  cycle %-30s %7.2f s  %7.2f ms per node  %3d transitions' % (c['cycle'], c['seconds'], c['per_node_ms'],
-                                                                            c['transitions']))
+            row = (c['cycle'], c['seconds'], c['per_node_ms'], c['transitions'])
+            print('  cycle %-30s %7.2f s  %7.2f ms per node  %3d transitions' % row)
         print('  baseline LIST + %d merge patches (%d threads): %.2f s -> ratio first cycle/baseline %.2f'
               % (emu['nodes'], emu['workers'], emu['baseline_list_and_patch_seconds'], emu['ratio_first_cycle']))
         print('  baseline LIST only: %.3f s -> ratio steady cycle/baseline %.2f (the emulator costs ~0.5 ms per stored '
