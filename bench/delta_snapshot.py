@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
 
 from support.etcd_cluster import EtcdCluster  # noqa: E402
+from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import plan_chain  # noqa: E402
@@ -292,10 +293,9 @@ def main() -> None:
               'events/s (peak RSS %.0f MiB); ratio %.2f' % (
                   args.backlog, o['events_per_second'], o['rss_peak_mib'], e['events_per_second'], e['rss_peak_mib'],
                   ratio))
-    os.makedirs(os.path.join(HERE, 'results'), exist_ok=True)
-    with open(os.path.join(HERE, 'results', 'delta_snapshot.json'), 'w') as f:
-        json.dump({'ours': mine, 'etcdctl_watch': theirs, 'backlog': drained, 'seconds': args.seconds,
-                   'period': args.period}, f, indent=2)
+    write_summary(os.path.join(HERE, 'results', 'delta_snapshot.json'),
+                  {'ours': mine, 'etcdctl_watch': theirs, 'backlog': drained, 'seconds': args.seconds,
+                   'period': args.period})
 
 
 if __name__ == '__main__':

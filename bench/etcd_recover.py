@@ -12,7 +12,6 @@ figures are printed alone, with the data size they were measured at.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -23,6 +22,7 @@ sys.path.insert(0, os.path.join(REPO, 'lab'))
 
 import demo  # noqa: E402  (playbook, load, read_all, lose_for_good)
 import lab  # noqa: E402
+from summary_file import write_summary  # noqa: E402
 
 
 def timed_recover(state: str, store: str, hosts, data) -> float:
@@ -62,9 +62,7 @@ def main() -> int:
           % args.keys)
     for name, secs in results.items():
         print('  %-18s %6.1f s' % (name, secs))
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, 'w') as f:
-        json.dump({'keys': args.keys, 'seconds': results}, f, indent=2)
+    write_summary(args.output, {'keys': args.keys, 'seconds': results})
     return 0
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import os
 import shutil
 import statistics
@@ -29,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
 
 from support.etcd_cluster import EtcdCluster  # noqa: E402
+from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (  # noqa: E402
     EtcdConnection,
@@ -128,10 +128,7 @@ def main() -> int:
                          '+ rename + fsync dir + metadata publish',
             'etcdctl_does': 'stream + write .part + fsync + rename',
         }
-        os.makedirs(os.path.dirname(args.output), exist_ok=True)
-        with open(args.output, 'w') as f:
-            json.dump(summary, f, indent=2)
-        print('summary written to %s' % args.output)
+        write_summary(args.output, summary)
     finally:
         cluster.stop()
         if not args.work_dir:

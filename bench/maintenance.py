@@ -41,7 +41,6 @@ import concurrent.futures
 import contextlib
 import copy
 import gc
-import json
 import os
 import platform
 import sys
@@ -65,6 +64,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state 
 from steward_controller.maintenance import slim  # noqa: E402
 from steward_controller.maintenance_leases import CachedLeaseStore, LeaseCache  # noqa: E402
 from steward_controller.maintenance_queue import NodeCache  # noqa: E402
+from summary_file import write_summary  # noqa: E402
 
 NOW = 1767258000.0     # 2026-01-01T09:00:00Z, a Thursday
 PROFILE = 'cloud.sap/maintenance-profile'
@@ -387,10 +387,7 @@ def main() -> int:
               % (emu['nodes'], emu['workers'], emu['baseline_list_and_patch_seconds'], emu['ratio_first_cycle']))
         print('  baseline LIST only: %.3f s -> ratio steady cycle/baseline %.2f (the emulator costs ~0.5 ms per stored '
               'object per request; it, not the engine, bounds these cycles)' % (emu['baseline_list_seconds'], emu['ratio_steady_cycle']))
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, 'w') as f:
-        json.dump(summary, f, indent=2)
-    print('summary written to %s' % args.output)
+    write_summary(args.output, summary)
     return 0
 
 

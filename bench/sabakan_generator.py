@@ -30,7 +30,6 @@ import argparse
 import copy
 import datetime
 import gc
-import json
 import math
 import os
 import platform
@@ -46,6 +45,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, 'lab'))
 
 from datacenter import generate_datacenter  # noqa: E402
+from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.generator import (  # noqa: E402
     generate, update, update_with_reason,
@@ -163,10 +163,7 @@ def main() -> int:
         'goal': {'machines': GOAL_SIZE, 'update_below_seconds': GOAL_SECONDS, 'met': verdict},
         'reference': 'none run (CKE generator is Go inside the CKE server, needs its own etcd)',
     }
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, 'w') as f:
-        json.dump(summary, f, indent=2)
-    print('summary written to %s' % args.output)
+    write_summary(args.output, summary)
     return 0
 
 
