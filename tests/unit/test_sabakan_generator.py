@@ -268,7 +268,7 @@ def test_update_records_what_changed():
     outcome = update_with_reason(cluster(cp(2), cp(5), cp(6), w(7), w(0)), TEMPLATE,
                                  {'control-plane-count': 3, 'minimum-workers': 2, 'maximum-workers': 2},
                                  MACHINES, now=NOW)
-    assert outcome.operation.changes == ['promote worker: 10.0.0.1', 'demote control plane: 10.0.0.3']
+    assert outcome.operation.changes == ['promote a worker: 10.0.0.1']  # CKE records only the promotion
     outcome = update_with_reason(cluster(cp(0), cp(2), cp(7), w(1)), TEMPLATE,
                                  {'control-plane-count': 3, 'maximum-workers': 1}, MACHINES, now=NOW)
     assert outcome.operation.changes == ['remove bad control plane: 10.0.0.3', 'add new control plane: 10.0.0.6']

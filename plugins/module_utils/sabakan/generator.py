@@ -64,6 +64,10 @@ OP_INCREASE_WORKER = 'increase worker'
 OP_DECREASE_WORKER = 'decrease worker'
 OP_TAINT_NODES = 'taint nodes'
 
+# CKE's change records (sabakan/op.go), word for word: logs and status read the same as CKE's.
+CHANGE_PROMOTE = 'promote a worker: '
+CHANGE_DEMOTE = 'demote a control plane: '
+
 
 @dataclass
 class Operation:
@@ -252,7 +256,7 @@ class Generator:
             if len(self.workers) > cstr.minimum_workers:
                 promote = self._select_cp_from_workers()
                 if promote is not None:
-                    op.record('promote worker: ' + promote.address)
+                    op.record(CHANGE_PROMOTE + promote.address)
                     self._remove_worker(promote)
                     self._add_cp(promote)
                     continue
@@ -347,7 +351,7 @@ class Generator:
             machine = self._deselect_cp()
             self._remove_cp(machine)
             if cstr.maximum_workers == 0 or len(self.workers) < cstr.maximum_workers:
-                op.record('demote control plane: ' + machine.address)
+                op.record(CHANGE_DEMOTE + machine.address)
                 self._add_worker(machine)
                 continue
             op.record('remove excessive control plane: ' + machine.address)
@@ -364,17 +368,17 @@ class Generator:
         self._remove_cp(bad)
         cstr = self.constraints
         if cstr.maximum_workers == 0 or len(self.workers) < cstr.maximum_workers:
-            op.record('demote control plane: ' + bad.address)
+            op.record(CHANGE_DEMOTE + bad.address)
             self._add_worker(bad)
             return op
         promote = self._select_cp_from_workers()
         if promote is None:
             op.record('remove bad control plane: ' + bad.address)
             return op
-        op.record('promote worker: ' + promote.address)
+        # CKE records only the promotion here; the swapped-out control plane shows in the node diff.
+        op.record(CHANGE_PROMOTE + promote.address)
         self._remove_worker(promote)
         self._add_cp(promote)
-        op.record('demote control plane: ' + bad.address)
         self._add_worker(bad)
         return op
 
