@@ -125,8 +125,10 @@ def _check_item(key: str, element: Any, where: str) -> Any:
 def query_variables(variables: Union[Mapping[str, Any], str, None], defaults: Mapping[str, Any]) -> Dict[str, Any]:
     """The {having, notHaving} to send: the user's object (or its JSON text) over `defaults`.
 
-    CKE semantics: a key the user gives replaces the default for that key entirely (no deep merge),
-    a key the user leaves out keeps the default, and an explicit null means "no condition".
+    A key the user gives replaces the default for that key entirely (no deep merge), a key the user
+    leaves out keeps the default, and an explicit null means "no condition". CKE instead sends a key
+    left out as null; keeping the default is deliberate (docs/sabakan.md, "Query variables"): a
+    narrowed `having` must not bring boot servers or RETIRED machines back.
     Unknown keys, unknown MachineParams fields and bad state names are rejected, naming the path.
     """
     if isinstance(variables, str):
