@@ -141,7 +141,7 @@ changes:
   type: list
   elements: str
   sample:
-    - "demote control plane: 10.0.0.3"
+    - "remove bad control plane: 10.0.0.3"
     - "add new control plane: 10.2.0.4"
 node_changes:
   description: Node-level differences between the old and the new cluster file.
