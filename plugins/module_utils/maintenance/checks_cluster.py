@@ -14,11 +14,11 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
-    IN_MAINTENANCE, OPERATIONAL, PROFILE_LABEL, REQUIRED, STATE_LABEL, contains_profile)
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import node_data
+    DATA_ANNOTATION, IN_MAINTENANCE, OPERATIONAL, PROFILE_LABEL, REQUIRED, STATE_LABEL, contains_profile)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import node_data, parse_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import (
     PluginParams, labels_of, name_of)
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import PluginError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import DataError, PluginError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields import Fields
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import NS
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.plugin_base import (
@@ -63,7 +63,13 @@ class ClusterSemver(CheckPlugin):
 
 
 def _most_recent_transition(node: Mapping[str, Any], profile: str) -> Optional[int]:
-    profiles = node_data(node).profiles
+    """The node's latest transition (of `profile`, if set); unreadable data is an error, as upstream: a node
+    in maintenance whose data cannot be read must not silently drop out of the count."""
+    md = node.get('metadata') or {}
+    try:
+        profiles = parse_data((md.get('annotations') or {}).get(DATA_ANNOTATION), md.get('labels') or {}).profiles
+    except DataError as exc:
+        raise PluginError('cannot read the data of in-maintenance node %s: %s' % (name_of(node), exc)) from None
     if profile:
         entry = profiles.get(profile)
         return entry.transition if entry else None

@@ -48,6 +48,23 @@ try:
 except ImportError:  # reported when a YAML text is loaded
     HAS_YAML = False
 
+_YAML_INT, _YAML_FLOAT, _YAML_STR = 'tag:yaml.org,2002:int', 'tag:yaml.org,2002:float', 'tag:yaml.org,2002:str'
+
+if HAS_YAML:
+    class _GoYamlLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+        """YAML as upstream reads it (go-yaml v2): YAML 1.1, but without base-60 numbers.
+
+        PyYAML reads an unquoted `start: 11:00` as the integer 660; go-yaml, and so upstream, as the text
+        "11:00". Every clock time in maintenance.yaml (timeWindow, scheduled) depends on that.
+        """
+
+        def resolve(self, kind, value, implicit):
+            tag = super().resolve(kind, value, implicit)
+            if kind is yaml.ScalarNode and implicit[0] and ':' in value and tag in (_YAML_INT, _YAML_FLOAT):
+                return _YAML_STR
+            return tag
+
+
 _VARIABLE = re.compile(r'\$\$\{|\$\{([^}:]+)(?::(\??)([^}]*))?\}')
 _NAME_FORBIDDEN = re.compile(r'[\s!&|()]')
 
@@ -257,7 +274,11 @@ def load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[
         if not HAS_YAML:
             raise ConfigError('the python library PyYAML is required to read maintenance.yaml')
         try:
-            source = yaml.safe_load(source) or {}
+            loader = _GoYamlLoader(source)
+            try:
+                source = loader.get_single_data() or {}
+            finally:
+                loader.dispose()
         except yaml.YAMLError as exc:
             raise ConfigError('maintenance.yaml is not valid YAML: %s' % exc) from None
     top = as_mapping(interpolate(source, os.environ if environ is None else environ), '(top)')

@@ -11,9 +11,11 @@ annotation's Notifications) and when the profile last changed state.
   not operational;
 * scheduled(instant hh:mm, weekdays): once a day at or after `instant` (UTC) on the given weekdays
   (upstream compares only the day of the month with the last send; here the whole date);
-* oneshot(delay, default 0): once per state change, when `delay` has passed since it (upstream only
-  fires if the first reconcile after the change comes after the delay; here it fires on the first
-  reconcile after the delay; with the default 0 both are the same).
+* oneshot(delay, default 1m as upstream): once per state change, on the first reconcile at least
+  `delay` after it, unless this instance already sent after the change (strictly after: a send at the
+  very instant of the change belongs to the state before). Upstream's versions differ here: an earlier
+  one only fired if the first reconcile after the change came after the delay; its later one, like
+  this, remembers whether it already sent for the current state.
 """
 
 from __future__ import annotations
@@ -93,12 +95,12 @@ class Oneshot(Schedule):
 
     @classmethod
     def from_config(cls, fields: Fields) -> 'Oneshot':
-        return cls(fields.duration('delay', default=0.0))
+        return cls(fields.duration('delay', default=60.0))
 
     def should_notify(self, at: ScheduleInput) -> bool:
         if at.state_change <= ZERO_TIME_NS:
             return False
-        if at.last_sent is not None and at.last_sent >= at.state_change:
+        if at.last_sent is not None and at.last_sent > at.state_change:
             return False
         return int(at.now * NS) - at.state_change >= self.delay * NS
 

@@ -163,7 +163,8 @@ def test_scheduled(inp, expected):
 
 @pytest.mark.parametrize('delay, inp, expected', [
     (0, at('in-maintenance', 'maintenance-required', 100.0, change=100.0), True),
-    (0, at('in-maintenance', 'in-maintenance', 200.0, last_sent=100.0, change=100.0), False),   # once per change
+    (0, at('in-maintenance', 'in-maintenance', 200.0, last_sent=160.0, change=100.0), False),   # once per change
+    (0, at('in-maintenance', 'in-maintenance', 200.0, last_sent=100.0, change=100.0), True),    # sent at the change: the state before
     (60, at('in-maintenance', 'maintenance-required', 130.0, change=100.0), False),
     (60, at('in-maintenance', 'in-maintenance', 160.0, change=100.0), True),                    # after the delay
     (60, at('in-maintenance', 'in-maintenance', 160.0, last_sent=50.0, change=100.0), True),    # sent for the previous state
@@ -175,6 +176,7 @@ def test_oneshot(delay, inp, expected):
 def test_schedule_config():
     assert Periodic.from_config(Fields(None, 's')) == Periodic(3600.0)
     assert Oneshot.from_config(Fields({'delay': '5m'}, 's')) == Oneshot(300.0)
+    assert Oneshot.from_config(Fields(None, 's')) == Oneshot(60.0)    # upstream's default delay is a minute
     with pytest.raises(ConfigError, match='^s.weekdays: required'):
         Scheduled.from_config(Fields({'instant': '10:00'}, 's'))
     with pytest.raises(ConfigError, match="^s.instant: '10' is not a time of day"):
