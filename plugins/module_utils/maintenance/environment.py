@@ -101,8 +101,9 @@ class ClusterView:
         return self.items
 
 
-def labels_of(node: Mapping[str, Any]) -> Dict[str, str]:
-    return dict((node.get('metadata') or {}).get('labels') or {})
+def labels_of(node: Mapping[str, Any]) -> Mapping[str, str]:
+    """The node's labels as stored, not a copy: cluster-scoped checks call this for every node on every check."""
+    return (node.get('metadata') or {}).get('labels') or {}
 
 
 def name_of(node: Mapping[str, Any]) -> str:
