@@ -61,9 +61,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import HttpPoster, SmtpSender  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile  # noqa: E402
 
-from steward_controller.maintenance import slim  # noqa: E402
-from steward_controller.maintenance_leases import CachedLeaseStore, LeaseCache  # noqa: E402
-from steward_controller.maintenance_queue import NodeCache  # noqa: E402
+from steward_controller.maintenance.controller import slim  # noqa: E402
+from steward_controller.maintenance.leases import CachedLeaseStore, LeaseCache  # noqa: E402
+from steward_controller.maintenance.queue import NodeCache  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
 NOW = 1767258000.0     # 2026-01-01T09:00:00Z, a Thursday
@@ -277,10 +277,10 @@ def written(runtime: Any) -> float:
 def emulator_part(count: int, workers: int) -> Dict[str, Any]:
     import kubernetes
     from support.kube import KubeServer
-    from steward_controller import metrics as metrics_mod, settings as settings_mod
-    from steward_controller.maintenance import MaintenanceController
-    from steward_controller.maintenance_config import parse_config_source
-    from steward_controller.runtime import Runtime
+    from steward_controller.core import metrics as metrics_mod, settings as settings_mod
+    from steward_controller.maintenance.controller import MaintenanceController
+    from steward_controller.maintenance.config import parse_config_source
+    from steward_controller.core.runtime import Runtime
 
     server = KubeServer().start()
     try:

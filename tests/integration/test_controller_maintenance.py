@@ -471,7 +471,7 @@ def test_max_maintenance_and_stagger_hold_with_100_nodes_and_two_replicas(kube, 
 # --- the gate on its own ---------------------------------------------------------------------------
 
 def test_gate_excludes_other_replicas_renews_and_notices_loss(kube):
-    from steward_controller.maintenance_gate import MaintenanceGate
+    from steward_controller.maintenance.gate import MaintenanceGate
     a = MaintenanceGate(kube, NS, 'replica-a', ttl=1.5, wait=1.0)
     b = MaintenanceGate(kube, NS, 'replica-b', ttl=1.5, wait=0.5)
     inside = threading.Event()

@@ -325,8 +325,8 @@ class SlowList:
 
 
 def repair_runtime(kube: KubeClient, identity: str):
-    from steward_controller import metrics, settings
-    from steward_controller.runtime import Runtime
+    from steward_controller.core import metrics, settings
+    from steward_controller.core.runtime import Runtime
     configuration = kubernetes.client.Configuration()
     configuration.host = kube.server.url
     client = SlowList(KubeClient(configuration), 0.3)
@@ -341,7 +341,7 @@ def integration_body(name: str) -> Dict[str, Any]:
 
 def race(kube: KubeClient, sabakan, racks_a: List[int], racks_b: List[int]) -> List[Any]:
     """Two loops (own identity, own client, own integration with its own query) run at the same moment."""
-    from steward_controller.sabakan import run_auto_repair
+    from steward_controller.sabakan.handlers import run_auto_repair
     runs: List[Any] = [None, None]
     barrier = threading.Barrier(2)
 
@@ -383,7 +383,7 @@ def test_two_repair_loops_racing_never_exceed_the_limit(kube, sabakan_server, mo
             kube.delete(REPAIRS + '/' + entry['metadata']['name'])
 
     # The same race without the mutex overfills the queue: the test above would see it.
-    import steward_controller.sabakan as handler
+    import steward_controller.sabakan.handlers as handler
     monkeypatch.setattr(handler, 'LeaseMutex', lambda *args, **kwargs: contextlib.nullcontext())
     race(kube, sabakan_server, [0, 1], [2, 3])
     assert len(kube.list(REPAIRS)) == 4

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from typing import Dict, List
 
-from steward_controller.maintenance_queue import NodeCache, WorkQueue, older
+from steward_controller.maintenance.queue import NodeCache, WorkQueue, older
 
 
 def node(name: str, version: str, state: str = '') -> Dict:

@@ -18,8 +18,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import HttpPoster
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
 
-from steward_controller.maintenance import DEFERRALS, StaleNode, error_kind, slim
-from steward_controller.maintenance_leases import CachedLeaseStore, LeaseCache
+from steward_controller.maintenance.controller import DEFERRALS, StaleNode, error_kind, slim
+from steward_controller.maintenance.leases import CachedLeaseStore, LeaseCache
 
 NOW = 1767225600.0   # 2026-01-01T00:00:00Z
 CONFIG = load_config('''

@@ -13,11 +13,11 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeUnavailable
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 
-from steward_controller import settings
+from steward_controller.core import settings
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import (
     ConfigSource, extract_text, parse_config_source)
 
-from steward_controller.maintenance_config import ConfigWatcher
+from steward_controller.maintenance.config import ConfigWatcher
 
 GOOD = 'intervals: {requeue: 1m}\nprofiles: [{name: p}]\n'
 OTHER = 'intervals: {requeue: 5s}\nprofiles: [{name: q}]\n'
@@ -60,13 +60,15 @@ def test_source_paths_and_event_object():
 
 
 def test_settings_flag_and_environment(monkeypatch):
-    assert settings.parse(['--maintenance-config', 'secret/ns/mc/k']).maintenance_config == ConfigSource('secret', 'ns', 'mc', 'k')
+    assert settings.parse(['--maintenance-config', 'secret/ns/mc/k']).options('maintenance').config == ConfigSource(
+        'secret', 'ns', 'mc', 'k')
     monkeypatch.setenv('STEWARD_MAINTENANCE_CONFIG', 'configmap/ns/mc')
     monkeypatch.setenv('STEWARD_MAINTENANCE_WORKERS', '3')
     parsed = settings.parse([])
-    assert parsed.maintenance_config == ConfigSource('configmap', 'ns', 'mc') and parsed.maintenance_workers == 3
+    options = parsed.options('maintenance')
+    assert options.config == ConfigSource('configmap', 'ns', 'mc') and options.workers == 3
     monkeypatch.setenv('STEWARD_MAINTENANCE_CONFIG', '')
-    assert settings.parse([]).maintenance_config is None
+    assert settings.parse([]).options('maintenance').config is None
     with pytest.raises(SystemExit):
         settings.parse(['--maintenance-config', 'pod/ns/x'])
     with pytest.raises(SystemExit):

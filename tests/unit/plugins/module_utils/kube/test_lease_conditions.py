@@ -65,7 +65,7 @@ def test_api_path():
 
 
 def test_health_goes_stale_and_ready_needs_the_api():
-    from steward_controller.metrics import Health  # controller/ is on PYTHONPATH (Makefile)
+    from steward_controller.core.metrics import Health  # controller/ is on PYTHONPATH (Makefile)
     now = [1000.0]
     health = Health(clock=lambda: now[0], stale_after=60)
     assert health.live()[0] and not health.ready()[0]  # nothing registered yet; API never answered

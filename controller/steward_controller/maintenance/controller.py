@@ -50,12 +50,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state 
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import ConfigSource
 
-from steward_controller.maintenance_config import ConfigWatcher, PollOutcome
-from steward_controller.maintenance_gate import GateHold, GateLost, MaintenanceGate
-from steward_controller.maintenance_leases import CachedLeaseStore, LeaseCache
-from steward_controller.maintenance_queue import NodeCache, WorkQueue, resource_version
-from steward_controller.maintenance_shuffles import ShuffleError, kube_lookup, pods_on, shuffle_records
-from steward_controller.runtime import Runtime
+from steward_controller.maintenance.config import ConfigWatcher, PollOutcome
+from steward_controller.maintenance.gate import GateHold, GateLost, MaintenanceGate
+from steward_controller.maintenance.leases import CachedLeaseStore, LeaseCache
+from steward_controller.maintenance.queue import NodeCache, WorkQueue, resource_version
+from steward_controller.maintenance.shuffles import ShuffleError, kube_lookup, pods_on, shuffle_records
+from steward_controller.core.runtime import Runtime
 
 log = logging.getLogger('steward.maintenance')
 
@@ -70,7 +70,7 @@ STOP_SECONDS = 5.0             # workers finish the node in hand; a drain in fli
 
 
 def register(registry: Any, runtime: Runtime) -> None:
-    source = runtime.settings.maintenance_config
+    source = runtime.settings.options('maintenance').config
     if source is None:
         log.info('node maintenance is off (no --maintenance-config)')
         return
@@ -184,7 +184,7 @@ class MaintenanceController:
         self.client = runtime.client
         self.metrics = runtime.metrics
         self.source = source
-        self.workers = workers or runtime.settings.maintenance_workers
+        self.workers = workers or runtime.settings.options('maintenance').workers
         self.watcher = ConfigWatcher(source, lambda: self.client.get_or_none(source.path))
         self.cache = NodeCache()
         self.queue = WorkQueue()
@@ -352,7 +352,7 @@ class MaintenanceController:
                            pods_on_node=lambda name: pods_on(self.client, name),
                            leases=CachedLeaseStore(self.api_leases, self.lease_cache, lambda: scope.hold is not None),
                            kube=_TrackingClient(self.client, scope), smtp=self.smtp, http=self.http,
-                           slack_api_url=self.runtime.settings.slack_api_url,
+                           slack_api_url=self.runtime.settings.options('maintenance').slack_api_url,
                            gate=lambda: self.enter_gate(scope), commit=lambda name, patch: self.commit(scope, patch))
 
     def reconcile_node(self, name: str) -> Optional[ReconcileResult]:

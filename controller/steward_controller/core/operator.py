@@ -5,17 +5,16 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
 import kopf
 
 from steward_controller import GROUP
-from steward_controller.runtime import Runtime
+from steward_controller.core.loops import all_loops
+from steward_controller.core.runtime import Runtime
 
-# Each module has register(registry, runtime) and keeps its handlers thin.
-HANDLER_MODULES = ('steward_controller.etcd_backup', 'steward_controller.sabakan', 'steward_controller.maintenance')
+log = logging.getLogger('steward.operator')
 
 
 def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
@@ -40,6 +39,8 @@ def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
         settings.process.ultimate_exiting_timeout = 10
         logging.getLogger('kopf.objects').setLevel(logging.WARNING)
 
-    for name in HANDLER_MODULES:
-        importlib.import_module(name).register(registry, runtime)
+    for loop in all_loops():
+        if runtime.settings.enabled(loop.name):
+            loop.register(registry, runtime)
+    log.info('control loops: %s', ', '.join(runtime.settings.controllers) or 'none')
     return registry

@@ -35,7 +35,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 
 from steward_controller import GROUP, VERSION
-from steward_controller.runtime import Runtime, resource_label
+from steward_controller.core.runtime import Runtime, resource_label
 
 PLURAL = 'etcdbackups'
 ON_DEMAND = GROUP + '/full-snapshot'

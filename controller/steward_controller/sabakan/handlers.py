@@ -37,7 +37,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integratio
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import RETIRED
 
 from steward_controller import GROUP, VERSION
-from steward_controller.runtime import Runtime, resource_label
+from steward_controller.core.runtime import Runtime, resource_label
 
 log = logging.getLogger('steward.sabakan')
 
@@ -45,6 +45,7 @@ PLURAL = 'sabakanintegrations'
 KIND = 'SabakanIntegration'
 NODES = api_path('v1', 'nodes')
 REPAIR_LEASE = 'steward-repair-queue'
+REPAIR_LOOP = 'repair'     # --controllers: auto-repair runs only in a process that selected it
 REPAIR_MUTEX_TTL = 30.0    # a crashed holder blocks the queue at most this long
 REPAIR_MUTEX_WAIT = 30.0
 RETRY_SECONDS = 5.0        # when the object itself cannot be read
@@ -216,7 +217,7 @@ class IntegrationLoop:
         digest = template_hash(template)
         outcome, cluster = self.integrate(body, spec, template, digest)
         repair: Optional[RepairRun] = None
-        if spec.auto_repair:
+        if spec.auto_repair and self.runtime.settings.enabled(REPAIR_LOOP):
             repair = run_auto_repair(self.runtime, body, spec, cluster)
         else:
             count_repair_entries(self.runtime)

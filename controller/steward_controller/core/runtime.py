@@ -15,8 +15,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.events import NORMAL, WARNING, post_event
 
 from steward_controller import API_VERSION
-from steward_controller.metrics import Health, Metrics
-from steward_controller.settings import Settings
+from steward_controller.core.metrics import Health, Metrics
+from steward_controller.core.settings import Settings
 
 log = logging.getLogger('steward.controller')
 
