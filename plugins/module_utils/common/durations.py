@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Durations as every format we read writes them: Go's `time.ParseDuration` (`90s`, `1h30m`, `1.5h`,
+`300ms`, `0`) as MCM, DWD, etcd-druid, CKE and maintenance-controller configs use it, Kubernetes'
+metav1.Duration (the same syntax), and a bare number meaning seconds (YAML/Ansible options).
+
+The one home of duration parsing: areas call `parse_duration` and wrap nothing else around it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
+
+NS = 10 ** 9
+_UNITS = {'ns': 1, 'us': 10 ** 3, 'µs': 10 ** 3, 'μs': 10 ** 3, 'ms': 10 ** 6, 's': NS, 'm': 60 * NS, 'h': 3600 * NS}
+_COMPONENT = re.compile(r'(\d*)(?:\.(\d*))?([a-zµμ]+)')
+EXAMPLES = 'e.g. 300ms, 90s, 1m30s, 24h'
+
+
+def parse_duration_ns(value: Any, field: str, allow_negative: bool = False) -> int:
+    """Nanoseconds. Numbers are seconds; strings follow Go's time.ParseDuration exactly."""
+    if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
+        raise InvalidInput(field, 'duration', 'expected a duration (%s), got %s' % (EXAMPLES, shown(value)), value)
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInput(field, 'duration', 'expected a finite duration, got %s' % shown(value), value)
+        total = int(round(value * NS))
+    else:
+        total = _parse_go(value.strip(), field, value)
+    if total < 0 and not allow_negative:
+        raise InvalidInput(field, 'non-negative', 'must not be negative, got %s' % shown(value), value)
+    return total
+
+
+def parse_duration(value: Any, field: str, allow_negative: bool = False) -> float:
+    """The same in seconds (float)."""
+    return parse_duration_ns(value, field, allow_negative) / NS
+
+
+def optional_duration(value: Any, field: str, default: Optional[float]) -> Optional[float]:
+    """`default` when the value is absent (None or ''), else parse_duration."""
+    if value is None or value == '':
+        return default
+    return parse_duration(value, field)
+
+
+def _parse_go(text: str, field: str, original: Any) -> int:
+    bad = InvalidInput(field, 'duration', '%s is not a duration (%s)' % (shown(original), EXAMPLES), original)
+    body = text[1:] if text[:1] in '+-' else text
+    sign = -1 if text[:1] == '-' else 1
+    if body == '0':
+        return 0
+    if not body:
+        raise bad
+    pos, total = 0, 0
+    while pos < len(body):
+        match = _COMPONENT.match(body, pos)
+        if not match or (not match.group(1) and not match.group(2)) or match.group(3) not in _UNITS:
+            raise bad
+        unit = _UNITS[match.group(3)]
+        whole = int(match.group(1) or 0)
+        fraction = match.group(2) or ''
+        total += whole * unit + (int(fraction) * unit // 10 ** len(fraction) if fraction else 0)
+        pos = match.end()
+    return sign * total
+
+
+def format_duration(seconds: float) -> str:
+    """Go's Duration.String() for whole and fractional seconds: `1h2m3s`, `1.5s`, `0s`."""
+    if seconds == 0:
+        return '0s'
+    sign = '-' if seconds < 0 else ''
+    rest = abs(seconds)
+    hours, rest = divmod(rest, 3600)
+    minutes, rest = divmod(rest, 60)
+    text = ('%dh' % hours if hours else '') + ('%dm' % minutes if hours or minutes else '')
+    secs = ('%.9f' % rest).rstrip('0').rstrip('.')
+    return sign + text + secs + 's'

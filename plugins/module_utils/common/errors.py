@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one error for bad input, shared by every area: which field, which value, which rule.
+
+Areas keep their own exception base for what goes wrong while acting (EtcdError, KubeError, ...);
+an input that fails validation raises InvalidInput before anything acts, in check mode too.
+Modules turn it into `fail_json(msg=str(exc), field=..., rule=...)`; the controller into a
+`SpecValid=False` condition naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class InvalidInput(ValueError):
+    """An input broke a rule. `field` is its path (`timeout`, `spec.replicas`, `hosts[2].members`),
+    `rule` a short stable word callers may match on (`positive`, `absolute-path`, `dns-subdomain`, ...),
+    `value` the offending value (never shown for secrets: pass `secret=True`)."""
+
+    def __init__(self, field: str, rule: str, message: str, value: Any = None, secret: bool = False):
+        self.field = field
+        self.rule = rule
+        self.value = None if secret else value
+        self.detail = message
+        super().__init__('%s: %s' % (field, message) if field else message)
+
+    def at(self, prefix: str) -> 'InvalidInput':
+        """The same error with its field placed under `prefix` (`spec` + `replicas` -> `spec.replicas`)."""
+        field = prefix + ('.' + self.field if self.field and not self.field.startswith('[') else self.field)
+        return InvalidInput(field, self.rule, self.detail, self.value)
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as an error message shows it: repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def field_of(parent: Optional[str], key: Any) -> str:
+    """`parent.key` or `parent[3]`; just the key when there is no parent."""
+    if isinstance(key, int):
+        return '%s[%d]' % (parent or '', key)
+    return '%s.%s' % (parent, key) if parent else str(key)

@@ -1,0 +1,174 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The validation home: every input (module options, host facts, config files, custom resources)
+passes these checks before anything acts, in check mode too. Each check returns the clean value
+or raises InvalidInput(field, rule, message); none of them touches anything but the filesystem's
+metadata (stat), so a check never changes state.
+
+Durations: common/durations.py. Kubernetes and DNS names: common/names.py.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from typing import Any, Iterable, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
+
+# Every timeout has an upper bound: a typo of 1e999 must not turn into "wait forever".
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+# Directories never used as data dirs, stores or roots to move or delete.
+SYSTEM_DIRS = frozenset(['/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/libx32', '/media',
+                         '/mnt', '/opt', '/proc', '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/var',
+                         '/usr/bin', '/usr/lib', '/usr/local', '/usr/sbin', '/var/lib', '/var/log', '/var/run'])
+
+
+def number(value: Any, field: str, minimum: Optional[float] = None, maximum: Optional[float] = None,
+           exclusive_minimum: bool = False) -> float:
+    """A finite real number within bounds (bools are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise InvalidInput(field, 'number', 'expected a number, got %s' % shown(value), value) from None
+        else:
+            raise InvalidInput(field, 'number', 'expected a number, got %s' % shown(value), value)
+    if not math.isfinite(value):
+        raise InvalidInput(field, 'finite', 'must be a finite number, got %s' % shown(value), value)
+    if minimum is not None and (value <= minimum if exclusive_minimum else value < minimum):
+        raise InvalidInput(field, 'minimum', 'must be %s %s, got %s' % (
+            'greater than' if exclusive_minimum else 'at least', _fmt(minimum), shown(value)), value)
+    if maximum is not None and value > maximum:
+        raise InvalidInput(field, 'maximum', 'must be at most %s, got %s' % (_fmt(maximum), shown(value)), value)
+    return float(value)
+
+
+def integer(value: Any, field: str, minimum: Optional[int] = None, maximum: Optional[int] = None) -> int:
+    """A whole number within bounds (no bools, no 2.5; '3' is refused where a YAML int is expected)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidInput(field, 'integer', 'expected a whole number, got %s' % shown(value), value)
+    if minimum is not None and value < minimum:
+        raise InvalidInput(field, 'minimum', 'must be at least %d, got %d' % (minimum, value), value)
+    if maximum is not None and value > maximum:
+        raise InvalidInput(field, 'maximum', 'must be at most %d, got %d' % (maximum, value), value)
+    return value
+
+
+def timeout(value: Any, field: str, maximum: float = MAX_TIMEOUT_SECONDS) -> float:
+    """Seconds to wait: positive, finite, at most `maximum` (a week by default)."""
+    return number(value, field, minimum=0, maximum=maximum, exclusive_minimum=True)
+
+
+def text(value: Any, field: str, allow_empty: bool = False, max_length: int = 4096) -> str:
+    """A one-line string: no newline, carriage return or NUL (names, reasons, identifiers)."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, 'string', 'expected a string, got %s' % shown(value), value)
+    if not value and not allow_empty:
+        raise InvalidInput(field, 'non-empty', 'must not be empty', value)
+    if any(c in value for c in '\n\r\x00'):
+        raise InvalidInput(field, 'one-line', 'must not contain a newline, carriage return or NUL, got %s'
+                           % shown(value), value)
+    if len(value) > max_length:
+        raise InvalidInput(field, 'max-length', 'must be at most %d characters, got %d' % (max_length, len(value)))
+    return value
+
+
+def path_component(value: Any, field: str) -> str:
+    """One name inside a directory: no `/`, not `.` or `..`, one line."""
+    name = text(value, field)
+    if '/' in name or name in ('.', '..'):
+        raise InvalidInput(field, 'path-component', 'must be a single name without "/" and not "." or "..", got %s'
+                           % shown(value), value)
+    return name
+
+
+def absolute_path(value: Any, field: str) -> str:
+    """An absolute, normalised path (`..` segments refused rather than resolved)."""
+    path = text(value, field)
+    if not os.path.isabs(path):
+        raise InvalidInput(field, 'absolute-path', 'must be an absolute path, got %s' % shown(value), value)
+    if '..' in path.split('/'):
+        raise InvalidInput(field, 'absolute-path', 'must not contain "..", got %s' % shown(value), value)
+    return os.path.normpath(path)
+
+
+def existing_file(value: Any, field: str, readable: bool = True) -> str:
+    """A path naming an existing regular file (after symlinks), readable by this process."""
+    path = text(value, field)
+    path = os.path.expanduser(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InvalidInput(field, 'exists', '%s does not exist' % shown(path), path) from None
+    except OSError as exc:
+        raise InvalidInput(field, 'exists', 'cannot read %s: %s' % (shown(path), exc.strerror), path) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidInput(field, 'file', '%s is not a regular file' % shown(path), path)
+    if readable and not os.access(path, os.R_OK):
+        raise InvalidInput(field, 'readable', '%s is not readable by this user' % shown(path), path)
+    return path
+
+
+def existing_dir(value: Any, field: str) -> str:
+    """A path naming an existing directory."""
+    path = os.path.expanduser(text(value, field))
+    if not os.path.isdir(path):
+        rule, what = ('directory', 'is not a directory') if os.path.exists(path) else ('exists', 'does not exist')
+        raise InvalidInput(field, rule, '%s %s' % (shown(path), what), path)
+    return path
+
+
+def safe_target_dir(value: Any, field: str) -> str:
+    """A directory we may create, move aside or delete: absolute, not a symlink, not a system directory,
+    and either absent or a real directory (never a regular file)."""
+    path = absolute_path(value, field)
+    if path in SYSTEM_DIRS:
+        raise InvalidInput(field, 'system-dir', 'refusing %s: a system directory' % shown(path), path)
+    if os.path.islink(path):
+        raise InvalidInput(field, 'not-symlink', '%s is a symbolic link; give the real directory' % shown(path), path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InvalidInput(field, 'directory', '%s exists and is not a directory' % shown(path), path)
+    return path
+
+
+def file_mode(value: Any, field: str) -> int:
+    """A file mode as ansible.builtin.file reads it: an octal string ('0600', '600', '0o600', up to 0o7777)
+    or an int that already is the mode's value (YAML's 0600 is 384). A bare int above 0o777, like 644,
+    is refused: YAML read it as decimal (= 0o1204), which is never what was meant."""
+    if isinstance(value, bool):
+        raise InvalidInput(field, 'file-mode', 'expected an octal mode such as "0600", got %s' % shown(value), value)
+    if isinstance(value, int):
+        # YAML's `mode: 0644` arrives as 420 and is fine; `mode: 644` arrives as 644 (= 0o1204: sticky bit set).
+        # An int above 0o777 is that mistake far more often than a wish for setuid/setgid/sticky bits.
+        if not 0 <= value <= 0o777:
+            hint = (' (YAML read %d as a decimal number; quote it: "0%d")' % (value, value)
+                    if set(str(value)) <= set('01234567') else '')
+            raise InvalidInput(field, 'file-mode', 'must be an octal mode up to 0777 or a quoted string such as '
+                               '"0600", got %s%s' % (shown(value), hint), value)
+        return value
+    if isinstance(value, str):
+        digits = value[2:] if value.lower().startswith('0o') else value
+        if digits and len(digits) <= 5 and set(digits) <= set('01234567'):
+            mode = int(digits, 8)
+            if mode <= 0o7777:
+                return mode
+    raise InvalidInput(field, 'file-mode', 'expected an octal mode such as "0600", got %s' % shown(value), value)
+
+
+def one_of(value: Any, field: str, choices: Iterable[Any]) -> Any:
+    options = list(choices)
+    if value not in options:
+        raise InvalidInput(field, 'choice', 'must be one of %s, got %s' % (', '.join(repr(c) for c in options),
+                                                                          shown(value)), value)
+    return value
+
+
+def _fmt(value: float) -> str:
+    return ('%d' % value) if float(value).is_integer() else ('%g' % value)

@@ -1,0 +1,126 @@
+"""The validation home: each check returns the clean value or names field, rule and value."""
+
+import math
+import os
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import durations, names, validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+
+
+def rule_of(fn, *args, **kwargs):
+    with pytest.raises(InvalidInput) as info:
+        fn(*args, **kwargs)
+    return info.value.rule
+
+
+@pytest.mark.parametrize('value, expected', [
+    ('0', 0.0), (0, 0.0), ('90s', 90.0), ('1m30s', 90.0), ('1.5h', 5400.0), ('300ms', 0.3), ('.5s', 0.5),
+    ('1h2m3s4ms', 3723.004), (2.5, 2.5), ('+10s', 10.0), ('1us', 1e-6), ('2µs', 2e-6),
+])
+def test_durations_read_go_syntax_and_seconds(value, expected):
+    assert durations.parse_duration(value, 'f') == pytest.approx(expected)
+
+
+@pytest.mark.parametrize('value, rule', [
+    ('', 'duration'), ('10', 'duration'), ('10 s', 'duration'), ('1d', 'duration'), (None, 'duration'),
+    (True, 'duration'), ([], 'duration'), (math.inf, 'duration'), (math.nan, 'duration'), ('-5s', 'non-negative'),
+    (-1, 'non-negative'), ('s', 'duration'), ('1.s5', 'duration'),
+])
+def test_durations_refuse(value, rule):
+    assert rule_of(durations.parse_duration, value, 'spec.interval') == rule
+
+
+def test_duration_error_names_the_field():
+    with pytest.raises(InvalidInput, match=r"^spec.timeout: '1d' is not a duration"):
+        durations.parse_duration('1d', 'spec.timeout')
+    assert durations.parse_duration('-5s', 'x', allow_negative=True) == -5.0
+    assert durations.optional_duration('', 'x', 7.0) == 7.0 and durations.optional_duration('2s', 'x', 7.0) == 2.0
+
+
+@pytest.mark.parametrize('seconds, text', [(0, '0s'), (90, '1m30s'), (3600, '1h0m0s'), (1.5, '1.5s'), (-2, '-2s')])
+def test_format_duration_is_go_string(seconds, text):
+    assert durations.format_duration(seconds) == text
+
+
+@pytest.mark.parametrize('value', [0, -1, math.inf, math.nan, 1e999, True, 'abc', None, [], 8 * 24 * 3600])
+def test_timeout_refuses(value):
+    with pytest.raises(InvalidInput):
+        validate.timeout(value, 'timeout')
+
+
+def test_timeout_and_numbers_accept():
+    assert validate.timeout(0.5, 't') == 0.5 and validate.timeout('3', 't') == 3.0
+    assert validate.number(0, 'n', minimum=0) == 0.0
+    assert validate.integer(3.0, 'i') == 3 and rule_of(validate.integer, '3', 'i') == 'integer'
+    assert rule_of(validate.integer, 2.5, 'i') == 'integer' and rule_of(validate.integer, 0, 'i', minimum=1) == 'minimum'
+
+
+@pytest.mark.parametrize('value, rule', [('', 'non-empty'), ('a\nb', 'one-line'), ('a\x00', 'one-line'), (3, 'string'),
+                                         ('x' * 5000, 'max-length')])
+def test_text_refuses(value, rule):
+    assert rule_of(validate.text, value, 'name') == rule
+
+
+@pytest.mark.parametrize('value', ['a/b', '..', '.', 'x/../../escaped', 'a\nb'])
+def test_path_component_refuses(value):
+    with pytest.raises(InvalidInput):
+        validate.path_component(value, 'reason')
+
+
+def test_paths(tmp_path):
+    f = tmp_path / 'f'
+    f.write_text('x')
+    assert validate.existing_file(str(f), 'ca_cert') == str(f)
+    assert rule_of(validate.existing_file, str(tmp_path), 'ca_cert') == 'file'
+    assert rule_of(validate.existing_file, str(tmp_path / 'missing'), 'ca_cert') == 'exists'
+    assert validate.existing_dir(str(tmp_path), 'd') == str(tmp_path)
+    assert rule_of(validate.existing_dir, str(f), 'd') == 'directory'
+    assert rule_of(validate.absolute_path, 'rel/x', 'p') == 'absolute-path'
+    assert rule_of(validate.absolute_path, '/a/../b', 'p') == 'absolute-path'
+    assert validate.absolute_path('/a//b/', 'p') == '/a/b'
+
+
+def test_safe_target_dir(tmp_path):
+    assert rule_of(validate.safe_target_dir, '/', 'data_dir') == 'system-dir'
+    assert rule_of(validate.safe_target_dir, '/etc', 'data_dir') == 'system-dir'
+    f = tmp_path / 'file'
+    f.write_text('x')
+    assert rule_of(validate.safe_target_dir, str(f), 'data_dir') == 'directory'
+    link = tmp_path / 'link'
+    os.symlink(str(tmp_path), str(link))
+    assert rule_of(validate.safe_target_dir, str(link), 'data_dir') == 'not-symlink'
+    assert validate.safe_target_dir(str(tmp_path / 'new'), 'data_dir') == str(tmp_path / 'new')
+
+
+@pytest.mark.parametrize('value, mode', [('0600', 0o600), ('600', 0o600), ('0o750', 0o750), (420, 0o644), (0o700, 0o700),
+                                         ('04755', 0o4755)])
+def test_file_mode_accepts(value, mode):
+    assert validate.file_mode(value, 'mode') == mode
+
+
+@pytest.mark.parametrize('value', [644, 600, 'rw', '0999', -1, True, None, '', 1.5])
+def test_file_mode_refuses(value):
+    assert rule_of(validate.file_mode, value, 'mode') == 'file-mode'
+
+
+def test_names():
+    assert names.dns_subdomain('a-b.c', 'n') == 'a-b.c' and names.dns_label('abc', 'n') == 'abc'
+    for bad in ('', 'A', '-a', 'a_b', 'a' * 254, None):
+        with pytest.raises(InvalidInput):
+            names.dns_subdomain(bad, 'metadata.name')
+    assert rule_of(names.dns_label, 'a.b', 'n') == 'dns-label'
+    assert names.qualified_name('cloud.sap/maintenance-state', 'k') and names.qualified_name('node', 'k')
+    for bad in ('a/', '/a', 'Bad_/x', 'x' * 64, 'a b'):
+        with pytest.raises(InvalidInput):
+            names.qualified_name(bad, 'k')
+    assert names.label_value('', 'v') == '' and rule_of(names.label_value, '-x', 'v') == 'label-value'
+
+
+def test_invalid_input_carries_and_relocates():
+    err = InvalidInput('replicas', 'minimum', 'must be at least 0', -1)
+    assert str(err) == 'replicas: must be at least 0' and err.value == -1
+    moved = err.at('spec')
+    assert moved.field == 'spec.replicas' and str(moved) == 'spec.replicas: must be at least 0'
+    assert InvalidInput('password', 'x', 'bad', 'hunter2', secret=True).value is None
