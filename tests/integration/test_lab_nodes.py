@@ -5,6 +5,7 @@ partitioned or its instance stops, recovery on heal, deletion only of Nodes whos
 from __future__ import annotations
 
 import datetime
+import math
 import time
 
 import pytest
@@ -32,6 +33,13 @@ def lab(tmp_path, ec2):
     emulator.stop()
     kube.close()
     server.stop()
+
+
+def wait_passes(emulator, seconds):
+    """Until the emulator has made enough passes to cover `seconds` of its time (not wall time: a loaded
+    machine slows the passes, and a check that something did NOT happen must wait for passes, not seconds)."""
+    wanted = emulator.stats['passes'] + int(math.ceil(seconds / emulator.tick)) + 2
+    wait_for(lambda: emulator.stats['passes'] >= wanted, 60 + 10 * seconds, 0.05, '%d emulator passes' % wanted)
 
 
 def launch(ec2, count=1, instance_type='t3.small'):
@@ -73,9 +81,10 @@ def test_running_instances_get_nodes_and_renewed_leases(lab):
     assert lease['metadata']['ownerReferences'][0]['uid'] == found['metadata']['uid']
     first = renew_time(kube, name)
     wait_for(lambda: renew_time(kube, name) > first, 10, 0.1, 'a renewal')
-    describes = emulator.stats['describe_instances']
-    time.sleep(RENEW * 3)
-    assert emulator.stats['describe_instances'] - describes <= 4  # one inventory per renew interval
+    listings = emulator.stats['describe_instance_status']
+    wait_passes(emulator, RENEW * 3)
+    assert emulator.stats['describe_instance_status'] - listings <= 4  # one inventory per renew interval
+    assert emulator.stats['describe_instances'] == 1  # names and types once, for the one new instance
     assert ec2.calls() == 1  # only the test's RunInstances: the lab's kubelets are not counted
 
 
@@ -122,7 +131,7 @@ def test_stopped_instance_goes_unknown_but_stays_terminated_instance_is_deleted(
     wait_for(lambda: node(kube, terminated) is None, GRACE * 4 + 20, 0.1, 'the terminated node deleted')
     assert kube.get_or_none(LEASES + '/' + terminated) is None
     wait_for(lambda: ready(kube, stopped) == 'Unknown', GRACE * 4 + 10, 0.1, 'the stopped node Unknown')
-    time.sleep(DELETE_AFTER + 3 * RENEW)
+    wait_passes(emulator, DELETE_AFTER + 3 * RENEW)
     assert node(kube, stopped) is not None  # its instance still exists: never deleted
     client.start_instances(InstanceIds=[stopped_id])
     wait_for(lambda: ready(kube, stopped) == 'True', 30, 0.1, 'the restarted node Ready')
@@ -148,14 +157,14 @@ def test_claimed_sabakan_machines_get_nodes_named_by_address(lab):
 
 
 def test_nodes_it_did_not_register_are_never_touched(lab):
-    kube, ec2, _emulator = lab
+    kube, ec2, emulator = lab
     kube.create(NODES, {'metadata': {'name': 'hand-made'}, 'status': {'conditions': [
         {'type': 'Ready', 'status': 'True'}]}})
     (_, name), = launch(ec2)
     kube.create(NODES, {'metadata': {'name': name}, 'spec': {'providerID': 'somebody-else'}})
     (_, other), = launch(ec2)
     wait_for(lambda: ready(kube, other) == 'True', 30, 0.1, 'the other node')
-    time.sleep(GRACE + 3 * RENEW)
+    wait_passes(emulator, GRACE + 3 * RENEW)
     assert MARKER not in (node(kube, name)['metadata'].get('annotations') or {})
     assert node(kube, name)['spec'] == {'providerID': 'somebody-else'}
     assert ready(kube, 'hand-made') == 'True' and not node(kube, 'hand-made').get('spec', {}).get('taints')
