@@ -26,10 +26,12 @@ class KubeServer:
 
     status_delay: seconds before a workload's status follows its spec (None: no status mover);
     host / port: where to listen (port 0: a free one; `.url` tells which);
-    history_limit / request_log_limit: bound kmock's per-object history and request log (a long-running lab)."""
+    history_limit / request_log_limit: bound kmock's per-object history and the finished requests kept in its
+    request log (see FidelityEmulator._forget_served_requests: kmock 0.8 scans its whole request log for every
+    request); nothing in the tests reads either."""
 
     def __init__(self, status_delay: Optional[float] = DEFAULT_STATUS_DELAY, host: str = '127.0.0.1', port: int = 0,
-                 history_limit: Optional[int] = None, request_log_limit: Optional[int] = None) -> None:
+                 history_limit: Optional[int] = 16, request_log_limit: Optional[int] = 0) -> None:
         self.status_delay = status_delay
         self.host, self.port = host, port
         self.history_limit, self.request_log_limit = history_limit, request_log_limit
@@ -145,7 +147,7 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
     server = KubeServer(status_delay=args.status_delay if args.status_delay > 0 else None, host=args.host,
-                        port=args.port, history_limit=16, request_log_limit=1000).start()
+                        port=args.port, history_limit=16, request_log_limit=0).start()
     try:
         crds = server.install_crds(args.crds_dir) if args.crds_dir else []
         if args.kubeconfig:

@@ -133,6 +133,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         self.status_delay: Optional[float] = DEFAULT_STATUS_DELAY
         self.history_limit: Optional[int] = None
         self.request_log_limit: Optional[int] = None
+        self._serving: set = set()   # ids of the requests being served (see _forget_served_requests)
         self._mover_due: Dict[Key, float] = {}
         self._mover_timers: Dict[Key, asyncio.TimerHandle] = {}
 
@@ -188,8 +189,30 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
 
     async def _handle(self, request: kmock.Request):
-        if self.request_log_limit and len(self._requests) > 2 * self.request_log_limit:
-            del self._requests[:-self.request_log_limit]
+        self._serving.add(id(request))
+        self._forget_served_requests()
+        try:
+            return await self._handle_request(request)
+        finally:
+            self._serving.discard(id(request))
+
+    def _forget_served_requests(self) -> None:
+        """Keep kmock's request log short.
+
+        kmock 0.8 appends every request to a log and finds the reaction for a new one by scanning, for each
+        reaction, the whole log for that request (`request in payload._source`): each request costs time in
+        proportion to the log, so a log of even a few hundred requests makes every request slow (a 100-node
+        maintenance test went from 60 s to a timeout). A request only has to be in the log until kmock has
+        matched it, i.e. while it is being served; `request_log_limit` keeps that many finished ones besides
+        (for a test that wants to look), 0 by default."""
+        log = self._requests
+        keep = self.request_log_limit or 0
+        if len(log) > max(64, 2 * keep):
+            finished = [r for r in log if id(r) not in self._serving]
+            dropped = {id(r) for r in finished[:len(finished) - keep]}
+            log[:] = [r for r in log if id(r) not in dropped]
+
+    async def _handle_request(self, request: kmock.Request):
         try:
             if _is_eviction(request):
                 async with self._write_lock:
