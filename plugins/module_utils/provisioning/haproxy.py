@@ -20,13 +20,16 @@ HEADER = '# Node-local load balancer in front of every kube-apiserver (steward.c
          '# from the control-plane set, validated with `haproxy -c` before it replaces this file).\n'
 # Connections kept by a previous worker after a reload end at the latest after this (kubelets reconnect).
 HARD_STOP_AFTER = '1h'
+# Connections one node's kubelet, proxies and controllers hold at most; within a default 20,000-descriptor limit
+# (HAProxy needs about five descriptors per allowed connection and refuses to start above the limit).
+MAXCONN = 4000
 
 
 def render(cluster: ClusterSpec, node: NodeSpec) -> bytes:
     lines: List[str] = [
         HEADER.rstrip('\n'),
         'global',
-        '  maxconn 10240',
+        '  maxconn %d' % MAXCONN,
         '  hard-stop-after %s' % HARD_STOP_AFTER,
         '',
         'defaults',
