@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import List
 
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, NodeSpec, _url_host
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, _url_host
 
 HEADER = '# Node-local load balancer in front of every kube-apiserver (steward.cluster; do not edit: re-rendered\n' \
          '# from the control-plane set, validated with `haproxy -c` before it replaces this file).\n'
@@ -25,7 +25,8 @@ HARD_STOP_AFTER = '1h'
 MAXCONN = 4000
 
 
-def render(cluster: ClusterSpec, node: NodeSpec) -> bytes:
+def render(cluster: ClusterSpec, local_address: str) -> bytes:
+    """The config of a node whose load balancer listens on `local_address` (127.0.0.1 on a real host)."""
     lines: List[str] = [
         HEADER.rstrip('\n'),
         'global',
@@ -40,7 +41,7 @@ def render(cluster: ClusterSpec, node: NodeSpec) -> bytes:
         '  timeout check 5s',
         '',
         'frontend kube-apiserver',
-        '  bind %s:%d' % (_url_host(node.local_address), cluster.lb_port),
+        '  bind %s:%d' % (_url_host(local_address), cluster.lb_port),
         '  default_backend kube-apiserver',
         '',
         'backend kube-apiserver',

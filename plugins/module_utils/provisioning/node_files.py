@@ -138,7 +138,7 @@ def plan_node_files(cluster: ClusterSpec, node: NodeSpec, authority: Authority, 
                 tls_server_name=name), secret=True)
         _control_plane_manifests(files, cluster, node, etcd_bootstrap)
 
-    _add(files, layout.LB_CONFIG, haproxy.render(cluster, node))
+    _add(files, layout.LB_CONFIG, haproxy.render(cluster, node.local_address))
     _add(files, layout.MANIFEST['haproxy'], manifests.haproxy(cluster), mode=PRIVATE)
     _add(files, layout.KUBELET_CONFIG, kubelet.config(cluster))
     _add(files, layout.KUBELET_FLAGS, kubelet.flags(node))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import etcd_membership, files, layout, lb
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import (
@@ -84,9 +84,11 @@ def _authority(req: Request, root: files.Root) -> Tuple[Authority, bool]:
     return authority, created
 
 
-def provision(req: Request, check_mode: bool) -> Dict[str, Any]:
+def provision(req: Request, check_mode: bool,
+              after_write: Optional[Callable[[List[str]], None]] = None) -> Dict[str, Any]:
     """Bring the node under `req.root` to its planned state; returns changed, per-file lines, certificates, etcd and
-    load balancer outcomes, and the diff (secrets show only their size)."""
+    load balancer outcomes, and the diff (secrets show only their size). `after_write(changed paths)` runs once the
+    files are in place and before waiting for etcd: the module starts or restarts the kubelet there."""
     root = files.Root(req.root)
     record = _guard_root(root, req.node)
     authority, created = _authority(req, root)
@@ -131,6 +133,8 @@ def provision(req: Request, check_mode: bool) -> Dict[str, Any]:
             lb={'validated': lb_result['validated'], 'reloaded': lb_result['reloaded'], 'running': lb_result['running']},
             diff=files.diff(all_changes, req.root),
         )
+        if after_write is not None and not check_mode:
+            after_write([c.path for c in all_changes])
         if etcd_conn is not None and req.wait and not check_mode:
             outcome = etcd_membership.promote(etcd_conn, req.node, req.cluster.peer_url(req.node.address),
                                               req.wait_timeout)
