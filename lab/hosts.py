@@ -306,12 +306,18 @@ def hosts_up(state_dir: str, ip_base: str = DEFAULT_IP_BASE, hosts: Sequence[Tup
 
 
 def reboot(state_dir: str, api: bool = False) -> Dict[str, List[int]]:
-    """Every host loses power at once (API included), then comes back with nothing but its disk."""
+    """Every host loses power at once (the API emulator too, and it comes back empty), then the hosts come back
+    with nothing but their disks. The supervisors keep their kubeconfig, as kubelets do: they register their Nodes
+    once an API answers again (`api`, or a later start_api)."""
+    had_api = api_pid(state_dir) is not None or os.path.exists(kubeconfig_path(state_dir))
     killed = {name: kill_host(root_of(state_dir, name)) for name in read_hosts(state_dir)}
     stop_api(state_dir)
-    kubeconfig = start_api(state_dir) if api else None
+    if os.path.exists(kubeconfig_path(state_dir)):
+        os.unlink(kubeconfig_path(state_dir))
+    if api:
+        start_api(state_dir)
     for name in read_hosts(state_dir):
-        start_supervisor(root_of(state_dir, name), kubeconfig)
+        start_supervisor(root_of(state_dir, name), kubeconfig_path(state_dir) if had_api or api else None)
     return killed
 
 

@@ -43,6 +43,8 @@ import yaml
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BACKOFF_START, BACKOFF_MAX = 1.0, 10.0
 STOP_GRACE = 10.0
+# A kubelet that cannot reach the API tries again after a while; so does its stand-in.
+REGISTRATION_RETRY = 3.0
 
 
 def default_binaries() -> Dict[str, str]:
@@ -155,6 +157,7 @@ class Supervisor:
         self.skipped: Dict[str, str] = {}
         self.stopping = False
         self.registered = False
+        self.next_registration = 0.0
         self.run_dir = os.path.join(self.root, 'run', 'pods')
         self.manifests = os.path.join(self.root, 'etc', 'kubernetes', 'manifests')
 
@@ -270,8 +273,9 @@ class Supervisor:
             if now >= pod.next_start:
                 self._start(pod)
         self._write_status()
-        if self.kubeconfig and not self.registered:
+        if self.kubeconfig and not self.registered and time.monotonic() >= self.next_registration:
             self.registered = register_node(self.root, self.kubeconfig, self.say)
+            self.next_registration = time.monotonic() + REGISTRATION_RETRY
 
     def _write_status(self) -> None:
         os.makedirs(self.run_dir, exist_ok=True)
@@ -318,6 +322,8 @@ def register_node(root: str, kubeconfig: str, say: Any) -> bool:
     name = flags.get('hostname-override')
     if not name:
         return False
+    if not os.path.exists(kubeconfig):
+        return False   # the API is not up yet (the lab writes the kubeconfig when it starts)
     try:
         with open(kubeconfig) as f:
             config = yaml.safe_load(f)

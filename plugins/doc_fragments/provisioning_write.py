@@ -69,8 +69,8 @@ options:
     default: /usr/bin/kubelet
   now:
     description:
-      - Plan and issue as of this time (RFC 3339, such as C(2026-03-01T12:00:00Z)) instead of the current time:
-        for tests and what-if runs.
+      - Plan and issue as of this time (RFC 3339, such as C(2026-03-01T12:00:00Z)) instead of the current time, for
+        tests and what-if runs.
     type: str
 requirements:
   - cryptography

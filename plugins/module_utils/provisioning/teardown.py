@@ -84,7 +84,8 @@ def _prune(root: files.Root, removed: List[str]) -> List[str]:
 
 
 def teardown(root: files.Root, *, check_mode: bool, now: datetime.datetime, member_check: Callable[[str], bool],
-             wait_timeout: float = 120.0, sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
+             wait_timeout: float = 120.0, sleep: Callable[[float], None] = time.sleep,
+             is_listening: Callable[[str], bool] = listening) -> Dict[str, Any]:
     """Remove the node's recorded files. `member_check(peer_url)` says whether the node's etcd member is still in
     the cluster (it raises when that cannot be told); True refuses the teardown."""
     plan = plan_teardown(root)
@@ -104,7 +105,7 @@ def teardown(root: files.Root, *, check_mode: bool, now: datetime.datetime, memb
         root.remove(path)
     if plan['etcd'] and plan['etcd']['client']:
         deadline = time.monotonic() + wait_timeout
-        while listening(plan['etcd']['client']):   # the kubelet stops etcd once its manifest is gone
+        while is_listening(plan['etcd']['client']):   # the kubelet stops etcd once its manifest is gone
             if time.monotonic() > deadline:
                 raise NotReady('etcd still answers at %s %ss after its manifest was removed; the data dir was not '
                                'moved (run again once the kubelet stopped it)' % (plan['etcd']['client'], wait_timeout),

@@ -8,7 +8,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning impor
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.labels import OWNED_ANNOTATION, plan_labels
 
-from provisioning_fixtures import cluster, node
+from provisioning_fixtures import cluster
 
 
 def _node(labels, owned=None):
@@ -50,10 +50,10 @@ def test_patch_records_ownership_and_removes_with_null():
 
 def test_haproxy_lists_every_control_plane_node_by_exact_name():
     spec = cluster()
-    config = haproxy.render(spec, node(spec, 'w1', 'worker'))
+    config = haproxy.render(spec, '127.0.0.1')
     assert haproxy.backends(config) == ['cp1', 'cp10', 'cp2']
     assert b'  server cp10 10.0.0.10:6443 check\n' in config
     assert b'  bind 127.0.0.1:6553\n' in config
     smaller = cluster(control_plane=[{'name': 'cp10', 'address': '10.0.0.10'}, {'name': 'cp2', 'address': '10.0.0.2'}])
-    assert haproxy.backends(haproxy.render(smaller, node(smaller, 'w1', 'worker'))) == ['cp10', 'cp2']
-    assert haproxy.render(spec, node(spec, 'w1', 'worker')) == config   # same set, same bytes
+    assert haproxy.backends(haproxy.render(smaller, '127.0.0.1')) == ['cp10', 'cp2']
+    assert haproxy.render(spec, '127.0.0.1') == config   # same set, same bytes
