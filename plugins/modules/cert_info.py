@@ -82,7 +82,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure, parse_now
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certinfo import certificates
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import missing_libraries
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
 
 SPEC = dict(root={'type': 'path', 'default': '/'}, renew_before_days={'type': 'int', 'default': 30}, now={'type': 'str'})
 

@@ -73,7 +73,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning impor
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import AUTHORITY_FILES, parse_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import missing_libraries
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
 
 SPEC = dict(root={'type': 'path', 'default': '/'},
             files={'type': 'list', 'elements': 'str', 'choices': list(AUTHORITY_FILES), 'default': list(AUTHORITY_FILES)})

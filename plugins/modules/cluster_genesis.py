@@ -103,7 +103,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import (
     CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC, argspec,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import missing_libraries, run_provision
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import run_provision
 
 
 def main():

@@ -103,7 +103,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import check_registration_labels
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import plan_node_files
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import missing_libraries
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster, parse_node
 
 SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, dest={'type': 'path', 'required': True}, force={'type': 'bool', 'default': False},

@@ -2,7 +2,8 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Argument specs shared by the provisioning modules (each group has a same-named doc fragment:
-`provisioning_cluster`, `provisioning_node`), and the parsing of module parameters into engine requests.
+`provisioning_cluster`, `provisioning_node`, `provisioning_write`), and the small parsers every module uses.
+Light on purpose (no etcd or Kubernetes client): the read-only modules import only this.
 
 Defaults live once, in spec.DEFAULTS; the argspec repeats them for ansible-doc and a unit test keeps both equal.
 """
@@ -16,15 +17,9 @@ from typing import Any, Dict, Mapping, Optional
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import lb
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import parse_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import (
-    KUBELET_BINARY, check_registration_labels,
-)
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import Request
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import (
-    DEFAULTS, KEY_ALGORITHMS, ROLES, WORKER, parse_cluster, parse_node,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import KUBELET_BINARY
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import DEFAULTS, KEY_ALGORITHMS
 
 CLUSTER_SPEC: Dict[str, Any] = {
     'control_plane': {'type': 'list', 'elements': 'dict', 'required': True,
@@ -98,29 +93,6 @@ def parse_now(value: Optional[str], field: str = 'now') -> datetime.datetime:
 
 def cluster_params(params: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: params.get(k) for k in CLUSTER_SPEC}
-
-
-def provision_request(params: Mapping[str, Any], *, bootstrap: bool) -> Request:
-    """A genesis (`bootstrap`) or join request from module parameters; InvalidInput names the first bad option."""
-    cluster = parse_cluster(cluster_params(params))
-    node_params = dict(params, role='control-plane' if bootstrap else (params.get('role') or WORKER))
-    validate.one_of(node_params['role'], 'role', ROLES)
-    node = parse_node(node_params, cluster)
-    check_registration_labels(node.labels)
-    root = validate.absolute_path(params.get('root') or '/', 'root')
-    command = params.get('lb_validate_command') or list(lb.DEFAULT_VALIDATE_COMMAND)
-    if not any('{config}' in part for part in command):
-        raise InvalidInput('lb_validate_command', 'placeholder', 'must contain {config} (the file to check), got %s'
-                           % shown(command), command)
-    return Request(
-        cluster=cluster, node=node, root=root, now=parse_now(params.get('now')),
-        authority=parse_authority(params.get('authority')), bootstrap=bootstrap,
-        renew_ca=bool(params.get('renew_ca')), wait=bool(params.get('wait', True)),
-        wait_timeout=validate.timeout(params.get('wait_timeout', 300.0), 'wait_timeout'),
-        etcd_timeout=validate.timeout(params.get('etcd_timeout', 5.0), 'etcd_timeout', maximum=300),
-        lb_validate_command=tuple(command) if params.get('lb_validate', True) else None,
-        kubelet_binary=validate.absolute_path(params.get('kubelet_binary') or KUBELET_BINARY, 'kubelet_binary'),
-    )
 
 
 def failure(exc: Exception) -> Dict[str, Any]:

@@ -20,7 +20,7 @@ import dataclasses
 import datetime
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import etcd_membership, files, layout, lb
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, layout, lb
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import (
     Authority, new_authority, read_authority,
 )
@@ -97,6 +97,8 @@ def provision(req: Request, check_mode: bool,
         etcd_conn = None
         boot = None
         if req.node.control_plane:
+            # Imported here: etcd's clients (gRPC, requests) take seconds to load and a worker needs none of them.
+            from ansible_collections.steward.cluster.plugins.module_utils.provisioning import etcd_membership
             etcd_conn = stack.enter_context(etcd_membership.client_connection(
                 etcd_membership.cluster_endpoints(req.cluster), authority.ca('etcd/ca'), req.now, req.etcd_timeout,
                 req.cluster.key_algorithm))

@@ -1,32 +1,58 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the provisioning modules share around the engine, written against the module object's interface
-(params, check_mode, _diff, run_command, warn, exit_json, fail_json) without importing AnsibleModule."""
+"""What cluster_genesis and node_join share around the engine: parameters into a Request, the kubelet hook, and
+reporting, written against the module object's interface (params, check_mode, _diff, run_command, warn, exit_json,
+fail_json) without importing AnsibleModule."""
 
 from __future__ import annotations
 
 import os
 import traceback
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure, provision_request
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout, lb
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import cluster_params, failure, parse_now
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import parse_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.pki import HAS_CRYPTOGRAPHY
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import provision
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.render import HAS_YAML
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import (
+    KUBELET_BINARY, check_registration_labels,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import Request, provision
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import (
+    ROLES, WORKER, parse_cluster, parse_node,
+)
 
 KNOWN = (InvalidInput, ProvisioningError, EtcdError, KubeError)
 KUBELET_FILES = (layout.KUBELET_UNIT, layout.KUBELET_CONFIG, layout.KUBELET_FLAGS, layout.KUBECONFIG['kubelet'],
                  layout.KUBELET_CLIENT_PEM)
 
 
-def missing_libraries() -> List[str]:
-    return [name for name, present in (('cryptography', HAS_CRYPTOGRAPHY), ('PyYAML', HAS_YAML)) if not present]
+def provision_request(params: Mapping[str, Any], *, bootstrap: bool) -> Request:
+    """A genesis (`bootstrap`) or join request from module parameters; InvalidInput names the first bad option."""
+    cluster = parse_cluster(cluster_params(params))
+    node_params = dict(params, role='control-plane' if bootstrap else (params.get('role') or WORKER))
+    validate.one_of(node_params['role'], 'role', ROLES)
+    node = parse_node(node_params, cluster)
+    check_registration_labels(node.labels)
+    root = validate.absolute_path(params.get('root') or '/', 'root')
+    command = params.get('lb_validate_command') or list(lb.DEFAULT_VALIDATE_COMMAND)
+    if not any('{config}' in part for part in command):
+        raise InvalidInput('lb_validate_command', 'placeholder', 'must contain {config} (the file to check), got %s'
+                           % shown(command), command)
+    return Request(
+        cluster=cluster, node=node, root=root, now=parse_now(params.get('now')),
+        authority=parse_authority(params.get('authority')), bootstrap=bootstrap,
+        renew_ca=bool(params.get('renew_ca')), wait=bool(params.get('wait', True)),
+        wait_timeout=validate.timeout(params.get('wait_timeout', 300.0), 'wait_timeout'),
+        etcd_timeout=validate.timeout(params.get('etcd_timeout', 5.0), 'etcd_timeout', maximum=300),
+        lb_validate_command=tuple(command) if params.get('lb_validate', True) else None,
+        kubelet_binary=validate.absolute_path(params.get('kubelet_binary') or KUBELET_BINARY, 'kubelet_binary'),
+    )
 
 
 def kubelet_hook(module: Any, root: str, manage: bool):

@@ -11,7 +11,7 @@ import yaml
 
 from ansible_collections.steward.cluster.plugins.doc_fragments import provisioning_cluster, provisioning_node, provisioning_write
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import args
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import args, runner
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), *(['..'] * 5))
@@ -62,11 +62,11 @@ BASE = {'control_plane': [{'name': 'cp1', 'address': '10.0.0.1'}], 'node_name': 
 
 
 def test_provision_request_from_params():
-    request = args.provision_request(dict(BASE, now='2026-03-01T12:00:00Z'), bootstrap=True)
+    request = runner.provision_request(dict(BASE, now='2026-03-01T12:00:00Z'), bootstrap=True)
     assert request.node.control_plane and request.bootstrap
     assert request.now == datetime.datetime(2026, 3, 1, 12, tzinfo=datetime.timezone.utc)
     assert request.lb_validate_command == ('haproxy', '-c', '-f', '{config}')
-    assert args.provision_request(dict(BASE, lb_validate=False), bootstrap=True).lb_validate_command is None
+    assert runner.provision_request(dict(BASE, lb_validate=False), bootstrap=True).lb_validate_command is None
 
 
 @pytest.mark.parametrize('change, field, rule', [
@@ -80,7 +80,7 @@ def test_provision_request_from_params():
 ])
 def test_bad_parameters_are_named(change, field, rule):
     with pytest.raises(InvalidInput) as err:
-        args.provision_request(dict(BASE, **change), bootstrap=True)
+        runner.provision_request(dict(BASE, **change), bootstrap=True)
     assert (err.value.field, err.value.rule) == (field, rule)
 
 
