@@ -57,6 +57,7 @@ import jsonschema
 import kmock
 from kmock._internal import enums, k8s, parsing  # private modules: kmock is pinned (0.8)
 
+from kube_tokenreview import is_token_review, token_review
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import labels_match
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import selector_matches
 
@@ -186,6 +187,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
 
     async def _handle(self, request: kmock.Request):
+        if is_token_review(request):
+            return await token_review(self, request)
         if _is_eviction(request):
             async with self._write_lock:
                 try:

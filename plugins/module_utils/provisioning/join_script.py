@@ -25,7 +25,8 @@ import datetime
 from typing import Iterable, List
 
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, layout
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import FileSpec
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import Authority
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import FileSpec, plan_node_files
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, NodeSpec
 
 WRAP = 76
@@ -111,3 +112,10 @@ def render(cluster: ClusterSpec, node: NodeSpec, planned: Iterable[FileSpec], no
     out.append(_TAIL % {'node': node.name, 'client': layout.KUBELET_CLIENT_PEM, 'ca': layout.pki('ca.crt'),
                         'url': url, 'resolve': resolve})
     return ''.join(out)
+
+
+def script_for(cluster: ClusterSpec, node: NodeSpec, authority: Authority, now: datetime.datetime,
+               script_name: str = 'join.sh') -> str:
+    """A fresh node's script: its files planned from nothing (new kubelet key and certificate), rendered."""
+    planned = plan_node_files(cluster, node, authority, lambda path: None, now)
+    return render(cluster, node, planned.files.values(), now, script_name)
