@@ -132,7 +132,8 @@ def test_anchor_adds_an_etcd_learner_before_the_manifest_promotes_it_and_removes
         assert wait_for(lambda: voters() == ['cp1', 'cp2'], 120, what='cp2 promoted'), controller.log()[-3000:]
         log = controller.log()
         assert log.index("as learner") < log.index('etcd.yaml')   # the member existed before its manifest
-        assert controller.stop() == 0
+        code = controller.stop(timeout=90)
+        assert code == 0, controller.log()[-5000:]
         controller = None
         assert wait_for(lambda: sorted(m['name'] for m in cluster_info(conn)['members']) == ['cp1'], 30,
                         what='cp2 removed on stop')

@@ -36,6 +36,7 @@ from steward_controller.core.runtime import Runtime
 
 log = logging.getLogger('steward.anchor')
 PROMOTE_TIMEOUT = 5.0   # one promotion attempt per cycle; a learner still catching up is tried again next cycle
+CLEANUP_SECONDS = 100.0  # the stop's budget: the loop's last cycle, the member removal, the files
 
 
 class AnchorMetrics:
@@ -187,7 +188,10 @@ def register(registry: Any, runtime: Runtime) -> None:
     loop = AnchorLoop(runtime, options, AnchorMetrics(runtime.metrics.registry))
 
     @kopf.on.startup(registry=registry)
-    def start_anchor(**_: Any) -> None:
+    def start_anchor(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # kopf kills its own process this long after a stop signal: leave room for the cleanup (an etcd member
+        # removal waits out etcd's 5-second rule and its retries); the DaemonSet grants 120 s.
+        settings.process.ultimate_exiting_timeout = max(settings.process.ultimate_exiting_timeout or 0, CLEANUP_SECONDS)
         loop.thread = threading.Thread(target=loop.run, name='anchor', daemon=True)
         loop.thread.start()
 
