@@ -30,6 +30,7 @@ sys.path.insert(0, HERE)
 import lab  # noqa: E402  (lab/lab.py: lab_up, lab_down, read_inventory)
 import controller_act  # noqa: E402  (lab/controller_act.py: continuous backups by the controller)
 import sabakan_act  # noqa: E402  (lab/sabakan_act.py: the sabakan part of the demo)
+import provisioning_act  # noqa: E402  (lab/provisioning_act.py: genesis, join, power cut, remove)
 
 
 class Timeline:
@@ -147,6 +148,7 @@ def main() -> int:
                      lambda: playbook(state, 'etcd_recover', '-e', 'etcd_backup_store=' + store))
         controller_act.run(state, timeline, playbook, lose_for_good)
         sabakan_act.run(state, timeline, playbook)
+        provisioning_act.run(state, timeline, playbook)
     finally:
         if not args.keep:
             timeline.run('lab down', lambda: 'stopped ' + ', '.join(lab.lab_down(state, purge=False)))
