@@ -35,6 +35,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SUPERVISOR = os.path.join(HERE, 'supervisor.py')
+sys.path.insert(0, HERE)
+from supervisor import alive, cmdline  # noqa: E402  (the /proc checks the kubelet stand-in uses too)
 HOSTS: Tuple[Tuple[str, str], ...] = (('cp1', 'control_plane'), ('cp2', 'control_plane'), ('cp3', 'control_plane'),
                                       ('w1', 'workers'), ('w2', 'workers'))
 DEFAULT_IP_BASE = '127.0.0.21'
@@ -137,28 +139,12 @@ def _pid(path: str) -> Optional[int]:
         return None
 
 
-def _cmdline(pid: int) -> List[str]:
-    try:
-        with open('/proc/%d/cmdline' % pid, 'rb') as f:
-            return [p.decode('utf-8', 'replace') for p in f.read().split(b'\0') if p]
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except (OSError, IndexError):
-        return False
-
-
 def supervisor_pid(root: str) -> Optional[int]:
     """The pid of the supervisor of `root`, verified by its command line (a recycled pid is not ours)."""
     pid = _pid(os.path.join(root, 'run', 'steward-supervisor.pid'))
-    if pid is None or not _alive(pid):
+    if pid is None or not alive(pid):
         return None
-    argv = _cmdline(pid)
+    argv = cmdline(pid)
     return pid if SUPERVISOR in argv and os.path.abspath(root) in argv else None
 
 
@@ -169,7 +155,7 @@ def pod_pids(root: str) -> Dict[str, int]:
     for name in sorted(os.listdir(run)) if os.path.isdir(run) else []:
         if name.endswith('.pid'):
             pid = _pid(os.path.join(run, name))
-            if pid and _alive(pid) and any(os.path.abspath(root) in arg for arg in _cmdline(pid)):
+            if pid and alive(pid) and any(os.path.abspath(root) in arg for arg in cmdline(pid)):
                 out[name[:-4]] = pid
     return out
 
@@ -201,10 +187,10 @@ def _kill_group(pid: int, sig: int) -> None:
 def _wait_gone(pids: Sequence[int], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not any(_alive(p) for p in pids):
+        if not any(alive(p) for p in pids):
             return True
         time.sleep(0.05)
-    return not any(_alive(p) for p in pids)
+    return not any(alive(p) for p in pids)
 
 
 def kill_host(root: str) -> List[int]:
@@ -239,9 +225,9 @@ def api_files(state_dir: str) -> Dict[str, str]:
 
 def api_pid(state_dir: str) -> Optional[int]:
     pid = _pid(api_files(state_dir)['pid'])
-    if pid is None or not _alive(pid):
+    if pid is None or not alive(pid):
         return None
-    return pid if os.path.abspath(__file__) in _cmdline(pid) and 'api' in _cmdline(pid) else None
+    return pid if os.path.abspath(__file__) in cmdline(pid) and 'api' in cmdline(pid) else None
 
 
 def start_api(state_dir: str, timeout: float = 30.0) -> str:

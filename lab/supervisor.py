@@ -88,7 +88,8 @@ def pod_command(pod: Dict[str, Any], root: str, binaries: Dict[str, str]) -> Opt
     return argv
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Alive and not a zombie (a zombie child of ours is reaped on the way)."""
     try:
         with open('/proc/%d/stat' % pid) as f:
             state = f.read().rsplit(')', 1)[1].split()[0]
@@ -103,7 +104,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _cmdline(pid: int) -> List[str]:
+def cmdline(pid: int) -> List[str]:
     try:
         with open('/proc/%d/cmdline' % pid, 'rb') as f:
             return [p.decode('utf-8', 'replace') for p in f.read().split(b'\0') if p]
@@ -119,7 +120,7 @@ def stop_pid(pid: int, grace: float = STOP_GRACE) -> None:
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not alive(pid):
                 return
             time.sleep(0.05)
 
@@ -142,7 +143,7 @@ class Pod:
             self.proc = None
             self.pid = None
             return False
-        return self.pid is not None and _alive(self.pid)
+        return self.pid is not None and alive(self.pid)
 
 
 class Supervisor:
@@ -182,7 +183,7 @@ class Supervisor:
             pid = int(pid_text)
         except (OSError, ValueError):
             return None
-        if not _alive(pid) or _cmdline(pid) != argv:
+        if not alive(pid) or cmdline(pid) != argv:
             return None
         if old_digest != digest:
             self.say('%s (pid %d) runs an older manifest: restarting it' % (name, pid))

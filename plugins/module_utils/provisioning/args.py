@@ -10,12 +10,12 @@ Defaults live once, in spec.DEFAULTS; the argspec repeats them for ansible-doc a
 
 from __future__ import annotations
 
-import copy
 import datetime
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import argspec  # noqa: F401  (the one argspec merger)
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import lb
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import KUBELET_BINARY
@@ -65,15 +65,6 @@ PROVISION_SPEC: Dict[str, Any] = {
     'kubelet_binary': {'type': 'path', 'default': KUBELET_BINARY},
     'now': {'type': 'str'},
 }
-
-
-def argspec(*specs: Mapping[str, Any], **own: Any) -> Dict[str, Any]:
-    """Deep-copied union of shared specs plus the module's own options."""
-    merged: Dict[str, Any] = {}
-    for spec in specs:
-        merged.update(copy.deepcopy(dict(spec)))
-    merged.update(own)
-    return merged
 
 
 def parse_now(value: Optional[str], field: str = 'now') -> datetime.datetime:

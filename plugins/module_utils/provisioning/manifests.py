@@ -112,15 +112,20 @@ def etcd(cluster: ClusterSpec, node: NodeSpec, initial_cluster: str, initial_sta
                       probe_host=node.local_address, probe_path='/health?serializable=true', probe_scheme='HTTP')
 
 
-def etcd_bootstrap_flags(manifest: Optional[bytes]) -> Optional[Tuple[str, str]]:
-    """(initial-cluster, initial-cluster-state) from an etcd manifest on disk, or None when there is none."""
+def etcd_flags(manifest: Optional[bytes]) -> Optional[Dict[str, str]]:
+    """The `--flag=value` arguments of an etcd manifest on disk, or None when there is none (or it is unreadable)."""
     if not manifest:
         return None
     try:
         command = from_yaml(manifest, layout.MANIFEST['etcd'])['spec']['containers'][0]['command']
     except Exception:  # a manifest we cannot read is rewritten from the current membership
         return None
-    flags = dict(arg[2:].split('=', 1) for arg in command if isinstance(arg, str) and arg.startswith('--') and '=' in arg)
+    return dict(arg[2:].split('=', 1) for arg in command if isinstance(arg, str) and arg.startswith('--') and '=' in arg)
+
+
+def etcd_bootstrap_flags(manifest: Optional[bytes]) -> Optional[Tuple[str, str]]:
+    """(initial-cluster, initial-cluster-state) from an etcd manifest on disk, or None when there is none."""
+    flags = etcd_flags(manifest) or {}
     if 'initial-cluster' in flags and flags.get('initial-cluster-state') in ('new', 'existing'):
         return flags['initial-cluster'], flags['initial-cluster-state']
     return None

@@ -20,20 +20,13 @@ from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import NotReady, Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.render import from_yaml
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import etcd_flags
 
 
 def etcd_urls(root: files.Root) -> Optional[Dict[str, str]]:
     """{'peer': ..., 'client': ...} from the node's etcd manifest, or None when it has none."""
-    data = root.read(layout.MANIFEST['etcd'])
-    if not data:
-        return None
-    try:
-        command = from_yaml(data, layout.MANIFEST['etcd'])['spec']['containers'][0]['command']
-    except Exception:  # a manifest we cannot read tells us nothing about the member
-        return None
-    flags = dict(a[2:].split('=', 1) for a in command if isinstance(a, str) and a.startswith('--') and '=' in a)
-    if 'initial-advertise-peer-urls' not in flags:
+    flags = etcd_flags(root.read(layout.MANIFEST['etcd']))
+    if not flags or 'initial-advertise-peer-urls' not in flags:
         return None
     return {'peer': flags['initial-advertise-peer-urls'].split(',')[0],
             'client': flags.get('advertise-client-urls', '').split(',')[0]}
