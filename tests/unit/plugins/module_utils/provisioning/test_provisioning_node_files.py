@@ -160,3 +160,12 @@ def test_kubelet_flags_carry_registration_labels_and_refuse_restricted_ones(spec
     with pytest.raises(InvalidInput) as err:
         kubelet.check_registration_labels((('node-role.kubernetes.io/control-plane', ''),))
     assert err.value.rule == 'kubelet-label'
+
+
+def test_libyaml_and_pure_python_emitters_write_the_same_bytes(first):
+    """A node joined by a host without LibYAML and a script rendered where it exists must hold the same files."""
+    from ansible_collections.steward.cluster.plugins.module_utils.provisioning.render import to_yaml
+    documents = [from_yaml(f.content) for p, f in first.files.items() if p.endswith(('.yaml', '.conf'))]
+    assert len(documents) == 10
+    for doc in documents:
+        assert to_yaml(doc) == to_yaml(doc, pure=True)
