@@ -344,8 +344,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return serve_api(args.state)
     if args.command == 'up':
         result = hosts_up(args.state, args.ip_base)
-        print('lab hosts up: %s; inventory %s; kubeconfig %s' % (', '.join(result['supervisors']), result['inventory'],
-                                                                   result['kubeconfig']))
+        print('lab hosts up: %s; inventory %s; kubeconfig %s'
+              % (', '.join(result['supervisors']), result['inventory'], result['kubeconfig']))
     elif args.command == 'down':
         print('lab hosts down: stopped %s' % (', '.join(hosts_down(args.state, args.purge)) or 'nothing'))
     elif args.command == 'reboot':

@@ -106,8 +106,8 @@ def test_anchor_adds_an_etcd_learner_before_the_manifest_promotes_it_and_removes
         provision(Request(cluster, cp1, lab_hosts.root_of(state, 'cp1'), NOW, authority=authority, bootstrap=True,
                           wait_timeout=60, lb_validate_command=None), check_mode=False)
         # cp2's etcd certificates (a per-node Secret) and its etcd manifest template (a ConfigMap), as a chart would
-        planned = plan_node_files(cluster, cp2, authority, lambda p: None, NOW, ('$(ETCD_INITIAL_CLUSTER)',
-                                                                               '$(ETCD_INITIAL_CLUSTER_STATE)'))
+        placeholders = ('$(ETCD_INITIAL_CLUSTER)', '$(ETCD_INITIAL_CLUSTER_STATE)')
+        planned = plan_node_files(cluster, cp2, authority, lambda p: None, NOW, placeholders)
         certs = {os.path.basename(p): f.content for p, f in planned.files.items() if p.startswith(layout.ETCD_PKI_DIR)}
         _secret(kube, NS, 'cp2-etcd-pki', certs, labels={anchor.SOURCE_LABEL: 'true'},
                 annotations={anchor.PATH_ANNOTATION: layout.ETCD_PKI_DIR, anchor.NODE_ANNOTATION: 'cp2'})

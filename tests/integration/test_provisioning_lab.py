@@ -306,4 +306,3 @@ def _node_names(lab: Lab):
 def _cert_view(data: bytes):
     info = pki.describe(pki.split_pem(data)[0], datetime.datetime.now(datetime.timezone.utc))
     return {k: info[k] for k in ('subject', 'issuer', 'dns_names', 'ip_addresses', 'usages', 'is_ca')}
-

@@ -229,8 +229,8 @@ def parse_cluster(params: Mapping[str, Any]) -> ClusterSpec:
             clean_sans.append(str(ipaddress.ip_address(text)))
         except ValueError:
             clean_sans.append(dns_subdomain(text.lower(), where))
-    ports = {name: _port(p[name], name) for name in ('apiserver_port', 'lb_port', 'etcd_client_port',
-                                                       'etcd_peer_port', 'etcd_metrics_port')}
+    port_names = ('apiserver_port', 'lb_port', 'etcd_client_port', 'etcd_peer_port', 'etcd_metrics_port')
+    ports = {name: _port(p[name], name) for name in port_names}
     taken: Dict[int, str] = {}
     for name, port in ports.items():
         if port in taken:

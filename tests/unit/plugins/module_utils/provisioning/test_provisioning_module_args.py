@@ -85,6 +85,6 @@ def test_bad_parameters_are_named(change, field, rule):
 
 
 def test_failure_carries_the_typed_fields():
-    assert args.failure(Refused('no', 'etcd-quorum', 'cp1')) == {'msg': 'no', 'rule': 'etcd-quorum', 'refused': True,
-                                                                'where': 'cp1'}
+    expected = {'msg': 'no', 'rule': 'etcd-quorum', 'refused': True, 'where': 'cp1'}
+    assert args.failure(Refused('no', 'etcd-quorum', 'cp1')) == expected
     assert args.failure(InvalidInput('root', 'absolute-path', 'bad'))['field'] == 'root'
