@@ -9,12 +9,11 @@ and no API, the removal of the genesis node (exact etcd member, quorum checked) 
 The lab's provisioning hosts are root prefixes below .lab/hosts with a static-pod supervisor each (lab/hosts.py,
 lab/supervisor.py); the playbooks are the collection's own, against the lab inventory.
 
-    python lab/provisioning_act.py --state .lab     # alone, on a lab that is up (make lab)
+It runs as one act of `make demo` (lab/demo.py lists it in ACTS).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -25,6 +24,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import hosts as lab_hosts  # noqa: E402  (lab/hosts.py)
+from demo_context import changes  # noqa: E402
+
+TITLE = 'Kubernetes nodes: genesis, join, a power cut, removal and re-provisioning of the genesis node'
 
 PKI = 'etc/kubernetes/pki/etcd'
 
@@ -66,12 +68,16 @@ def wait(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
     raise SystemExit('%s: not reached within %ss (last: %r)' % (what, timeout, last))
 
 
-def run(state: str, timeline: Any, playbook: Callable[..., str]) -> None:
+def run(ctx: Any) -> List[str]:
+    state = ctx.state
     names = [name for name, _group in lab_hosts.HOSTS]
 
     def up() -> str:
         result = lab_hosts.hosts_up(state)
-        return '%d hosts with a kubelet stand-in each, API at %s' % (len(result['supervisors']), result['kubeconfig'])
+        return '%d hosts with a kubelet stand-in each' % len(result['supervisors'])
+
+    def play(name: str, *extra: str) -> Callable[[], str]:
+        return lambda: changes(ctx.playbook(name, *extra).changed)
 
     def healthy(expected: List[str]) -> Callable[[], str]:
         def check() -> str:
@@ -94,36 +100,21 @@ def run(state: str, timeline: Any, playbook: Callable[..., str]) -> None:
         return '%d processes killed; etcd %s and HAProxy on %d hosts back from disk, no API needed' % (
             sum(len(p) for p in killed.values()), ', '.join(view['healthy']), len(names))
 
-    timeline.run('provisioning hosts up (cp1-cp3, w1, w2 as root prefixes)', up)
-    timeline.run('genesis, check mode first (steward.cluster.cluster_genesis --check --diff)',
-                 lambda: playbook(state, 'cluster_genesis', '--check', '--diff'))
-    timeline.run('genesis of cp1 (steward.cluster.cluster_genesis)', lambda: playbook(state, 'cluster_genesis'))
-    timeline.run('join cp2, cp3, w1, w2 (steward.cluster.node_join)', lambda: playbook(state, 'node_join'))
-    timeline.run('verify etcd and the load balancers', healthy(['cp1', 'cp2', 'cp3']))
-    timeline.run('join again: nothing to do', lambda: playbook(state, 'node_join'))
-    timeline.run('power cut: every process killed, supervisors restarted', power_cut)
-    timeline.run('remove the genesis node cp1 (steward.cluster.node_remove)',
-                 lambda: playbook(state, 'node_remove', '-e', 'provisioning_remove_node=cp1'))
-    timeline.run('verify: cp1 gone from etcd and every load balancer', healthy(['cp2', 'cp3']))
-    timeline.run('provision cp1 again like any node (node_join --limit cp1)',
-                 lambda: playbook(state, 'node_join', '--limit', 'cp1'))
-    timeline.run('verify etcd of three again', healthy(['cp1', 'cp2', 'cp3']))
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', 1)[0])
-    parser.add_argument('--state', default=os.path.join(REPO, '.lab'))
-    args = parser.parse_args()
-    import demo   # lab/demo.py: the timeline and the playbook runner
-    timeline = demo.Timeline()
-    state = os.path.abspath(args.state)
     try:
-        run(state, timeline, demo.playbook)
+        return [
+            ctx.step('provisioning hosts up (cp1-cp3, w1, w2 as root prefixes)', up),
+            ctx.step('genesis, check mode first (cluster_genesis --check --diff)',
+                     play('cluster_genesis', '--check', '--diff')),
+            ctx.step('genesis of cp1 (steward.cluster.cluster_genesis)', play('cluster_genesis')),
+            ctx.step('join cp2, cp3, w1, w2 (steward.cluster.node_join)', play('node_join')),
+            ctx.step('verify etcd and the load balancers', healthy(['cp1', 'cp2', 'cp3'])),
+            ctx.step('join again: nothing to do', play('node_join')),
+            ctx.step('power cut: every process killed, supervisors restarted', power_cut),
+            ctx.step('remove the genesis node cp1 (steward.cluster.node_remove)',
+                     play('node_remove', '-e', 'provisioning_remove_node=cp1')),
+            ctx.step('verify: cp1 gone from etcd and every load balancer', healthy(['cp2', 'cp3'])),
+            ctx.step('provision cp1 again like any node (node_join --limit cp1)', play('node_join', '--limit', 'cp1')),
+            ctx.step('verify etcd of three again', healthy(['cp1', 'cp2', 'cp3'])),
+        ]
     finally:
-        timeline.run('provisioning hosts down', lambda: 'stopped ' + ', '.join(lab_hosts.hosts_down(state)))
-    timeline.print()
-    return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main())
+        lab_hosts.hosts_down(state)

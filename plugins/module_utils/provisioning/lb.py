@@ -28,6 +28,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.error
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
 
 DEFAULT_VALIDATE_COMMAND = ('haproxy', '-c', '-f', '{config}')
+SBIN_DIRS = '/usr/local/sbin:/usr/sbin:/sbin'
 _MASTER = re.compile(r'^(\d+)\s+master\s+(\d+)\s+\[failed:\s*(\d+)\]', re.M)
 _WORKER = re.compile(r'^(\d+)\s+worker\s', re.M)
 
@@ -37,15 +38,17 @@ def validate(config: bytes, command: Sequence[str] = DEFAULT_VALIDATE_COMMAND, t
     LoadBalancerConfigInvalid (with that output) when not. `{config}` in the command is the file's path."""
     if not any('{config}' in part for part in command):
         raise ProvisioningError('lb_validate_command must contain {config}: %s' % ' '.join(command))
-    program = command[0]
-    if shutil.which(program) is None:
+    # haproxy lives in /usr/sbin, which a minimal PATH (cron, env -i) leaves out: look there too, as Ansible's
+    # get_bin_path does.
+    program = shutil.which(command[0], path=os.pathsep.join([os.environ.get('PATH', ''), SBIN_DIRS]))
+    if program is None:
         raise ProvisioningError('%s not found: the load balancer config cannot be validated before it replaces the '
-                                'live one (install haproxy on the node, or set lb_validate_command)' % program)
+                                'live one (install haproxy on the node, or set lb_validate_command)' % command[0])
     fd, path = tempfile.mkstemp(prefix='steward-haproxy-', suffix='.cfg')
     try:
         with os.fdopen(fd, 'wb') as f:
             f.write(config)
-        argv = [part.replace('{config}', path) for part in command]
+        argv = [program] + [part.replace('{config}', path) for part in command[1:]]
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
