@@ -47,6 +47,13 @@ def _ref(value: str, flag: str) -> Optional[Tuple[str, str]]:
     return dns_label(namespace, flag), dns_subdomain(name, flag)
 
 
+def _port(value: str) -> Optional[int]:
+    text = str(value).strip()
+    if not text:
+        return None
+    return validate.integer(int(text) if text.isdigit() else text, '--provisioning-api-port', 0, 65535)
+
+
 def _words(value: str) -> Tuple[str, ...]:
     return tuple(w.strip() for w in value.split(',') if w.strip())
 
@@ -80,9 +87,7 @@ def options(args: argparse.Namespace) -> ApiOptions:
             raise InvalidInput('--provisioning-api-tls-cert', 'together', 'the TLS certificate and key go together')
         return ApiOptions(
             host=validate.text(args.provisioning_api_host, '--provisioning-api-host'),
-            port=validate.integer(int(args.provisioning_api_port) if str(args.provisioning_api_port).isdigit()
-                                  else args.provisioning_api_port, '--provisioning-api-port', 0, 65535)
-            if args.provisioning_api_port != '' else None,
+            port=_port(args.provisioning_api_port),
             tls_cert=args.provisioning_api_tls_cert or None, tls_key=args.provisioning_api_tls_key or None,
             cluster_config=_ref(args.provisioning_cluster_config, '--provisioning-cluster-config'),
             authority=_ref(args.provisioning_authority, '--provisioning-authority'),
