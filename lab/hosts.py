@@ -70,7 +70,7 @@ def _free(ip: str, port: int) -> bool:
 def free_ip_base(count: int, attempts: int = 50) -> str:
     """A random loopback range 127.x.y.1.. whose host ports are free (tests run in parallel with the lab)."""
     rng = random.SystemRandom()
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         base = '127.%d.%d.1' % (rng.randint(64, 250), rng.randint(0, 250))
         if all(_free(ip, port) for ip in host_ips(base, count) for port in PORTS):
             return base

@@ -79,11 +79,15 @@ def run(ctx: Any) -> List[str]:
     def play(name: str, *extra: str) -> Callable[[], str]:
         return lambda: changes(ctx.playbook(name, *extra).changed)
 
+    def settled(expected: List[str]) -> Callable[[], Any]:
+        def check() -> Any:
+            view = etcd_view(state, expected[-1])
+            return view if view['healthy'] == expected and not view['learners'] else None
+        return check
+
     def healthy(expected: List[str]) -> Callable[[], str]:
         def check() -> str:
-            view = wait('etcd %s healthy' % ', '.join(expected),
-                        lambda: (lambda v: v if v['healthy'] == expected and not v['learners'] else None)(
-                            etcd_view(state, expected[-1])))
+            view = wait('etcd %s healthy' % ', '.join(expected), settled(expected))
             lbs = {h: backends(state, h) for h in names if os.path.exists(os.path.join(
                 lab_hosts.root_of(state, h), 'etc/kubernetes/haproxy/haproxy.cfg'))}
             return 'etcd %s (TLS, all healthy); HAProxy backends %s on %d hosts' % (
@@ -92,8 +96,7 @@ def run(ctx: Any) -> List[str]:
 
     def power_cut() -> str:
         killed = lab_hosts.reboot(state, api=False)
-        view = wait('etcd back after the power cut', lambda: (lambda v: v if len(v['healthy']) == 3 else None)(
-            etcd_view(state, 'cp2')), 180)
+        view = wait('etcd back after the power cut', settled(['cp1', 'cp2', 'cp3']), 180)
         wait('haproxy back on every host', lambda: all('haproxy' in lab_hosts.pod_pids(lab_hosts.root_of(state, h))
                                                        for h in names), 60)
         lab_hosts.start_api(state)

@@ -45,6 +45,7 @@ pytestmark = [pytest.mark.slow,
 
 HOSTS = (('cp1', 'control_plane'), ('cp2', 'control_plane'), ('cp10', 'control_plane'),
          ('w1', 'workers'), ('w2', 'workers'))
+NAMES = [host for host, _group in HOSTS]
 CONTROL_PLANE = ['cp1', 'cp2', 'cp10']
 ROLE = 'steward.cluster.provisioning : '   # how role task names appear in results
 # Runtime state the kubelet / supervisor / etcd change on their own: not "files on disk" of provisioning.
@@ -56,7 +57,7 @@ class Lab:
         self.state = state
         self.inventory = os.path.join(state, 'hosts.yml')
         self.kubeconfig = kubeconfig
-        self.ips = dict(zip([h for h, _ in HOSTS], lab_hosts.host_ips(ip_base, len(HOSTS))))
+        self.ips = dict(zip(NAMES, lab_hosts.host_ips(ip_base, len(HOSTS))))
 
     def root(self, host: str) -> str:
         return lab_hosts.root_of(self.state, host)
@@ -73,7 +74,7 @@ class Lab:
     def snapshot(self) -> Dict[str, str]:
         """sha256 of every file below every host root (runtime state excluded)."""
         out = {}
-        for host, _ in HOSTS:
+        for host in NAMES:
             root = self.root(host)
             for directory, _dirs, names in os.walk(root):
                 for name in names:
@@ -148,15 +149,15 @@ def test_join_check_mode_changes_nothing_then_join_builds_etcd_of_three_with_tls
     assert not any(m['is_learner'] for m in members.values())
     assert all(m['peer_urls'][0].startswith('https://') for m in members.values())
     assert wait_for(lambda: lab.healthy_members('cp10') == ['cp1', 'cp10', 'cp2'], 60, what='etcd of 3 healthy')
-    for host, _ in HOSTS:
+    for host in NAMES:
         config = os.path.join(lab.root(host), 'etc/kubernetes/haproxy/haproxy.cfg')
         with open(config, 'rb') as f:
             assert haproxy.backends(f.read()) == ['cp1', 'cp10', 'cp2'], host
         check_run = subprocess.run(['haproxy', '-c', '-f', config], capture_output=True, text=True, check=False)
         assert check_run.returncode == 0, check_run.stdout + check_run.stderr
-    assert wait_for(lambda: all('haproxy' in lab.pods(h) for h, _ in HOSTS), 30, what='haproxy on every host')
+    assert wait_for(lambda: all('haproxy' in lab.pods(h) for h in NAMES), 30, what='haproxy on every host')
     # the supervisors registered the Nodes, as kubelets do
-    assert wait_for(lambda: sorted(_node_names(lab)) == sorted(h for h, _ in HOSTS), 30, what='Nodes registered')
+    assert wait_for(lambda: sorted(_node_names(lab)) == sorted(h for h in NAMES), 30, what='Nodes registered')
 
 
 def test_second_runs_change_nothing(lab):
@@ -223,10 +224,10 @@ def test_power_cut_every_process_comes_back_from_disk_without_api(lab):
     assert all(killed[h] for h in ('cp1', 'cp2', 'cp10'))
     assert lab_hosts.api_pid(lab.state) is None
     assert wait_for(lambda: lab.healthy_members('cp1') == ['cp1', 'cp10', 'cp2'], 90, what='etcd back')
-    assert wait_for(lambda: all('haproxy' in lab.pods(h) for h, _ in HOSTS), 60, what='haproxy back')
+    assert wait_for(lambda: all('haproxy' in lab.pods(h) for h in NAMES), 60, what='haproxy back')
     # the API comes back last (a fresh, empty emulator): the kubelets' stand-ins register their Nodes again
     lab_hosts.start_api(lab.state)
-    assert wait_for(lambda: sorted(_node_names(lab)) == sorted(h for h, _ in HOSTS), 60, what='Nodes registered again')
+    assert wait_for(lambda: sorted(_node_names(lab)) == sorted(h for h in NAMES), 60, what='Nodes registered again')
 
 
 def test_cert_renew_renews_only_what_is_due(lab):

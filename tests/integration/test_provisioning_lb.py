@@ -46,7 +46,7 @@ class EchoServer:
     def _serve(self):
         while not self.stopped:
             try:
-                conn, _ = self.sock.accept()
+                conn, _address = self.sock.accept()
             except OSError:
                 return
             threading.Thread(target=self._echo, args=(conn,), daemon=True).start()

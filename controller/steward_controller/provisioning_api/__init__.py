@@ -41,7 +41,7 @@ class ApiOptions:
 def _ref(value: str, flag: str) -> Optional[Tuple[str, str]]:
     if not value:
         return None
-    namespace, _, name = value.partition('/')
+    namespace, _slash, name = value.partition('/')
     if not name:
         raise InvalidInput(flag, 'namespace/name', 'expected <namespace>/<name>, got %r' % value, value)
     return dns_label(namespace, flag), dns_subdomain(name, flag)

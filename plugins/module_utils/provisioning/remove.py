@@ -48,7 +48,7 @@ def remove_node(*, name: str, client: Optional[KubeClient], etcd: Optional[EtcdC
             plan = plan_drain(client, name, protected_namespaces, force)
             if plan.refused:
                 raise DrainFailed('cannot drain node %s: pods without a controller (set force to evict them anyway): '
-                                  '%s; nothing was changed' % (name, ', '.join(r for r, _ in plan.refused)), name)
+                                  '%s; nothing was changed' % (name, ', '.join(ref for ref, _why in plan.refused)), name)
             result['drain'] = {'evict': ['%s/%s' % ((p.get('metadata') or {}).get('namespace'),
                                                     (p.get('metadata') or {}).get('name')) for p in plan.evict],
                                'skipped': ['%s (%s)' % item for item in plan.skipped]}

@@ -8,7 +8,7 @@ import base64
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, api, files, layout
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, api, files
 
 from provisioning_fixtures import cluster
 
