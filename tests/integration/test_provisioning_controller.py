@@ -27,6 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, files, layout, manifests
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import new_authority
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import plan_node_files
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import Request, provision
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster, parse_node
@@ -105,6 +106,12 @@ def test_anchor_adds_an_etcd_learner_before_the_manifest_promotes_it_and_removes
         authority = new_authority('ecdsa-p256', NOW, 3650)
         provision(Request(cluster, cp1, lab_hosts.root_of(state, 'cp1'), NOW, authority=authority, bootstrap=True,
                           wait_timeout=60, lb_validate_command=None), check_mode=False)
+        # genesis of another node while cp1's cluster answers: refused, nothing written
+        with pytest.raises(Refused) as refused:
+            provision(Request(cluster, cp2, lab_hosts.root_of(state, 'cp2'), NOW, authority=authority, bootstrap=True,
+                              lb_validate_command=None), check_mode=False)
+        assert refused.value.rule == 'cluster-exists'
+        assert not os.path.exists(os.path.join(lab_hosts.root_of(state, 'cp2'), 'etc'))
         # cp2's etcd certificates (a per-node Secret) and its etcd manifest template (a ConfigMap), as a chart would
         placeholders = ('$(ETCD_INITIAL_CLUSTER)', '$(ETCD_INITIAL_CLUSTER_STATE)')
         planned = plan_node_files(cluster, cp2, authority, lambda p: None, NOW, placeholders)

@@ -196,12 +196,16 @@ def test_node_labels_keep_foreign_labels(lab):
 def test_join_script_in_a_fresh_root_writes_what_node_join_wrote(lab, tmp_path):
     authority = read_authority(Root(lab.root('cp1')).read)
     script = str(tmp_path / 'w1-join.sh')
-    tasks = [{'name': 'script', 'steward.cluster.join_script': {
-        'dest': script, 'node_name': 'w1', 'address': lab.ips['w1'], 'local_address': lab.ips['w1'],
-        'control_plane': [{'name': h, 'address': lab.ips[h]} for h in CONTROL_PLANE],
-        'authority': {'ca.crt': authority.files()['ca.crt'].decode(), 'ca.key': authority.files()['ca.key'].decode()}}}]
+    options = {'dest': script, 'node_name': 'w1', 'address': lab.ips['w1'], 'local_address': lab.ips['w1'],
+               'control_plane': [{'name': h, 'address': lab.ips[h]} for h in CONTROL_PLANE],
+               'authority': {'ca.crt': authority.files()['ca.crt'].decode(),
+                             'ca.key': authority.files()['ca.key'].decode()}}
+    tasks = [{'name': 'script', 'steward.cluster.join_script': options},
+             {'name': 'again', 'steward.cluster.join_script': options}]
     result = run_playbook(local_play(tasks))
     assert result.rc == 0, result.stdout[-3000:]
+    assert result.result('script')['changed'] and not result.result('again')['changed']   # a new one = a new key
+    assert 'BEGIN' not in result.stdout
     assert oct(os.stat(script).st_mode & 0o777) == '0o700'
     fresh = str(tmp_path / 'fresh')
     run = subprocess.run(['bash', script, '--root', fresh, '--no-start', '--no-wait'], capture_output=True, text=True,
