@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -93,7 +93,7 @@ def openssl_issue(count: int, directory: str) -> None:
 
 def timed(fn: Callable[[], Any], runs: int) -> Dict[str, Any]:
     times, value = [], None
-    for _ in range(runs):
+    for _run in range(runs):
         start = time.perf_counter()
         value = fn()
         times.append(time.perf_counter() - start)
