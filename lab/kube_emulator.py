@@ -65,6 +65,7 @@ import kube_eviction
 from kube_objects import merge, now, replace_patch, structural
 from kube_rules import RequestRefused, bad_request, check_write, invalid, replicas_causes
 from kube_selectors import SelectorError, parse_field_selector, parse_label_selector
+from kube_tokenreview import is_token_review, token_review
 from kube_workloads import (BUILTIN_SCALE, BUILTIN_SCALED, DEFAULT_STATUS_DELAY, MOVED_KINDS, ScalePaths,
                             crd_scale_paths, default_replicas, moved_status, scale_of, with_replicas)
 
@@ -213,6 +214,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             log[:] = [r for r in log if id(r) not in dropped]
 
     async def _handle_request(self, request: kmock.Request):
+        if is_token_review(request):
+            return await token_review(self, request)
         try:
             if _is_eviction(request):
                 async with self._write_lock:
