@@ -27,9 +27,17 @@ class InvalidInput(ValueError):
         super().__init__('%s: %s' % (field, message) if field else message)
 
     def at(self, prefix: str) -> 'InvalidInput':
-        """The same error with its field placed under `prefix` (`spec` + `replicas` -> `spec.replicas`)."""
+        """The same error (same class) with its field placed under `prefix` (`spec` + `replicas` -> `spec.replicas`)."""
         field = prefix + ('.' + self.field if self.field and not self.field.startswith('[') else self.field)
-        return InvalidInput(field, self.rule, self.detail, self.value)
+        return self.recast(type(self), field)
+
+    def recast(self, cls: type, field: Optional[str] = None) -> 'InvalidInput':
+        """The same error as `cls` (an area's InvalidInput subclass, e.g. ConfigError), so an area's entry point
+        raises only its own types while the shared checks in common/ raise plain InvalidInput."""
+        moved = cls.__new__(cls)
+        moved.__dict__.update(self.__dict__)
+        InvalidInput.__init__(moved, self.field if field is None else field, self.rule, self.detail, self.value)
+        return moved
 
 
 def shown(value: Any, limit: int = 80) -> str:

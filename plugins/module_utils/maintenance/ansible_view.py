@@ -131,7 +131,7 @@ def _load(source: Any, where: str, environ: Optional[Mapping[str, str]] = None) 
     try:
         config = load_config(source, environ)
     except ConfigError as exc:
-        raise ConfigError('%s: %s' % (where, exc)) from None
+        raise ConfigError(where, exc.rule, str(exc), exc.value) from None
     if missing:
         note = ('%s: environment variable(s) %s not set where the module runs: left as ${...} (only the controller needs '
                 'their values)' % (where, ', '.join(missing)))

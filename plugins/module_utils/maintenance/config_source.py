@@ -75,8 +75,8 @@ def extract_text(source: ConfigSource, obj: Mapping[str, Any]) -> str:
         return str(plain[source.key])
     if source.key not in encoded:
         keys = sorted(set(encoded) | set(plain))
-        raise ConfigError('%s has no key "%s" (keys: %s)' % (where, source.key, ', '.join(keys) or 'none'))
+        raise ConfigError('', 'key', '%s has no key "%s" (keys: %s)' % (where, source.key, ', '.join(keys) or 'none'))
     try:
         return base64.b64decode(str(encoded[source.key]), validate=True).decode('utf-8')
     except (binascii.Error, ValueError) as exc:
-        raise ConfigError('%s key "%s" is not base64-encoded UTF-8 text: %s' % (where, source.key, exc)) from None
+        raise ConfigError('', 'base64', '%s key "%s" is not base64-encoded UTF-8 text: %s' % (where, source.key, exc)) from None

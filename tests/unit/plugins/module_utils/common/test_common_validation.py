@@ -39,7 +39,10 @@ def test_duration_error_names_the_field():
     assert durations.optional_duration('', 'x', 7.0) == 7.0 and durations.optional_duration('2s', 'x', 7.0) == 2.0
 
 
-@pytest.mark.parametrize('seconds, text', [(0, '0s'), (90, '1m30s'), (3600, '1h0m0s'), (1.5, '1.5s'), (-2, '-2s')])
+@pytest.mark.parametrize('seconds, text', [
+    (0, '0s'), (90, '1m30s'), (3600, '1h0m0s'), (1.5, '1.5s'), (-2, '-2s'), (0.25, '250ms'), (0.0003, '300µs'),
+    (1e-8, '10ns'), (0.0015, '1.5ms'), (30, '30s'), (300, '5m0s'), (5400, '1h30m0s'), (3600.5, '1h0m0.5s'),
+])
 def test_format_duration_is_go_string(seconds, text):
     assert durations.format_duration(seconds) == text
 
@@ -124,3 +127,15 @@ def test_invalid_input_carries_and_relocates():
     moved = err.at('spec')
     assert moved.field == 'spec.replicas' and str(moved) == 'spec.replicas: must be at least 0'
     assert InvalidInput('password', 'x', 'bad', 'hunter2', secret=True).value is None
+
+
+def test_relocating_keeps_the_area_class():
+    class AreaError(Exception):
+        pass
+
+    class SpecError(AreaError, InvalidInput):
+        pass
+
+    moved = SpecError('interval', 'duration', 'not a duration', 'x').at('spec')
+    assert isinstance(moved, SpecError) and isinstance(moved, AreaError)
+    assert (moved.field, moved.rule, moved.value, str(moved)) == ('spec.interval', 'duration', 'x', 'spec.interval: not a duration')
