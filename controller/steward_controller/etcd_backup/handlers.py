@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import threading
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import kopf
 
@@ -111,10 +111,6 @@ class StatusReporter(BackupListener):
         self.ready(TRUE, REASONS[(kind, True)], '%s snapshot %s at revision %d' % (kind, name, name.end_revision))
         entry = {'name': str(name), 'revision': name.end_revision, 'time': rfc3339(name.created), 'size': snapshot.size}
         status: Dict[str, Any] = {STATUS_FIELD[kind]: entry, 'lastError': None}
-        if kind in (KIND_FULL, KIND_COMPACTION) and self.pending_token and 'on demand' in reason:
-            status['lastOnDemandSnapshot'] = self.pending_token
-            self._clear_annotation()
-            self.pending_token = None
         self.patch(status)
         renew_snapshot_lease(self.runtime, self.body, kind, name.end_revision, float(name.created))
         event_reason = {KIND_FULL: 'FullSnapshotTaken', KIND_DELTA: 'DeltaSnapshotTaken',
@@ -131,6 +127,13 @@ class StatusReporter(BackupListener):
             self.ready(FALSE, REASONS[(kind, False)], error[:1000])
         self.patch({'lastError': '%s: %s' % (REASONS[(kind, False)], error[:1000])})
         self.runtime.report(self._involved(), REASONS[(kind, False)], error, warning=True, kind='EtcdBackup')
+
+    def requests_served(self, tokens: Tuple[str, ...]) -> None:
+        """The on-demand request (annotation token) was served by a stored full snapshot: say so, drop the annotation."""
+        if self.pending_token in tokens:
+            self.patch({'lastOnDemandSnapshot': self.pending_token})
+            self._clear_annotation()
+            self.pending_token = None
 
     def garbage_collected(self, result: Dict[str, Any]) -> None:
         m = self.runtime.metrics
@@ -324,5 +327,5 @@ def _watch_object(runtime: Runtime, body: Any, generation: Any, runner: BackupRu
         token = (meta.get('annotations') or {}).get(ON_DEMAND)
         if token and token != served and token != reporter.pending_token:
             reporter.pending_token = token
-            runner.request_full('on demand (%s=%s)' % (ON_DEMAND, token))
+            runner.request_full('on demand (%s=%s)' % (ON_DEMAND, token), token)
         flag.stopped.wait(1.0)
