@@ -24,9 +24,9 @@ import kopf
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
     KIND_COMPACTION, KIND_DELTA, KIND_FULL, BackupListener, BackupRunner)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
-    BackupSpec, SpecError, parse_backup_spec, secret_value)
+    BackupSpec, parse_backup_spec, secret_value)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
@@ -216,7 +216,7 @@ def read_secret(runtime: Runtime, namespace: str, name: str) -> Dict[str, str]:
     try:
         secret = runtime.client.get(api_path('v1', 'secrets', namespace, name))
     except NotFound:
-        raise SpecError('secret %s/%s does not exist' % (namespace, name)) from None
+        raise SpecError('', 'exists', 'secret %s/%s does not exist' % (namespace, name)) from None
     return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
 
 
@@ -299,7 +299,7 @@ def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: st
             reporter.patch({})
             return None
         conn, store = connect(runtime, spec, meta.get('namespace'), work_dir)
-    except (SpecError, EtcdError) as exc:
+    except EtcdError as exc:   # SpecError included
         reporter.invalid(str(exc))
         return None
     reporter.valid()

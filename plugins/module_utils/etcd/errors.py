@@ -8,6 +8,8 @@ from __future__ import annotations
 import enum
 from typing import Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+
 
 class Refusal(enum.Enum):
     """Why etcd refused a request, when the reason decides what the caller does next (retry or give up).
@@ -23,6 +25,8 @@ class Refusal(enum.Enum):
 class EtcdError(Exception):
     """Base of every etcd-area failure; the message says what was wrong and where, `refusal` why etcd said no
     (None when it did not, or for no reason a caller acts on)."""
+
+    refusal: Optional[Refusal] = None
 
     def __init__(self, message: str = '', refusal: Optional[Refusal] = None):
         super().__init__(message)
@@ -59,3 +63,15 @@ class RestoreRefused(EtcdError):
 
 class BinaryNotFound(EtcdError):
     """etcd, etcdctl or etcdutl is needed and was not found."""
+
+
+class SpecError(EtcdError, InvalidInput):
+    """An EtcdBackup spec (or a Secret it names) cannot be acted on: `field`, `rule` and `value` say where and why."""
+
+    __init__ = InvalidInput.__init__
+
+
+class CronError(EtcdError, InvalidInput):
+    """A cron schedule cannot be parsed or never fires; the message names the cron field and the token."""
+
+    __init__ = InvalidInput.__init__
