@@ -31,6 +31,13 @@ class InvalidInput(ValueError):
         field = prefix + ('.' + self.field if self.field and not self.field.startswith('[') else self.field)
         return self.recast(type(self), field)
 
+    def inside(self, where: str) -> 'InvalidInput':
+        """The same error (same class, rule, value) reported inside `where`, a file or an object that is not a
+        field path: `template file t.yml` + `template.nodes: ...` -> `template file t.yml: template.nodes: ...`."""
+        moved = self.recast(type(self))
+        InvalidInput.__init__(moved, where, self.rule, str(self), self.value)
+        return moved
+
     def recast(self, cls: type, field: Optional[str] = None) -> 'InvalidInput':
         """The same error as `cls` (an area's InvalidInput subclass, e.g. ConfigError), so an area's entry point
         raises only its own types while the shared checks in common/ raise plain InvalidInput."""

@@ -129,6 +129,12 @@ def test_invalid_input_carries_and_relocates():
     assert InvalidInput('password', 'x', 'bad', 'hunter2', secret=True).value is None
 
 
+def test_an_error_inside_a_file_keeps_its_text():
+    err = InvalidInput('template.nodes', 'minimum', 'at least two nodes', 1).inside('template file t.yml')
+    assert (err.field, err.rule, err.value) == ('template file t.yml', 'minimum', 1)
+    assert str(err) == 'template file t.yml: template.nodes: at least two nodes'
+
+
 def test_relocating_keeps_the_area_class():
     class AreaError(Exception):
         pass
