@@ -144,6 +144,27 @@ def interpolate(value: Any, environ: Mapping[str, str], where: str = '') -> Any:
     return value
 
 
+def unset_variables(source: Any, environ: Mapping[str, str]) -> List[str]:
+    """`${VAR}` references without a default whose variable is not set in `environ` (in order, once each)."""
+    found: List[str] = []
+    if isinstance(source, bytes):
+        source = source.decode('utf-8', 'replace')
+    if isinstance(source, str):
+        for match in _VARIABLE.finditer(source):
+            name = (match.group(1) or '').strip()
+            has_default = match.group(3) is not None and not match.group(2)
+            if name and not has_default and name not in environ and name not in found:
+                found.append(name)
+    elif isinstance(source, Mapping):
+        for value in source.values():
+            found += [n for n in unset_variables(value, environ) if n not in found]
+    elif isinstance(source, (list, tuple)):
+        for value in source:
+            found += [n for n in unset_variables(value, environ) if n not in found]
+    return found
+
+
+
 def _warn_unknown(warnings: List[str], where: str, raw: Mapping[str, Any], allowed: Tuple[str, ...]) -> None:
     for key in raw:
         if key not in allowed:
@@ -323,3 +344,21 @@ def _load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional
     dashboard = as_mapping(top.get('dashboard'), 'dashboard')
     label_filter = tuple(Fields(dashboard, 'dashboard').string_list('labelFilter'))
     return Config(requeue, notify, instances, profiles, tuple(warnings), label_filter)
+
+
+def load_config_for_viewing(source: Any, where: str, environ: Optional[Mapping[str, str]] = None) -> Config:
+    """load_config for looking only: a `${VAR}` the controller's environment has but this one lacks is left as
+    the text `${VAR}` (reported in the warnings) instead of failing - the info view sends nothing, so hooks,
+    tokens and passwords do not matter to it; a check option that needs the real value still fails, by name."""
+    environ = dict(os.environ if environ is None else environ)
+    missing = unset_variables(source, environ)
+    environ.update({name: '${%s}' % name for name in missing})
+    try:
+        config = load_config(source, environ)
+    except ConfigError as exc:
+        raise exc.inside(where) from None
+    if missing:
+        note = ('%s: environment variable(s) %s not set where the module runs: left as ${...} (only the controller needs '
+                'their values)' % (where, ', '.join(missing)))
+        config = dataclasses.replace(config, warnings=tuple(config.warnings) + (note,))
+    return config

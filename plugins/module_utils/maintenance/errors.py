@@ -24,6 +24,10 @@ class DataError(MaintenanceError, InvalidInput):
     """The cloud.sap/maintenance-data annotation cannot be read; the node is left alone."""
 
 
+class OptionError(MaintenanceError, InvalidInput):
+    """A module option is malformed (`field` names the option and the item); nothing was read or written."""
+
+
 class PluginError(MaintenanceError):
     """A plugin could not do its job this time (API down, bad node data, SMTP refused); retried next reconcile."""
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_dns_subdomain
+from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_configmap_key, is_dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES, REPAIR_VARIABLES, graphql_url, query_variables,
 )
@@ -37,7 +36,6 @@ DEFAULT_CLUSTER_KEY = 'cluster.yml'
 DEFAULT_TEMPLATE_KEY = 'cluster-template.yml'
 CLUSTER_CONFIGMAP_SUFFIX = '-cluster'
 
-_CONFIGMAP_KEY = re.compile(r'^[-._a-zA-Z0-9]+$')
 
 
 @dataclass(frozen=True)
@@ -129,7 +127,7 @@ def _configmap_ref(section: Mapping[str, Any], where: str, default_name: Optiona
     if not is_dns_subdomain(name):
         raise SpecError(f'{where}.name', 'dns-subdomain', f'expected a ConfigMap name (lower-case DNS subdomain), got {name!r}',
                         name)
-    if not isinstance(key, str) or len(key) > 253 or not _CONFIGMAP_KEY.match(key):
+    if not is_configmap_key(key):
         raise SpecError(f'{where}.key', 'configmap-key', f'expected a ConfigMap key (letters, digits, "-", "_", "."), got {key!r}',
                         key)
     return ConfigMapRef(name=name, key=key)

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import re
 import socket
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_dns_subdomain, is_label_name
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import TemplateError
 
 LABEL_ROLE = 'cke.cybozu.com/role'
 LABEL_WEIGHT = 'cke.cybozu.com/weight'
 TAINT_EFFECTS = ('NoSchedule', 'PreferNoSchedule', 'NoExecute')
-
-_NAME = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
-_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 
 
 # Verdicts for strings already checked: a cluster repeats the same keys and values on every node.
@@ -68,9 +65,9 @@ def _qualified_name_problem(key: Any) -> Optional[str]:
     if not isinstance(key, str) or not key:
         return 'must be a non-empty string'
     prefix, slash, name = key.rpartition('/')
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if slash and not is_dns_subdomain(prefix):
         return 'prefix must be a DNS subdomain of at most 253 characters'
-    if not name or len(name) > 63 or not _NAME.match(name):
+    if not is_label_name(name):
         return 'name must be 1-63 alphanumerics, "-", "_" or "." starting and ending with an alphanumeric'
     return None
 
@@ -78,7 +75,7 @@ def _qualified_name_problem(key: Any) -> Optional[str]:
 def _label_value_problem(value: Any) -> Optional[str]:
     if not isinstance(value, str):
         return 'must be a string'
-    if value and (len(value) > 63 or not _NAME.match(value)):
+    if value and not is_label_name(value):
         return 'must be empty or 1-63 alphanumerics, "-", "_" or "." starting and ending with an alphanumeric'
     return None
 

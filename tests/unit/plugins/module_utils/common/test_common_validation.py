@@ -117,6 +117,18 @@ def test_file_mode_refuses(value):
     assert rule_of(validate.file_mode, value, 'mode') == 'file-mode'
 
 
+@pytest.mark.parametrize('check, good, bad', [
+    (names.is_label_name, ['a', 'A_b.c-9', 'x' * 63], ['', '-a', 'a-', 'x' * 64, 'a/b', 'a b', None]),
+    (names.is_qualified_name, ['node', 'cloud.sap/maintenance-state', 'k8s.io/' + 'a' * 63],
+     ['', '/a', 'a/', 'Bad_/x', 'a/b/c', 'a' * 64, 7]),
+    (names.is_label_value, ['', 'v1', 'a.b_c-d'], ['-x', 'x' * 64, 'a b', None]),
+    (names.is_configmap_key, ['maintenance.yaml', 'a_b-c.d', 'x' * 253], ['', 'a/b', 'x' * 254, 'a b', None]),
+])
+def test_name_predicates(check, good, bad):
+    assert all(check(v) for v in good), [v for v in good if not check(v)]
+    assert not any(check(v) for v in bad), [v for v in bad if check(v)]
+
+
 def test_names():
     assert names.dns_subdomain('a-b.c', 'n') == 'a-b.c' and names.dns_label('abc', 'n') == 'abc'
     for bad in ('', 'A', '-a', 'a_b', 'a' * 254, None):
