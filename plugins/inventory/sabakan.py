@@ -106,7 +106,7 @@ from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import FileError, SabakanError, SourceError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_cluster
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_checked_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     load_constraints_input,
     load_current_cluster,
@@ -200,9 +200,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                                  defaults=GENERATOR_VARIABLES, timeout=self.get_option('timeout'),
                                  validate_certs=self.get_option('validate_certs'),
                                  ca_path=self._path('ca_path', base))
-        plan = plan_cluster(current, template, constraints, machines,
-                            wait_retired_seconds=self.get_option('wait_retired_seconds'))
-        return plan.cluster if plan.changed else current
+        _plan, cluster = plan_checked_cluster(current, template, constraints, machines,
+                                              wait_retired_seconds=self.get_option('wait_retired_seconds'))
+        return cluster
 
     def parse(self, inventory, loader, path, cache=True):
         super(InventoryModule, self).parse(inventory, loader, path, cache)

@@ -4,8 +4,8 @@
 """Errors of the sabakan area: one base (SabakanError), subclasses by what the caller does about them.
 
 * talking to sabakan: SabakanUnavailable (retry later), SabakanQueryError, SabakanResponseError;
-* the generator's refusals (GeneratorError): NotAvailable, TooManyNonExistent, MissingMachine - nothing
-  was changed, and the hint says what to do;
+* the generator's refusals (GeneratorError): NotAvailable, TooManyNonExistent, MissingMachine,
+  ConstraintViolation - nothing was changed, and the hint says what to do;
 * bad input, also `common.errors.InvalidInput` (`field`, `rule`, `value`): TemplateError, ConstraintsError,
   MachineError (generator inputs, so GeneratorError too), SabakanVariablesError, SourceError, FileError,
   OptionError, SpecError, ClusterConfigMapError.
@@ -15,7 +15,7 @@ The class names are stable because operators and CKE's tests match on them.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 
@@ -72,6 +72,10 @@ class MissingMachine(GeneratorError):
     hint = 'Run an update first (it removes non-existent nodes), then apply the new template.'
 
 
+class ConstraintViolation(GeneratorError):
+    """The cluster that would stand after the plan does not satisfy the constraints (CKE's Constraints.Check)."""
+
+
 # --- bad input (field, rule, value) ---------------------------------------------------------------
 class TemplateError(GeneratorError, InvalidInput):
     """The cluster template (or a cluster file) is malformed."""
@@ -107,3 +111,13 @@ class SpecError(SabakanError, InvalidInput):
 
 class ClusterConfigMapError(SabakanError, InvalidInput):
     """The cluster ConfigMap holds something that is not a usable cluster; nothing is written over it."""
+
+
+def error_result(exc: SabakanError) -> Dict[str, Any]:
+    """What a module or the inventory reports for an error: `msg` led by the class name (operators and CKE's
+    tests match on it), `error` the class name, and for bad input the `field` and the `rule` it broke."""
+    name = type(exc).__name__
+    result: Dict[str, Any] = {'msg': '%s: %s' % (name, exc), 'error': name}
+    if isinstance(exc, InvalidInput):
+        result.update(field=exc.field, rule=exc.rule)
+    return result

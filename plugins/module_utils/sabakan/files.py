@@ -214,6 +214,50 @@ def write_yaml_atomic(path: str, data: Any, mode: Optional[int] = None) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class FileUpdate:
+    """Writing one file the way the sabakan modules do: planned first (content and mode), so check mode and
+    --diff show what would change, then applied with apply_file_update (atomic rename, never a partial file)."""
+
+    path: str
+    before: str            # the current text ('' when the file does not exist)
+    after: str             # the text the file has afterwards
+    exists: bool
+    mode: Optional[int]    # wanted mode; None keeps the file's (a new file gets DEFAULT_FILE_MODE)
+    rewrite: bool          # the content is written
+    chmod: bool            # only the mode changes
+
+    @property
+    def changed(self) -> bool:
+        return self.rewrite or self.chmod
+
+    def diff(self) -> Dict[str, str]:
+        """Text diff with headers, as --diff shows files."""
+        return {'before': self.before, 'after': self.after, 'after_header': self.path,
+                'before_header': self.path if self.exists else '%s (absent)' % self.path}
+
+
+def plan_file_update(path: str, after: Optional[str], mode: Optional[int], what: str) -> FileUpdate:
+    """`after` None keeps the content (only a differing `mode` is applied); reads the file, writes nothing."""
+    text = read_text(path, what)
+    current_mode = file_mode(path)
+    rewrite = after is not None
+    chmod = not rewrite and mode is not None and current_mode is not None and current_mode != mode
+    return FileUpdate(path=path, before=text or '', after=after if rewrite else (text or ''), exists=text is not None,
+                      mode=mode, rewrite=rewrite, chmod=chmod)
+
+
+def apply_file_update(update: FileUpdate) -> None:
+    """Make the planned change (nothing when it changes nothing); FileError when the file cannot be written."""
+    if update.rewrite:
+        write_text_atomic(update.path, update.after, update.mode)
+    elif update.chmod and update.mode is not None:
+        try:
+            os.chmod(update.path, update.mode)
+        except OSError as exc:
+            raise FileError(update.path, 'writable', f'cannot change its mode: {exc.strerror or exc}') from None
+
+
 def parse_mode(value: Any) -> Optional[int]:
     """The `mode` option (common.validate.file_mode: an octal string such as "0644", or YAML's 0644); None stays None."""
     if value is None:
