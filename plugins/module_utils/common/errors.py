@@ -11,7 +11,10 @@ Modules turn it into `fail_json(msg=str(exc), field=..., rule=...)`; the control
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, Callable, Optional, TypeVar
+
+_F = TypeVar('_F', bound=Callable[..., Any])
 
 
 class InvalidInput(ValueError):
@@ -45,6 +48,22 @@ class InvalidInput(ValueError):
         moved.__dict__.update(self.__dict__)
         InvalidInput.__init__(moved, self.field if field is None else field, self.rule, self.detail, self.value)
         return moved
+
+
+def input_errors_as(cls: type) -> Callable[[_F], _F]:
+    """Decorator for an area's entry point (load_config, parse_spec, ...): an InvalidInput raised by the shared
+    checks inside it leaves it as `cls`, the area's own InvalidInput subclass, so its callers catch one type."""
+    def decorate(function: _F) -> _F:
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except cls:
+                raise
+            except InvalidInput as exc:
+                raise exc.recast(cls) from None
+        return checked  # type: ignore[return-value]
+    return decorate
 
 
 def shown(value: Any, limit: int = 80) -> str:

@@ -17,7 +17,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import BackupPolicy
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import POLICY_SUFFIX
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
@@ -114,18 +114,10 @@ def _store_url(store: Mapping[str, Any]) -> str:
     return os.path.join(os.path.normpath(path), prefix)
 
 
+@input_errors_as(SpecError)
 def parse_backup_spec(spec: Any) -> BackupSpec:
     """The checked spec with defaults applied; SpecError names the first wrong field (the shared checks'
     InvalidInput, durations included, comes as SpecError too)."""
-    try:
-        return _parse_backup_spec(spec)
-    except SpecError:
-        raise
-    except InvalidInput as exc:
-        raise exc.recast(SpecError) from None
-
-
-def _parse_backup_spec(spec: Any) -> BackupSpec:
     spec = _mapping(spec, 'spec', required=True)
     values = dict(DEFAULTS)
     values.update({k: v for k, v in spec.items() if v is not None})

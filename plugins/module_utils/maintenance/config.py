@@ -31,7 +31,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.chain import (
     ChainSyntaxError, Expr, names, parse_and_list, parse_check_chain)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
@@ -290,17 +290,9 @@ def _load_profile(index: int, raw: Any, instances: Dict[str, Dict[str, Instance]
     return Profile(name, {state: _load_state(spec.get(state), '%s.%s' % (where, state), instances, warnings) for state in STATES})
 
 
+@input_errors_as(ConfigError)
 def load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[Mapping[str, str]] = None) -> Config:
     """Parse and validate; raises ConfigError naming the field (the shared checks' InvalidInput included)."""
-    try:
-        return _load_config(source, environ)
-    except ConfigError:
-        raise
-    except InvalidInput as exc:
-        raise exc.recast(ConfigError) from None
-
-
-def _load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[Mapping[str, str]]) -> Config:
     if isinstance(source, (str, bytes)):
         if not HAS_YAML:
             raise ConfigError('', 'dependency', 'the python library PyYAML is required to read maintenance.yaml')

@@ -6,10 +6,10 @@ and the checks of option values that Ansible's argspec cannot express."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import OptionError  # noqa: F401 re-exported API
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import OptionError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import TAINT_EFFECTS
 
 # How to reach sabakan; matches the sabakan_connection doc fragment.
@@ -32,15 +32,6 @@ CONSTRAINTS_SPEC: Dict[str, Any] = {
     'constraints': {'type': 'dict'},
     'constraints_file': {'type': 'path'},
 }
-
-
-def argspec(*specs: Dict[str, Any], **own: Any) -> Dict[str, Any]:
-    """Deep-copied union of shared specs plus the module's own options."""
-    merged: Dict[str, Any] = {}
-    for spec in specs:
-        merged.update(copy.deepcopy(spec))
-    merged.update(own)
-    return merged
 
 
 def check_node_taints(value: Optional[Mapping[str, Any]]) -> Dict[str, List[Dict[str, str]]]:

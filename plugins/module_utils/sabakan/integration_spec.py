@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_configmap_key, is_dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES, REPAIR_VARIABLES, graphql_url, query_variables,
@@ -153,18 +153,10 @@ def parse_template_text(text: Optional[str], where: str) -> Dict[str, Any]:
     return check_template(data, where)
 
 
+@input_errors_as(SpecError)
 def parse_spec(spec: Any, name: str) -> IntegrationSpec:
     """The checked spec of the SabakanIntegration `name`, with every CRD default applied; SpecError names the
     field (the shared checks' InvalidInput, durations included, comes as SpecError too)."""
-    try:
-        return _parse_spec(spec, name)
-    except SpecError:
-        raise
-    except InvalidInput as exc:
-        raise exc.recast(SpecError) from None
-
-
-def _parse_spec(spec: Any, name: str) -> IntegrationSpec:
     if not isinstance(spec, Mapping):
         raise SpecError('spec', 'type', f'expected an object, got {spec!r}')
     url = spec.get('url')

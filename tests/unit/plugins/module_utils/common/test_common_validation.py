@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import durations, names, validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
 
 
 def rule_of(fn, *args, **kwargs):
@@ -154,6 +154,27 @@ def test_an_error_inside_a_file_keeps_its_text():
     err = InvalidInput('template.nodes', 'minimum', 'at least two nodes', 1).inside('template file t.yml')
     assert (err.field, err.rule, err.value) == ('template file t.yml', 'minimum', 1)
     assert str(err) == 'template file t.yml: template.nodes: at least two nodes'
+
+
+def test_an_area_entry_point_raises_its_own_class():
+    class AreaError(Exception):
+        pass
+
+    class ConfigError(AreaError, InvalidInput):
+        pass
+
+    @input_errors_as(ConfigError)
+    def load(value):
+        if value == 'own':
+            raise ConfigError('x', 'own', 'the area said no')
+        return durations.parse_duration(value, 'spec.interval')
+
+    assert load('5s') == 5.0 and load.__name__ == 'load'
+    with pytest.raises(ConfigError) as info:
+        load('soon')
+    assert (info.value.field, info.value.rule, info.value.value) == ('spec.interval', 'duration', 'soon')
+    with pytest.raises(ConfigError, match='^x: the area said no$'):
+        load('own')
 
 
 def test_relocating_keeps_the_area_class():
