@@ -22,7 +22,11 @@ description:
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
