@@ -34,5 +34,3 @@ ETCD_TOOLS_SPEC: Dict[str, Any] = {
     'etcd_path': {'type': 'path'},
     'bin_dirs': {'type': 'list', 'elements': 'path'},
 }
-
-

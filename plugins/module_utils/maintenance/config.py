@@ -164,7 +164,6 @@ def unset_variables(source: Any, environ: Mapping[str, str]) -> List[str]:
     return found
 
 
-
 def _warn_unknown(warnings: List[str], where: str, raw: Mapping[str, Any], allowed: Tuple[str, ...]) -> None:
     for key in raw:
         if key not in allowed:

@@ -37,7 +37,6 @@ DEFAULT_TEMPLATE_KEY = 'cluster-template.yml'
 CLUSTER_CONFIGMAP_SUFFIX = '-cluster'
 
 
-
 @dataclass(frozen=True)
 class ConfigMapRef:
     name: str

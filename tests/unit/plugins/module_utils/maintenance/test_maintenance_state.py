@@ -216,7 +216,7 @@ profiles:
     assert result.transitions == [] and sim.labels[STATE] == 'operational' and 'marked' not in sim.labels
     assert {e.kind for e in result.errors} == {ErrorKind.TRIGGER}
     assert messages(result) == ['profile p: transition operational -> in-maintenance aborted: trigger cordon (cordon) failed: '
-                             'cordon w: node w does not exist']
+                                'cordon w: node w does not exist']
     monkeypatch.setattr(eviction, 'cordon', lambda client, name: True)
     result = sim.step()
     assert sim.labels[STATE] == 'in-maintenance' and sim.labels['marked'] == 'yes'
@@ -243,7 +243,7 @@ profiles:
     assert states(sim) == {'broken': 'operational', 'fine': 'maintenance-required'}
     assert {e.kind for e in result.errors} == {ErrorKind.CHECK}
     assert messages(result) == ['profile broken: transition operational -> maintenance-required: check newer (clusterSemver) '
-                             'failed: node does not have label version containing a version']
+                                'failed: node does not have label version containing a version']
     evaluations = result.profiles[0].evaluations
     assert [e.passed for e in evaluations] == [False, True] and evaluations[0].checks['newer']['error']
 
@@ -428,7 +428,7 @@ def test_gated_transitions_wait_when_the_gate_cannot_be_entered():
     assert result.committed and not result.gated
     assert {e.kind for e in result.errors} == {ErrorKind.GATE}
     assert messages(result) == ['gate: Timeout: lease kube-system/maintenance is held by replica-2; '
-                             'cluster-scoped transitions wait for the next reconcile']
+                                'cluster-scoped transitions wait for the next reconcile']
     stored = parse_data(api.get('w')['metadata']['annotations'][DATA])
     assert {n: p.current for n, p in stored.profiles.items()} == {'local': 'maintenance-required', 'cluster': 'operational'}
     env.gate = Environment().gate
