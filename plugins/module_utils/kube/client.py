@@ -23,7 +23,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
     KubeUnavailable,
     NotFound,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import (  # noqa: F401 labels_match re-exported
+# labels_match: lab/kube_api.py imports it from here
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import (  # noqa: F401  # pylint: disable=unused-import
     labels_match, parse_label_selector, selector_matches)
 
 try:

@@ -24,8 +24,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (  # noqa: F401 re-exported API
-    OptionError, SabakanError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
+    OptionError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
 MACHINE_PARAMS_FIELDS = ('labels', 'racks', 'roles', 'states', 'minDaysBeforeRetire')
 VARIABLE_KEYS = ('having', 'notHaving')

@@ -97,7 +97,7 @@ def test_retry_does_not_retry_permanent_errors():
 def test_gateway_errors_are_typed_once(status, message, cls, refusal):
     """etcd's answer text is read in one place (client.gateway_error); callers match the type and `refusal`."""
     error = gateway_error('http://e1:2379/v3/x', status, message)
-    assert type(error) is (cls or type(error)) and error.refusal is refusal
+    assert (cls is None or error.__class__ is cls) and error.refusal is refusal
     assert message in str(error)
 
 

@@ -16,12 +16,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client imp
     REPAIR_VARIABLES,
     SEARCH_QUERY,
     SabakanClient,
-    SabakanError,
-    SabakanVariablesError,
     graphql_url,
     parse_datetime,
     query_variables,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, SabakanVariablesError
 
 
 # --- the defaults are CKE's (seeds 000 and 001) ------------------------------------------------------
