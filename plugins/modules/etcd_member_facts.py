@@ -17,11 +17,16 @@ description:
     term, leader, learner, member list, and whether a linearizable read succeeds).
   - A member of a cluster that lost quorum still answers status requests, so the raft index of a
     leaderless survivor can be compared with the others.
-  - Never changes anything.
+  - Never changes anything. The facts are returned as C(member) and as the host fact C(etcd_member)
+    (C(ansible_facts)), so later tasks and plays read them without C(register).
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
@@ -65,10 +70,19 @@ EXAMPLES = r'''
     ca_cert: /etc/etcd/pki/ca.crt
     client_cert: /etc/etcd/pki/client.crt
     client_key: /etc/etcd/pki/client.key
-  register: etcd_member_state
+
+- name: Later tasks read the host fact
+  ansible.builtin.debug:
+    msg: "{{ etcd_member.name }} has data: {{ etcd_member.data_has_data }}"
 '''
 
 RETURN = r'''
+ansible_facts:
+  description: The same facts as C(member), as the host fact C(etcd_member).
+  returned: always
+  type: dict
+  contains:
+    etcd_member: {description: See C(member)., type: dict, returned: always}
 member:
   description: Facts about the member on this host.
   returned: always
@@ -76,6 +90,7 @@ member:
   contains:
     name: {description: Member name., type: str, returned: always}
     host_reachable: {description: Always true (the module ran on the host)., type: bool, returned: always}
+    data_state: {description: 'What is at the data dir: absent, empty, present or not-a-directory.', type: str, returned: always}
     data_exists: {description: The data dir exists., type: bool, returned: always}
     data_has_data: {description: The data dir holds a WAL or a backend db., type: bool, returned: always}
     process_running: {description: The member process is alive - from the pid file or else from the answer., type: bool, returned: always}
@@ -126,7 +141,7 @@ def main():
                                 probe_timeout=p['probe_timeout'])
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, member=member)
+    module.exit_json(changed=False, member=member, ansible_facts={'etcd_member': member})
 
 
 if __name__ == '__main__':

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict
+
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
 
 ETCD_CONNECTION_SPEC: Dict[str, Any] = {
     'endpoints': {'type': 'list', 'elements': 'str', 'default': ['http://127.0.0.1:2379']},
@@ -33,12 +34,3 @@ ETCD_TOOLS_SPEC: Dict[str, Any] = {
     'etcd_path': {'type': 'path'},
     'bin_dirs': {'type': 'list', 'elements': 'path'},
 }
-
-
-def argspec(*specs: Dict[str, Any], **own: Any) -> Dict[str, Any]:
-    """Deep-copied union of shared specs plus the module's own options."""
-    merged: Dict[str, Any] = {}
-    for spec in specs:
-        merged.update(copy.deepcopy(spec))
-    merged.update(own)
-    return merged
