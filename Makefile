@@ -25,7 +25,7 @@ export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
 export ANSIBLE_PYTHON_INTERPRETER := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: all venv build etcd-bin test unit integration pytest sanity get-pip-standin lab lab-down demo dist bench clean
+.PHONY: all venv build etcd-bin test unit integration pytest sanity get-pip-standin lab lab-down demo dist changelog bench clean
 
 all: venv build etcd-bin kubernetes-core controller
 
@@ -117,9 +117,17 @@ demo: all
 	$(PY) lab/demo.py --state $(LAB) --members $(MEMBERS)
 
 # --- packaging and benchmarks -----------------------------------------------------------------
+# The Galaxy tarball (galaxy.yml's build_ignore keeps venv, build tree, lab state and test output out of it).
 dist: all
 	mkdir -p dist
 	$(VENV)/bin/ansible-galaxy collection build --force --output-path dist .
+
+# Fold changelogs/fragments/*.yml into changelogs/changelog.yaml and CHANGELOG.rst for galaxy.yml's version
+# (run after adding a fragment; a test fails while a fragment is not in CHANGELOG.rst).
+COLLECTION_VERSION = $(shell sed -n 's/^version: *//p' galaxy.yml)
+changelog: all
+	$(VENV)/bin/antsibull-changelog lint
+	$(VENV)/bin/antsibull-changelog release --version $(COLLECTION_VERSION) --update-existing
 
 bench: all
 	$(PY) bench/etcd_snapshot.py

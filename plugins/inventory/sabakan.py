@@ -74,7 +74,7 @@ options:
     default: 300
 extends_documentation_fragment:
   - constructed
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

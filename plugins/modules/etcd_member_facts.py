@@ -52,7 +52,7 @@ options:
     description: Seconds to wait for the member's answers; a leaderless member fails the linearizable read after this.
     type: float
     default: 2.0
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

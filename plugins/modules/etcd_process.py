@@ -75,7 +75,7 @@ attributes:
     platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
