@@ -18,14 +18,23 @@ description:
   - A member of a cluster that lost quorum still answers status requests, so the raft index of a
     leaderless survivor can be compared with the others.
   - Never changes anything.
+  - The result is also set as the host fact C(etcd_member) (RV(ansible_facts.etcd_member)), so later plays
+    and other hosts (C(hostvars[host].etcd_member)) can read it without registering the task.
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+  - ansible.builtin.action_common_attributes.facts
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
     support: none
+  facts:
+    support: full
   platform:
     platforms: posix
 options:
@@ -65,10 +74,22 @@ EXAMPLES = r'''
     ca_cert: /etc/etcd/pki/ca.crt
     client_cert: /etc/etcd/pki/client.crt
     client_key: /etc/etcd/pki/client.key
-  register: etcd_member_state
+
+- name: Every host's member as others see it (the etcd_member fact)
+  ansible.builtin.debug:
+    msg: "{{ groups['etcd'] | map('extract', hostvars, ['etcd_member', 'raft_index']) | list }}"
 '''
 
 RETURN = r'''
+ansible_facts:
+  description: The host fact C(etcd_member), the same dictionary as RV(member).
+  returned: always
+  type: dict
+  contains:
+    etcd_member:
+      description: Facts about the member on this host (see RV(member)).
+      type: dict
+      returned: always
 member:
   description: Facts about the member on this host.
   returned: always
@@ -126,7 +147,7 @@ def main():
                                 probe_timeout=p['probe_timeout'])
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, member=member)
+    module.exit_json(changed=False, member=member, ansible_facts={'etcd_member': member})
 
 
 if __name__ == '__main__':

@@ -67,6 +67,9 @@ options:
     description: Key of O(client_cert).
     type: path
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
@@ -75,6 +78,7 @@ attributes:
     platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 author: steward.cluster developers (@steward-cluster)
 '''
 

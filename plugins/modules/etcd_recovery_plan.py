@@ -24,7 +24,11 @@ description:
   - Hosts that Ansible could not reach never make the plan fail; they are reported and left alone.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:

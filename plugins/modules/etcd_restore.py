@@ -104,7 +104,11 @@ extends_documentation_fragment:
   - steward.cluster.etcd_store
   - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
     details: Selects, downloads and verifies the snapshot (read-only) and restores nothing.

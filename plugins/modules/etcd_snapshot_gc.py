@@ -52,7 +52,11 @@ options:
 extends_documentation_fragment:
   - steward.cluster.etcd_store
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
     details: Lists what would be deleted and deletes nothing.

@@ -141,6 +141,55 @@ def test_a_playbook_runs_by_fqcn_from_the_install(installed_collection, etcd1, t
     assert len(fulls) == 1 and os.path.getsize(store / 'v2' / fulls[0]) > 0
 
 
+# --- names users bring from kubernetes.core and amazon.aws -----------------------------------------------
+# An option (or alias) for each of these, wherever a module has the concept.
+KUBE_NAMES = ('kubeconfig', 'context', 'host', 'api_key', 'validate_certs', 'ca_cert')
+S3_NAMES = ('access_key', 'secret_key', 'session_token', 'endpoint_url', 'region')
+# Spellings of kubernetes.core/amazon.aws concepts that must not be an option's primary name.
+NOT_PRIMARY = {'verify_ssl': 'validate_certs', 'ssl_ca_cert': 'ca_cert', 'kube_config': 'kubeconfig',
+               'kubeconfig_path': 'kubeconfig', 'kube_context': 'context', 'timeout_wait': 'wait_timeout',
+               'insecure': 'validate_certs', 'verify': 'validate_certs'}
+
+
+def test_option_names_follow_kubernetes_core_and_amazon_aws(installed_collection):
+    path, _ = installed_collection
+    modules = expected_plugins()['module']
+    docs = json.loads(ansible('ansible-doc', '-t', 'module', '--json', *modules, collections_path=path).stdout)
+    problems = []
+    for fqcn, doc in sorted(docs.items()):
+        options = doc['doc'].get('options') or {}
+        names = {name: set([name] + list(option.get('aliases') or [])) for name, option in options.items()}
+        known = set().union(*names.values()) if names else set()
+        for name in options:
+            if name in NOT_PRIMARY:
+                problems.append('%s: option %s should be %s (keep %s as an alias)' % (fqcn, name, NOT_PRIMARY[name], name))
+        if 'kubeconfig' in known:
+            problems += ['%s: no %s option (kubernetes.core name)' % (fqcn, n) for n in KUBE_NAMES if n not in known]
+        if 'store' in options:
+            problems += ['%s: no %s option or alias (amazon.aws name)' % (fqcn, n) for n in S3_NAMES if n not in known]
+        if 'wait' in options and 'wait_timeout' not in options:
+            problems.append('%s: has wait but no wait_timeout' % fqcn)
+        for name in options:
+            if name.startswith('ca_') and 'ca_cert' not in known:
+                problems.append('%s: CA option %s has no ca_cert alias' % (fqcn, name))
+    assert not problems, '\n'.join(problems)
+
+
+def test_module_defaults_reach_a_module_through_its_group(installed_collection, etcd1, tmp_path):
+    """group/steward.cluster.etcd (meta/runtime.yml of the install) gives etcd_cluster_info its endpoints."""
+    path, _ = installed_collection
+    play = tmp_path / 'play.yml'
+    play.write_text(yaml.safe_dump([{
+        'name': 'module_defaults by action group', 'hosts': 'localhost', 'connection': 'local', 'gather_facts': False,
+        'module_defaults': {'group/steward.cluster.etcd': {'endpoints': etcd1.endpoints, 'timeout': 10}},
+        'tasks': [{'name': 'Ask the cluster', 'steward.cluster.etcd_cluster_info': {}, 'register': 'info'},
+                  {'name': 'Check', 'ansible.builtin.assert': {'that': ['info.has_quorum',
+                                                                       'info.endpoints | length == 1']}}]}]))
+    run = ansible('ansible-playbook', '-i', 'localhost,', str(play), '-e', 'ansible_python_interpreter=%s' % sys.executable,
+                  collections_path=path)
+    assert re.search(r'localhost\s*: ok=2\s+changed=0\s+unreachable=0\s+failed=0', run.stdout), run.stdout[-2000:]
+
+
 # --- the changelog -------------------------------------------------------------------------------------
 def test_every_changelog_fragment_is_released_into_changelog_rst():
     subprocess.run([os.path.join(VENV_BIN, 'antsibull-changelog'), 'lint'], cwd=REPO, check=True, capture_output=True)
