@@ -25,7 +25,7 @@ export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
 export ANSIBLE_PYTHON_INTERPRETER := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: all venv build etcd-bin test unit integration pytest sanity get-pip-standin lab lab-down demo dist changelog bench clean
+.PHONY: all venv build etcd-bin test unit integration pytest sanity lint get-pip-standin lab lab-down demo dist changelog bench clean
 
 all: venv build etcd-bin kubernetes-core controller
 
@@ -82,7 +82,7 @@ $(KUBERNETES_CORE_STAMP): $(VENV)/.stamp
 	rm -f $(BUILD)/.kubernetes-core-*.stamp && touch $@
 
 # --- tests ------------------------------------------------------------------------------------
-test: all unit integration sanity
+test: all unit integration sanity lint
 
 unit: all
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
@@ -93,6 +93,10 @@ integration: all
 # Just the tests named: `make pytest ARGS="tests/unit/plugins/module_utils/etcd -k gc"` (the Makefile's environment).
 pytest: all
 	$(PY) -m pytest -p no:cacheprovider $(ARGS)
+
+# ansible-lint, production profile, from the collection root as users' CI runs it (.ansible-lint says what and why).
+lint: all
+	$(VENV)/bin/ansible-lint --nocolor
 
 # ansible-test bootstraps pip from a host we cannot reach; this stand-in uses ensurepip instead.
 get-pip-standin:

@@ -82,6 +82,7 @@ EXAMPLES = r'''
 plugin: steward.cluster.sabakan
 cluster_file: /etc/cke/cluster.yml
 
+---
 # live.sabakan.yml: generate from sabakan without writing anything, with extra groups
 plugin: steward.cluster.sabakan
 url: http://sabakan.example:10080/graphql

@@ -105,7 +105,7 @@ def test_the_awx_project_has_a_playbook_per_collection_playbook():
         wrapper = os.path.join(project, name + '.yml')
         assert os.path.isfile(wrapper), 'docs/awx/project/%s.yml is missing (one job template per playbook)' % name
         plays = yaml.safe_load(open(wrapper))
-        assert plays == [{'name': 'steward.cluster.' + name, 'ansible.builtin.import_playbook': 'steward.cluster.' + name}]
+        assert plays == [{'name': 'Run steward.cluster.' + name, 'ansible.builtin.import_playbook': 'steward.cluster.' + name}]
         assert '`steward.cluster.%s`' % name in open(os.path.join(REPO, 'docs', 'awx.md')).read(), (
             'docs/awx.md has no job template for steward.cluster.%s' % name)
 
