@@ -131,7 +131,7 @@ dist: all
 COLLECTION_VERSION = $(shell sed -n 's/^version: *//p' galaxy.yml)
 changelog: all
 	$(VENV)/bin/antsibull-changelog lint
-	$(VENV)/bin/antsibull-changelog release --version $(COLLECTION_VERSION) --update-existing
+	$(VENV)/bin/antsibull-changelog release --version $(COLLECTION_VERSION) --update-existing --refresh-fragments
 
 bench: all
 	$(PY) bench/etcd_snapshot.py
