@@ -68,7 +68,7 @@ def test_requirements_txt_names_exactly_what_the_plugins_import():
 
 
 def test_introspect_finds_the_python_and_system_requirements(installed_collection):
-    path, _ = installed_collection
+    path = installed_collection[0]
     proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-builder'), 'introspect', '--sanitize', path],
                           capture_output=True, text=True, timeout=120, env=installed_only_env(path), check=True)
     data = yaml.safe_load(proc.stdout[proc.stdout.index('---'):])
@@ -115,7 +115,7 @@ def test_the_awx_project_has_a_playbook_per_collection_playbook():
 def private_data_dir(tmp_path, installed_collection, sabakan_server):
     """What AWX writes for a job of the 'sabakan sync' template (docs/awx.md): the project's playbook (the one
     docs/awx/project/ ships), the inventory, the template's extra vars and the collections path AWX sets."""
-    path, _ = installed_collection
+    path = installed_collection[0]
     pdd = tmp_path / 'job'
     for sub in ('project', 'inventory', 'env'):
         (pdd / sub).mkdir(parents=True)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tarfile
 
-import pytest
 import yaml
 
 from support.galaxy import REPO, VENV_BIN, expected_plugins, galaxy_meta, installed_only_env
@@ -29,8 +28,8 @@ REQUIRED = ('MANIFEST.json', 'FILES.json', 'README.md', 'LICENSE', 'CHANGELOG.rs
 def ansible(tool, *args, collections_path, timeout=300, **env):
     proc = subprocess.run([os.path.join(VENV_BIN, tool)] + list(args), capture_output=True, text=True,
                           timeout=timeout, env=installed_only_env(collections_path, **env), cwd='/', check=False)
-    assert proc.returncode == 0, '%s %s failed (rc=%d):\n%s\n%s' % (tool, ' '.join(args), proc.returncode,
-                                                                   proc.stdout[-3000:], proc.stderr[-3000:])
+    assert proc.returncode == 0, '%s %s failed (rc=%d):\n%s\n%s' % (
+        tool, ' '.join(args), proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     return proc
 
 
@@ -90,7 +89,7 @@ def test_the_install_is_the_only_copy_ansible_sees(installed_collection):
 
 
 def test_ansible_doc_lists_every_module_and_plugin(installed_collection):
-    path, _ = installed_collection
+    path = installed_collection[0]
     for kind, fqcns in expected_plugins().items():
         listed = json.loads(ansible('ansible-doc', '-t', kind, '-l', 'steward.cluster', '--json',
                                     collections_path=path).stdout)
@@ -126,7 +125,7 @@ def test_ansible_doc_renders_each_module_plugin_and_role(installed_collection):
 def test_a_playbook_runs_by_fqcn_from_the_install(installed_collection, etcd1, tmp_path):
     """steward.cluster.etcd_backup against a real etcd member: the modules, module_utils and role come from
     the install, the etcd tools from the directory of the member's etcd binary."""
-    path, _ = installed_collection
+    path = installed_collection[0]
     member = next(iter(etcd1.members.values()))
     inventory = tmp_path / 'inventory.yml'
     inventory.write_text(yaml.safe_dump({'etcd': {'hosts': {'member1': {
@@ -152,7 +151,7 @@ NOT_PRIMARY = {'verify_ssl': 'validate_certs', 'ssl_ca_cert': 'ca_cert', 'kube_c
 
 
 def test_option_names_follow_kubernetes_core_and_amazon_aws(installed_collection):
-    path, _ = installed_collection
+    path = installed_collection[0]
     modules = expected_plugins()['module']
     docs = json.loads(ansible('ansible-doc', '-t', 'module', '--json', *modules, collections_path=path).stdout)
     problems = []
@@ -177,14 +176,14 @@ def test_option_names_follow_kubernetes_core_and_amazon_aws(installed_collection
 
 def test_module_defaults_reach_a_module_through_its_group(installed_collection, etcd1, tmp_path):
     """group/steward.cluster.etcd (meta/runtime.yml of the install) gives etcd_cluster_info its endpoints."""
-    path, _ = installed_collection
+    path = installed_collection[0]
     play = tmp_path / 'play.yml'
     play.write_text(yaml.safe_dump([{
         'name': 'module_defaults by action group', 'hosts': 'localhost', 'connection': 'local', 'gather_facts': False,
         'module_defaults': {'group/steward.cluster.etcd': {'endpoints': etcd1.endpoints, 'timeout': 10}},
         'tasks': [{'name': 'Ask the cluster', 'steward.cluster.etcd_cluster_info': {}, 'register': 'info'},
-                  {'name': 'Check', 'ansible.builtin.assert': {'that': ['info.has_quorum',
-                                                                       'info.endpoints | length == 1']}}]}]))
+                  {'name': 'Check', 'ansible.builtin.assert': {
+                      'that': ['info.has_quorum', 'info.endpoints | length == 1']}}]}]))
     run = ansible('ansible-playbook', '-i', 'localhost,', str(play), '-e', 'ansible_python_interpreter=%s' % sys.executable,
                   collections_path=path)
     assert re.search(r'localhost\s*: ok=2\s+changed=0\s+unreachable=0\s+failed=0', run.stdout), run.stdout[-2000:]
