@@ -144,6 +144,19 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         # A write's checks (resourceVersion, name taken) and the write itself are one step, as in etcd;
         # otherwise two compare-and-swap writers could both pass the check while a third holds kmock's lock.
         self._write_lock = asyncio.Lock()
+        self._serving: set = set()   # ids of the requests being served (see _forget_served_requests)
+
+    def _forget_served_requests(self) -> None:
+        """Keep kmock's request log to the requests still being served.
+
+        kmock 0.8 appends every request to a log and finds the reaction for a new one by scanning, for each
+        reaction, the whole log for that request (`request in payload._source`): each request costs time in
+        proportion to all requests ever served, so an emulator renewing leases for a few minutes slows to
+        seconds per request. Nothing here reads the log, and a request only has to be in it until kmock has
+        matched it, i.e. while it is being served."""
+        log = self._requests
+        if len(log) > 64:
+            log[:] = [r for r in log if id(r) in self._serving]
 
     # --- CRDs ------------------------------------------------------------------------------
     def register_crd(self, crd: Dict[str, Any]) -> None:
@@ -186,6 +199,14 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
 
     async def _handle(self, request: kmock.Request):
+        self._serving.add(id(request))
+        self._forget_served_requests()
+        try:
+            return await self._handle_request(request)
+        finally:
+            self._serving.discard(id(request))
+
+    async def _handle_request(self, request: kmock.Request):
         if _is_eviction(request):
             async with self._write_lock:
                 try:
