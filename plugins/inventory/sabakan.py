@@ -74,7 +74,7 @@ options:
     default: 300
 extends_documentation_fragment:
   - constructed
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -82,6 +82,7 @@ EXAMPLES = r'''
 plugin: steward.cluster.sabakan
 cluster_file: /etc/cke/cluster.yml
 
+---
 # live.sabakan.yml: generate from sabakan without writing anything, with extra groups
 plugin: steward.cluster.sabakan
 url: http://sabakan.example:10080/graphql

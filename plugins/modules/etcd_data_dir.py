@@ -44,7 +44,7 @@ options:
     description: Word put in the name of the moved directory.
     type: str
     default: set-aside
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

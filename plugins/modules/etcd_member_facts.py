@@ -17,12 +17,14 @@ description:
     term, leader, learner, member list, and whether a linearizable read succeeds).
   - A member of a cluster that lost quorum still answers status requests, so the raft index of a
     leaderless survivor can be compared with the others.
-  - Never changes anything. The facts are returned as C(member) and as the host fact C(etcd_member)
-    (C(ansible_facts)), so later tasks and plays read them without C(register).
+  - Never changes anything.
+  - The result is also set as the host fact C(etcd_member) (RV(ansible_facts.etcd_member)), so later plays
+    and other hosts (C(hostvars[host].etcd_member)) can read it without registering the task.
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
+  - ansible.builtin.action_common_attributes.facts
 attributes:
   action_group:
     support: full
@@ -31,6 +33,8 @@ attributes:
     support: full
   diff_mode:
     support: none
+  facts:
+    support: full
   platform:
     platforms: posix
 options:
@@ -57,7 +61,7 @@ options:
     description: Seconds to wait for the member's answers; a leaderless member fails the linearizable read after this.
     type: float
     default: 2.0
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -71,18 +75,21 @@ EXAMPLES = r'''
     client_cert: /etc/etcd/pki/client.crt
     client_key: /etc/etcd/pki/client.key
 
-- name: Later tasks read the host fact
+- name: Every host's member as others see it (the etcd_member fact)
   ansible.builtin.debug:
-    msg: "{{ etcd_member.name }} has data: {{ etcd_member.data_has_data }}"
+    msg: "{{ groups['etcd'] | map('extract', hostvars, ['etcd_member', 'raft_index']) | list }}"
 '''
 
 RETURN = r'''
 ansible_facts:
-  description: The same facts as C(member), as the host fact C(etcd_member).
+  description: The host fact C(etcd_member), the same dictionary as RV(member).
   returned: always
   type: dict
   contains:
-    etcd_member: {description: See C(member)., type: dict, returned: always}
+    etcd_member:
+      description: Facts about the member on this host (see RV(member)).
+      type: dict
+      returned: always
 member:
   description: Facts about the member on this host.
   returned: always

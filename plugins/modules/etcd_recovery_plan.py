@@ -48,7 +48,7 @@ options:
     description: Whether a backup store is available for the C(restore_snapshot) action.
     type: bool
     default: false
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -31,7 +31,7 @@ description:
   - A gap in the delta snapshots (a missing revision range) refuses the restore unless O(stop_at_gap=true).
   - Run it for every member with the same O(initial_cluster) and O(initial_cluster_token), then start
     the members with C(--initial-cluster-state new).
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 options:
   store:
     description:

@@ -24,7 +24,7 @@ description:
     O(max_backups); they are deleted only once older than O(incomplete_grace_period), because a younger
     one may be an upload in progress.
   - Every deleted snapshot is returned with the reason it was deleted.
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 options:
   policy:
     description: The garbage collection policy.

@@ -97,7 +97,7 @@ seealso:
   - module: steward.cluster.node_maintenance_info
 requirements:
   - kubernetes (the Python client)
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -85,7 +85,7 @@ seealso:
 requirements:
   - kubernetes (the Python client)
   - PyYAML
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -91,7 +91,7 @@ notes:
     O(wait_retired_seconds) apply.
 requirements:
   - PyYAML
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -49,7 +49,7 @@ attributes:
     support: none
   platform:
     platforms: posix
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -74,7 +74,7 @@ notes:
     C({"having": {"states": ["UNHEALTHY", "UNREACHABLE"]}, "notHaving": {"roles": ["boot"]}}).
 requirements:
   - PyYAML
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

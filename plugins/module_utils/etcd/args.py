@@ -14,18 +14,20 @@ ETCD_CONNECTION_SPEC: Dict[str, Any] = {
     'ca_cert': {'type': 'path'},
     'client_cert': {'type': 'path'},
     'client_key': {'type': 'path', 'no_log': False},
-    'user': {'type': 'str'},
+    'user': {'type': 'str', 'aliases': ['username']},
     'password': {'type': 'str', 'no_log': True},
     'timeout': {'type': 'float', 'default': 5.0},
 }
 
+# The aliases are amazon.aws's option names (access_key, secret_key, session_token, endpoint_url, region and
+# their aws_* forms), so the same values and module_defaults work here.
 ETCD_STORE_SPEC: Dict[str, Any] = {
     'store': {'type': 'str', 'required': True},
-    's3_endpoint_url': {'type': 'str'},
-    'aws_access_key_id': {'type': 'str', 'no_log': True},
-    'aws_secret_access_key': {'type': 'str', 'no_log': True},
-    'aws_session_token': {'type': 'str', 'no_log': True},
-    'region': {'type': 'str'},
+    's3_endpoint_url': {'type': 'str', 'aliases': ['endpoint_url', 'aws_endpoint_url']},
+    'aws_access_key_id': {'type': 'str', 'no_log': True, 'aliases': ['access_key', 'aws_access_key']},
+    'aws_secret_access_key': {'type': 'str', 'no_log': True, 'aliases': ['secret_key', 'aws_secret_key']},
+    'aws_session_token': {'type': 'str', 'no_log': True, 'aliases': ['session_token']},
+    'region': {'type': 'str', 'aliases': ['aws_region']},
 }
 
 # Where etcd's own binaries are (binaries.resolve_tools); matches the etcd_tools doc fragment.

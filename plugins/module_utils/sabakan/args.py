@@ -17,7 +17,7 @@ SABAKAN_CONNECTION_SPEC: Dict[str, Any] = {
     'url': {'type': 'str'},
     'timeout': {'type': 'float', 'default': 30.0},
     'validate_certs': {'type': 'bool', 'default': True},
-    'ca_path': {'type': 'path'},
+    'ca_path': {'type': 'path', 'aliases': ['ca_cert']},  # ca_cert: the etcd and Kubernetes options' name
     'variables': {'type': 'dict'},
 }
 
