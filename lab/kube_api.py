@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import kmock
 
-from kube_emulator import DEFAULT_HISTORY_LIMIT, DEFAULT_REQUEST_LOG_LIMIT, FidelityEmulator
+from kube_emulator import FidelityEmulator
 from kube_workloads import DEFAULT_STATUS_DELAY
 
 
@@ -26,12 +26,12 @@ class KubeServer:
 
     status_delay: seconds before a workload's status follows its spec (None: no status mover);
     host / port: where to listen (port 0: a free one; `.url` tells which);
-    history_limit: versions kept per object (None: all, as kmock; lease renewals would grow memory forever);
-    request_log_limit: see FidelityEmulator._forget_served_requests."""
+    history_limit / request_log_limit: bound kmock's per-object history and the finished requests kept in its
+    request log (see FidelityEmulator._forget_served_requests: kmock 0.8 scans its whole request log for every
+    request); nothing in the tests reads either."""
 
     def __init__(self, status_delay: Optional[float] = DEFAULT_STATUS_DELAY, host: str = '127.0.0.1', port: int = 0,
-                 history_limit: Optional[int] = DEFAULT_HISTORY_LIMIT,
-                 request_log_limit: Optional[int] = DEFAULT_REQUEST_LOG_LIMIT) -> None:
+                 history_limit: Optional[int] = 16, request_log_limit: Optional[int] = 0) -> None:
         self.status_delay = status_delay
         self.host, self.port = host, port
         self.history_limit, self.request_log_limit = history_limit, request_log_limit
@@ -142,12 +142,12 @@ def repo_path(*parts: str) -> str:
 
 def serve(args: argparse.Namespace) -> int:
     """The emulator as its own process (`make lab`): CRDs installed, kubeconfig and URL files written once it
-    answers, until SIGTERM."""
+    answers, until SIGTERM. Object history and the request log are bounded (a lab runs for days)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
     server = KubeServer(status_delay=args.status_delay if args.status_delay > 0 else None, host=args.host,
-                        port=args.port).start()
+                        port=args.port, history_limit=16, request_log_limit=0).start()
     try:
         crds = server.install_crds(args.crds_dir) if args.crds_dir else []
         if args.kubeconfig:

@@ -65,6 +65,7 @@ import kube_eviction
 from kube_objects import merge, now, replace_patch, structural
 from kube_rules import RequestRefused, bad_request, check_write, invalid, replicas_causes
 from kube_selectors import SelectorError, parse_field_selector, parse_label_selector
+from kube_tokenreview import is_token_review, token_review
 from kube_workloads import (BUILTIN_SCALE, BUILTIN_SCALED, DEFAULT_STATUS_DELAY, MOVED_KINDS, ScalePaths,
                             crd_scale_paths, default_replicas, moved_status, scale_of, with_replicas)
 
@@ -108,8 +109,6 @@ _guess_k8s.kmock_original = _KMOCK_GUESS_K8S  # type: ignore[attr-defined]
 parsing.guess_k8s = _guess_k8s
 CRD_RESOURCE = kmock.resource('apiextensions.k8s.io', 'v1', 'customresourcedefinitions')
 Key = Tuple[Any, Optional[str], Optional[str]]
-DEFAULT_REQUEST_LOG_LIMIT = 8
-DEFAULT_HISTORY_LIMIT = 16
 
 
 def _invalid(message: str, status: int = 422, reason: str = 'Invalid') -> k8s.KubernetesError:
@@ -120,8 +119,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
     """kmock's emulator plus the API server behaviour listed in the module docstring.
 
     Settable after construction: `status_delay` (seconds; None turns the status mover off), `history_limit`
-    (versions kept per object, None: all, as kmock) and `request_log_limit` (see _forget_served_requests;
-    None: kmock's unbounded log).
+    (versions kept per object, None: all, as kmock) and `request_log_limit` (requests kept for assertions,
+    None: all) — a long-running lab bounds the last two so that lease renewals do not grow memory forever.
     """
 
     def __attrs_post_init__(self) -> None:
@@ -133,9 +132,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         # otherwise two compare-and-swap writers could both pass the check while a third holds kmock's lock.
         self._write_lock = asyncio.Lock()
         self.status_delay: Optional[float] = DEFAULT_STATUS_DELAY
-        self.history_limit: Optional[int] = DEFAULT_HISTORY_LIMIT
-        self.request_log_limit: Optional[int] = DEFAULT_REQUEST_LOG_LIMIT
-        self._serving: set = set()  # ids of the requests being served
+        self.history_limit: Optional[int] = None
+        self.request_log_limit: Optional[int] = None
+        self._serving: set = set()   # ids of the requests being served (see _forget_served_requests)
         self._mover_due: Dict[Key, float] = {}
         self._mover_timers: Dict[Key, asyncio.TimerHandle] = {}
 
@@ -190,19 +189,6 @@ class FidelityEmulator(kmock.KubernetesEmulator):
     def _is_status(self, request: kmock.Request) -> bool:
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
 
-    def _forget_served_requests(self) -> None:
-        """Keep kmock's request log to the requests still being served, once it holds `request_log_limit`.
-
-        kmock 0.8 appends every request to a log and finds the reaction for a new one by scanning, for each
-        reaction, the whole log for that request (`request in payload._source`): each request costs time in
-        proportion to all requests ever served (a lease patch took 50 ms at first, 800 ms after 600 renewals),
-        and still ~50 reactions x the log's length when the log is bounded (hence a small bound).
-        Nothing here reads the log, and a request only has to be in it until kmock has matched it, i.e. while
-        it is being served (watches included)."""
-        log = self._requests
-        if self.request_log_limit and len(log) > self.request_log_limit:
-            log[:] = [r for r in log if id(r) in self._serving]
-
     async def _handle(self, request: kmock.Request):
         self._serving.add(id(request))
         self._forget_served_requests()
@@ -211,7 +197,25 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         finally:
             self._serving.discard(id(request))
 
+    def _forget_served_requests(self) -> None:
+        """Keep kmock's request log short.
+
+        kmock 0.8 appends every request to a log and finds the reaction for a new one by scanning, for each
+        reaction, the whole log for that request (`request in payload._source`): each request costs time in
+        proportion to the log, so a log of even a few hundred requests makes every request slow (a 100-node
+        maintenance test went from 60 s to a timeout). A request only has to be in the log until kmock has
+        matched it, i.e. while it is being served; `request_log_limit` keeps that many finished ones besides
+        (for a test that wants to look), 0 by default."""
+        log = self._requests
+        keep = self.request_log_limit or 0
+        if len(log) > max(64, 2 * keep):
+            finished = [r for r in log if id(r) not in self._serving]
+            dropped = {id(r) for r in finished[:len(finished) - keep]}
+            log[:] = [r for r in log if id(r) not in dropped]
+
     async def _handle_request(self, request: kmock.Request):
+        if is_token_review(request):
+            return await token_review(self, request)
         try:
             if _is_eviction(request):
                 async with self._write_lock:
