@@ -76,7 +76,7 @@ def launch(client, count: int) -> None:
 
 def describe_seconds(client, runs: int = 5) -> float:
     times = []
-    for _ in range(runs):
+    for _run in range(runs):
         started = time.perf_counter()
         pages = client.get_paginator('describe_instances').paginate()
         sum(len(r['Instances']) for page in pages for r in page['Reservations'])

@@ -42,9 +42,10 @@ Added on top of kmock 0.8 (each is what a real kube-apiserver does):
   the API server). Pending/Succeeded/Failed or already deleting pods are evicted without a budget check.
   Otherwise each policy/v1 PDB of the pod's namespace whose `spec.selector` (matchLabels, matchExpressions)
   selects the pod must allow it (the budget arithmetic is in kube_eviction.py). Refused: 429 TooManyRequests
-  "Cannot evict pod as it would violate the pod's disruption budget." with a DisruptionBudget cause; allowed: the pod is deleted like a DELETE (deletionTimestamp first if it has
-  finalizers) and the answer is 201 Status Success. `?dryRun=All` checks without deleting. A test plays
-  the ReplicaSet by creating the replacement pods itself.
+  "Cannot evict pod as it would violate the pod's disruption budget." with a DisruptionBudget cause; allowed: the
+  pod is deleted like a DELETE (deletionTimestamp first if it has finalizers) and the answer is 201 Status
+  Success. `?dryRun=All` checks without deleting. A test plays the ReplicaSet by creating the replacement pods
+  itself.
 """
 
 from __future__ import annotations
@@ -397,10 +398,11 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return copy.deepcopy(dict(obj.raw))
 
     def _trim(self, key: Key) -> None:
-        if self.history_limit and key in self._objects:
+        limit = self.history_limit
+        if limit is not None and limit > 0 and key in self._objects:
             history = self._objects[key].history
-            if len(history) > self.history_limit:
-                del history[:-self.history_limit]
+            if len(history) > limit:
+                del history[:len(history) - limit]
 
     def _after_write(self, key: Key) -> None:
         self._trim(key)

@@ -108,8 +108,6 @@ def heal(state_dir: str, names: Optional[Iterable[str]] = None) -> Dict[str, Any
     return _write_faults(state_dir, faults)
 
 
-
-
 # --- the API, plainly ---------------------------------------------------------------------------------------------
 class ApiError(Exception):
     def __init__(self, method: str, path: str, status: int, text: str) -> None:

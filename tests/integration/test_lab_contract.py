@@ -26,7 +26,7 @@ GRACE = 2.0
 
 def lab(state, *args, check=True):
     result = subprocess.run([sys.executable, LAB] + list(args) + ['--state', str(state)], capture_output=True,
-                            text=True, timeout=300, cwd=repo_path())
+                            text=True, timeout=300, cwd=repo_path(), check=False)
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -54,7 +54,7 @@ def aws_env(state):
     with open(os.path.join(state, 'aws.env')) as f:
         for line in f:
             if line.startswith('export '):
-                key, _, value = line[len('export '):].strip().partition('=')
+                key, _sep, value = line[len('export '):].strip().partition('=')
                 env[key] = value
     return env
 

@@ -81,16 +81,18 @@ def test_running_instances_get_nodes_and_renewed_leases(lab):
     assert lease['metadata']['ownerReferences'][0]['uid'] == found['metadata']['uid']
     first = renew_time(kube, name)
     wait_for(lambda: renew_time(kube, name) > first, 10, 0.1, 'a renewal')
-    listings = emulator.stats['describe_instance_status']
+    listings, started = emulator.stats['describe_instance_status'], time.monotonic()
     wait_passes(emulator, RENEW * 3)
-    assert emulator.stats['describe_instance_status'] - listings <= 4  # one inventory per renew interval
+    # the inventory thread lists once per renew interval of wall time (a loaded machine stretches the passes)
+    allowed = int((time.monotonic() - started) / RENEW) + 2
+    assert emulator.stats['describe_instance_status'] - listings <= allowed
     assert emulator.stats['describe_instances'] == 1  # names and types once, for the one new instance
     assert ec2.calls() == 1  # only the test's RunInstances: the lab's kubelets are not counted
 
 
 def test_partition_turns_ready_unknown_after_the_grace_and_heal_recovers(lab):
     kube, ec2, emulator = lab
-    (_, cut), (_, other) = launch(ec2, 2)
+    (_cut_id, cut), (_other_id, other) = launch(ec2, 2)
     wait_for(lambda: ready(kube, cut) == 'True' and ready(kube, other) == 'True', 30, 0.1, 'two ready nodes')
     emulator.partition([cut])
     frozen = renew_time(kube, cut)
@@ -111,10 +113,10 @@ def test_partition_turns_ready_unknown_after_the_grace_and_heal_recovers(lab):
 
 def test_partition_all_through_the_state_file_reaches_new_nodes_too(lab, tmp_path):
     kube, ec2, emulator = lab
-    (_, first), = launch(ec2)
+    (_first_id, first), = launch(ec2)
     wait_for(lambda: ready(kube, first) == 'True', 30, 0.1, 'a ready node')
     partition(str(tmp_path))  # what `lab.py partition --all` does from another process
-    (_, late), = launch(ec2)
+    (_late_id, late), = launch(ec2)
     wait_for(lambda: ready(kube, first) == 'Unknown', GRACE * 4 + 10, 0.1, 'Ready Unknown')
     assert node(kube, late) is None  # its kubelet cannot reach the API server to register
     emulator.heal()
@@ -160,9 +162,9 @@ def test_nodes_it_did_not_register_are_never_touched(lab):
     kube, ec2, emulator = lab
     kube.create(NODES, {'metadata': {'name': 'hand-made'}, 'status': {'conditions': [
         {'type': 'Ready', 'status': 'True'}]}})
-    (_, name), = launch(ec2)
+    (_name_id, name), = launch(ec2)
     kube.create(NODES, {'metadata': {'name': name}, 'spec': {'providerID': 'somebody-else'}})
-    (_, other), = launch(ec2)
+    (_other_id, other), = launch(ec2)
     wait_for(lambda: ready(kube, other) == 'True', 30, 0.1, 'the other node')
     wait_passes(emulator, GRACE + 3 * RENEW)
     assert MARKER not in (node(kube, name)['metadata'].get('annotations') or {})
