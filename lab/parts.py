@@ -107,12 +107,13 @@ def running(path: str) -> Optional[Dict[str, Any]]:
     return record
 
 
-def start(path: str, argv: List[str], log_path: str, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def start(path: str, argv: List[str], log_path: str, env: Optional[Dict[str, str]] = None,
+          peers: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Any]:
     with open(os.devnull, 'rb') as stdin, open(log_path, 'ab') as log:
         proc = subprocess.Popen(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                 close_fds=True, cwd=REPO, env=env)
     deadline = time.monotonic() + 10
-    record: Dict[str, Any] = {'pid': proc.pid, 'start_time': None, 'argv': argv}
+    record: Dict[str, Any] = {'pid': proc.pid, 'start_time': None, 'argv': argv, 'peers': peers}
     while time.monotonic() < deadline and proc.poll() is None:
         record['start_time'] = _start_time(proc.pid)
         if record['start_time'] and _argv(proc.pid) == argv:  # exec done: /proc shows the new program
@@ -194,14 +195,16 @@ def write_aws_env(path: str, env: Dict[str, str]) -> None:
 
 
 # --- the parts ------------------------------------------------------------------------------------------------
-def _ensure(path: str, argv: List[str], log_path: str, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """Keep the running part when its command line is the one wanted; else (re)start it. Returns the record
-    with `started` telling which."""
+def _ensure(path: str, argv: List[str], log_path: str, env: Optional[Dict[str, str]] = None,
+            peers: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Any]:
+    """Keep the running part when its command line and the URLs it was started against (`peers`: what is not
+    on its command line, e.g. the API behind a kubeconfig) are the ones wanted; else (re)start it. Returns the
+    record with `started` telling which."""
     record = running(path)
-    if record is not None and record['argv'] == argv:
+    if record is not None and record['argv'] == argv and record.get('peers') == peers:
         return dict(record, started=False)
     stop(path)
-    return dict(start(path, argv, log_path, env), started=True)
+    return dict(start(path, argv, log_path, env, peers), started=True)
 
 
 def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optional[List[str]] = None,
@@ -248,7 +251,7 @@ def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optiona
     if 'controller' in wanted:
         if not kube_url:
             raise RuntimeError('the controller needs the Kubernetes API emulator (part kube)')
-        result['controller'] = _controller(f, settings, ec2_url)
+        result['controller'] = _controller(f, settings, kube_url, ec2_url)
         _wait_healthy(result['controller'], f['controller_log'], 'steward-controller', timeout)
     return result
 
@@ -266,7 +269,7 @@ def _wait_healthy(record: Dict[str, Any], log_path: str, what: str, timeout: flo
         raise RuntimeError('%s is not healthy (%s); last lines of %s:\n%s' % (what, error, log_path, tail))
 
 
-def _controller(f: Dict[str, str], settings: CloudSettings, ec2_url: Optional[str]) -> Dict[str, Any]:
+def _controller(f: Dict[str, str], settings: CloudSettings, kube_url: str, ec2_url: Optional[str]) -> Dict[str, Any]:
     record = running(f['controller_pid'])
     port = None
     if record is not None:
@@ -284,7 +287,8 @@ def _controller(f: Dict[str, str], settings: CloudSettings, ec2_url: Optional[st
     env = dict(os.environ)
     if ec2_url:
         env.update(aws_env(ec2_url, settings.region))
-    record = _ensure(f['controller_pid'], argv, f['controller_log'], env)
+    # the API's and EC2's URLs are not on its command line (kubeconfig, environment): a new one restarts it
+    record = _ensure(f['controller_pid'], argv, f['controller_log'], env, {'kube': kube_url, 'ec2': ec2_url})
     url = 'http://%s:%s' % (settings.host, port)
     tmp = f['controller_url'] + '.tmp'
     with open(tmp, 'w') as out:

@@ -3,7 +3,7 @@ what the node lifecycle controller writes, which machines are targets."""
 
 import pytest
 
-import support.nodes  # noqa: F401  (puts lab/ on sys.path)
+import support.nodes  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
 from node_objects import (ec2_targets, lease_object, node_object, ready_conditions,  # noqa: E402
                           sabakan_targets, unknown_conditions)
 from nodes import heal, partition, read_faults  # noqa: E402
