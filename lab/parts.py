@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ec2_fidelity import LAB_ACCESS_KEY_ID, LAB_REGION, LAB_SECRET_ACCESS_KEY
+from supervisor import cmdline  # the static-pod supervisor's: one reader of /proc/<pid>/cmdline in the lab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -79,14 +80,6 @@ def _start_time(pid: int) -> Optional[str]:
     return fields[19] if len(fields) > 19 and fields[0] != 'Z' else None
 
 
-def _argv(pid: int) -> List[str]:
-    try:
-        with open('/proc/%d/cmdline' % pid, 'rb') as f:
-            return [a.decode('utf-8', 'replace') for a in f.read().split(b'\0') if a]
-    except OSError:
-        return []
-
-
 def read_record(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path) as f:
@@ -102,7 +95,7 @@ def running(path: str) -> Optional[Dict[str, Any]]:
     if record is None:
         return None
     pid = record['pid']
-    if _start_time(pid) != record.get('start_time') or _argv(pid) != record.get('argv'):
+    if _start_time(pid) != record.get('start_time') or cmdline(pid) != record.get('argv'):
         return None
     return record
 
@@ -116,7 +109,7 @@ def start(path: str, argv: List[str], log_path: str, env: Optional[Dict[str, str
     record: Dict[str, Any] = {'pid': proc.pid, 'start_time': None, 'argv': argv, 'peers': peers}
     while time.monotonic() < deadline and proc.poll() is None:
         record['start_time'] = _start_time(proc.pid)
-        if record['start_time'] and _argv(proc.pid) == argv:  # exec done: /proc shows the new program
+        if record['start_time'] and cmdline(proc.pid) == argv:  # exec done: /proc shows the new program
             break
         time.sleep(0.02)
     tmp = '%s.%d.tmp' % (path, os.getpid())
