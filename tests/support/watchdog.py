@@ -183,15 +183,15 @@ class ApiDouble:
         self.nodes = nodes
         self.leases = leases
         self.failures: Dict[str, int] = {}
-        self.lease_rounds: List[List[Dict[str, Any]]] = []
+        self.lease_rounds: List[Any] = []
         self.lease_lists = 0
-        self.requests: List[str] = []
+        self.requests: List[Tuple[float, str]] = []   # (time, path) of every request
         double = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802
                 path = self.path.split('?', 1)[0]
-                double.requests.append(path)
+                double.requests.append((time.time(), path))
                 for prefix, status in double.failures.items():
                     if path.startswith(prefix):
                         return self._send(status, {'kind': 'Status', 'apiVersion': 'v1', 'status': 'Failure',
@@ -203,8 +203,9 @@ class ApiDouble:
                     return self._send(200, {'kind': 'NodeList', 'apiVersion': 'v1', 'metadata': {}, 'items': double.nodes()})
                 if path == '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases':
                     double.lease_lists += 1
-                    items = (double.lease_rounds[(double.lease_lists - 1) % len(double.lease_rounds)]
-                             if double.lease_rounds else double.leases())
+                    source = (double.lease_rounds[(double.lease_lists - 1) % len(double.lease_rounds)]
+                              if double.lease_rounds else double.leases)
+                    items = source() if callable(source) else source
                     return self._send(200, {'kind': 'LeaseList', 'apiVersion': 'coordination.k8s.io/v1', 'metadata': {},
                                             'items': items})
                 return self._send(404, {'kind': 'Status', 'code': 404, 'reason': 'NotFound', 'message': path})
@@ -227,6 +228,12 @@ class ApiDouble:
 
     def fail(self, prefix: str, status: int) -> None:
         self.failures[prefix] = status
+
+    def heal(self) -> None:
+        self.failures.clear()
+
+    def times(self, prefix: str) -> List[float]:
+        return [t for t, path in self.requests if path.startswith(prefix)]
 
     def stop(self) -> None:
         self.server.shutdown()
