@@ -25,6 +25,7 @@ LOOP_PACKAGES = (
     'steward_controller.sabakan',
     'steward_controller.maintenance',
     'steward_controller.prober',
+    'steward_controller.weeder',
 )
 ALL = 'all'
 
