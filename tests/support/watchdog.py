@@ -71,6 +71,13 @@ class NodeLeases:
         self.partitioned -= set(self.names if names is None else names)
         self.renew()
 
+    def expire(self, names: Iterable[str], age: float = 3600.0) -> None:
+        """Set these leases' renewTime `age` seconds back (and stop renewing them)."""
+        self.partition(names)
+        for name in names:
+            self.client.merge_patch(api_path('coordination.k8s.io/v1', 'leases', LEASE_NS, name),
+                                    {'spec': {'renewTime': micro(time.time() - age)}})
+
     def renew(self) -> None:
         now = time.time()
         for name in self.names:
