@@ -128,6 +128,7 @@ bench: all
 	$(PY) bench/delta_snapshot.py
 	$(PY) bench/maintenance.py
 	$(PY) bench/watchdog.py
+	$(PY) bench/provisioning.py
 
 clean: lab-down
 	rm -rf $(BUILD) dist

@@ -109,12 +109,13 @@ def versions(cluster, namespace=NS):
 
 
 def contents(cluster, namespace=NS):
-    """Every object without its resourceVersion. (kubernetes.core's apply sends a patch even when it changes
-    nothing; a real API server then writes nothing, the emulator still moves resourceVersion on.)"""
+    """Every object without its resourceVersion and status: the emulator's status mover (as a deployment
+    controller would) writes a Deployment's status a moment after the role wrote its spec."""
     out = {}
     for key, obj in everything(cluster, namespace).items():
         if obj is not None:
-            obj = dict(obj, metadata={k: v for k, v in obj['metadata'].items() if k != 'resourceVersion'})
+            obj = {k: v for k, v in obj.items() if k != 'status'}
+            obj['metadata'] = {k: v for k, v in obj['metadata'].items() if k != 'resourceVersion'}
         out[key] = obj
     return out
 

@@ -26,6 +26,8 @@ LOOP_PACKAGES = (
     'steward_controller.maintenance',
     'steward_controller.prober',
     'steward_controller.weeder',
+    'steward_controller.anchor',
+    'steward_controller.provisioning_api',
 )
 ALL = 'all'
 
