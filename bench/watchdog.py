@@ -237,16 +237,15 @@ def latency_part(cluster: ProbedCluster, interval: float, crossings: int, probe_
     import yaml
     from support.controller import ControllerProcess, wait_for
     from support.kube import KubeServer
-    from support.watchdog import StatusMover, deployment, kubeconfig_for
+    from support.watchdog import deployment, kubeconfig_for
 
-    server = KubeServer().start()
+    server = KubeServer(status_delay=0.2).start()   # its status mover plays the deployment controller
     kube = client_for(server.url)
     kube.server = server
     work = tempfile.mkdtemp(prefix='bench-watchdog-')
     targets = (('kube-controller-manager', 3, 0), ('machine-controller-manager', 2, 0), ('cluster-autoscaler', 1, 1))
     for name, replicas, _ in targets:
         kube.create(api_path('apps/v1', 'deployments', NS), deployment(name, replicas))
-    mover = StatusMover(kube, NS, delay=0.2).start()
     kube.create(api_path('v1', 'secrets', NS), {'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'probed'},
                                                 'data': {'kubeconfig': base64.b64encode(yaml.safe_dump(
                                                     kubeconfig_for(cluster.url)).encode()).decode()}})
@@ -283,7 +282,6 @@ def latency_part(cluster: ProbedCluster, interval: float, crossings: int, probe_
             wait_for(lambda: operation('up'), 120, 0.2, 'the scale-up')
     finally:
         controller.stop()
-        mover.stop()
         kube.close()
         server.stop()
     bound = interval * (1 + JITTER) + probe_seconds

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.ansible import local_play, run_playbook
-from support.watchdog import NodeLeases, StatusMover, deployment
+from support.watchdog import NodeLeases, deployment
 
 NS = 'steward-system'
 REPLICAS = 'dependency-watchdog.gardener.cloud/replicas'
@@ -29,10 +29,9 @@ def cluster(kube, tmp_path):
     leases = NodeLeases(kube, 5)          # not renewed: with a 10m grace they stay fresh unless expired on purpose
     for name, replicas in (('kcm', 3), ('mcm', 2)):
         kube.create(api_path('apps/v1', 'deployments', NS), deployment(name, replicas))
-    mover = StatusMover(kube, NS, delay=0.2).start()
+    kube.server.set_status_delay(0.2)    # the emulator's status mover: completion gates pass quickly
     kubeconfig = kube.server.write_kubeconfig(str(tmp_path / 'kubeconfig.json'))
     yield kube, leases, kubeconfig
-    mover.stop()
 
 
 def replicas(kube, name):

@@ -2,9 +2,8 @@
 
 * `NodeLeases`: Nodes and their Leases in `kube-node-lease`, renewed by a thread like kubelets do;
   `partition(names)` stops renewing some (their leases expire), `heal(names)` renews them again;
-* `StatusMover`: plays the Deployment/StatefulSet controller for status (status.replicas and readyReplicas
-  follow spec.replicas after `delay`; annotation `lab.steward.io/hold-status: "true"` freezes an object),
-  so the watchdog's completion gates see real progress, and records every spec.replicas change with its time;
+* `ReplicaRecorder`: records every spec.replicas change of the targets with its time (their status follows
+  spec through the emulator's status mover, so the watchdog's completion gates see real progress);
 * `ApiDouble`: a stand-in API server for the *probed* cluster (reached through kubeConfigSecretName): it
   answers /version, Nodes and Leases from what the test sets, and can answer a path with an HTTP error
   or hand out lease lists in turn (one per list request).
@@ -93,25 +92,21 @@ class NodeLeases:
             self.renew()
 
 
-class StatusMover:
-    """Plays the workload controllers: status.replicas / readyReplicas / observedGeneration follow spec after
-    `delay`; one LIST of each resource per tick, which also records every spec.replicas change in `changes`
-    as (time, name, before, after)."""
+class ReplicaRecorder:
+    """Records every spec.replicas change of the Deployments in `namespace` as (time, name, before, after), with
+    one LIST per tick. (Their status follows spec through the emulator's own status mover, lab/kube_workloads.py;
+    `lab.steward.io/hold-status: "true"` freezes one.)"""
 
-    def __init__(self, client, namespace: str, delay: float = 0.3, plurals: Tuple[str, ...] = ('deployments',),
-                 poll: float = 0.3):
+    def __init__(self, client, namespace: str, poll: float = 0.3):
         self.client = client
         self.namespace = namespace
-        self.delay = delay
-        self.plurals = plurals
         self.poll = poll
         self.changes: List[Tuple[float, str, Optional[int], Optional[int]]] = []
         self._replicas: Dict[str, Optional[int]] = {}
-        self._seen: Dict[Tuple[str, str], Tuple[Any, float]] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name='status-mover', daemon=True)
+        self._thread = threading.Thread(target=self._run, name='replica-recorder', daemon=True)
 
-    def start(self) -> 'StatusMover':
+    def start(self) -> 'ReplicaRecorder':
         self._tick()
         self._thread.start()
         return self
@@ -125,42 +120,17 @@ class StatusMover:
             self._tick()
 
     def _tick(self) -> None:
-        for plural in self.plurals:
-            try:
-                items = self.client.list(api_path('apps/v1', plural, self.namespace))
-            except KubeError:
-                continue
-            now = time.time()
-            for obj in items:
-                name = obj['metadata']['name']
-                replicas = (obj.get('spec') or {}).get('replicas')
-                if name in self._replicas and self._replicas[name] != replicas:
-                    self.changes.append((now, name, self._replicas[name], replicas))
-                self._replicas[name] = replicas
-                self._move(plural, obj)
-
-    def _move(self, plural: str, obj: Dict[str, Any]) -> None:
-        meta, spec, status = obj['metadata'], obj.get('spec') or {}, obj.get('status') or {}
-        if (meta.get('annotations') or {}).get(HOLD) == 'true':
+        try:
+            items = self.client.list(api_path('apps/v1', 'deployments', self.namespace))
+        except KubeError:
             return
-        want = int(spec.get('replicas') or 0)
-        key = (plural, meta['name'])
-        generation = meta.get('generation')
-        if status.get('replicas') == want and status.get('readyReplicas', 0) == want and \
-                status.get('observedGeneration') == generation:
-            self._seen.pop(key, None)
-            return
-        first = self._seen.get(key)
-        if first is None or first[0] != (want, generation):
-            self._seen[key] = ((want, generation), time.time())
-            return
-        if time.time() - first[1] >= self.delay:
-            try:
-                self.client.merge_patch(api_path('apps/v1', plural, self.namespace, meta['name'], 'status'), {
-                    'status': {'replicas': want, 'readyReplicas': want, 'availableReplicas': want,
-                               'observedGeneration': generation}})
-            except KubeError:
-                pass
+        now = time.time()
+        for obj in items:
+            name = obj['metadata']['name']
+            replicas = (obj.get('spec') or {}).get('replicas')
+            if name in self._replicas and self._replicas[name] != replicas:
+                self.changes.append((now, name, self._replicas[name], replicas))
+            self._replicas[name] = replicas
 
     def times(self, name: str, after: int) -> List[float]:
         return [t for t, n, _, a in self.changes if n == name and a == after]

@@ -1,5 +1,5 @@
 """The watchdog's integration environment: the API emulator (fixture `kube`), node leases renewed by the
-test, a status mover, deployments as targets, and the real controller with `--controllers prober`.
+test, the emulator's status mover, deployments as targets, and the real controller with `--controllers prober`.
 The `env` fixture is imported by the test modules that use it."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.controller import ControllerProcess, wait_for
-from support.watchdog import HOLD, NodeLeases, StatusMover, deployment, kubeconfig_for
+from support.watchdog import HOLD, NodeLeases, ReplicaRecorder, deployment, kubeconfig_for
 
 NS = 'steward-system'
 REPLICAS = 'dependency-watchdog.gardener.cloud/replicas'
@@ -50,8 +50,8 @@ class Env:
         self.kube = kube
         self.tmp_path = tmp_path
         self.leases = NodeLeases(kube, nodes).start()
-        self.mover = StatusMover(kube, NS, delay=mover_delay).start()
-        self.recorder = self.mover
+        kube.server.set_status_delay(mover_delay)     # the emulator's status mover plays the workload controllers
+        self.recorder = ReplicaRecorder(kube, NS).start()
         self.controllers: List[ControllerProcess] = []
 
     def deploy(self, targets=TARGETS, annotations: Optional[Dict[str, Dict[str, str]]] = None) -> None:
@@ -110,7 +110,7 @@ class Env:
               'now', time.strftime('%H:%M:%S', time.gmtime()), 'partitioned', sorted(self.leases.partitioned))
         for lease in self.kube.list(api_path('coordination.k8s.io/v1', 'leases', 'kube-node-lease')):
             print('--- lease', lease['metadata']['name'], lease['spec']['renewTime'])
-        for part in (self.mover, self.leases):
+        for part in (self.recorder, self.leases):
             part.stop()
 
 
