@@ -2,14 +2,14 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The prober when things go wrong, with the real controller against the emulator (DWD's acceptance tests P6 to
-P11): the probed cluster unreachable or refusing the lease list (reached through kubeConfigSecretName, served by a
-test double), the cluster's lifecycle stopping the probe, missing targets, initialDelay and timeout."""
+P10; P11, the flags, is in tests/unit/controller/prober): the probed cluster unreachable or refusing the lease
+list (reached through kubeConfigSecretName, served by a test double), the cluster's lifecycle stopping the probe,
+missing targets, initialDelay and timeout."""
 
 from __future__ import annotations
 
 import time
 
-import pytest
 import requests
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
@@ -157,14 +157,3 @@ def test_dwd_p10_initial_delay_timeout_and_completion_gates(env):
     env.hold('kcm', False)
     until(lambda: env.replicas('mcm') == 2, 60, what='mcm scaled up once kcm is ready')
     until(lambda: 'cluster.steward.io/watchdog-state' not in env.annotations('kcm'), 30, what='kcm markers removed')
-
-
-@pytest.mark.parametrize('qps, burst, effective', [('0', '0', (5.0, 10)), ('2.5', '4', (2.5, 4))])
-def test_dwd_p11_cli_rate_limits(qps, burst, effective):
-    """P11: --kube-api-qps 0 means 5 and --kube-api-burst 0 means 10 (client-go's defaults); negative is refused."""
-    from steward_controller.core.settings import parse
-    settings = parse(['--controllers', 'prober', '--kube-api-qps', qps, '--kube-api-burst', burst])
-    options = settings.options('prober')
-    assert (options.qps, options.burst) == effective
-    with pytest.raises(SystemExit):
-        parse(['--kube-api-qps', '-1'])
