@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 import requests
 import yaml
@@ -34,6 +34,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
+from controller_act import wait_for  # noqa: E402
 from kube_api import KubeServer  # noqa: E402
 
 TITLE = 'dependency watchdog: a partition scales the node-acting controllers down by level, healing restores them'
@@ -100,16 +101,6 @@ class Kubelets:
                                        {'spec': {'renewTime': micro(time.time())}})
                     except requests.RequestException:
                         pass
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise SystemExit('demo: timed out after %ss waiting for %s' % (timeout, what))
 
 
 def run(ctx: Any) -> List[str]:
