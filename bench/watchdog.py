@@ -301,8 +301,8 @@ def main() -> int:
     import logging
     logging.basicConfig(level=logging.ERROR)
 
-    print('dependency watchdog prober, python %s on %s, %d node leases' % (platform.python_version(), platform.machine(),
-                                                                          args.nodes))
+    print('dependency watchdog prober, python %s on %s, %d node leases'
+          % (platform.python_version(), platform.machine(), args.nodes))
     engine = engine_part(args.nodes)
     print('(a) verdict alone: %.1f ms (%s, %d expired); objects %.0f MiB; ratio verdict / probeInterval 10s: %.4f'
           % (engine['seconds'] * 1000, engine['verdict'], engine['expired'], engine['objects_mib'],

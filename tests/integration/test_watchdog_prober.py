@@ -17,6 +17,7 @@ import time
 from support.watchdog_env import (  # noqa: F401  (env: the fixture)
     IGNORE, MELTDOWN, OWNER, REPLICAS, STATE, TARGETS, all_at, env, last_operation, prober_config, step_of, until)
 
+
 def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
     """P1: 3 of 5 leases expired -> every target at 0 with `…/replicas` = its old count, in scaleDown level order
     (KCM, MCM, CA), each level after the one before reached 0; meltdown and owner markers set.
@@ -29,15 +30,15 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
 
     env.leases.partition(env.leases.names[:3])
     until(lambda: all_at(env, {'kube-controller-manager': 0, 'machine-controller-manager': 0, 'cluster-autoscaler': 0}),
-             60, what='every target scaled down')
+          60, what='every target scaled down')
     for name, replicas, _, _ in TARGETS:
         ann = env.annotations(name)
         assert ann[REPLICAS] == str(replicas) and ann[MELTDOWN] == '' and ann[OWNER] == 'steward-watchdog-prober'
         until(lambda: env.annotations(name).get(STATE) == 'scaled-down', 10, what='%s scaled-down' % name)
     operation = until(lambda: last_operation(env, 'down'), 30, what='the scale-down in the status')
     assert operation['outcomes'] == {'succeeded': 3}
-    kcm, mcm, ca = (step_of(operation, n) for n in ('kube-controller-manager', 'machine-controller-manager',
-                                                     'cluster-autoscaler'))
+    kcm, mcm, ca = (step_of(operation, n)
+                    for n in ('kube-controller-manager', 'machine-controller-manager', 'cluster-autoscaler'))
     # scaleDown levels: KCM (0) reached 0 before MCM (1) was touched, MCM before CA (2).
     assert kcm['finishedAt'] <= mcm['scaleCallAt'] and mcm['finishedAt'] <= ca['scaleCallAt']
     assert kcm['replicasBefore'] == 3 and kcm['observed'].startswith('(status.replicas 0')
@@ -52,13 +53,13 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
 
     env.leases.heal()
     until(lambda: all_at(env, {'kube-controller-manager': 3, 'machine-controller-manager': 2, 'cluster-autoscaler': 1}),
-             60, what='every target restored')
+          60, what='every target restored')
     until(lambda: not any(k in env.annotations(n) for n, *_ in TARGETS for k in (REPLICAS, MELTDOWN, OWNER, STATE)),
-             15, what='markers removed')
+          15, what='markers removed')
     operation = until(lambda: last_operation(env, 'up'), 30, what='the scale-up in the status')
     assert operation['outcomes'] == {'succeeded': 3}
-    ca, kcm, mcm = (step_of(operation, n) for n in ('cluster-autoscaler', 'kube-controller-manager',
-                                                     'machine-controller-manager'))
+    ca, kcm, mcm = (step_of(operation, n)
+                    for n in ('cluster-autoscaler', 'kube-controller-manager', 'machine-controller-manager'))
     # scaleUp levels: CA (level 0) done before level 1 starts; KCM and MCM (level 1) act together.
     assert ca['finishedAt'] <= kcm['scaleCallAt'] and ca['finishedAt'] <= mcm['scaleCallAt']
     assert kcm['scaleCallAt'] < mcm['finishedAt'] and mcm['scaleCallAt'] < kcm['finishedAt']

@@ -142,5 +142,3 @@ def all_at(env: Env, replicas: Dict[str, int]) -> bool:
     """One LIST (the emulator shares this process: keep the test's own polling light)."""
     current = {d['metadata']['name']: d['spec']['replicas'] for d in env.kube.list(api_path('apps/v1', 'deployments', NS))}
     return all(current.get(name) == want for name, want in replicas.items())
-
-

@@ -83,6 +83,5 @@ def register(registry: Any, runtime: Any) -> None:
     register_loop(registry, runtime)
 
 
-LOOPS = (Loop(name='prober', help="dependency watchdog prober: scale controllers down while most node leases are "
-                                   "expired, back up after (DWD's prober config)",
-              register=register, add_arguments=add_arguments, options=options),)
+HELP = "dependency watchdog prober: scale controllers down while most node leases are expired, back up after (DWD's config)"
+LOOPS = (Loop(name='prober', help=HELP, register=register, add_arguments=add_arguments, options=options),)

@@ -88,6 +88,7 @@ class ProberLoop:
         self.last_plan = ''
         self.last_error = ''
         self.last_verdict = ''
+        self.resumed = False     # the phase was taken from the targets' annotations
         self.status_object = {'apiVersion': 'v1', 'kind': 'ConfigMap',
                               'metadata': {'name': status.status_name(self.owner), 'namespace': self.namespace}}
         self.thread = threading.Thread(target=self.run, name='prober', daemon=True)
@@ -123,8 +124,9 @@ class ProberLoop:
     def run(self) -> None:
         if not self.sleep(self.config.initial_delay):
             return
-        self.resume()
         while not self.stopped.is_set():
+            if not self.resumed:
+                self.resumed = self.resume()
             try:
                 wait = self.probe_once()
             except Exception:  # a bug must not end the watchdog: log it, probe again next interval
@@ -133,14 +135,20 @@ class ProberLoop:
             if not self.sleep(wait):
                 return
 
-    def resume(self) -> None:
-        """The phase from the targets: DOWN when one carries our scaled-down marker."""
+    def resume(self) -> bool:
+        """The phase from the targets: DOWN when one carries our scaled-down marker. False when a target could not
+        be read (tried again before the next probe: a held-down target must not be taken for a healthy one)."""
         observations = self.scaler.observe_all()
+        unreadable = sorted(str(ref) for ref, obs in observations.items() if obs.error)
         held = sorted(str(ref) for ref, obs in observations.items() if p.held_down(obs, self.owner))
         if held:
             self.state = ProbeState(DOWN)
             log.info('resuming in phase %s: targets held down by %s: %s', DOWN, self.owner, ', '.join(held))
         self.metrics.scaled_down.set(1 if self.state.phase == DOWN else 0)
+        if unreadable and not held:
+            log.warning('cannot read %s yet; their ownership markers decide the phase', ', '.join(unreadable))
+            return False
+        return True
 
     def next_wait(self, throttled: bool) -> float:
         interval = self.config.probe_interval

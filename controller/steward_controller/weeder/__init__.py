@@ -45,6 +45,5 @@ def register(registry: Any, runtime: Any) -> None:
     register_loop(registry, runtime)
 
 
-LOOPS = (Loop(name='weeder', help="dependency watchdog weeder: delete dependants in CrashLoopBackOff once the service "
-                                   "they wait for is ready again (DWD's weeder config)",
-              register=register, add_arguments=add_arguments, options=options),)
+HELP = "dependency watchdog weeder: delete dependants in CrashLoopBackOff once their service is ready again (DWD's config)"
+LOOPS = (Loop(name='weeder', help=HELP, register=register, add_arguments=add_arguments, options=options),)

@@ -99,8 +99,9 @@ class ListWatch:
         return version
 
     def _events(self, version: str) -> Iterator[Tuple[str, Dict[str, Any]]]:
-        remaining = self.idle_timeout if self.deadline is None else max(0.1, min(self.idle_timeout,
-                                                                                self.deadline - self.clock()))
+        remaining = self.idle_timeout
+        if self.deadline is not None:
+            remaining = max(0.1, min(self.idle_timeout, self.deadline - self.clock()))
         query: List[Tuple[str, Any]] = [('watch', 'true'), ('allowWatchBookmarks', 'true'),
                                         ('timeoutSeconds', max(1, int(remaining)))]
         if version:
