@@ -24,6 +24,7 @@ LOOP_PACKAGES = (
     'steward_controller.etcd_backup',
     'steward_controller.sabakan',
     'steward_controller.maintenance',
+    'steward_controller.machines',
 )
 ALL = 'all'
 

@@ -139,21 +139,29 @@ def _call(t: Target, call: Call, machine: Obj) -> Tuple[Any, str]:
     return result, driver.provider
 
 
+@dataclasses.dataclass
+class MachineRun:
+    """What applying a machine's plan left: the object as stored (None when gone) and the plan applied last,
+    whose `retry` / `retry_after` say when the machine should be looked at again."""
+    obj: Optional[Obj]
+    last: MachinePlan
+
+
 def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings: Settings,
-                now: Callable[[], float], drain_memory: Optional[DrainMemory] = None) -> Optional[Obj]:
+                now: Callable[[], float], drain_memory: Optional[DrainMemory] = None) -> MachineRun:
     """Apply a machine's plan. `view` is the MachineView or DeletionView the plan came from."""
     if isinstance(view, DeletionView):
         return _run_deletion(t, machine, plan, view, settings, now, drain_memory or DrainMemory())
     if plan.action == ClusterAction.DELETE_MACHINE:
         current = _write(t, machine, plan)
         t.delete(KIND_MACHINE, o.namespace(machine), o.name(machine))
-        return current
+        return MachineRun(current, plan)
     if plan.call is None:
-        return _write(t, machine, plan)
+        return MachineRun(_write(t, machine, plan), plan)
     current = _write(t, machine, MachinePlan(plan.key, plan.uid, metadata=plan.metadata, spec=plan.spec,
                                              status=plan.status, events=plan.events))
     if current is None:
-        return None
+        return MachineRun(None, plan)
     outcome, _provider = _call(t, plan.call, current)
     stale = None
     if isinstance(outcome, CreateResult):
@@ -166,23 +174,71 @@ def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings:
         gone = dict(current, spec=dict(o.spec(current), providerID=outcome.provider_id))
         _call(t, Call.DELETE, gone)
         after.call = None
-    return _write(t, current, after)
+    return MachineRun(_write(t, current, after), after)
+
+
+def merge_patch(base: Any, patch: Any) -> Any:
+    """RFC 7386 on plain data (None removes a key), for the local view of a machine between writes."""
+    if not isinstance(patch, dict) or not isinstance(base, dict):
+        return copy.deepcopy(patch)
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+class _Deletion:
+    """A deleting machine as stored (`stored`, for resourceVersion checks) and as planned (`local`: stored plus
+    the status transitions not written yet). Steps that succeed one after another are written once, when the
+    chain stops: every step is idempotent, so a crash in between only repeats steps."""
+
+    def __init__(self, t: Target, machine: Obj):
+        self.t = t
+        self.stored: Optional[Obj] = machine
+        self.local: Obj = machine
+        self.pending: Dict[str, Any] = {}
+
+    def apply(self, plan: MachinePlan) -> bool:
+        """Metadata/spec now, status later; events now. False when the machine is gone."""
+        body: Dict[str, Any] = {}
+        if plan.metadata:
+            body['metadata'] = plan.metadata
+        if plan.spec:
+            body['spec'] = plan.spec
+        if body and self.stored is not None:
+            self.stored = self.t.patch(KIND_MACHINE, o.namespace(self.local), o.name(self.local), body)
+            if self.stored is None:
+                return False
+            self.local = merge_patch(self.stored, {'status': self.pending}) if self.pending else self.stored
+        if plan.status:
+            self.pending = merge_patch(self.pending, plan.status)
+            self.local = merge_patch(self.local, {'status': plan.status})
+        for event in plan.events:
+            self.t.event(self.local, event)
+        return True
+
+    def flush(self, plan: MachinePlan) -> MachineRun:
+        if self.pending and self.stored is not None:
+            self.stored = self.t.patch(KIND_MACHINE, o.namespace(self.local), o.name(self.local), {'status': self.pending},
+                                       status=True) or self.stored
+            self.pending = {}
+        return MachineRun(self.stored, plan)
 
 
 def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView, settings: Settings,
-                  now: Callable[[], float], memory: DrainMemory) -> Optional[Obj]:
-    current: Optional[Obj] = machine
+                  now: Callable[[], float], memory: DrainMemory) -> MachineRun:
+    d = _Deletion(t, machine)
     for _ in range(MAX_DELETION_STEPS):
-        current = _write(t, current, plan)
-        if current is None:
-            return None
+        if not d.apply(plan):
+            return MachineRun(None, plan)
+        current = d.local
         view = dataclasses.replace(view, machine=current)
         if plan.call == Call.DELETE:
             outcome, _provider = _call(t, Call.DELETE, current)
             plan = after_step(view, plan.step, outcome if isinstance(outcome, DriverError) else None, now())
-            if isinstance(outcome, DriverError) and plan.step is None and plan.retry_after is not None:
-                current = _write(t, current, plan)
-                return current
         elif plan.action == ClusterAction.DRAIN:
             node = t.node(o.node_name(current))
             if node is None:
@@ -193,7 +249,8 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
                 result = t.drain_round(current, node, forced, view.timeouts, memory, settings, now())
                 plan = after_drain(view, result, forced, now())
                 if not result.done:
-                    return _write(t, current, plan)
+                    d.apply(plan)
+                    return d.flush(plan)
         elif plan.action == ClusterAction.DELETE_VOLUME_ATTACHMENTS:
             plan = after_step(view, plan.step, _attempt(lambda: t.delete_volume_attachments(o.node_name(current))), now())
         elif plan.action == ClusterAction.DELETE_NODE:
@@ -202,18 +259,17 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
         elif plan.action == ClusterAction.REMOVE_FINALIZER:
             finalizers = [f for f in o.meta(current).get('finalizers') or [] if f != FINALIZER]
             t.event(current, Event('MachineDeleted', 'machine %s deleted (VM and node gone)' % o.name(current)))
-            return t.patch(KIND_MACHINE, o.namespace(current), o.name(current), {'metadata': {'finalizers': finalizers}},
-                           resource_version=o.resource_version(current))
+            stored = d.stored or current
+            return MachineRun(t.patch(KIND_MACHINE, o.namespace(current), o.name(current),
+                                      {'metadata': {'finalizers': finalizers}}, resource_version=o.resource_version(stored)), plan)
         else:
-            return current
-        current = _write(t, current, plan)
-        if current is None:
-            return None
+            return d.flush(plan)
+        if not d.apply(plan):
+            return MachineRun(None, plan)
         if plan.status and (plan.status.get('lastOperation') or {}).get('state') == 'Failed':
-            return current
-        view = dataclasses.replace(view, machine=current)
-        plan = plan_deletion(view, now())
-    return current
+            return d.flush(plan)
+        plan = plan_deletion(dataclasses.replace(view, machine=d.local), now())
+    return d.flush(plan)
 
 
 def _attempt(fn: Callable[[], Any]) -> Optional[Exception]:

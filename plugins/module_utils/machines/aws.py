@@ -84,6 +84,7 @@ def map_error(error_code: str, status: int) -> Code:
 
 class AWSDriver(Driver):
     provider = 'AWS'
+    idempotent_create = True      # the ClientToken
 
     def __init__(self, rate: float = 10.0, burst: int = 20, endpoint_url: Optional[str] = None,
                  max_throttle_retries: int = 4, backoff_base: float = 0.5, backoff_cap: float = 20.0,

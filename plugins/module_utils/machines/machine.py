@@ -6,7 +6,8 @@
 `plan_machine` looks at the machine, its Node, what the class's latest cloud listing says about its VM and
 what the safety gates allow, and returns a MachinePlan:
 
-* creation flow (no providerID, or phase '' / CrashLoopBackOff): the listing answers GetMachineStatus.
+* creation flow (no providerID, or phase '' / CrashLoopBackOff): the listing answers GetMachineStatus
+  (for a driver whose CreateMachine is idempotent, a machine created since the last listing needs none).
   NotFound -> CreateMachine (the shell makes the call and hands the outcome to `after_call`); found ->
   adopt it (providerID, `node` label, Pending); several -> OutOfRange, never a second create; a VM that needs
   it -> InitializeMachine.
@@ -65,6 +66,7 @@ class MachineView:
     may_fail: bool = True                    # the safety gates allow Unknown -> Failed now
     gate: str = ''                           # why they do not (names the rule)
     frozen: str = ''                         # API-server freeze: only deletions proceed (names the rule)
+    idempotent_create: bool = False          # the driver's CreateMachine returns an existing VM (no listing needed)
 
 
 def plan_machine(view: MachineView, now: float) -> MachinePlan:
@@ -126,6 +128,10 @@ def _creation_flow(view: MachineView, plan: MachinePlan, phase: Phase, now: floa
         return _create_failed(plan, view, view.class_problem, Code.INVALID_ARGUMENT, Retry.MEDIUM, now)
     lookup = view.lookup
     if lookup is None:
+        if view.idempotent_create and not o.provider_id(m):
+            plan.call = Call.CREATE   # CreateMachine itself answers "it exists" (a ClientToken, a claim)
+            plan.retry = Retry.SHORT
+            return plan
         plan.retry = Retry.SHORT      # no listing of the class yet: the next pass has one
         plan.waiting = 'waiting for the first cloud listing of the class'
         return plan
