@@ -90,10 +90,13 @@ class Kubelets:
         self.thread.join(10)
 
     def partition(self, names: Optional[List[str]] = None) -> None:
+        """Ready=Unknown on these nodes (all: None) now, as the node lifecycle controller does after the grace."""
         self.partitioned.update(names if names is not None else self.node_names())
+        self.sync()
 
     def heal(self) -> None:
         self.partitioned.clear()
+        self.sync()
 
     def node_names(self) -> List[str]:
         return sorted(i['PrivateDnsName'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',)))

@@ -263,12 +263,12 @@ def _plan_sets(world: World, index: _Index, settings: Settings, now: float, plan
             continue
         machines = index.machines_by_set.get(o.uid(ms), [])
         md = index.mds_by_uid.get(o.owner_uid(ms))
-        verdict = safety.overshoot(ms, [m for m in machines if not o.deleting(m)], md, _surge_of(md), settings)
+        verdict = safety.overshoot(ms, machines, md, _surge_of(md), settings)      # deleting ones count too (MCM)
         labelled = o.labels(ms).get(LABEL_FREEZE) == 'True'
         frozen = labelled if verdict is None else verdict
         if verdict is not None:
             limit = (o.replicas(md) + _surge_of(md) if md is not None else 2 * o.replicas(ms)) + settings.safety_up
-            freeze = safety.overshoot_message(ms, len([m for m in machines if not o.deleting(m)]), limit)
+            freeze = safety.overshoot_message(ms, len(machines), limit)
             patch = freeze_patch(ms, verdict, FREEZE_OVERSHOOT, freeze.message, now)
             if patch:
                 plan.set_freezes[o.key(ms)] = patch

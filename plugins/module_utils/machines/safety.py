@@ -20,7 +20,8 @@ says which rule and why (the `Frozen` condition's reason and message, an Event, 
   every namespace are frozen (only deletions proceed); on recovery Unknown machines get a fresh health clock.
 * **Watchdog freeze** (ours): while any Deployment or StatefulSet in a namespace carries dependency-watchdog's
   `meltdown-protection-active` annotation, machines in that namespace are not replaced.
-* **Overshoot freeze** (MCM, per MachineSet): machines >= replicas + maxSurge + safety-up freezes scale-up
+* **Overshoot freeze** (MCM, per MachineSet): machines (deleting ones included: replacements of machines stuck
+  in their deletion pile up) >= replicas + maxSurge + safety-up freezes scale-up
   (label `freeze: "True"`, condition Frozen); it thaws at <= that limit - safety-down, or when an operator sets
   `safety.machine.sapcloud.io/unfreeze` on the deployment or set.
 * **Orphan collection** on positive evidence only: a VM is deleted only if its owner tag names a Machine UID
