@@ -127,6 +127,7 @@ bench: all
 	$(PY) bench/sabakan_generator.py
 	$(PY) bench/delta_snapshot.py
 	$(PY) bench/maintenance.py
+	$(PY) bench/provisioning.py
 
 clean: lab-down
 	rm -rf $(BUILD) dist

@@ -1,4 +1,4 @@
-"""Shared fixtures: real etcd clusters on loopback and an S3 server (moto) over HTTP."""
+"""Shared fixtures: real etcd clusters on loopback, S3 and EC2 servers (moto) over HTTP, the Kubernetes API emulator."""
 
 from __future__ import annotations
 
@@ -59,6 +59,24 @@ def s3_bucket(s3_server):
     name = 'steward-' + uuid.uuid4().hex[:12]
     boto3.client('s3', endpoint_url=s3_server, region_name='us-east-1').create_bucket(Bucket=name)
     return s3_server, name
+
+
+@pytest.fixture(scope='session')
+def ec2_server():
+    """The EC2 (+S3) fidelity server (tests/support/ec2.py) in its own process, shared by a worker's tests."""
+    from support.ec2 import EC2Server
+    server = EC2Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ec2(ec2_server):
+    """EC2 with fidelity, fresh for this test (moto's state, ClientTokens, counts, no lag, no rate limit).
+    Yields the EC2Server: .url, .region, .env, .client(), .set_describe_lag(s), .set_rate_limit(per_second, burst),
+    .calls(action=None), .throttled(action=None), .reset_counts()."""
+    ec2_server.reset()
+    yield ec2_server
 
 
 @pytest.fixture

@@ -21,17 +21,14 @@ options:
   verify_sha256:
     description:
       - Download each valid snapshot and check its sha256 and size against its metadata
-        (plus, for full snapshots, etcd's sha256 trailer and C(snapshot status)).
+        (plus, for full snapshots, etcd's sha256 trailer and C(snapshot status), which needs the tools
+        of O(etcdutl_path)).
       - A snapshot that fails is reported with status C(corrupt).
     type: bool
     default: false
-  etcdutl_path:
-    description:
-      - Path of C(etcdutl) (etcd 3.5+) or C(etcdctl) (etcd 3.4) used with O(verify_sha256).
-      - Searched in E(STEWARD_ETCD_BIN_DIRS), E(PATH) and the usual install places when unset.
-    type: path
 extends_documentation_fragment:
   - steward.cluster.etcd_store
+  - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
 attributes:
@@ -117,7 +114,8 @@ counts:
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import list_snapshots
@@ -126,16 +124,16 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import
 
 def main():
     module = AnsibleModule(
-        argument_spec=argspec(ETCD_STORE_SPEC,
-                              verify_sha256={'type': 'bool', 'default': False},
-                              etcdutl_path={'type': 'path'}),
+        argument_spec=argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
+                              verify_sha256={'type': 'bool', 'default': False}),
         supports_check_mode=True,
     )
     if module.params['store'].startswith('s3://') and not HAS_BOTO3:
         module.fail_json(msg=missing_required_lib('boto3'))
+    p = module.params
     try:
-        result = list_snapshots(store_from_params(module.params), verify_sha256=module.params['verify_sha256'],
-                                tool=module.params['etcdutl_path'])
+        tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs']).snapshot_tool if p['verify_sha256'] else None
+        result = list_snapshots(store_from_params(p), verify_sha256=p['verify_sha256'], tool=tool)
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

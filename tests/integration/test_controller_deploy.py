@@ -116,12 +116,13 @@ def versions(cluster, namespace=NS):
 
 
 def contents(cluster, namespace=NS):
-    """Every object without its resourceVersion. (kubernetes.core's apply sends a patch even when it changes
-    nothing; a real API server then writes nothing, the emulator still moves resourceVersion on.)"""
+    """Every object without its resourceVersion and status: the emulator's status mover (as a deployment
+    controller would) writes a Deployment's status a moment after the role wrote its spec."""
     out = {}
     for key, obj in everything(cluster, namespace).items():
         if obj is not None:
-            obj = dict(obj, metadata={k: v for k, v in obj['metadata'].items() if k != 'resourceVersion'})
+            obj = {k: v for k, v in obj.items() if k != 'status'}
+            obj['metadata'] = {k: v for k, v in obj['metadata'].items() if k != 'resourceVersion'}
         out[key] = obj
     return out
 
@@ -332,8 +333,10 @@ def test_manifests_agree_with_the_controller_and_kustomization():
     on_disk = sorted(os.path.relpath(p, deploy_dir) for p in glob.glob(os.path.join(deploy_dir, '*.yaml'))
                      + glob.glob(os.path.join(deploy_dir, 'crds', '*.yaml')) if not p.endswith('kustomization.yaml'))
     assert sorted(listed) == on_disk
-    with open(repo_path('controller', 'steward_controller', 'settings.py')) as f:
-        known = set(re.findall(r"_env\('(STEWARD_[A-Z_]+)'", f.read()))
+    known = set()
+    for path in glob.glob(repo_path('controller', 'steward_controller', '**', '*.py'), recursive=True):
+        with open(path) as f:  # every flag's environment variable (core/settings.py and each loop's own flags)
+            known |= set(re.findall(r"env_default\('(STEWARD_[A-Z_]+)'", f.read()))
     with open(os.path.join(deploy_dir, 'deployment.yaml')) as f:
         (dep,) = [d for d in yaml.safe_load_all(f) if d]
     names = {e['name'] for e in dep['spec']['template']['spec']['containers'][0]['env']}

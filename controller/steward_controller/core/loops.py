@@ -25,6 +25,8 @@ LOOP_PACKAGES = (
     'steward_controller.sabakan',
     'steward_controller.maintenance',
     'steward_controller.machines',
+    'steward_controller.anchor',
+    'steward_controller.provisioning_api',
 )
 ALL = 'all'
 
