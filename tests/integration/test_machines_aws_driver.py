@@ -16,14 +16,14 @@ REGION = 'eu-west-1'
 
 
 @pytest.fixture
-def aws(s3_server):
-    """A network on the moto server and a class of our own cluster tag (tests share the server)."""
+def aws(ec2):
+    """A network on the EC2 fidelity server (fresh per test) and a class of its own cluster tag."""
     cluster = 'shoot--' + uuid.uuid4().hex[:8]
-    net = make_network(s3_server, REGION)
+    net = make_network(ec2.url, REGION)
     requests = []
-    driver = AWSDriver(endpoint_url=s3_server, page_size=2, on_request=lambda op, outcome: requests.append((op, outcome)))
+    driver = AWSDriver(endpoint_url=ec2.url, page_size=2, on_request=lambda op, outcome: requests.append((op, outcome)))
     cls = ClassContext('ns', 'c', 'class-' + cluster, 'AWS', provider_spec(net, REGION, cluster), secret_data())
-    return driver, cls, cluster, net, s3_server, requests
+    return driver, cls, cluster, net, ec2.url, requests
 
 
 def machine(name='m1', provider_id=''):
@@ -88,7 +88,7 @@ def test_delete_without_a_provider_id_finds_the_instance_by_owner_tag(aws):
 
 
 def test_initialize_turns_the_source_destination_check_off(aws):
-    driver, cls, _cluster, net, url, _requests = aws
+    driver, cls, _cluster, _net, url, _requests = aws
     nat = ClassContext('ns', 'nat', cls.uid, 'AWS', dict(cls.provider_spec, srcAndDstChecksEnabled=False), cls.secret)
     m = machine()
     created = driver.create_machine(nat, m)

@@ -4,19 +4,12 @@ and the lab contract (3 tagged instances; scale to 1; deleting the deployment le
 
 import pytest
 
-from support.machines_cluster import MachinesBench, MotoProcess, wait_for
-
-
-@pytest.fixture(scope='module')
-def ec2_url():
-    moto = MotoProcess().start()
-    yield moto.url
-    moto.stop()
+from support.machines_cluster import MachinesBench, wait_for
 
 
 @pytest.fixture
-def bench(kube, ec2_url, tmp_path):
-    b = MachinesBench(kube, ec2_url, str(tmp_path))
+def bench(kube, ec2, tmp_path):
+    b = MachinesBench(kube, ec2.url, str(tmp_path))
     yield b
     b.stop()
 

@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.ansible import local_play, run_playbook
-from support.machines_cluster import MachinesBench, MotoProcess, REGION, wait_for
+from support.machines_cluster import MachinesBench, REGION, wait_for
 from support.machines_aws import provider_spec, secret_data
 
 API = 'machine.sapcloud.io/v1alpha1'
@@ -62,8 +62,8 @@ def test_create_scale_idempotence_check_mode_diff_and_delete(kube, kubeconfig):
 
 
 def test_machine_info_reports_phase_node_provider_id_and_last_operation(kube, kubeconfig):
-    md = kube.create(api_path(API, 'machinedeployments', NS), {'apiVersion': API, 'kind': 'MachineDeployment',
-                                                              'metadata': {'name': 'pool', 'namespace': NS}, 'spec': {'replicas': 1}})
+    md = kube.create(api_path(API, 'machinedeployments', NS), {
+        'apiVersion': API, 'kind': 'MachineDeployment', 'metadata': {'name': 'pool', 'namespace': NS}, 'spec': {'replicas': 1}})
     ms = kube.create(api_path(API, 'machinesets', NS), {'apiVersion': API, 'kind': 'MachineSet', 'metadata': {
         'name': 'pool-abc', 'namespace': NS, 'ownerReferences': [{'apiVersion': API, 'kind': 'MachineDeployment', 'name': 'pool',
                                                                   'uid': md['metadata']['uid'], 'controller': True}]}, 'spec': {}})
@@ -85,15 +85,8 @@ def test_machine_info_reports_phase_node_provider_id_and_last_operation(kube, ku
     assert result.result('failed')['machines'] == []
 
 
-@pytest.fixture(scope='module')
-def ec2_url():
-    moto = MotoProcess().start()
-    yield moto.url
-    moto.stop()
-
-
-def test_machine_pool_playbook_creates_scales_and_removes_a_pool(kube, kubeconfig, ec2_url, tmp_path):
-    bench = MachinesBench(kube, ec2_url, str(tmp_path), namespace=NS)
+def test_machine_pool_playbook_creates_scales_and_removes_a_pool(kube, kubeconfig, ec2, tmp_path):
+    bench = MachinesBench(kube, ec2.url, str(tmp_path), namespace=NS)
     try:
         bench.controller()
         pool = {'pool_name': 'workers', 'pool_namespace': NS, 'pool_replicas': 2, 'pool_provider': 'AWS',

@@ -9,19 +9,12 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import MachinesBench, MotoProcess, wait_for
-
-
-@pytest.fixture(scope='module')
-def ec2_url():
-    moto = MotoProcess().start()
-    yield moto.url
-    moto.stop()
+from support.machines_cluster import MachinesBench, wait_for
 
 
 @pytest.fixture
-def bench(kube, ec2_url, tmp_path):
-    b = MachinesBench(kube, ec2_url, str(tmp_path))
+def bench(kube, ec2, tmp_path):
+    b = MachinesBench(kube, ec2.url, str(tmp_path))
     yield b
     b.stop()
 
@@ -109,10 +102,11 @@ def test_an_active_watchdog_scale_down_freezes_replacement(bench):
     bench.create_deployment(replicas=3)
     bench.controller()
     bench.wait_running(3)
+    annotations = {'dependency-watchdog.gardener.cloud/meltdown-protection-active': '',
+                   'dependency-watchdog.gardener.cloud/replicas': '1'}
     bench.kube.create(api_path('apps/v1', 'deployments', bench.namespace), {
-        'apiVersion': 'apps/v1', 'kind': 'Deployment', 'metadata': {'name': 'kube-controller-manager', 'namespace': bench.namespace,
-                                                                     'annotations': {
-            'dependency-watchdog.gardener.cloud/meltdown-protection-active': '', 'dependency-watchdog.gardener.cloud/replicas': '1'}},
+        'apiVersion': 'apps/v1', 'kind': 'Deployment',
+        'metadata': {'name': 'kube-controller-manager', 'namespace': bench.namespace, 'annotations': annotations},
         'spec': {'replicas': 0, 'selector': {'matchLabels': {'app': 'kcm'}},
                  'template': {'metadata': {'labels': {'app': 'kcm'}}, 'spec': {'containers': [{'name': 'c', 'image': 'x'}]}}}})
     victim = bench.kubelets.node_names()[0]

@@ -7,9 +7,6 @@ Ready=Unknown as the node lifecycle controller would).
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,10 +15,7 @@ from typing import Any, Dict, List, Optional, Set
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 
-import requests
-
 from support.controller import ControllerProcess, wait_for
-from support.etcd_cluster import free_port
 from support.machines_aws import KEYS, ec2_client, instances, make_network, provider_spec, secret_data
 
 API = 'machine.sapcloud.io/v1alpha1'
@@ -35,38 +29,6 @@ FAST_FLAGS = ['--machine-sync-period', '10s', '--machine-cloud-sync-period', '1s
 
 def stamp(t: float) -> str:
     return format_micro(t)[:19] + 'Z'
-
-
-class MotoProcess:
-    """moto's server as its own process (EC2 over HTTP): its CPU then never competes with the API emulator's
-    event loop in the test process."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = 'http://127.0.0.1:%d' % self.port
-        self.proc: Optional[subprocess.Popen] = None
-
-    def start(self) -> 'MotoProcess':
-        binary = os.path.join(os.path.dirname(sys.executable), 'moto_server')
-        self.proc = subprocess.Popen([binary, '-H', '127.0.0.1', '-p', str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        wait_for(self._up, 60, 0.2, what='moto server on %s' % self.url)
-        return self
-
-    def _up(self) -> bool:
-        try:
-            return requests.get(self.url + '/moto-api/', timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
 
 
 class Kubelets:
@@ -87,7 +49,8 @@ class Kubelets:
 
     def stop(self) -> None:
         self.stopping.set()
-        self.thread.join(10)
+        if self.thread.is_alive():
+            self.thread.join(10)
 
     def partition(self, names: Optional[List[str]] = None) -> None:
         """Ready=Unknown on these nodes (all: None) now, as the node lifecycle controller does after the grace."""
@@ -132,14 +95,16 @@ class Kubelets:
 class MachinesBench:
     """A namespace with a Secret and an MCM-style AWS MachineClass, and helpers to watch the machines."""
 
-    def __init__(self, kube, ec2_url: str, work_dir: str, namespace: Optional[str] = None):
+    def __init__(self, kube, ec2_url: str, work_dir: str, namespace: Optional[str] = None, kubelets: bool = True):
         self.kube = kube
         self.ec2_url = ec2_url
         self.work_dir = work_dir
         self.namespace = namespace or 'shoot--' + uuid.uuid4().hex[:6]
         self.cluster = self.namespace
         self.net = make_network(ec2_url, REGION)
-        self.kubelets = Kubelets(kube, ec2_url, self.cluster).start()
+        self.kubelets = Kubelets(kube, ec2_url, self.cluster)
+        if kubelets:
+            self.kubelets.start()
         self.controllers: List[ControllerProcess] = []
 
     def controller(self, *flags: str, env: Optional[Dict[str, str]] = None, identity: str = 'replica-0') -> ControllerProcess:
@@ -186,8 +151,8 @@ class MachinesBench:
         return instances(self.ec2_url, REGION, self.cluster)
 
     def all_instances(self) -> List[Dict[str, Any]]:
-        return instances(self.ec2_url, REGION, self.cluster, ('pending', 'running', 'stopping', 'stopped', 'shutting-down',
-                                                                'terminated'))
+        states = ('pending', 'running', 'stopping', 'stopped', 'shutting-down', 'terminated')
+        return instances(self.ec2_url, REGION, self.cluster, states)
 
     def wait_running(self, count: int, timeout: float = 120.0) -> List[Dict[str, Any]]:
         wait_for(lambda: self.phases() == ['Running'] * count and len(self.running_instances()) == count, timeout, 1.0,
@@ -195,7 +160,8 @@ class MachinesBench:
         return self.machines()
 
     def ec2(self):
-        return ec2_client(self.ec2_url, REGION)
+        """The test's own EC2 client (not counted against the controller's API budget)."""
+        return ec2_client(self.ec2_url, REGION, lab=True)
 
 
-__all__ = ['KEYS', 'MachinesBench', 'Kubelets', 'MotoProcess', 'wait_for', 'REGION']
+__all__ = ['KEYS', 'MachinesBench', 'Kubelets', 'wait_for', 'REGION']
