@@ -219,6 +219,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_member, select_snapshot

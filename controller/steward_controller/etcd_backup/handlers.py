@@ -28,7 +28,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec i
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, rfc3339, set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
@@ -240,7 +242,7 @@ def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -
         password = secret_value(data, ['password'], spec.auth_secret.name, 'password')
     conn = EtcdConnection(endpoints=tuple(spec.endpoints), ca_cert=ca, client_cert=cert, client_key=key,
                           user=user, password=password, timeout=spec.connection_timeout)
-    access = secret = token = None
+    access = secret = token = customer_key = None
     region = spec.region
     if spec.store_secret:
         data = read_secret(runtime, namespace, spec.store_secret.name)
@@ -248,8 +250,14 @@ def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -
         secret = secret_value(data, ['secretAccessKey', 'AWS_SECRET_ACCESS_KEY'], spec.store_secret.name, 'secret key')
         token = data.get('sessionToken') or data.get('AWS_SESSION_TOKEN')
         region = region or data.get('region') or data.get('AWS_REGION')
+        customer_key = data.get('sseCustomerKey') or None  # etcd-backup-restore's key name
+    key_field = 'secret %s key sseCustomerKey' % (spec.store_secret.name if spec.store_secret else '')
+    encryption = s3_encryption(mode=spec.encryption_mode, kms_key_id=spec.kms_key_id,
+                               customer_key=customer_key if spec.encryption_mode == 'SSE-C' else None,
+                               fields={'mode': 'spec.store.encryption.mode', 'encrypt': 'spec.store.encryption.mode',
+                                       'kms_key_id': 'spec.store.encryption.kmsKeyId', 'customer_key': key_field})
     store = open_store(spec.store_url, endpoint_url=spec.s3_endpoint, access_key=access, secret_key=secret,
-                       session_token=token, region=region)
+                       session_token=token, region=region, encryption=encryption)
     return conn, store
 
 
@@ -296,7 +304,7 @@ def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: st
             reporter.patch({})
             return None
         conn, store = connect(runtime, spec, meta.get('namespace'), work_dir)
-    except (SpecError, EtcdError) as exc:
+    except (SpecError, InvalidInput, EtcdError) as exc:
         reporter.invalid(str(exc))
         return None
     reporter.valid()

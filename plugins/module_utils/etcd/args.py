@@ -25,6 +25,10 @@ ETCD_STORE_SPEC: Dict[str, Any] = {
     'aws_secret_access_key': {'type': 'str', 'no_log': True},
     'aws_session_token': {'type': 'str', 'no_log': True},
     'region': {'type': 'str'},
+    'encrypt': {'type': 'bool', 'default': True},
+    'encryption_mode': {'type': 'str', 'default': 'AES256', 'choices': ['AES256', 'aws:kms', 'SSE-C']},
+    'encryption_kms_key_id': {'type': 'str'},
+    'sse_customer_key': {'type': 'str', 'no_log': True},
 }
 
 

@@ -20,6 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop i
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import POLICY_SUFFIX
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronError, parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import MODE_SSE_S3, MODES
 
 DEFAULTS: Dict[str, Any] = {
     'fullSnapshotSchedule': '0 */24 * * *',
@@ -33,6 +34,8 @@ DEFAULTS: Dict[str, Any] = {
     'suspend': False,
 }
 PROVIDERS = ('Local', 'S3')
+# spec.store.encryption.mode -> the engine's mode ("None" as etcd-druid users write it)
+ENCRYPTION_MODES = {'AES256': 'AES256', 'aws:kms': 'aws:kms', 'SSE-C': 'SSE-C', 'None': 'none'}
 _DURATION_PART = re.compile(r'(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)')
 _UNITS = {'ns': 1e-9, 'us': 1e-6, 'µs': 1e-6, 'ms': 1e-3, 's': 1.0, 'm': 60.0, 'h': 3600.0}
 _QUANTITY = re.compile(r'^(\d+(?:\.\d+)?)([KMGTPE]i?|k|m)?$')
@@ -97,6 +100,8 @@ class BackupSpec:
     s3_endpoint: Optional[str]
     region: Optional[str]
     store_secret: Optional[SecretRef]
+    encryption_mode: str      # s3_encryption MODES; the SSE-C key comes from the store Secret
+    kms_key_id: Optional[str]
     policy: BackupPolicy
     suspend: bool
 
@@ -185,6 +190,16 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
     endpoint = store.get('endpoint')
     if endpoint is not None and not re.match(r'^https?://', str(endpoint)):
         raise SpecError('spec.store.endpoint: expected an http(s):// URL, got %r' % (endpoint,))
+    encryption = _mapping(store.get('encryption'), 'spec.store.encryption')
+    mode = ENCRYPTION_MODES.get(str(encryption.get('mode', MODE_SSE_S3)))
+    if mode not in MODES:
+        raise SpecError('spec.store.encryption.mode: expected one of %s, got %r' % (
+            ', '.join(ENCRYPTION_MODES), encryption.get('mode')))
+    kms_key_id = encryption.get('kmsKeyId') or None
+    if kms_key_id and mode != 'aws:kms':
+        raise SpecError('spec.store.encryption.kmsKeyId: only used with mode aws:kms, not %s' % encryption.get('mode'))
+    if mode == 'SSE-C' and not store.get('secretRef'):
+        raise SpecError('spec.store.secretRef: required for encryption mode SSE-C (the key is its sseCustomerKey)')
     return BackupSpec(
         endpoints=[e.strip() for e in endpoints],
         connection_timeout=parse_duration(etcd.get('connectionTimeout', '5s'), 'spec.etcd.connectionTimeout') or 5.0,
@@ -192,7 +207,7 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         auth_secret=_secret(etcd.get('authSecretRef'), 'spec.etcd.authSecretRef'),
         provider=str(store.get('provider')), store_url=_store_url(store), s3_endpoint=endpoint,
         region=store.get('region'), store_secret=_secret(store.get('secretRef'), 'spec.store.secretRef'),
-        policy=policy, suspend=bool(values['suspend']))
+        encryption_mode=mode, kms_key_id=kms_key_id, policy=policy, suspend=bool(values['suspend']))
 
 
 def secret_value(data: Mapping[str, str], keys: List[str], secret: str, what: str) -> str:

@@ -16,6 +16,7 @@ import zlib
 from typing import Any, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
 
 POLICY_SUFFIX = {'gzip': '.gz', 'zlib': '.zlib'}
 SUFFIX_POLICY = {v: k for k, v in POLICY_SUFFIX.items()}
@@ -33,7 +34,7 @@ def suffix_for(policy: Optional[str]) -> str:
 
 def compress_file(src: str, dest: str, policy: str) -> None:
     """Write `src` compressed to `dest` and fsync it."""
-    with open(src, 'rb') as fin, open(dest, 'wb') as raw:
+    with open(src, 'rb') as fin, open_private(dest) as raw:
         writer = compressing_writer(raw, policy)
         _copy(fin, writer)
         writer.close()
@@ -49,7 +50,7 @@ def decompress_file(src: str, dest: str, suffix: str) -> None:
         raise SnapshotInvalid('snapshots compressed as %r cannot be read here (supported: %s)' % (
             suffix, ', '.join(SUFFIX_POLICY)))
     try:
-        with open(src, 'rb') as fin, open(dest, 'wb') as out:
+        with open(src, 'rb') as fin, open_private(dest) as out:
             if suffix == '.gz':
                 with gzip.GzipFile(fileobj=fin, mode='rb') as stream:
                     _copy(stream, out)

@@ -18,6 +18,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store i
     remove_quietly,
     temp_name,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import iso, publish_two_phase, unix
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import METADATA_FORMAT, Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import hash_file
@@ -60,7 +61,7 @@ def write_delta(store: SnapshotStore, start_revision: int, events: Sequence[Even
     directory = store.ensure_dir() if isinstance(store, LocalStore) else (tmp_dir or tempfile.gettempdir())
     path = os.path.join(directory, temp_name(str(name)))
     try:
-        with open(path, 'wb') as f:
+        with open_private(path) as f:
             writer = compressing_writer(f, compression)
             write_events(events, writer)
             writer.close()

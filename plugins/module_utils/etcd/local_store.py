@@ -7,7 +7,8 @@ Layout `<root>/v2/<name>` + `<root>/v2/<name>.meta.json`; the legacy v1 layout
 (`<root>/v1/Backup-<unix>/<name>`) is listed too. Every object is published with
 temp file (`.<name>.tmp-<random>`, same directory) -> fsync -> rename -> fsync directory,
 so a crash leaves either nothing or a dot-file that lists as `partial`, never a half file
-under a snapshot name.
+under a snapshot name. Files are 0600 from their first byte and directories we create 0700
+(private_files.py): a snapshot holds every Secret of the cluster.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotNotFound, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import (
+    ModeNote,
+    makedirs_private,
+    open_private,
+    wide_mode_notes,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import (
     LAYOUT_V1,
     LAYOUT_V2,
@@ -130,10 +137,14 @@ class LocalStore(SnapshotStore):
 
     def ensure_dir(self) -> str:
         try:
-            os.makedirs(self.v2_dir, exist_ok=True)
+            makedirs_private(self.v2_dir)
         except OSError as exc:
             raise StoreError('cannot create snapshot directory %s: %s' % (self.v2_dir, exc)) from exc
         return self.v2_dir
+
+    def mode_notes(self) -> List[ModeNote]:
+        """Store directories that others may read or enter (left alone: the operator made them so)."""
+        return wide_mode_notes([self.root, self.v2_dir])
 
     def check(self, create: bool = True) -> None:
         """Fail early when the directory cannot hold snapshots; create it unless in check mode."""
@@ -247,7 +258,7 @@ class LocalStore(SnapshotStore):
         try:
             if not os.path.isfile(data_path):
                 raise StoreError('cannot publish metadata of %s: its data is not in the store' % data_path)
-            with open(tmp_path, 'wb') as f:
+            with open_private(tmp_path) as f:
                 f.write(json.dumps(metadata, indent=2, sort_keys=True).encode('utf-8'))
                 f.flush()
                 os.fsync(f.fileno())
@@ -292,8 +303,8 @@ class LocalStore(SnapshotStore):
 
 
 def copy_file(src: str, dest: str) -> None:
-    """Copy and fsync `dest`."""
-    with open(src, 'rb') as fin, open(dest, 'wb') as fout:
+    """Copy to a new private file `dest` and fsync it."""
+    with open(src, 'rb') as fin, open_private(dest) as fout:
         shutil.copyfileobj(fin, fout, COPY_CHUNK)
         fout.flush()
         os.fsync(fout.fileno())

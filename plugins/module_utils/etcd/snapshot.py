@@ -34,6 +34,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore, remove_quietly, temp_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import (
     METADATA_FORMAT,
     STATUS_CORRUPT,
@@ -174,7 +175,7 @@ def stream_snapshot(conn: EtcdConnection, endpoint: str, path: str, timeout: flo
     hasher = SnapshotHasher()
     client = grpc_client(conn, endpoint, timeout=timeout)
     try:
-        with open(path, 'wb', buffering=WRITE_BUFFER) as f:
+        with open_private(path, 'wb', WRITE_BUFFER) as f:
             writer = _HashingWriter(f, hasher)
             try:
                 client.snapshot(writer)
