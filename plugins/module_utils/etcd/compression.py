@@ -21,6 +21,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files
 POLICY_SUFFIX = {'gzip': '.gz', 'zlib': '.zlib'}
 SUFFIX_POLICY = {v: k for k, v in POLICY_SUFFIX.items()}
 CHUNK = 4 * 1024 * 1024
+CHECK_DECOMPRESSION = 'decompression'
 
 
 def suffix_for(policy: Optional[str]) -> str:
@@ -48,7 +49,7 @@ def decompress_file(src: str, dest: str, suffix: str) -> None:
         raise ValueError('decompress_file needs a compression suffix')
     if suffix not in SUFFIX_POLICY:
         raise SnapshotInvalid('snapshots compressed as %r cannot be read here (supported: %s)' % (
-            suffix, ', '.join(SUFFIX_POLICY)))
+            suffix, ', '.join(SUFFIX_POLICY)), CHECK_DECOMPRESSION)
     try:
         with open(src, 'rb') as fin, open_private(dest) as out:
             if suffix == '.gz':
@@ -58,9 +59,9 @@ def decompress_file(src: str, dest: str, suffix: str) -> None:
                 decompressor = zlib.decompressobj()
                 _transform(fin, out, decompressor.decompress, decompressor.flush)
                 if not decompressor.eof:
-                    raise SnapshotInvalid('zlib stream of %s is truncated' % src)
+                    raise SnapshotInvalid('zlib stream of %s is truncated' % src, CHECK_DECOMPRESSION)
     except (OSError, EOFError, zlib.error) as exc:
-        raise SnapshotInvalid('cannot decompress %s (%s): %s' % (src, suffix, exc)) from exc
+        raise SnapshotInvalid('cannot decompress %s (%s): %s' % (src, suffix, exc), CHECK_DECOMPRESSION) from exc
 
 
 class _ZlibWriter:
@@ -104,11 +105,11 @@ def decompress_bytes(data: bytes, suffix: str) -> bytes:
     if not suffix:
         return data
     if suffix not in SUFFIX_POLICY:
-        raise SnapshotInvalid('snapshots compressed as %r cannot be read here' % suffix)
+        raise SnapshotInvalid('snapshots compressed as %r cannot be read here' % suffix, CHECK_DECOMPRESSION)
     try:
         return gzip.decompress(data) if suffix == '.gz' else zlib.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
-        raise SnapshotInvalid('cannot decompress delta snapshot (%s): %s' % (suffix, exc)) from exc
+        raise SnapshotInvalid('cannot decompress delta snapshot (%s): %s' % (suffix, exc), CHECK_DECOMPRESSION) from exc
 
 
 def _transform(fin, fout, step, finish) -> None:

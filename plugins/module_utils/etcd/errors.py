@@ -31,7 +31,12 @@ class SnapshotNotFound(StoreError):
 
 
 class SnapshotInvalid(EtcdError):
-    """A snapshot failed verification (hash, size, structure, name)."""
+    """A snapshot failed verification (hash, size, structure, name); `check` names which
+    (verify.CHECK_*), so a report says "corrupt: sha256-trailer" without parsing the message."""
+
+    def __init__(self, message: str, check: str = ''):
+        super().__init__(message)
+        self.check = check
 
 
 class RestoreRefused(EtcdError):

@@ -30,7 +30,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SnapshotInvalid
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, start_process, stop_process
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool import run_restore_tool
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import stream_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import verify_snapshot_file
 
 try:

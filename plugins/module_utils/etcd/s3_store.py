@@ -38,6 +38,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import 
     STATUS_PARTIAL,
     Snapshot,
     SnapshotStore,
+    mark_unrecorded,
 )
 
 try:
@@ -50,6 +51,7 @@ except ImportError:  # reported by the module through missing_required_lib
     HAS_BOTO3 = False
 
 MB = 1024 * 1024
+OUR_MARK = 'steward-snapshot'  # user metadata on every data object we upload (tells ours from etcd-backup-restore's)
 CREDENTIAL_CODES = ('InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'InvalidToken',
                     'ExpiredToken', 'InvalidClientTokenId', 'UnrecognizedClientException', '403')
 MISSING_BUCKET_CODES = ('NoSuchBucket',)
@@ -193,7 +195,14 @@ class S3Store(SnapshotStore):
                                       'unfinished multipart upload (interrupted or still running)'))
         except (ClientError, BotoCoreError) as exc:
             raise self.error('list snapshots', exc) from exc
-        return sort_snapshots(found)
+        return sort_snapshots(mark_unrecorded(found, self._written_by_us))
+
+    def _written_by_us(self, snapshot: Snapshot) -> bool:
+        try:
+            head = self._head(self.key_of(snapshot.key))
+        except (ClientError, BotoCoreError) as exc:
+            raise self.error('read %s' % snapshot.key, exc) from exc
+        return bool(head and OUR_MARK in (head.get('Metadata') or {}))
 
     def _classify(self, objects: Dict[str, Dict[str, Any]], v1: bool) -> List[Snapshot]:
         result: List[Snapshot] = []
@@ -227,7 +236,7 @@ class S3Store(SnapshotStore):
             if self._head(key) is not None:
                 raise StoreError('s3://%s/%s already exists; refusing to overwrite it' % (self.bucket, key))
             self.client.upload_file(source_path, self.bucket, key, Config=self.transfer, Callback=self._progress,
-                                    ExtraArgs=self.encryption.write_args())
+                                    ExtraArgs=dict(self.encryption.write_args(), Metadata={OUR_MARK: '1'}))
             head = self._head(key)
         except (ClientError, BotoCoreError) as exc:
             raise self.error('upload snapshot %s' % name, exc) from exc
