@@ -43,5 +43,10 @@ class RestoreRefused(EtcdError):
     """A restore would overwrite data without the explicit flag, or has nothing valid to restore."""
 
 
+class SnapshotUnrestorable(RestoreRefused):
+    """This snapshot (or its chain of deltas) cannot be restored: a gap, a replay that does not land,
+    a restore tool that refuses it. A fallback may try an older snapshot."""
+
+
 class BinaryNotFound(EtcdError):
     """etcd, etcdctl or etcdutl is needed and was not found."""
