@@ -33,6 +33,8 @@ DEFAULTS: Dict[str, Any] = {
     'snapshotTimeout': '15m',
     'suspend': False,
 }
+# Restore verification: daily, half an hour after the default full snapshot (backup_verify.py).
+VERIFY_SCHEDULE = '30 0 * * *'
 PROVIDERS = ('Local', 'S3')
 # spec.store.encryption.mode -> the engine's mode ("None" as etcd-druid users write it)
 ENCRYPTION_MODES = {'AES256': 'AES256', 'aws:kms': 'aws:kms', 'SSE-C': 'SSE-C', 'None': 'none'}
@@ -167,6 +169,14 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
     policy_name = compression.get('policy', 'gzip')
     if policy_name not in POLICY_SUFFIX:
         raise SpecError('spec.compression.policy: expected one of %s, got %r' % (', '.join(POLICY_SUFFIX), policy_name))
+    verification = _mapping(spec.get('restoreVerification'), 'spec.restoreVerification')
+    verify_schedule = None
+    if verification.get('enabled', True):
+        try:
+            verify_schedule = parse_cron(str(verification.get('schedule') or VERIFY_SCHEDULE))
+            verify_schedule.next_after(0)
+        except CronError as exc:
+            raise SpecError('spec.restoreVerification.schedule: %s' % exc) from None
     compaction = _mapping(spec.get('compaction'), 'spec.compaction')
     threshold = compaction.get('eventsThreshold', 1000000)
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
@@ -186,7 +196,8 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         delta_retention=parse_duration(values['deltaSnapshotRetentionPeriod'], 'spec.deltaSnapshotRetentionPeriod'),
         compression=policy_name if compression.get('enabled') else None,
         compaction_enabled=bool(compaction.get('enabled')), compaction_threshold=threshold,
-        snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0)
+        snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0,
+        verify_schedule=verify_schedule)
     endpoint = store.get('endpoint')
     if endpoint is not None and not re.match(r'^https?://', str(endpoint)):
         raise SpecError('spec.store.endpoint: expected an http(s):// URL, got %r' % (endpoint,))

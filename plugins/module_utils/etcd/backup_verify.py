@@ -68,6 +68,14 @@ class ChainFailed(Exception):
     """Internal: a link of the chain failed; the verdicts so far say which and why."""
 
 
+class VerificationCancelled(EtcdError):
+    """The caller asked to stop (the controller is shutting the loop down)."""
+
+
+def _never() -> bool:
+    return False
+
+
 def _verdict(snapshot: Snapshot, result: str, exc: Optional[BaseException] = None) -> SnapshotVerdict:
     kind = snapshot.name.kind if snapshot.name else 'object'
     if exc is None:
@@ -96,7 +104,8 @@ def _hash_check(recorded: Optional[Dict[str, Any]], actual: Dict[str, int]) -> D
 
 def verify_chain(store: SnapshotStore, base: Snapshot, *, work_dir: str, apply_deltas: bool = True,
                  tool: Optional[str] = None, etcd_binary: Optional[str] = None,
-                 clock: Callable[[], float] = time.monotonic) -> Dict[str, Any]:
+                 clock: Callable[[], float] = time.monotonic,
+                 should_stop: Callable[[], bool] = _never) -> Dict[str, Any]:
     """Restore `base` (+ its deltas) into a throwaway etcd and compare; {restorable, verdicts, ...}."""
     began = clock()
     snapshots = store.list()
@@ -119,10 +128,12 @@ def verify_chain(store: SnapshotStore, base: Snapshot, *, work_dir: str, apply_d
         outcome['checks'] = verification['checks']
         step = clock()
         try:
+            if should_stop():
+                raise VerificationCancelled('restore verification of %s was stopped' % label(base))
             with ScratchEtcd(work, etcd_binary, tool).start(path) as scratch:
                 outcome['steps']['restore and start'] = round(clock() - step, 3)
-                _compare(base, scratch, outcome, verdicts, deltas, store, work, clock)
-        except ChainFailed:
+                _compare(base, scratch, outcome, verdicts, deltas, store, work, clock, should_stop)
+        except (ChainFailed, VerificationCancelled):
             raise
         except EtcdError as exc:  # the restore tool or the scratch etcd refused the data
             verdicts.append(_failure(base, exc))
@@ -141,7 +152,8 @@ def verify_chain(store: SnapshotStore, base: Snapshot, *, work_dir: str, apply_d
 
 
 def _compare(base: Snapshot, scratch: ScratchEtcd, outcome: Dict[str, Any], verdicts: List[SnapshotVerdict],
-             deltas: List[Snapshot], store: SnapshotStore, work: str, clock: Callable[[], float]) -> None:
+             deltas: List[Snapshot], store: SnapshotStore, work: str, clock: Callable[[], float],
+             should_stop: Callable[[], bool]) -> None:
     step = clock()
     client = grpc_client(scratch.connection, scratch.client_url, timeout=TXN_TIMEOUT)
     try:
@@ -166,6 +178,8 @@ def _compare(base: Snapshot, scratch: ScratchEtcd, outcome: Dict[str, Any], verd
         outcome['steps']['compare'] = round(clock() - step, 3)
         step = clock()
         for delta in deltas:
+            if should_stop():
+                raise VerificationCancelled('restore verification of %s was stopped' % label(base))
             try:
                 events = fetch_delta(store, delta, work)
                 revision = apply_events(client, events, revision)['revision']
@@ -182,7 +196,8 @@ def _compare(base: Snapshot, scratch: ScratchEtcd, outcome: Dict[str, Any], verd
 
 def verify_backup(store: SnapshotStore, *, work_dir: Optional[str] = None, snapshot: Optional[str] = None,
                   apply_deltas: bool = True, check_older: bool = True, tool: Optional[str] = None,
-                  etcd_binary: Optional[str] = None, clock: Callable[[], float] = time.monotonic) -> Dict[str, Any]:
+                  etcd_binary: Optional[str] = None, clock: Callable[[], float] = time.monotonic,
+                  should_stop: Callable[[], bool] = _never) -> Dict[str, Any]:
     """Prove the newest full snapshot (or the named one) and its deltas restore. Returns
     {ok, snapshot, ..., verdicts, fallback}: `ok` is False when the newest is not restorable;
     `fallback` names the newest older full snapshot that is (with check_older), or None."""
@@ -196,13 +211,13 @@ def verify_backup(store: SnapshotStore, *, work_dir: Optional[str] = None, snaps
     if not fulls:
         raise SnapshotNotFound('the store %s holds no usable full snapshot: there is nothing to restore' % store.url)
     newest = verify_chain(store, fulls[-1], work_dir=work_dir or tempfile.gettempdir(), apply_deltas=apply_deltas,
-                          tool=tool, etcd_binary=etcd_binary, clock=clock)
+                          tool=tool, etcd_binary=etcd_binary, clock=clock, should_stop=should_stop)
     result = dict(newest, ok=newest['complete'], fallback=None, older=[], would_restore=_would_restore(newest))
     if newest['restorable'] or not check_older or snapshot:
         return result
     for candidate in reversed(fulls[:-1]):
         older = verify_chain(store, candidate, work_dir=work_dir or tempfile.gettempdir(), apply_deltas=apply_deltas,
-                             tool=tool, etcd_binary=etcd_binary, clock=clock)
+                             tool=tool, etcd_binary=etcd_binary, clock=clock, should_stop=should_stop)
         result['older'].append({'snapshot': older['snapshot'], 'restorable': older['restorable'],
                                 'restored_revision': older['restored_revision'], 'verdicts': older['verdicts']})
         if older['restorable']:

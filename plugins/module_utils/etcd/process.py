@@ -49,6 +49,8 @@ class ProcessSpec:
     ca_cert: Optional[str] = None
     client_cert: Optional[str] = None
     client_key: Optional[str] = None
+    # a throwaway etcd (replay, restore verification) dies with the thread that started it, even on SIGKILL
+    die_with_parent: bool = False
 
     def command(self) -> List[str]:
         return [str(self.binary), '--config-file', str(self.config_file)]
@@ -174,6 +176,19 @@ def log_tail(path: Optional[str], offset: int = 0) -> str:
         return '(cannot read %s: %s)' % (path, e)
 
 
+# Linux prctl(PR_SET_PDEATHSIG, SIGKILL), resolved before any fork: only this call runs in the child.
+try:
+    import ctypes
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (ImportError, OSError, AttributeError):
+    _PRCTL = None
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 # --- actions --------------------------------------------------------------------------------------
 def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep) -> int:
     """Start etcd detached from us (own session, stdin /dev/null, output to the log) and write the pid file."""
@@ -190,7 +205,8 @@ def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith('ETCD_'))
     with open(os.devnull, 'rb') as stdin, open(log_path, 'ab') as log:
         proc = subprocess.Popen(spec.command(), stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, cwd='/', env=env)
+                                start_new_session=True, close_fds=True, cwd='/', env=env,
+                                preexec_fn=_die_with_parent if spec.die_with_parent and _PRCTL else None)
     _write_pid_file(spec.pid_file, proc.pid)
     deadline = time.time() + SETTLE_SECONDS
     while time.time() < deadline:

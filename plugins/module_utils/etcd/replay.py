@@ -92,7 +92,7 @@ class ScratchEtcd:
             json.dump(config, f)  # JSON is YAML
         spec = ProcessSpec(pid_file=os.path.join(self.work_dir, 'etcd.pid'), binary=self.binary,
                            config_file=config_file, log_file=os.path.join(self.work_dir, 'etcd.log'),
-                           wait_url=self.client_url, wait_timeout=60)
+                           wait_url=self.client_url, wait_timeout=60, die_with_parent=True)
         self.pid = start_process(spec)
         return self
 

@@ -123,3 +123,12 @@ def test_store_encryption(encryption, mode, key_id):
 def test_store_encryption_errors_name_the_field(store, message):
     with pytest.raises(SpecError, match=message):
         parse_backup_spec(dict(BASE, store=dict(BASE['store'], **store)))
+
+
+def test_restore_verification_is_daily_by_default_and_can_be_turned_off_or_rescheduled():
+    assert parse_backup_spec(BASE).policy.verify_schedule.expr == '30 0 * * *'
+    assert parse_backup_spec(dict(BASE, restoreVerification={'enabled': False})).policy.verify_schedule is None
+    hourly = parse_backup_spec(dict(BASE, restoreVerification={'schedule': '15 * * * *'}))
+    assert hourly.policy.verify_schedule.expr == '15 * * * *'
+    with pytest.raises(SpecError, match='^spec.restoreVerification.schedule: '):
+        parse_backup_spec(dict(BASE, restoreVerification={'schedule': '61 * * * *'}))
