@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import base64
 import glob
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 import requests
 import yaml
@@ -33,7 +32,11 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
+from demo_context import changes  # noqa: E402
+from etcd_act import lose_for_good  # noqa: E402
 from kube_api import KubeServer  # noqa: E402
+
+TITLE = 'continuous backups by the controller (full + delta snapshots), a SIGKILL, a total loss, a restore'
 
 GROUP_PATH = '/apis/cluster.steward.io/v1alpha1/namespaces/demo/etcdbackups'
 CRD_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
@@ -57,9 +60,9 @@ class Api:
 
 
 class Controller:
-    def __init__(self, state: str, kube: KubeServer, identity: str) -> None:
+    def __init__(self, state: str, kube: KubeServer, identity: str, log_path: str) -> None:
         self.state = state
-        self.log_path = os.path.join(state, 'controller-%s.log' % identity)
+        self.log_path = log_path
         kubeconfig = kube.write_kubeconfig(os.path.join(state, 'kubeconfig.json'))
         env = dict(os.environ, KUBECONFIG=kubeconfig, STEWARD_NAMESPACE='steward-system', STEWARD_LOG_FORMAT='json',
                    PYTHONPATH=os.pathsep.join([lab.COLLECTIONS, os.path.join(REPO, 'controller')]))
@@ -116,11 +119,12 @@ def read_prefix(url: str, prefix: str) -> Dict[str, str]:
             for kv in r.json().get('kvs', [])}
 
 
-def run(state: str, timeline: Any, playbook: Callable[..., str], lose_for_good: Callable[[Dict], None]) -> None:
-    hosts = lab.read_inventory(state)
+def run(ctx: Any) -> List[str]:
+    state = ctx.state
+    hosts = ctx.hosts
     urls = [lab.client_url(h) for h in hosts.values()]
     store_root = os.path.join(state, 'continuous')
-    ctx: Dict[str, Any] = {'written': {}, 'controllers': []}
+    act: Dict[str, Any] = {'written': {}, 'controllers': []}
     kube = KubeServer().start()
     api = Api(kube.url)
 
@@ -128,7 +132,7 @@ def run(state: str, timeline: Any, playbook: Callable[..., str], lose_for_good: 
         for path in sorted(glob.glob(os.path.join(REPO, 'controller', 'deploy', 'crds', '*.yaml'))):
             with open(path) as f:
                 api.create(CRD_PATH, yaml.safe_load(f))
-        ctx['controllers'].append(Controller(state, kube, 'replica-0'))
+        act['controllers'].append(Controller(state, kube, 'replica-0', ctx.log_path('controller-replica-0.log')))
         api.create(GROUP_PATH, {
             'apiVersion': 'cluster.steward.io/v1alpha1', 'kind': 'EtcdBackup',
             'metadata': {'name': 'lab', 'namespace': 'demo'},
@@ -146,16 +150,16 @@ def run(state: str, timeline: Any, playbook: Callable[..., str], lose_for_good: 
             while not stop.is_set():
                 key = '/continuous/key-%05d' % i
                 put(urls[0], key, 'v%d' % i)
-                ctx['written'][key] = 'v%d' % i
+                act['written'][key] = 'v%d' % i
                 i += 1
                 time.sleep(0.005)
 
         thread = threading.Thread(target=writer, daemon=True)
         thread.start()
         time.sleep(3)
-        ctx['controllers'][-1].kill()  # SIGKILL with events buffered
+        act['controllers'][-1].kill()  # SIGKILL with events buffered
         time.sleep(2)
-        ctx['controllers'].append(Controller(state, kube, 'replica-1'))
+        act['controllers'].append(Controller(state, kube, 'replica-1', ctx.log_path('controller-replica-1.log')))
         time.sleep(4)
         stop.set()
         thread.join(10)
@@ -165,10 +169,10 @@ def run(state: str, timeline: Any, playbook: Callable[..., str], lose_for_good: 
         status = api.get(GROUP_PATH + '/lab')['status']
         deltas = len(glob.glob(os.path.join(store_root, 'v2', 'Incr-*[0-9]')))
         return '%d keys streamed; controller SIGKILLed and restarted; %d deltas, last %s' % (
-            len(ctx['written']), deltas, status['lastDeltaSnapshot']['name'])
+            len(act['written']), deltas, status['lastDeltaSnapshot']['name'])
 
     def lose_everything() -> str:
-        for controller in ctx['controllers']:
+        for controller in act['controllers']:
             controller.stop()
         for host in hosts.values():
             lose_for_good(host)
@@ -176,22 +180,25 @@ def run(state: str, timeline: Any, playbook: Callable[..., str], lose_for_good: 
 
     def verify() -> str:
         got = read_prefix(urls[0], '/continuous/')
-        missing = [k for k in ctx['written'] if got.get(k) != ctx['written'][k]]
+        missing = [k for k in act['written'] if got.get(k) != act['written'][k]]
         if missing:
             raise SystemExit('demo: %d of %d streamed keys are missing after the restore (first: %s)' % (
-                len(missing), len(ctx['written']), missing[0]))
-        return 'all %d streamed keys are back (the newest came from delta snapshots)' % len(ctx['written'])
+                len(missing), len(act['written']), missing[0]))
+        return 'all %d streamed keys are back (the newest came from delta snapshots)' % len(act['written'])
+
+    def restore() -> str:
+        run = ctx.playbook('etcd_restore', '-e', 'etcd_backup_store=' + store_root)
+        return '%s; snapshot and deltas verified before any member was touched' % changes(run.changed)
 
     try:
-        timeline.run('controller: EtcdBackup takes a full snapshot', start)
-        timeline.run('stream writes, SIGKILL the controller, restart', stream_and_crash)
-        timeline.run('disaster: lose every member', lose_everything)
-        timeline.run('restore full + deltas (steward.cluster.etcd_restore)',
-                     lambda: playbook(state, 'etcd_restore', '-e', 'etcd_backup_store=' + store_root))
-        timeline.run('verify every streamed key', verify)
+        return [
+            ctx.step('EtcdBackup: the controller takes a full snapshot', start),
+            ctx.step('stream writes, SIGKILL the controller, restart it', stream_and_crash),
+            ctx.step('disaster: lose every member', lose_everything),
+            ctx.step('restore full + deltas (steward.cluster.etcd_restore)', restore),
+            ctx.step('verify every streamed key', verify),
+        ]
     finally:
-        for controller in ctx['controllers']:
+        for controller in act['controllers']:
             controller.kill()
         kube.stop()
-        with open(os.path.join(state, 'controller-act.json'), 'w') as f:
-            json.dump({'written': len(ctx['written'])}, f)

@@ -81,7 +81,10 @@ def build_inventory(state_dir: str, members: int, ip_base: str, binary: str = ET
             'etcd_binary': binary,
             'etcd_service_manager': 'process',
         }
-    inventory: Dict[str, Any] = {'etcd': {'hosts': hosts, 'vars': {'ansible_python_interpreter': venv_python()}}}
+    # Everything a playbook needs is in the inventory (tools included), so `ANSIBLE_CONFIG=.lab/ansible.cfg` alone
+    # is enough from a shell without the venv or etcd on PATH.
+    inventory: Dict[str, Any] = {'etcd': {'hosts': hosts, 'vars': {
+        'ansible_python_interpreter': venv_python(), 'etcd_bin_dirs': [os.path.dirname(binary)]}}}
     if sabakan_url:
         inventory['all'] = {'vars': {'sabakan_url': sabakan_url}}
     return inventory

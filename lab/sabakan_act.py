@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 import requests
 import yaml
@@ -26,6 +26,9 @@ sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
 from datacenter import generate_datacenter  # noqa: E402
+from demo_context import changes  # noqa: E402
+
+TITLE = 'a cluster generated from the lab\'s sabakan, kept right as machines fail, retire and get replaced'
 
 CONSTRAINTS = {'control-plane-count': 3, 'minimum-workers': 6, 'maximum-repair-queue-entries': 3}
 QUERY = 'query { searchMachines { spec { serial ipv4 rack role } status { state } } }'
@@ -80,7 +83,8 @@ def nodes_of(cluster_file: str, control_plane: bool) -> List[str]:
         return [n['address'] for n in yaml.safe_load(f)['nodes'] if bool(n['control_plane']) == control_plane]
 
 
-def run(state: str, timeline: Any, playbook: Callable[..., str]) -> None:
+def run(ctx: Any) -> List[str]:
+    state = ctx.state
     url = lab.sabakan_url(state)
     if not url:
         raise SystemExit('the lab has no sabakan server (see %s)' % os.path.join(state, 'sabakan.log'))
@@ -99,7 +103,7 @@ def run(state: str, timeline: Any, playbook: Callable[..., str]) -> None:
     victims: Dict[str, str] = {}
 
     def sync() -> str:
-        return playbook(state, 'sabakan_sync', *extra) + '; ' + summary(cluster_file)
+        return '%s; %s' % (changes(ctx.playbook('sabakan_sync', *extra).changed), summary(cluster_file))
 
     def queued() -> str:
         with open(queue_file) as f:
@@ -122,11 +126,13 @@ def run(state: str, timeline: Any, playbook: Callable[..., str]) -> None:
         sabakan.advance(400)
         return '%s is RETIRED, and 400 s pass' % victims['worker']
 
-    timeline.run('sabakan: generate cluster.yml (steward.cluster.sabakan_sync)', sync)
-    timeline.run('sabakan: a control plane machine fails', fail_cp)
-    timeline.run('sabakan: sync replaces it and queues a repair', lambda: sync() + '; ' + queued())
-    timeline.run('sabakan: a worker starts retiring', retire_worker)
-    timeline.run('sabakan: sync taints it NoExecute', sync)
-    timeline.run('sabakan: the worker is retired for good', retired)
-    timeline.run('sabakan: sync removes it and adds a replacement', sync)
-    timeline.run('sabakan: sync again: nothing to do', sync)
+    return [
+        ctx.step('generate cluster.yml (steward.cluster.sabakan_sync)', sync),
+        ctx.step('a control plane machine fails', fail_cp),
+        ctx.step('sync replaces it and queues a repair', lambda: sync() + '; ' + queued()),
+        ctx.step('a worker starts retiring', retire_worker),
+        ctx.step('sync taints it NoExecute', sync),
+        ctx.step('the worker is retired for good', retired),
+        ctx.step('sync removes it and adds a replacement', sync),
+        ctx.step('sync again: nothing to do', sync),
+    ]

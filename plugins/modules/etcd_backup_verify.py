@@ -37,21 +37,12 @@ options:
     description: When the newest full snapshot is not restorable, verify older ones until one is, and name it.
     type: bool
     default: true
-  etcd_path:
-    description:
-      - Path of the C(etcd) binary for the throwaway member.
-      - Searched in E(STEWARD_ETCD_BIN_DIRS), E(PATH) and the usual install places when unset.
-    type: path
-  etcdutl_path:
-    description:
-      - Path of C(etcdutl) (etcd 3.5+) or C(etcdctl) (etcd 3.4) for C(snapshot status) and C(snapshot restore).
-      - Searched like O(etcd_path) when unset.
-    type: path
   tmp_dir:
     description: Directory for the scratch data dir and the snapshot copies (default the system temp directory).
     type: path
 extends_documentation_fragment:
   - steward.cluster.etcd_store
+  - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
 attributes:
@@ -150,8 +141,9 @@ gap:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_dir
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_verify import summary, verify_backup
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_PYETCD
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
@@ -160,12 +152,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import
 
 def main():
     module = AnsibleModule(
-        argument_spec=argspec(ETCD_STORE_SPEC,
+        argument_spec=argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
                               snapshot={'type': 'str'},
                               apply_deltas={'type': 'bool', 'default': True},
                               check_older={'type': 'bool', 'default': True},
-                              etcd_path={'type': 'path'},
-                              etcdutl_path={'type': 'path'},
                               tmp_dir={'type': 'path'}),
         supports_check_mode=True,
     )
@@ -177,9 +167,10 @@ def main():
     try:
         if p['tmp_dir']:
             existing_dir(p['tmp_dir'], 'tmp_dir')
+        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'])
         store = store_from_params(p)
         result = verify_backup(store, work_dir=p['tmp_dir'], snapshot=p['snapshot'], apply_deltas=p['apply_deltas'],
-                               check_older=p['check_older'], tool=p['etcdutl_path'], etcd_binary=p['etcd_path'])
+                               check_older=p['check_older'], tool=tools.snapshot_tool, etcd_binary=tools.etcd)
     except InvalidInput as exc:
         module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     except EtcdError as exc:

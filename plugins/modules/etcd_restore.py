@@ -112,21 +112,12 @@ options:
         earlier run, for example in check mode).
       - Pins the data when several members are restored one after another while new deltas keep arriving.
     type: str
-  etcd_path:
-    description:
-      - Path of the C(etcd) binary that replays delta snapshots (a scratch member on 127.0.0.1).
-      - By default it is searched like O(etcdutl_path).
-    type: path
-  etcdutl_path:
-    description:
-      - Path of the C(etcdutl) (or, for etcd 3.4, C(etcdctl)) binary used to verify and restore.
-      - By default it is searched in E(STEWARD_ETCD_BIN_DIRS), E(PATH) and the usual install places.
-    type: path
   tmp_dir:
     description: Directory for the downloaded snapshot (default the system temp dir).
     type: path
 extends_documentation_fragment:
   - steward.cluster.etcd_store
+  - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -253,7 +244,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_with_fallback
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
@@ -261,7 +253,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import
 
 def main():
     spec = argspec(
-        ETCD_STORE_SPEC,
+        ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
         snapshot=dict(type='str'),
         snapshot_file=dict(type='path'),
         name=dict(type='str', required=True),
@@ -274,8 +266,6 @@ def main():
         stop_at_gap=dict(type='bool', default=False),
         last_delta=dict(type='str'),
         fallback=dict(type='bool', default=True),
-        etcd_path=dict(type='path'),
-        etcdutl_path=dict(type='path'),
         tmp_dir=dict(type='path'),
     )
     spec['store'] = dict(spec['store'], required=False)
@@ -283,18 +273,19 @@ def main():
                            required_one_of=[('store', 'snapshot_file')],
                            mutually_exclusive=[('store', 'snapshot_file'), ('snapshot', 'snapshot_file')])
     p = module.params
-    member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
-                  initial_cluster_token=p['initial_cluster_token'],
-                  initial_advertise_peer_urls=p['initial_advertise_peer_urls'], force=p['force'],
-                  tool=p['etcdutl_path'], tmp_dir=p['tmp_dir'], now=time.time(), check_mode=module.check_mode)
     try:
+        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'])
+        member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
+                      initial_cluster_token=p['initial_cluster_token'],
+                      initial_advertise_peer_urls=p['initial_advertise_peer_urls'], force=p['force'],
+                      tool=tools.snapshot_tool, tmp_dir=p['tmp_dir'], now=time.time(), check_mode=module.check_mode)
         if p['snapshot_file']:
             result = restore_file(p['snapshot_file'], **member)
         else:
             store = store_from_params(p)
             result = restore_with_fallback(store, snapshot=p['snapshot'], fallback=p['fallback'],
                                            apply_deltas=p['apply_deltas'], stop_at_gap=p['stop_at_gap'],
-                                           last_delta=p['last_delta'], etcd_binary=p['etcd_path'], **member)
+                                           last_delta=p['last_delta'], etcd_binary=tools.etcd, **member)
             result.update(store_report(store))
     except InvalidInput as exc:
         module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)

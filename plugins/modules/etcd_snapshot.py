@@ -20,11 +20,6 @@ description:
     run never leaves anything that lists as valid.
   - Every run takes a new snapshot, so the module always reports a change.
 options:
-  etcdutl_path:
-    description:
-      - Path of C(etcdutl) (etcd 3.5+) or C(etcdctl) (etcd 3.4) used for the structural check.
-      - Searched in E(STEWARD_ETCD_BIN_DIRS), E(PATH) and the usual install places when unset.
-    type: path
   tmp_dir:
     description:
       - Directory for the temporary snapshot file before it is published.
@@ -38,6 +33,7 @@ options:
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
   - steward.cluster.etcd_store
+  - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
 attributes:
@@ -175,8 +171,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_CONNECTION_SPEC,
     ETCD_STORE_SPEC,
+    ETCD_TOOLS_SPEC,
     argspec,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     HAS_PYETCD,
     HAS_REQUESTS,
@@ -190,8 +188,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import
 
 def main():
     module = AnsibleModule(
-        argument_spec=argspec(ETCD_CONNECTION_SPEC, ETCD_STORE_SPEC,
-                              etcdutl_path={'type': 'path'},
+        argument_spec=argspec(ETCD_CONNECTION_SPEC, ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
                               tmp_dir={'type': 'path'},
                               snapshot_timeout={'type': 'int', 'default': 900}),
         supports_check_mode=True,
@@ -202,11 +199,12 @@ def main():
     if module.params['store'].startswith('s3://') and not HAS_BOTO3:
         module.fail_json(msg=missing_required_lib('boto3'))
     try:
+        tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'])
         store = store_from_params(module.params)
         result = take_full_snapshot(EtcdConnection.from_params(module.params), store,
                                     now=time.time(), tmp_dir=module.params['tmp_dir'],
                                     snapshot_timeout=module.params['snapshot_timeout'],
-                                    tool=module.params['etcdutl_path'], check_mode=module.check_mode)
+                                    tool=tools.snapshot_tool, check_mode=module.check_mode)
     except InvalidInput as exc:
         module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     except EtcdError as exc:

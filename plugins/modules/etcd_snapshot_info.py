@@ -39,13 +39,9 @@ options:
   tmp_dir:
     description: Directory for the copies read back from an S3 store (default the system temp directory).
     type: path
-  etcdutl_path:
-    description:
-      - Path of C(etcdutl) (etcd 3.5+) or C(etcdctl) (etcd 3.4) used for the structure check.
-      - Searched in E(STEWARD_ETCD_BIN_DIRS), E(PATH) and the usual install places when unset.
-    type: path
 extends_documentation_fragment:
   - steward.cluster.etcd_store
+  - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
 attributes:
@@ -157,7 +153,8 @@ store_notes:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import (
@@ -171,11 +168,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import
 
 def main():
     module = AnsibleModule(
-        argument_spec=argspec(ETCD_STORE_SPEC,
+        argument_spec=argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
                               verify={'type': 'str', 'choices': list(VERIFY_MODES), 'default': VERIFY_CONTENT},
                               verify_sha256={'type': 'bool'},
-                              tmp_dir={'type': 'path'},
-                              etcdutl_path={'type': 'path'}),
+                              tmp_dir={'type': 'path'}),
         supports_check_mode=True,
     )
     p = module.params
@@ -187,8 +183,10 @@ def main():
                          collection_name='steward.cluster')
         verify = VERIFY_CONTENT if p['verify_sha256'] else VERIFY_LISTING
     try:
+        tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs']).snapshot_tool \
+            if verify == VERIFY_CONTENT else None
         store = store_from_params(p)
-        result = list_snapshots(store, verify=verify, tmp_dir=p['tmp_dir'], tool=p['etcdutl_path'])
+        result = list_snapshots(store, verify=verify, tmp_dir=p['tmp_dir'], tool=tool)
     except InvalidInput as exc:
         module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     except EtcdError as exc:

@@ -323,8 +323,10 @@ def test_manifests_agree_with_the_controller_and_kustomization():
     on_disk = sorted(os.path.relpath(p, deploy_dir) for p in glob.glob(os.path.join(deploy_dir, '*.yaml'))
                      + glob.glob(os.path.join(deploy_dir, 'crds', '*.yaml')) if not p.endswith('kustomization.yaml'))
     assert sorted(listed) == on_disk
-    with open(repo_path('controller', 'steward_controller', 'settings.py')) as f:
-        known = set(re.findall(r"_env\('(STEWARD_[A-Z_]+)'", f.read()))
+    known = set()
+    for path in glob.glob(repo_path('controller', 'steward_controller', '**', '*.py'), recursive=True):
+        with open(path) as f:  # every flag's environment variable (core/settings.py and each loop's own flags)
+            known |= set(re.findall(r"env_default\('(STEWARD_[A-Z_]+)'", f.read()))
     with open(os.path.join(deploy_dir, 'deployment.yaml')) as f:
         (dep,) = [d for d in yaml.safe_load_all(f) if d]
     names = {e['name'] for e in dep['spec']['template']['spec']['containers'][0]['env']}

@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import sys
 
 import pytest
 import yaml
 
 from support.ansible import local_play, run_playbook
 from support.etcd_cluster import free_port
+from support.maintenance import APPROVED, FLATCAR, REBOOT_NEEDED, REBOOT_OK
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'unit', 'maintenance'))
-
-from maintenance_fixtures import APPROVED, FLATCAR, REBOOT_NEEDED, REBOOT_OK  # noqa: E402
 
 PROFILE = 'cloud.sap/maintenance-profile'
 STATE = 'cloud.sap/maintenance-state'

@@ -14,7 +14,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'lab'))
 
-import demo  # noqa: E402
+import etcd_act  # noqa: E402
 import lab  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -42,14 +42,14 @@ def plan_of(result):
 
 def assert_all_keys(hosts, data, names=None):
     for name in names or hosts:
-        got = demo.read_all(lab.client_url(hosts[name]))
+        got = etcd_act.read_all(lab.client_url(hosts[name]))
         assert got == data, '%s: %d of %d keys' % (name, len(set(got) & set(data)), len(data))
 
 
 def test_recover_every_path_on_one_lab(lab3):
     state, hosts = lab3
     store = os.path.join(state, 'backups')
-    data = demo.load(hosts, 300)
+    data = etcd_act.load(hosts, 300)
 
     healthy = recover(state)
     assert healthy['rc'] == 0 and healthy['changed'] == 0, healthy['output'][-3000:]
@@ -59,7 +59,7 @@ def test_recover_every_path_on_one_lab(lab3):
     assert backup['rc'] == 0, backup['output'][-3000:]
 
     # minority lost for good: remove + re-add as learner + promote
-    demo.lose_for_good(hosts['etcd3'])
+    etcd_act.lose_for_good(hosts['etcd3'])
     check = recover(state, '--check')
     assert check['rc'] == 0, check['output'][-3000:]
     assert 'action: replace_members' in plan_of(check)
@@ -72,8 +72,8 @@ def test_recover_every_path_on_one_lab(lab3):
     assert again['rc'] == 0 and again['changed'] == 0
 
     # quorum lost, one survivor with data: force-new-cluster on it, re-add the others
-    demo.lose_for_good(hosts['etcd1'])
-    demo.lose_for_good(hosts['etcd2'])
+    etcd_act.lose_for_good(hosts['etcd1'])
+    etcd_act.lose_for_good(hosts['etcd2'])
     fixed = recover(state)
     assert fixed['rc'] == 0, fixed['output'][-4000:]
     report = plan_of(fixed)
@@ -85,7 +85,7 @@ def test_recover_every_path_on_one_lab(lab3):
 
     # everything lost: restore the latest valid snapshot, re-add the others
     for name in hosts:
-        demo.lose_for_good(hosts[name])
+        etcd_act.lose_for_good(hosts[name])
     blocked = recover(state)
     assert blocked['rc'] != 0 and 'blocked' in blocked['output']
     fixed = recover(state, '-e', 'etcd_backup_store=' + store)
@@ -97,10 +97,10 @@ def test_recover_every_path_on_one_lab(lab3):
 
 def test_unreachable_host_does_not_fail_recovery(lab3, tmp_path):
     state, hosts = lab3
-    data = demo.load(hosts, 100)
+    data = etcd_act.load(hosts, 100)
     # etcd3 is powered off: its process is gone and Ansible cannot reach the host
-    demo.lose_for_good(hosts['etcd3'])
-    demo.lose_for_good(hosts['etcd2'])
+    etcd_act.lose_for_good(hosts['etcd3'])
+    etcd_act.lose_for_good(hosts['etcd2'])
     inv_path = os.path.join(state, 'inventory.yml')
     with open(inv_path) as f:
         text = f.read()

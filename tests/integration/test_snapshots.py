@@ -123,7 +123,9 @@ def test_failed_verification_publishes_nothing_and_cleans_up(etcd1, tmp_path):
     """A snapshot the structural check rejects never reaches the store; its temp file is removed."""
     load(etcd1)
     tool = tmp_path / 'etcdutl'
-    tool.write_text('#!/bin/sh\necho "Error: invalid database" >&2\nexit 1\n')
+    # a tool that runs (answers `version`) but rejects the snapshot
+    tool.write_text('#!/bin/sh\n[ "$1" = version ] && exec echo "etcdutl version: 3.5.9"\n'
+                    'echo "Error: invalid database" >&2\nexit 1\n')
     tool.chmod(0o755)
     store = open_store(str(tmp_path / 'store'))
     with pytest.raises(SnapshotInvalid, match='snapshot status rejected') as rejected:

@@ -42,6 +42,14 @@ def parse_duration(value: Any, field: str, allow_negative: bool = False) -> floa
     return parse_duration_ns(value, field, allow_negative) / NS
 
 
+def metav1_duration(value: Any, field: str, allow_negative: bool = False) -> float:
+    """Seconds from a Kubernetes metav1.Duration field as Go decodes it: a string only (`30s`, `1m30s`).
+    A bare number is refused rather than guessed at (Go rejects it; seconds or nanoseconds are both plausible)."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, 'duration', 'expected a duration string (%s), got %s' % (EXAMPLES, shown(value)), value)
+    return parse_duration(value, field, allow_negative)
+
+
 def optional_duration(value: Any, field: str, default: Optional[float]) -> Optional[float]:
     """`default` when the value is absent (None or ''), else parse_duration."""
     if value is None or value == '':

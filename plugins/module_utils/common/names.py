@@ -56,7 +56,8 @@ def dns_label(value: Any, field: str) -> str:
 def qualified_name(value: Any, field: str) -> str:
     """A label or annotation key: optional DNS-subdomain prefix and `/`, then a name of at most 63."""
     text = _text(value, field)
-    prefix, _, name = text.rpartition('/')
+    parts = text.rpartition('/')
+    prefix, name = parts[0], parts[2]
     if ('/' in text and not is_dns_subdomain(prefix)) or not (0 < len(name) <= 63 and _QUALIFIED_NAME.match(name)):
         raise InvalidInput(field, 'qualified-name', '%s is not a valid label or annotation key ([prefix/]name, name at '
                            'most 63 characters of letters, digits, "-", "_", ".")' % shown(value), value)

@@ -165,8 +165,8 @@ def file_mode(value: Any, field: str) -> int:
 def one_of(value: Any, field: str, choices: Iterable[Any]) -> Any:
     options = list(choices)
     if value not in options:
-        raise InvalidInput(field, 'choice', 'must be one of %s, got %s' % (', '.join(repr(c) for c in options),
-                                                                          shown(value)), value)
+        listed = ', '.join(repr(c) for c in options)
+        raise InvalidInput(field, 'choice', 'must be one of %s, got %s' % (listed, shown(value)), value)
     return value
 
 

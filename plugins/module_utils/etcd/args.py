@@ -31,6 +31,13 @@ ETCD_STORE_SPEC: Dict[str, Any] = {
     'sse_customer_key': {'type': 'str', 'no_log': True},
 }
 
+# Where etcd's own binaries are (binaries.resolve_tools); matches the etcd_tools doc fragment.
+ETCD_TOOLS_SPEC: Dict[str, Any] = {
+    'etcdutl_path': {'type': 'path'},
+    'etcd_path': {'type': 'path'},
+    'bin_dirs': {'type': 'list', 'elements': 'path'},
+}
+
 
 def argspec(*specs: Dict[str, Any], **own: Any) -> Dict[str, Any]:
     """Deep-copied union of shared specs plus the module's own options."""

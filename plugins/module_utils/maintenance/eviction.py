@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches  # noqa: F401  (re-exported)
 
 MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
 EVICTION_API_VERSION = 'policy/v1'
@@ -127,28 +128,6 @@ def classify_pods(pods: Sequence[Mapping[str, Any]], node_name: Optional[str] = 
         else:
             result.evict.append(dict(pod))
     return result
-
-
-def selector_matches(selector: Optional[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector (matchLabels + matchExpressions) against labels; None matches nothing, {} all."""
-    if selector is None:
-        return False
-    for key, value in (selector.get('matchLabels') or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get('matchExpressions') or []:
-        key, operator, values = expr.get('key'), expr.get('operator'), expr.get('values') or []
-        if operator == 'In' and labels.get(key) not in values:
-            return False
-        if operator == 'NotIn' and key in labels and labels[key] in values:
-            return False
-        if operator == 'Exists' and key not in labels:
-            return False
-        if operator == 'DoesNotExist' and key in labels:
-            return False
-        if operator not in ('In', 'NotIn', 'Exists', 'DoesNotExist'):
-            return False
-    return True
 
 
 def eviction_body(pod: Mapping[str, Any]) -> Dict[str, Any]:

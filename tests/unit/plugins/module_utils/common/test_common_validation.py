@@ -39,6 +39,15 @@ def test_duration_error_names_the_field():
     assert durations.optional_duration('', 'x', 7.0) == 7.0 and durations.optional_duration('2s', 'x', 7.0) == 2.0
 
 
+def test_metav1_duration_takes_strings_only():
+    """metav1.Duration as Go decodes it: `10s` is 10 seconds, a bare 10 is refused (Go rejects it too)."""
+    assert durations.metav1_duration('1m30s', 'probeInterval') == 90.0
+    assert rule_of(durations.metav1_duration, 10, 'probeInterval') == 'duration'
+    assert rule_of(durations.metav1_duration, '-1s', 'probeInterval') == 'non-negative'
+    with pytest.raises(InvalidInput, match=r'^probeInterval: expected a duration string'):
+        durations.metav1_duration(10, 'probeInterval')
+
+
 @pytest.mark.parametrize('seconds, text', [(0, '0s'), (90, '1m30s'), (3600, '1h0m0s'), (1.5, '1.5s'), (-2, '-2s')])
 def test_format_duration_is_go_string(seconds, text):
     assert durations.format_duration(seconds) == text

@@ -23,7 +23,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.semver import parse_version
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.stagger import Stagger
 
-from maintenance_fixtures import make_node
+from support.maintenance import make_node
 
 HOUR = 3600.0
 DAY = 86400.0

@@ -16,7 +16,7 @@ from ansible_collections.steward.cluster.plugins.doc_fragments.kube_connection i
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 MODULES = ('node_maintenance_info', 'node_maintenance')
 
 

@@ -21,7 +21,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.enviro
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import MemoryLeaseStore
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
 
-from maintenance_fixtures import T0, MemoryApi, make_node
+from support.maintenance import T0, MemoryApi, make_node
 
 NODES = 100
 STATE = 'cloud.sap/maintenance-state'

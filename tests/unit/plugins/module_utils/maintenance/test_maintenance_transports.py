@@ -16,7 +16,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.sender
     SmtpAuth, SmtplibSender, UrllibPoster)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
 
-from maintenance_fixtures import T0, apply_patch, make_node
+from support.maintenance import T0, apply_patch, make_node
 
 CONFIG = '''
 intervals: {requeue: 1m}

@@ -15,7 +15,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.triggers import (
     AlterAnnotation, AlterLabel, Cordon, Drain, Eviction, Uncordon)
 
-from maintenance_fixtures import make_node
+from support.maintenance import make_node
 
 
 def params(node=None, env=None):

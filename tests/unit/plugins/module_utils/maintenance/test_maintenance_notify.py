@@ -20,7 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.schedu
     Oneshot, Periodic, ScheduleInput, Scheduled)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import SmtpAuth
 
-from maintenance_fixtures import FakeHttp, FakeSmtp, make_node
+from support.maintenance import FakeHttp, FakeSmtp, make_node
 
 
 def params(env, now=1000.0, state='maintenance-required'):

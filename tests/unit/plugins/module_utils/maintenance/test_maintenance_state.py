@@ -17,7 +17,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.enviro
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import format_time_ns, seconds_to_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import metadata_patch, reconcile
 
-from maintenance_fixtures import (
+from support.maintenance import (
     APPROVED, FLATCAR, REBOOT_NEEDED, REBOOT_OK, T0, FakeHttp, MemoryApi, apply_patch, make_node)
 
 MIN = 60.0

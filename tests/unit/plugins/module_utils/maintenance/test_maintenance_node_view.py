@@ -8,22 +8,18 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'maintenance'))
-
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.ansible_view import (  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.ansible_view import (
     ConfigSource, OptionError, config_text, literals, node_view, parse_config_source, pending_checks, read_config, unset_variables,
     waiting_line)
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.chain import parse_check_chain  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.chain import parse_check_chain
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 
-from maintenance_fixtures import APPROVED, FLATCAR, REBOOT_NEEDED, T0, make_node  # noqa: E402
+from support.maintenance import APPROVED, FLATCAR, REBOOT_NEEDED, T0, make_node
 
 PROFILE = 'cloud.sap/maintenance-profile'
 STATE = 'cloud.sap/maintenance-state'

@@ -14,7 +14,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.enviro
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.info import describe_node
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import MemoryLeaseStore
 
-from maintenance_fixtures import APPROVED, FLATCAR, T0, FakeHttp, make_node
+from support.maintenance import APPROVED, FLATCAR, T0, FakeHttp, make_node
 
 PROFILE = 'cloud.sap/maintenance-profile'
 DATA = 'cloud.sap/maintenance-data'

@@ -14,7 +14,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.schedules import Periodic, Scheduled
 
-from maintenance_fixtures import FLATCAR
+from support.maintenance import FLATCAR
 
 
 def base(**changes):

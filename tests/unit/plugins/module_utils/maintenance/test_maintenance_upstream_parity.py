@@ -27,7 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.notifi
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.schedules import ScheduleInput
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
 
-from maintenance_fixtures import FakeHttp, apply_patch, make_node
+from support.maintenance import FakeHttp, apply_patch, make_node
 
 PROFILE = 'cloud.sap/maintenance-profile'
 STATE = 'cloud.sap/maintenance-state'
