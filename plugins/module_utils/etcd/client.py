@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import importlib.util
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -30,11 +31,9 @@ try:
 except ImportError:  # reported by the module through missing_required_lib
     HAS_REQUESTS = False
 
-try:
-    import pyetcd
-    HAS_PYETCD = True
-except ImportError:  # reported by the module through missing_required_lib
-    HAS_PYETCD = False
+# pyetcd (and grpc under it) is imported when a stream is opened, not here: most modules only use the
+# gateway, and the import costs more than their whole run (recovery speed, issue 17).
+HAS_PYETCD = importlib.util.find_spec('pyetcd') is not None  # reported by modules through missing_required_lib
 
 # etcd's own message when a membership change comes within ~5 s of the last one (strict reconfig check).
 UNHEALTHY_CLUSTER = 'unhealthy cluster'
@@ -203,6 +202,7 @@ def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = 
     """A fresh single-endpoint gRPC client (never reused after a failure: pyetcd marks it failed)."""
     if not HAS_PYETCD:
         raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required')
+    import pyetcd  # pylint: disable=import-outside-toplevel (see HAS_PYETCD)
     host, port = conn.host_port(endpoint)
     return pyetcd.client(
         host=host, port=port,
