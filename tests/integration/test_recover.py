@@ -1,15 +1,20 @@
 """steward.cluster.etcd_recover on a lab of real etcd processes, provisioned by the collection's own role.
 
-One lab per test (own loopback addresses), disasters injected the way they happen: SIGKILL and a wiped
-data dir, a host Ansible cannot reach. Every key must be readable on every member afterwards."""
+One lab per test (its own random loopback addresses, so parallel runs never meet), disasters injected the
+way they happen: SIGKILL and a wiped data dir, a host Ansible cannot reach, a backup corrupted in the store.
+Every key must be readable on every member afterwards, and the playbook says where its seconds went."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import random
+import re
 import sys
 
 import pytest
+import requests
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'lab'))
@@ -23,7 +28,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def lab3(tmp_path):
     state = str(tmp_path / 'lab')
-    lab.lab_up(state, 3, '127.0.0.71', echo=False)
+    lab.lab_up(state, 3, '127.%d.%d.11' % (random.randint(100, 250), random.randint(0, 250)), echo=False,
+               sabakan=False)
     hosts = lab.read_inventory(state)
     yield state, hosts
     lab.lab_down(state, purge=False)
@@ -83,7 +89,24 @@ def test_recover_every_path_on_one_lab(lab3):
         config = f.read()
     assert 'force-new-cluster: false' in config and 'initial-cluster-state: existing' in config
 
-    # everything lost: restore the latest valid snapshot, re-add the others
+    # everything lost, and the newest backup is corrupt: the older one is restored on every host, the corrupt
+    # one is named; etcd_backup_verify had said so beforehand
+    older = backup_keys(state, store)
+    put(hosts['etcd1'], '/demo/after-the-older-backup', 'lost with the corrupt backup')
+    newest = backup_keys(state, store)
+    assert newest != older
+    path = os.path.join(store, 'v2', newest)
+    with open(path, 'r+b') as f:
+        f.seek(os.path.getsize(path) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    verified = lab.run_playbook(state, 'steward.cluster.etcd_backup_verify', ['-e', 'etcd_backup_store=' + store],
+                                echo=False)
+    assert verified['rc'] != 0, verified['output'][-3000:]
+    assert 'the newest backup %s is not restorable' % newest in verified['output']
+    assert 'the newest restorable is %s' % older in verified['output']
+
     for name in hosts:
         etcd_act.lose_for_good(hosts[name])
     blocked = recover(state)
@@ -91,8 +114,26 @@ def test_recover_every_path_on_one_lab(lab3):
     fixed = recover(state, '-e', 'etcd_backup_store=' + store)
     assert fixed['rc'] == 0, fixed['output'][-4000:]
     assert 'action: restore_snapshot' in plan_of(fixed)
-    assert_all_keys(hosts, data)
+    summary = fixed['output'][fixed['output'].index('TASK [Summary]'):]
+    assert 'restored: %s' % older in summary and '%s is corrupt' % newest in summary, summary[:3000]
+    assert_all_keys(hosts, data)  # the older backup's keys, without the one written after it
     assert recover(state)['changed'] == 0
+    table = fixed['output'][fixed['output'].index('TASK [Where the seconds went]'):]
+    steps = dict(re.findall(r'- (\S+)\s+(\d+\.\d) s', table))
+    assert {'diagnose', 'plan', 'prepare', 'start', 'check', 'backup', 'total'} <= set(steps), table[:1000]
+
+
+def put(host, key, value):
+    requests.post(lab.client_url(host) + '/v3/kv/put', timeout=10, json={
+        'key': base64.b64encode(key.encode()).decode(), 'value': base64.b64encode(value.encode()).decode()}
+    ).raise_for_status()
+
+
+def backup_keys(state, store):
+    """Run the etcd_backup playbook; the name of the snapshot it took."""
+    result = lab.run_playbook(state, 'steward.cluster.etcd_backup', ['-e', 'etcd_backup_store=' + store], echo=False)
+    assert result['rc'] == 0, result['output'][-3000:]
+    return max(n for n in os.listdir(os.path.join(store, 'v2')) if n.startswith('Full-') and '.meta' not in n)
 
 
 def test_unreachable_host_does_not_fail_recovery(lab3, tmp_path):
