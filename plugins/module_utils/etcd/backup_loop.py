@@ -221,7 +221,7 @@ class BackupRunner:
             self._pump(stop)
             now = self.clock()
             overflow = self.buffer.size >= self.policy.delta_memory_limit
-            if (now >= self.next_delta or overflow) and len(self.buffer):
+            if (now >= self.next_delta or overflow) and len(self.buffer) and not self.buffer.incomplete:
                 self.flush('memory limit reached' if overflow else 'delta period elapsed')
             if now >= self.next_delta:
                 self.next_delta = now + self.policy.delta_period
@@ -254,9 +254,9 @@ class BackupRunner:
             if isinstance(item, WatchBatch):
                 self._watch_failed_since = None
                 self._watch_backoff = 0.0
-                if self.buffer.add(item.events):
+                if self.buffer.add(item.events, item.complete):
                     self.listener.buffered(len(self.buffer), self.buffer.size)
-                if self.buffer.size >= self.policy.delta_memory_limit:
+                if self.buffer.size >= self.policy.delta_memory_limit and not self.buffer.incomplete:
                     return
             else:
                 self._watch_error(item)
@@ -322,7 +322,8 @@ class BackupRunner:
 
     # --- full snapshots ------------------------------------------------------------------------
     def full_snapshot(self, reason: str) -> Optional[Snapshot]:
-        if self.buffer is not None and len(self.buffer):
+        # (a revision still arriving in fragments stays buffered: the full snapshot holds it anyway)
+        if self.buffer is not None and len(self.buffer) and not self.buffer.incomplete:
             self.flush('before a full snapshot')
         began = self.clock()
         try:

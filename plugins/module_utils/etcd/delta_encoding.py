@@ -178,6 +178,7 @@ class DeltaBuffer:
         self.chunks: List[EncodedChunk] = []
         self.size = 0
         self._count = 0
+        self.incomplete = False  # the newest revision goes on in a fragment still to come: no flush now
 
     @property
     def last_revision(self) -> int:
@@ -186,13 +187,15 @@ class DeltaBuffer:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, events: Any) -> int:
+    def add(self, events: Any, complete: bool = True) -> int:
         """Append events newer than what is held (a resumed watch may repeat some); returns how many.
-        `events`: an EncodedChunk, or delta.Event objects."""
+        `events`: an EncodedChunk, or delta.Event objects; `complete` False when the newest revision is
+        continued by the next fragment of the same watch response."""
         chunk = events if isinstance(events, EncodedChunk) else encode_event_objects(list(events))
         fresh = chunk.after(self.last_revision)
         if fresh is None:
             return 0
+        self.incomplete = not complete
         self.chunks.append(fresh)
         self.size += fresh.size
         self._count += len(fresh)

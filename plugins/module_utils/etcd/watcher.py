@@ -8,7 +8,10 @@ responses (no per-event wrapper objects): each response is encoded into a delta 
 (delta_encoding.encode_response) and queued for the backup loop, so a slow store never blocks the watch
 stream (etcd would otherwise buffer, then cancel a slow watcher). The queue is bounded in bytes: when
 the loop falls that far behind, the reading thread waits, gRPC's flow control holds etcd back, and the
-memory stays what the loop's limit allows.
+memory stays what the loop's limit allows. The watch asks etcd to fragment large responses (at most
+about 1.5 MiB each instead of up to 1,000 revisions at once), so one response in flight stays small;
+a revision split across fragments is marked incomplete until its last fragment, and never flushed
+in halves.
 """
 
 from __future__ import annotations
@@ -26,6 +29,30 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 
 ALL_KEYS = b'\0'
 QUEUE_BYTES = 16 * 1024 * 1024  # encoded events waiting for the loop before the stream is held back
+WATCH_METHOD = '/etcdserverpb.Watch/Watch'
+# etcd's WatchCreateRequest.fragment (field 8) and WatchResponse.fragment (field 7) came after the protos
+# pyetcd ships: the request carries the field as raw bytes, the answer's flag is read from unknown fields.
+FRAGMENT_REQUEST_FIELD = b'\x40\x01'
+FRAGMENT_RESPONSE_FIELD = 7
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _more_fragments(response: Any) -> bool:
+    """True when etcd split this response and the next one continues it."""
+    try:
+        from google.protobuf import unknown_fields  # pylint: disable=import-outside-toplevel
+        return any(f.field_number == FRAGMENT_RESPONSE_FIELD and f.data for f in unknown_fields.UnknownFieldSet(response))
+    except (ImportError, AttributeError, TypeError):
+        return bool(getattr(response, 'fragment', False))
 
 
 class HistoryCompacted(EtcdError):
@@ -41,6 +68,7 @@ class WatchBatch:
     events: EncodedChunk
     header_revision: int
     received: float
+    complete: bool = True  # False: the last revision goes on in the next fragment
 
 
 class _Closed(Exception):
@@ -70,10 +98,12 @@ class Watcher:
         try:
             self._client = grpc_client(self.conn, self.endpoint, timeout=self.conn.timeout)
             create = etcdrpc.WatchCreateRequest(key=ALL_KEYS, range_end=ALL_KEYS, start_revision=self.start_revision,
-                                                progress_notify=True)
-            stub = etcdrpc.WatchStub(self._client.channel)
-            self._responses = stub.Watch(self._requests(etcdrpc.WatchRequest(create_request=create)),
-                                         credentials=self._client.call_credentials, metadata=self._client.metadata)
+                                                progress_notify=True).SerializeToString() + FRAGMENT_REQUEST_FIELD
+            request = b'\x0a' + _varint(len(create)) + create  # WatchRequest{create_request (field 1)}
+            watch = self._client.channel.stream_stream(WATCH_METHOD, request_serializer=bytes,
+                                                       response_deserializer=etcdrpc.WatchResponse.FromString)
+            self._responses = watch(self._requests(request), credentials=self._client.call_credentials,
+                                    metadata=self._client.metadata)
         except Exception as exc:  # pylint: disable=broad-except
             self.close()
             raise self._translate(exc) from exc
@@ -100,8 +130,12 @@ class Watcher:
                 if response.created and not response.events:
                     continue
                 received = self.clock()
-                for chunk in encode_response(response.events, rfc3339_nano(received)):
-                    self._put(WatchBatch(chunk, int(response.header.revision), received), chunk.size)
+                fragmented = _more_fragments(response)
+                chunks = list(encode_response(response.events, rfc3339_nano(received)))
+                for index, chunk in enumerate(chunks):
+                    # chunks end between revisions; only the last one of a fragment may end inside one
+                    complete = index < len(chunks) - 1 or not fragmented
+                    self._put(WatchBatch(chunk, int(response.header.revision), received, complete), chunk.size)
             if not self._closed.is_set():
                 raise EtcdUnavailable('the watch stream from %s ended' % self.endpoint)
         except _Closed:
