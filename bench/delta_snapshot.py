@@ -295,10 +295,11 @@ def main() -> None:
     try:
         print('etcd %s, 1 member on loopback; writer: %d threads of 1 KiB puts for %.0fs per rate' % (
             cluster.version, WRITER_THREADS, args.seconds))
-        mine = [] if args.backlog_only else sweep('ours', lambda r: ours(cluster, r, args.seconds, args.period, work),
-                                                  rates)
-        theirs = [] if args.backlog_only else sweep('etcdctl', lambda r: etcdctl_watch(cluster, r, args.seconds,
-                                                                                      args.period), rates)
+        mine: List[Dict[str, Any]] = []
+        theirs: List[Dict[str, Any]] = []
+        if not args.backlog_only:
+            mine = sweep('ours', lambda r: ours(cluster, r, args.seconds, args.period, work), rates)
+            theirs = sweep('etcdctl', lambda r: etcdctl_watch(cluster, r, args.seconds, args.period), rates)
         drained = backlog(cluster, args.backlog, work, args.period, args.memory_limit_mib * 1048576) \
             if args.backlog else {}
     finally:

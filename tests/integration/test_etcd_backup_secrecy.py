@@ -46,8 +46,8 @@ def test_local_store_files_0600_dirs_0700_and_an_operator_dir_is_reported(etcd1,
     shared = tmp_path / 'shared'
     shared.mkdir(mode=0o755)
     os.chmod(str(shared), 0o755)
-    play = local_play([{'name': 'snapshot', 'steward.cluster.etcd_snapshot': {'endpoints': etcd1.endpoints,
-                                                                               'store': str(shared)}}])
+    task = {'endpoints': etcd1.endpoints, 'store': str(shared)}
+    play = local_play([{'name': 'snapshot', 'steward.cluster.etcd_snapshot': task}])
     result = run_playbook(play).result('snapshot')
     assert not result.get('failed'), result
     assert mode(shared) == 0o755, 'an existing directory keeps the mode its operator gave it'

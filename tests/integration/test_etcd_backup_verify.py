@@ -92,8 +92,8 @@ def test_newest_backup_restores_then_a_corrupt_one_is_named_and_the_older_one_us
 
     # the older snapshot cannot reach the newest delta (no deltas between the two fulls): that loses
     # writes, so it is refused unless asked for, like any gap
-    with pytest.raises(RestoreRefused, match='%s is corrupt.*%s is unrestorable.*revisions' % (newest['name'],
-                                                                                              older['name'])):
+    refused = '%s is corrupt.*%s is unrestorable.*revisions' % (newest['name'], older['name'])
+    with pytest.raises(RestoreRefused, match=refused):
         restore_with_fallback(store, **restore_args(tmp_path))
     restored = restore_with_fallback(store, stop_at_gap=True, **restore_args(tmp_path))
     assert restored['changed'] and restored['snapshot']['name'] == older['name'] and restored['gap']

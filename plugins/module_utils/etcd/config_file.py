@@ -13,12 +13,12 @@ fingerprint (what etcd reads at every start) changed, never for bootstrap-only k
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
+import re
 import tempfile
 from typing import Any, Dict, List, Optional
-
-import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
@@ -32,9 +32,41 @@ class ConfigFileError(EtcdError):
     """A directory or file of the member's configuration could not be written."""
 
 
+# A string YAML (1.1, as etcd's go-yaml reads it) takes as itself without quotes; anything else is quoted.
+_PLAIN = re.compile(r'^[A-Za-z0-9/_.][A-Za-z0-9/_.:=,@+-]*$')
+_AMBIGUOUS = re.compile(r'^(y|yes|n|no|true|false|on|off|null|~|[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?|0x[0-9a-fA-F]+|'
+                        r'[-+]?\.(inf|nan)|\d+:[\d:]+)$', re.IGNORECASE)
+
+
+def _scalar(value: Any, flow: bool = False) -> str:
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return json.dumps(value)
+    text = str(value)
+    if _PLAIN.match(text) and not _AMBIGUOUS.match(text) and not (flow and ',' in text):
+        return text
+    return json.dumps(text)  # a JSON string is a YAML double-quoted string
+
+
+def _yaml(value: Dict[str, Any], indent: int = 0) -> List[str]:
+    lines: List[str] = []
+    pad = ' ' * indent
+    for key, item in value.items():
+        if isinstance(item, dict) and item:
+            lines.append('%s%s:' % (pad, key))
+            lines.extend(_yaml(item, indent + 2))
+        elif isinstance(item, dict):
+            lines.append('%s%s: {}' % (pad, key))
+        elif isinstance(item, (list, tuple)):
+            lines.append('%s%s: [%s]' % (pad, key, ', '.join(_scalar(v, flow=True) for v in item)))
+        else:
+            lines.append('%s%s: %s' % (pad, key, _scalar(item)))
+    return lines
+
+
 def render(config: Dict[str, Any], path: str) -> str:
-    """The config file's text: the header, then the config as block YAML in the given key order."""
-    return HEADER % path + yaml.safe_dump(config, default_flow_style=False, sort_keys=False, indent=2)
+    """The config file's text: the header, then the config as block YAML in the given key order (written here:
+    the module runs on the etcd hosts, which need not have PyYAML). Nested mappings are blocks, lists flow."""
+    return HEADER % path + '\n'.join(_yaml(config)) + '\n'
 
 
 def _read(path: str) -> Optional[str]:

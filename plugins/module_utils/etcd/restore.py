@@ -271,9 +271,10 @@ def restore_plan(store: SnapshotStore, snapshot: Snapshot, apply_deltas: bool = 
         return Chain(snapshot, [], snapshot.name.end_revision)
     chain = plan_chain(store.list(), base=snapshot)
     if chain.gap and not stop_at_gap:
-        raise SnapshotUnrestorable('cannot restore %s with its deltas: %s; restoring would lose the writes after revision '
-                             '%d. Set stop_at_gap to restore up to revision %d anyway, or apply_deltas=false for the '
-                             'full snapshot only' % (_label(snapshot), chain.gap, chain.tip, chain.tip))
+        raise SnapshotUnrestorable(
+            'cannot restore %s with its deltas: %s; restoring would lose the writes after revision %d. Set stop_at_gap '
+            'to restore up to revision %d anyway, or apply_deltas=false for the full snapshot only' % (
+                _label(snapshot), chain.gap, chain.tip, chain.tip))
     if last_delta:
         wanted = last_delta.rsplit('/', 1)[-1]
         names = [_label(d) for d in chain.deltas]

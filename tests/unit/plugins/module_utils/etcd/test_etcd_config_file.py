@@ -56,3 +56,16 @@ def test_a_wrong_directory_mode_is_fixed_and_a_file_in_the_way_refused(tmp_path)
     (tmp_path / 'data').write_text('not a directory')
     with pytest.raises(ConfigFileError, match='cannot prepare directory'):
         run(tmp_path)
+
+
+def test_the_yaml_reads_back_as_the_config_whatever_the_strings_look_like():
+    """Written without PyYAML (the module runs on etcd hosts): strings YAML 1.1 would read as something else
+    (yes, on, 123, 1.5, '', 'a: b', a comma in a list) are quoted; URLs and paths stay plain."""
+    import yaml
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import render
+    config = {'initial-cluster': 'a=http://10.0.0.1:2380,b=http://10.0.0.2:2380', 'data-dir': '/var/lib/etcd',
+              'odd': ['yes', 'on', '123', '1.5', '', 'a: b', 'x,y', '#c', '-d'], 'n': 0, 'f': False,
+              'nested': {'deep': {'k': 'v'}, 'empty': {}}, 'ratio': 0.5, 'none': None}
+    text = render(config, '/etc/etcd/etcd.conf.yml')
+    assert yaml.safe_load(text) == config
+    assert 'initial-cluster: a=http://10.0.0.1:2380,b=http://10.0.0.2:2380\n' in text
