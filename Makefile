@@ -142,6 +142,7 @@ bench: all
 	$(PY) bench/delta_snapshot.py
 	$(PY) bench/maintenance.py
 	$(PY) bench/lab_cloud.py
+	$(PY) bench/watchdog.py
 	$(PY) bench/provisioning.py
 
 clean: lab-down

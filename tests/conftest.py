@@ -40,11 +40,11 @@ def etcd1(tmp_path, etcd_bin_dir):
 
 @pytest.fixture(scope='session')
 def s3_server():
-    """A moto S3 server over real HTTP on loopback; yields its endpoint URL."""
-    from moto.server import ThreadedMotoServer
-    port = free_port()
-    server = ThreadedMotoServer(ip_address='127.0.0.1', port=port, verbose=False)
-    server.start()
+    """A moto S3 server over real HTTP on loopback, with AWS's SSE-C behaviour (support/s3_fidelity.py);
+    yields its endpoint URL."""
+    from support.s3_fidelity import FidelityMotoServer
+    server = FidelityMotoServer('127.0.0.1', 0).start()
+    port = server.port
     os.environ.setdefault('AWS_ACCESS_KEY_ID', 'testing')
     os.environ.setdefault('AWS_SECRET_ACCESS_KEY', 'testing')
     os.environ.setdefault('AWS_DEFAULT_REGION', 'us-east-1')

@@ -28,6 +28,10 @@ ETCD_STORE_SPEC: Dict[str, Any] = {
     'aws_secret_access_key': {'type': 'str', 'no_log': True, 'aliases': ['secret_key', 'aws_secret_key']},
     'aws_session_token': {'type': 'str', 'no_log': True, 'aliases': ['session_token']},
     'region': {'type': 'str', 'aliases': ['aws_region']},
+    'encrypt': {'type': 'bool', 'default': True},
+    'encryption_mode': {'type': 'str', 'default': 'AES256', 'choices': ['AES256', 'aws:kms', 'SSE-C']},
+    'encryption_kms_key_id': {'type': 'str'},
+    'sse_customer_key': {'type': 'str', 'no_log': True},
 }
 
 # Where etcd's own binaries are (binaries.resolve_tools); matches the etcd_tools doc fragment.

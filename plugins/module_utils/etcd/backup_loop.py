@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import shutil
-import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -31,11 +28,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import C
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, DeltaBuffer, plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_writer import write_delta
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.compaction import compact_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import apply_gc, plan_gc
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.replay import replay
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import MemberChoice, publish_full, snapshot_to_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import snapshot_to_store
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.verification_loop import RestoreVerifier
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import HistoryCompacted, Watcher, WatchBatch
 
 log = logging.getLogger('steward.etcd.backup')
@@ -62,6 +59,7 @@ class BackupPolicy:
     compaction_threshold: int = 1000000
     snapshot_timeout: float = 900.0
     full_max_age: float = FULL_MAX_AGE
+    verify_schedule: Optional[CronSchedule] = None  # restore verification (verification_loop.py); None: off
 
 
 class BackupListener:
@@ -84,6 +82,10 @@ class BackupListener:
 
     def state(self, chain_tip: int, base: Optional[Snapshot]) -> None:
         pass
+
+    def restore_verified(self, result: Dict[str, Any]) -> None:
+        """A restore verification finished (result of backup_verify.verify_backup, with `msg`)."""
+        (log.info if result['ok'] else log.warning)('restore verification: %s', result['msg'])
 
 
 def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_age: float = FULL_MAX_AGE,
@@ -120,7 +122,7 @@ class BackupRunner:
     def __init__(self, conn: EtcdConnection, store: SnapshotStore, policy: BackupPolicy, *, work_dir: str,
                  listener: Optional[BackupListener] = None, tool: Optional[str] = None,
                  etcd_binary: Optional[str] = None, clock: Callable[[], float] = time.time,
-                 source: Optional[Dict[str, Any]] = None):
+                 source: Optional[Dict[str, Any]] = None, last_verified: Optional[float] = None):
         self.conn = conn
         self.store = store
         self.policy = policy
@@ -145,12 +147,22 @@ class BackupRunner:
         self._full_backoff = 0.0
         self._watch_backoff = 0.0
         self._watch_failed_since: Optional[float] = None
+        self.verifier: Optional[RestoreVerifier] = None
+        if policy.verify_schedule is not None:
+            self.verifier = RestoreVerifier(store, policy.verify_schedule, work_dir=work_dir,
+                                            report=self.listener.restore_verified, clock=clock,
+                                            last_run=last_verified, tool=tool, etcd_binary=etcd_binary)
 
     # --- control from other threads ------------------------------------------------------------
     def request_full(self, reason: str, token: Optional[str] = None) -> None:
         """Take a full snapshot now; once one is stored, `listener.requests_served` gets `token` back."""
         with self._lock:
             self._requested.append((reason, token))
+
+    def request_verification(self) -> None:
+        """Prove the newest backup restores now (on demand); ignored when verification is off."""
+        if self.verifier is not None:
+            self.verifier.request()
 
     def _take_request(self) -> str:
         with self._lock:
@@ -169,6 +181,8 @@ class BackupRunner:
                 self.step(stop)
         finally:
             self._close_watch()
+            if self.verifier is not None:
+                self.verifier.stop()
 
     def _initialize(self) -> bool:
         now = self.clock()
@@ -213,7 +227,7 @@ class BackupRunner:
             self._pump(stop)
             now = self.clock()
             overflow = self.buffer.size >= self.policy.delta_memory_limit
-            if (now >= self.next_delta or overflow) and len(self.buffer):
+            if (now >= self.next_delta or overflow) and len(self.buffer) and not self.buffer.incomplete:
                 self.flush('memory limit reached' if overflow else 'delta period elapsed')
             if now >= self.next_delta:
                 self.next_delta = now + self.policy.delta_period
@@ -225,6 +239,8 @@ class BackupRunner:
             self.next_gc = now + self.policy.gc_period
         if self._compaction_due():
             self.compact()
+        if self.verifier is not None:
+            self.verifier.poll(now, self.chain is not None and self.chain.base is not None)
 
     # --- deltas --------------------------------------------------------------------------------
     def _pump(self, stop: threading.Event) -> None:
@@ -244,9 +260,9 @@ class BackupRunner:
             if isinstance(item, WatchBatch):
                 self._watch_failed_since = None
                 self._watch_backoff = 0.0
-                if self.buffer.add(item.events):
+                if self.buffer.add(item.events, item.complete):
                     self.listener.buffered(len(self.buffer), self.buffer.size)
-                if self.buffer.size >= self.policy.delta_memory_limit:
+                if self.buffer.size >= self.policy.delta_memory_limit and not self.buffer.incomplete:
                     return
             else:
                 self._watch_error(item)
@@ -312,7 +328,8 @@ class BackupRunner:
 
     # --- full snapshots ------------------------------------------------------------------------
     def full_snapshot(self, reason: str) -> Optional[Snapshot]:
-        if self.buffer is not None and len(self.buffer):
+        # (a revision still arriving in fragments stays buffered: the full snapshot holds it anyway)
+        if self.buffer is not None and len(self.buffer) and not self.buffer.incomplete:
             self.flush('before a full snapshot')
         began = self.clock()
         try:
@@ -383,29 +400,3 @@ class BackupRunner:
         if served:
             self.listener.requests_served(served)
         return snap
-
-
-def compact_chain(store: SnapshotStore, chain: Chain, *, work_dir: str, now: float, compression: Optional[str] = None,
-                  tool: Optional[str] = None, etcd_binary: Optional[str] = None,
-                  snapshot_timeout: float = 900) -> Snapshot:
-    """Rebuild the chain (full + deltas) into one compacted, defragmented full snapshot and publish it.
-    Nothing is deleted: garbage collection ages the old snapshots out."""
-    if chain.base is None or not chain.deltas:
-        raise EtcdError('nothing to compact: %s' % ('no full snapshot' if chain.base is None else 'no delta after it'))
-    work = tempfile.mkdtemp(prefix='steward-compact-', dir=work_dir)
-    try:
-        base_path, _verification = fetch_full(store, chain.base, work, tool)
-        batches = (fetch_delta(store, d, work) for d in chain.deltas)
-        result = replay(base_path, chain.base.name.end_revision, batches, os.path.join(work, 'compacted.db'),
-                        work_dir=work, compact=True, etcd_binary=etcd_binary, tool=tool,
-                        snapshot_timeout=snapshot_timeout)
-        if result.revision != chain.tip:
-            raise EtcdError('compaction reached revision %d, the chain ends at %d' % (result.revision, chain.tip))
-        meta = chain.base.metadata or {}
-        member = MemberChoice(endpoint='compaction', member_id=meta.get('member_id', ''), name=meta.get('member_name', ''),
-                              cluster_id=meta.get('cluster_id', ''), version=meta.get('etcd_version', ''),
-                              revision=result.revision, applied_index=0, is_leader=False)
-        extra = {'compacted': True, 'compacted_from': chain.names(), 'replayed_events': result.events}
-        return publish_full(store, result.path, result.verification, member, now, compression, extra)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)

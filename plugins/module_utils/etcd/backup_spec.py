@@ -23,6 +23,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression i
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import CronError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import MODE_SSE_S3, MODES
 
 DEFAULTS: Dict[str, Any] = {
     'fullSnapshotSchedule': '0 */24 * * *',
@@ -35,7 +36,11 @@ DEFAULTS: Dict[str, Any] = {
     'snapshotTimeout': '15m',
     'suspend': False,
 }
+# Restore verification: daily, half an hour after the default full snapshot (backup_verify.py).
+VERIFY_SCHEDULE = '30 0 * * *'
 PROVIDERS = ('Local', 'S3')
+# spec.store.encryption.mode -> the engine's mode ("None" as etcd-druid users write it)
+ENCRYPTION_MODES = {'AES256': 'AES256', 'aws:kms': 'aws:kms', 'SSE-C': 'SSE-C', 'None': 'none'}
 _QUANTITY = re.compile(r'^(\d+(?:\.\d+)?)([KMGTPE]i?|k|m)?$')
 _QUANTITY_FACTORS = {None: 1, 'k': 10 ** 3, 'K': 10 ** 3, 'M': 10 ** 6, 'G': 10 ** 9, 'T': 10 ** 12, 'P': 10 ** 15,
                      'E': 10 ** 18, 'Ki': 2 ** 10, 'Mi': 2 ** 20, 'Gi': 2 ** 30, 'Ti': 2 ** 40, 'Pi': 2 ** 50,
@@ -72,6 +77,8 @@ class BackupSpec:
     s3_endpoint: Optional[str]
     region: Optional[str]
     store_secret: Optional[SecretRef]
+    encryption_mode: str      # s3_encryption MODES; the SSE-C key comes from the store Secret
+    kms_key_id: Optional[str]
     policy: BackupPolicy
     suspend: bool
 
@@ -142,6 +149,14 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
     if policy_name not in POLICY_SUFFIX:
         raise SpecError('spec.compression.policy', 'one-of', 'expected one of %s, got %r' % (', '.join(POLICY_SUFFIX), policy_name),
                         policy_name)
+    verification = _mapping(spec.get('restoreVerification'), 'spec.restoreVerification')
+    verify_schedule = None
+    if verification.get('enabled', True):
+        try:
+            verify_schedule = parse_cron(str(verification.get('schedule') or VERIFY_SCHEDULE))
+            verify_schedule.next_after(0)
+        except CronError as exc:
+            raise SpecError('spec.restoreVerification.schedule', 'cron', str(exc), verification.get('schedule')) from None
     compaction = _mapping(spec.get('compaction'), 'spec.compaction')
     threshold = compaction.get('eventsThreshold', 1000000)
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
@@ -164,10 +179,22 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         delta_retention=parse_duration(values['deltaSnapshotRetentionPeriod'], 'spec.deltaSnapshotRetentionPeriod'),
         compression=policy_name if compression.get('enabled') else None,
         compaction_enabled=bool(compaction.get('enabled')), compaction_threshold=threshold,
-        snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0)
+        snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0,
+        verify_schedule=verify_schedule)
     endpoint = store.get('endpoint')
     if endpoint is not None and not re.match(r'^https?://', str(endpoint)):
         raise SpecError('spec.store.endpoint', 'url', 'expected an http(s):// URL, got %r' % (endpoint,), endpoint)
+    encryption = _mapping(store.get('encryption'), 'spec.store.encryption')
+    mode = ENCRYPTION_MODES.get(str(encryption.get('mode', MODE_SSE_S3)))
+    if mode not in MODES:
+        raise SpecError('spec.store.encryption.mode', 'one-of', 'expected one of %s, got %r' % (
+            ', '.join(ENCRYPTION_MODES), encryption.get('mode')), encryption.get('mode'))
+    kms_key_id = encryption.get('kmsKeyId') or None
+    if kms_key_id and mode != 'aws:kms':
+        raise SpecError('spec.store.encryption.kmsKeyId', 'mode', 'only used with mode aws:kms, not %s' % encryption.get('mode'),
+                        kms_key_id)
+    if mode == 'SSE-C' and not store.get('secretRef'):
+        raise SpecError('spec.store.secretRef', 'required', 'required for encryption mode SSE-C (the key is its sseCustomerKey)')
     return BackupSpec(
         endpoints=[e.strip() for e in endpoints],
         connection_timeout=parse_duration(etcd.get('connectionTimeout', '5s'), 'spec.etcd.connectionTimeout') or 5.0,
@@ -175,7 +202,7 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         auth_secret=_secret(etcd.get('authSecretRef'), 'spec.etcd.authSecretRef'),
         provider=str(store.get('provider')), store_url=_store_url(store), s3_endpoint=endpoint,
         region=store.get('region'), store_secret=_secret(store.get('secretRef'), 'spec.store.secretRef'),
-        policy=policy, suspend=bool(values['suspend']))
+        encryption_mode=mode, kms_key_id=kms_key_id, policy=policy, suspend=bool(values['suspend']))
 
 
 def secret_value(data: Mapping[str, str], keys: List[str], secret: str, what: str) -> str:

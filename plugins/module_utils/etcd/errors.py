@@ -54,11 +54,21 @@ class SnapshotNotFound(StoreError):
 
 
 class SnapshotInvalid(EtcdError):
-    """A snapshot failed verification (hash, size, structure, name)."""
+    """A snapshot failed verification (hash, size, structure, name); `check` names which
+    (verify.CHECK_*), so a report says "corrupt: sha256-trailer" without parsing the message."""
+
+    def __init__(self, message: str, check: str = ''):
+        super().__init__(message)
+        self.check = check
 
 
 class RestoreRefused(EtcdError):
     """A restore would overwrite data without the explicit flag, or has nothing valid to restore."""
+
+
+class SnapshotUnrestorable(RestoreRefused):
+    """This snapshot (or its chain of deltas) cannot be restored: a gap, a replay that does not land,
+    a restore tool that refuses it. A fallback may try an older snapshot."""
 
 
 class BinaryNotFound(EtcdError):

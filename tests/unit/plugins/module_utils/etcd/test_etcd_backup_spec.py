@@ -109,3 +109,33 @@ def test_full_snapshot_reasons():
         Chain(full(now - 3600), [], 10), now, daily, cluster={'cluster_id': 'def', 'revision': 50})
     assert 'beyond the cluster' in full_snapshot_reason(Chain(full(now - 3600), [], 10), now, daily,
                                                         cluster={'cluster_id': 'abc', 'revision': 9})
+
+
+@pytest.mark.parametrize('encryption, mode, key_id', [
+    (None, 'AES256', None),
+    ({'mode': 'aws:kms', 'kmsKeyId': 'alias/etcd'}, 'aws:kms', 'alias/etcd'),
+    ({'mode': 'None'}, 'none', None),
+], ids=['default-aes256', 'kms', 'off'])
+def test_store_encryption(encryption, mode, key_id):
+    store = dict(BASE['store'], **({'encryption': encryption} if encryption else {}))
+    spec = parse_backup_spec(dict(BASE, store=store))
+    assert (spec.encryption_mode, spec.kms_key_id) == (mode, key_id)
+
+
+@pytest.mark.parametrize('store, message', [
+    ({'encryption': {'mode': 'rot13'}}, r'^spec.store.encryption.mode: expected one of AES256, aws:kms, SSE-C, None'),
+    ({'encryption': {'mode': 'AES256', 'kmsKeyId': 'k'}}, r'^spec.store.encryption.kmsKeyId: only used with mode aws:kms'),
+    ({'encryption': {'mode': 'SSE-C'}}, r'^spec.store.secretRef: required for encryption mode SSE-C'),
+], ids=['unknown-mode', 'key-id-without-kms', 'sse-c-without-secret'])
+def test_store_encryption_errors_name_the_field(store, message):
+    with pytest.raises(SpecError, match=message):
+        parse_backup_spec(dict(BASE, store=dict(BASE['store'], **store)))
+
+
+def test_restore_verification_is_daily_by_default_and_can_be_turned_off_or_rescheduled():
+    assert parse_backup_spec(BASE).policy.verify_schedule.expr == '30 0 * * *'
+    assert parse_backup_spec(dict(BASE, restoreVerification={'enabled': False})).policy.verify_schedule is None
+    hourly = parse_backup_spec(dict(BASE, restoreVerification={'schedule': '15 * * * *'}))
+    assert hourly.policy.verify_schedule.expr == '15 * * * *'
+    with pytest.raises(SpecError, match='^spec.restoreVerification.schedule: '):
+        parse_backup_spec(dict(BASE, restoreVerification={'schedule': '61 * * * *'}))
