@@ -141,6 +141,7 @@ bench: all
 	$(PY) bench/sabakan_generator.py
 	$(PY) bench/delta_snapshot.py
 	$(PY) bench/maintenance.py
+	$(PY) bench/lab_cloud.py
 	$(PY) bench/watchdog.py
 	$(PY) bench/provisioning.py
 

@@ -68,7 +68,8 @@ def main() -> int:
         failed: Optional[str] = None
         try:
             ctx.act = 'lab'
-            ctx.step('lab up (etcd role, %d members; sabakan)' % args.members, lambda: _lab_up(ctx))
+            ctx.step('lab up (etcd role, %d members; sabakan; API, EC2, nodes, controller)' % args.members,
+                     lambda: _lab_up(ctx))
             run_acts(ctx, acts)
         except DemoFailed as exc:
             failed = str(exc)
@@ -90,8 +91,10 @@ def _lab_up(ctx: DemoContext) -> str:
     result = lab.lab_up(ctx.state, ctx.members, echo=False)
     ctx.write_log(result['output'])
     ctx.hosts.update(lab.read_inventory(ctx.state))
-    return 'etcd on %s; sabakan on %s' % (' '.join(h['ansible_host'] for h in ctx.hosts.values()),
-                                          result.get('sabakan_url') or 'nothing (not started)')
+    cloud = ', '.join('%s %s' % (part, info.get('url') or 'pid %s' % info['pid'])
+                      for part, info in result.get('cloud', {}).items())
+    return 'etcd on %s; sabakan on %s; %s' % (' '.join(h['ansible_host'] for h in ctx.hosts.values()),
+                                              result.get('sabakan_url') or 'nothing (not started)', cloud)
 
 
 if __name__ == '__main__':

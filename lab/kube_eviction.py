@@ -76,8 +76,8 @@ def refusal(pod: Dict[str, Any], live: Live, lookup: Lookup) -> str:
         allowed = healthy >= desired or spec.get('unhealthyPodEvictionPolicy') == 'AlwaysAllow'
     if allowed:
         return ''
-    return 'The disruption budget %s needs %d healthy pods and has %d currently' % (pdb['metadata']['name'], desired,
-                                                                                   healthy)
+    return 'The disruption budget %s needs %d healthy pods and has %d currently' % (
+        pdb['metadata']['name'], desired, healthy)
 
 
 def _desired_healthy(spec: Dict[str, Any], pods: List[Dict[str, Any]], namespace: Optional[str],

@@ -164,7 +164,7 @@ def spec_causes(plural: str, obj: Dict[str, Any]) -> List[Cause]:
         try:
             label_selector_from_spec(spec['selector'], 'spec.selector')
         except SelectorError as exc:
-            field, _, message = str(exc).partition(': ')
+            field, _sep, message = str(exc).partition(': ')
             causes.append(('FieldValueInvalid', field, message))
     if plural in REPLICA_KINDS and 'replicas' in spec:
         causes.extend(replicas_causes(spec['replicas'], 'spec.replicas'))

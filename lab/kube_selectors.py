@@ -298,7 +298,7 @@ class _Parser:
             if token == _COMMA:  # `(,a)`, `(a,)`, `(a,,b)`: the empty value is a member
                 if not found:
                     found.append('')
-                token, _ = self.lookahead()
+                token, _value = self.lookahead()
                 if token == _CLOSE:
                     found.append('')
                     return found
@@ -309,7 +309,7 @@ class _Parser:
             raise SelectorError("found '%s', expected: ',', or identifier" % literal)
 
     def exact_value(self) -> List[str]:
-        token, _ = self.lookahead()
+        token, _value = self.lookahead()
         if token in (_EOS, _COMMA):  # `a=` selects the empty value
             return ['']
         token, literal = self.consume()

@@ -2,18 +2,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The local lab: an etcd cluster on loopback, laid out as if on N hosts, and a sabakan server.
+"""The local lab: an etcd cluster on loopback, laid out as if on N hosts, a sabakan server, and a small cloud.
 
 Members etcd1..N listen on 127.0.0.11, .12, ... with the standard ports 2379/2380 and are provisioned
 by the real `ansible-playbook steward.cluster.etcd_cluster` with the collection's own role (process
 service manager). A sabakan GraphQL server (lab/sabakan_server.py, a generated data center) runs in
 the background on 127.0.0.1:10080 (another free port when that one is taken); its URL is the
-inventory var `sabakan_url` of every host. Everything lives in the state dir: inventory.yml,
-ansible.cfg, one dir per member, sabakan.pid / sabakan.log / sabakan-state.json / sabakan.url.
+inventory var `sabakan_url` of every host. The cloud (lab/parts.py, on free ports): the Kubernetes API
+emulator (.lab/kubeconfig), EC2 and S3 with fidelity (.lab/aws.env), the node emulator and the controller
+(.lab/controller.log). Everything lives in the state dir: inventory.yml, ansible.cfg, one dir per member,
+sabakan.pid / sabakan.log / sabakan-state.json / sabakan.url, and the cloud parts' pid, log and URL files.
 
-    python lab/lab.py up --members 3 --state .lab [--ip-base 127.0.0.11]
+    python lab/lab.py up --members 3 --state .lab [--ip-base 127.0.0.11] [--only kube,ec2,nodes]
     ANSIBLE_CONFIG=.lab/ansible.cfg .venv/bin/ansible-playbook steward.cluster.<playbook>
     python lab/lab.py status --state .lab
+    python lab/lab.py partition --state .lab (--all | --nodes a,b);  python lab/lab.py heal --state .lab
     python lab/lab.py down --state .lab [--purge]
 
 Importable: lab_up(), lab_down(), lab_status(), read_inventory() are reused by the demo script.
@@ -44,6 +47,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.process impor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hosts as provisioning_hosts  # noqa: E402  (lab/hosts.py: the provisioning hosts cp1-cp3, w1, w2)
+import parts  # noqa: E402  (lab/parts.py: the cloud parts)
+from nodes import heal, partition  # noqa: E402
 
 ETCD_BINARY = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
 DEFAULT_IP_BASE = '127.0.0.11'
@@ -51,6 +56,7 @@ SABAKAN_SCRIPT = os.path.join(REPO, 'lab', 'sabakan_server.py')
 SABAKAN_HOST = '127.0.0.1'
 SABAKAN_PORT = 10080
 SABAKAN_LISTENING = re.compile(r'sabakan server listening on (\S+)')
+LAB_PARTS = ('etcd', 'sabakan') + parts.PARTS
 RECAP = re.compile(r'^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
 
 
@@ -269,30 +275,39 @@ def sabakan_status(state_dir: str) -> Dict[str, Any]:
 
 def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, echo: bool = True,
            sabakan: bool = True, sabakan_port: int = SABAKAN_PORT, racks: int = 4, per_rack: int = 8,
-           seed: int = 1) -> Dict[str, Any]:
-    """Start the sabakan server, write inventory + ansible.cfg and provision the cluster with the real
-    playbook. Idempotent. A sabakan server started by this call is stopped again when the call fails."""
+           seed: int = 1, only: Optional[List[str]] = None,
+           cloud: parts.CloudSettings = parts.CloudSettings()) -> Dict[str, Any]:
+    """Start the sabakan server, write inventory + ansible.cfg, provision the cluster with the real playbook,
+    then start the cloud parts (lab/parts.py). `only` names the parts to run (default all of LAB_PARTS).
+    Idempotent. A sabakan server started by this call is stopped again when the call fails."""
     state_dir = os.path.abspath(state_dir)
-    if not os.access(ETCD_BINARY, os.X_OK):
+    wanted = list(LAB_PARTS if only is None else only)
+    unknown = set(wanted) - set(LAB_PARTS)
+    if unknown:
+        raise ValueError('unknown lab parts: %s (known: %s)' % (', '.join(sorted(unknown)), ', '.join(LAB_PARTS)))
+    result: Dict[str, Any] = {'rc': 0, 'recap': {}, 'changed': 0, 'output': '', 'sabakan_url': None}
+    if 'etcd' in wanted and not os.access(ETCD_BINARY, os.X_OK):
         raise RuntimeError('%s missing: run `make all` first' % ETCD_BINARY)
     existing = read_inventory(state_dir)
-    if existing and len(existing) != members:
+    if 'etcd' in wanted and existing and len(existing) != members:
         raise RuntimeError('the lab in %s has %d members, not %d: run `lab.py down --purge` first'
                            % (state_dir, len(existing), members))
-    server = sabakan_up(state_dir, sabakan_port, racks, per_rack, seed) if sabakan else None
+    server = sabakan_up(state_dir, sabakan_port, racks, per_rack, seed) if sabakan and 'sabakan' in wanted else None
     try:
-        write_config(state_dir, build_inventory(state_dir, members, ip_base,
-                                                sabakan_url=server['url'] if server else None))
-        result = run_playbook(state_dir, echo=echo)
-        if result['rc'] != 0:
-            detail = 'see the output above' if echo else result['output'][-4000:]
-            raise RuntimeError('ansible-playbook steward.cluster.etcd_cluster failed (rc=%d): %s'
-                               % (result['rc'], detail))
+        if 'etcd' in wanted:
+            write_config(state_dir, build_inventory(state_dir, members, ip_base,
+                                                    sabakan_url=server['url'] if server else None))
+            result = run_playbook(state_dir, echo=echo)
+            if result['rc'] != 0:
+                detail = 'see the output above' if echo else result['output'][-4000:]
+                raise RuntimeError('ansible-playbook steward.cluster.etcd_cluster failed (rc=%d): %s'
+                                   % (result['rc'], detail))
     except BaseException:
         if server and server['started']:
             sabakan_down(state_dir)
         raise
     result['sabakan_url'] = server['url'] if server else None
+    result['cloud'] = parts.up(state_dir, cloud, [p for p in parts.PARTS if p in wanted])
     return result
 
 
@@ -313,9 +328,9 @@ def lab_status(state_dir: str) -> Dict[str, Dict[str, Any]]:
 
 
 def lab_down(state_dir: str, purge: bool = False) -> List[str]:
-    """Stop every member from its pid file (SIGTERM, then SIGKILL) and the sabakan server; with purge also
-    delete the state dir. Returns the names of the members that were stopped."""
-    stopped = []
+    """Stop the cloud parts, every member from its pid file (SIGTERM, then SIGKILL) and the sabakan server;
+    with purge also delete the state dir. Returns the names of the parts and members that were stopped."""
+    stopped = parts.down(state_dir)
     for name, hv in read_inventory(state_dir).items():
         spec = ProcessSpec(pid_file=hv['etcd_pid_file'], binary=hv['etcd_binary'],
                            config_file=os.path.join(hv['etcd_config_dir'], 'etcd.conf.yml'))
@@ -343,32 +358,69 @@ def main(argv: Optional[List[str]] = None) -> int:
     up.add_argument('--racks', type=int, default=4, help='sabakan data center: racks')
     up.add_argument('--per-rack', type=int, default=8, help='sabakan data center: machines per rack (boot included)')
     up.add_argument('--seed', type=int, default=1, help='sabakan data center: generator seed')
-    down = sub.add_parser('down', help='stop every member')
+    defaults = parts.CloudSettings()
+    up.add_argument('--only', help='comma-separated parts to run (default all: %s)' % ','.join(LAB_PARTS))
+    up.add_argument('--host', default=defaults.host, help='address the cloud parts listen on (free ports)')
+    up.add_argument('--region', default=defaults.region, help='the EC2 region in aws.env')
+    up.add_argument('--status-delay', type=float, default=defaults.status_delay,
+                    help='seconds before a Deployment/StatefulSet status follows its spec')
+    up.add_argument('--renew-interval', type=float, default=defaults.renew_interval, help='node Lease renewals')
+    up.add_argument('--grace', type=float, default=defaults.grace, help='seconds until Ready turns Unknown')
+    up.add_argument('--delete-after', type=float, default=defaults.delete_after,
+                    help='seconds until the Node of a terminated instance is deleted')
+    down = sub.add_parser('down', help='stop every member and part')
     down.add_argument('--purge', action='store_true', help='also remove the state dir')
-    sub.add_parser('status', help='print members and health')
-    for p in (up, down, sub.choices['status']):
+    sub.add_parser('status', help='print members, parts and health')
+    cut = sub.add_parser('partition', help='cut nodes off the API server (the node emulator stops their kubelets)')
+    mend = sub.add_parser('heal', help='reconnect partitioned nodes (default: every node)')
+    for p, required in ((cut, True), (mend, False)):
+        group = p.add_mutually_exclusive_group(required=required)
+        group.add_argument('--all', action='store_true', help='every node, new ones too')
+        group.add_argument('--nodes', help='comma-separated node names')
+    for p in (up, down, sub.choices['status'], cut, mend):
         p.add_argument('--state', default=os.path.join(REPO, '.lab'))
     args = parser.parse_args(argv)
     try:
         if args.command == 'up':
+            cloud = parts.CloudSettings(host=args.host, region=args.region, status_delay=args.status_delay,
+                                        renew_interval=args.renew_interval, grace=args.grace,
+                                        delete_after=args.delete_after)
+            only = [p.strip() for p in args.only.split(',') if p.strip()] if args.only else None
             result = lab_up(args.state, args.members, args.ip_base, sabakan=not args.no_sabakan,
-                            sabakan_port=args.sabakan_port, racks=args.racks, per_rack=args.per_rack, seed=args.seed)
-            print('lab up: %d members, %d changes; sabakan %s; ANSIBLE_CONFIG=%s' % (
-                args.members, result['changed'], result['sabakan_url'] or 'not started',
-                os.path.join(os.path.abspath(args.state), 'ansible.cfg')))
+                            sabakan_port=args.sabakan_port, racks=args.racks, per_rack=args.per_rack, seed=args.seed,
+                            only=only, cloud=cloud)
+            state = os.path.abspath(args.state)
+            print('lab up: %d changes; sabakan %s; ANSIBLE_CONFIG=%s' % (
+                result['changed'], result['sabakan_url'] or 'not started', os.path.join(state, 'ansible.cfg')))
+            for part, info in result['cloud'].items():
+                print('  %-10s %-28s pid=%-8s %s' % (part, info.get('url') or '', info['pid'],
+                                                     'started' if info['started'] else 'running'))
+            if 'kube' in result['cloud']:
+                print('  KUBECONFIG=%s; AWS: . %s; partition/heal: python lab/lab.py partition|heal --state %s'
+                      % (os.path.join(state, 'kubeconfig'), os.path.join(state, 'aws.env'), args.state))
         elif args.command == 'down':
             running = sabakan_pid(args.state) is not None
             stopped = lab_down(args.state, args.purge) + (['sabakan'] if running else [])
             print('lab down: stopped %s%s' % (', '.join(stopped) or 'nothing', ' (state removed)' if args.purge else ''))
+        elif args.command in ('partition', 'heal'):
+            names = None if args.all or not args.nodes else [n.strip() for n in args.nodes.split(',') if n.strip()]
+            faults = (partition if args.command == 'partition' else heal)(args.state, names)
+            cut_off = 'every node' if faults['all'] else ', '.join(faults['nodes'])
+            print('%s: %s' % (args.command, 'cut off: ' + cut_off if cut_off else 'no node is cut off'))
         else:
             status = lab_status(args.state)
-            if not status:
+            cloud = parts.status(args.state)
+            if not status and not cloud:
                 print('no lab in %s' % args.state)
                 return 1
             for name, st in status.items():
                 print('%-8s %-24s pid=%-8s %s' % (name, st['client_url'], st['pid'] or '-',
                                                   'healthy' if st['healthy'] else 'UNHEALTHY ' + st.get('error', '')))
             healthy = all(st['healthy'] for st in status.values())
+            for name, st in cloud.items():
+                print('%-8s %-24s pid=%-8s %s' % (name, st['url'] or '-', st['pid'] or '-',
+                                                  'healthy' if st['healthy'] else 'UNHEALTHY ' + st.get('error', '')))
+                healthy = healthy and st['healthy']
             if sabakan_url(args.state):
                 st = sabakan_status(args.state)
                 print('%-8s %-24s pid=%-8s %s' % ('sabakan', st['url'], st['pid'] or '-',

@@ -65,7 +65,7 @@ def test_concurrent_retries_with_one_token_make_one_instance(ec2):
     def call():
         answers.append(run(client, 'crash-retry')['ReservationId'])
 
-    threads = [threading.Thread(target=call) for _ in range(6)]
+    threads = [threading.Thread(target=call) for _i in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -106,7 +106,7 @@ def test_rate_limit_answers_request_limit_exceeded_and_counts(ec2):
     client = ec2.client(retries={'total_max_attempts': 1, 'mode': 'standard'})
     ec2.set_rate_limit(1, burst=3)
     codes = []
-    for _ in range(5):
+    for _i in range(5):
         try:
             client.describe_instances()
             codes.append('ok')
@@ -118,7 +118,7 @@ def test_rate_limit_answers_request_limit_exceeded_and_counts(ec2):
     patient = ec2.client(retries={'total_max_attempts': 10, 'mode': 'standard'})
     patient.describe_instances()
     ec2.set_rate_limit(None)
-    for _ in range(10):
+    for _i in range(10):
         client.describe_instances()
 
 
@@ -138,7 +138,7 @@ def test_lab_machinery_is_not_lagged_throttled_or_counted(ec2):
     ec2.set_describe_lag(30)
     ec2.set_rate_limit(1, burst=1)
     instance_id = run(client)['Instances'][0]['InstanceId']
-    for _ in range(5):
+    for _i in range(5):
         assert instance_id in {i['InstanceId'] for i in instances(lab)}
     assert ec2.calls('DescribeInstances') == 0 and ec2.settings()['lab_calls']['DescribeInstances'] == 5
 

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 
+import kmock
 import kubernetes
 import pytest
 import requests
@@ -331,3 +332,17 @@ def test_optimistic_concurrency_survives_the_mover(kube, ns):
     with pytest.raises(Conflict):
         kube.merge_patch(api_path('apps/v1', 'deployments', ns, 'cas'), {'spec': {'replicas': 2}},
                          resource_version=created['metadata']['resourceVersion'])
+
+
+def test_request_log_and_object_history_stay_bounded(server, kube, ns):
+    """kmock scans its whole request log for every request and keeps every version of every object: a lab
+    that renews leases for hours would slow down and grow without the bounds."""
+    path = api_path('coordination.k8s.io/v1', 'leases', ns)
+    kube.create(path, {'metadata': {'name': 'renewed'}, 'spec': {'holderIdentity': 'a'}})
+    for i in range(200):
+        kube.merge_patch(path + '/renewed', {'spec': {'leaseTransitions': i}})
+    emulator = server.emulator
+    assert len(server.call(lambda: list(emulator._requests))) <= 64 + 2
+    key = (kmock.resource('coordination.k8s.io', 'v1', 'leases'), ns, 'renewed')
+    assert len(server.call(lambda: emulator.objects[key].history)) <= 16
+    assert kube.get(path + '/renewed')['spec']['leaseTransitions'] == 199

@@ -3,7 +3,7 @@ settings' validation. The HTTP behaviour is in tests/integration/test_lab_ec2_fi
 
 import pytest
 
-import support.kube  # noqa: F401  (puts lab/ on sys.path)
+import support.kube  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
 from ec2_fidelity import Ec2Fidelity, TokenBucket, _without_instances  # noqa: E402
 
 DESCRIBE = b'''<?xml version="1.0" encoding="utf-8"?>
@@ -25,11 +25,11 @@ class Clock:
 def test_token_bucket_allows_the_burst_then_the_rate():
     clock = Clock()
     bucket = TokenBucket(2, 3, clock)
-    assert [bucket.take() for _ in range(4)] == [True, True, True, False]
+    assert [bucket.take() for _i in range(4)] == [True, True, True, False]
     clock.now += 0.5  # one token back
-    assert [bucket.take() for _ in range(2)] == [True, False]
+    assert [bucket.take() for _i in range(2)] == [True, False]
     clock.now += 100  # refills to the burst, not beyond
-    assert [bucket.take() for _ in range(4)] == [True, True, True, False]
+    assert [bucket.take() for _i in range(4)] == [True, True, True, False]
 
 
 @pytest.mark.parametrize('rate,burst', [(0, 1), (-1, 1), (1, 0)])

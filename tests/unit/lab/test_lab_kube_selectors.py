@@ -3,7 +3,7 @@ k8s.io/apimachinery/pkg/labels/selector_test.go and fields/selector_test.go stat
 
 import pytest
 
-import support.kube  # noqa: F401  (puts lab/ on sys.path)
+import support.kube  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
 from kube_selectors import (SelectorError, label_selector_from_spec, parse_field_selector,  # noqa: E402
                             parse_label_selector, selector_string)
 

@@ -1,0 +1,149 @@
+"""The lab contract (`make lab` / `make lab-down`, issue 14 §6) on a temporary state dir and free ports, so it
+never meets a user's lab: lab.py starts the API emulator, EC2 with fidelity, the node emulator and the controller;
+.lab/kubeconfig, aws.env and controller.log are there; an instance launched with boto3 from aws.env becomes a Node
+with a Lease; `lab.py partition` turns it Unknown after the grace, `heal` Ready again, terminating it deletes the
+Node; `up` twice is a no-op; `down` leaves no process and never signals one that is not the lab's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import boto3
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from support.controller import wait_for
+from support.kube import load_yaml_documents, repo_path
+
+LAB = repo_path('lab', 'lab.py')
+PARTS = ('kube', 'ec2', 'nodes', 'controller')
+GRACE = 2.0
+
+
+def lab(state, *args, check=True):
+    result = subprocess.run([sys.executable, LAB] + list(args) + ['--state', str(state)], capture_output=True,
+                            text=True, timeout=300, cwd=repo_path(), check=False)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def records(state):
+    out = {}
+    for part in PARTS:
+        with open(os.path.join(state, part + '.pid')) as f:
+            out[part] = json.load(f)
+    return out
+
+
+def alive(record):
+    try:
+        with open('/proc/%d/stat' % record['pid']) as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != 'Z' and fields[19] == record['start_time']
+
+
+def aws_env(state):
+    env = {}
+    with open(os.path.join(state, 'aws.env')) as f:
+        for line in f:
+            if line.startswith('export '):
+                key, _sep, value = line[len('export '):].strip().partition('=')
+                env[key] = value
+    return env
+
+
+def ready(kube, name):
+    node = kube.get_or_none(api_path('v1', 'nodes', None, name))
+    if node is None:
+        return None
+    return next(c['status'] for c in node['status']['conditions'] if c['type'] == 'Ready')
+
+
+@pytest.fixture
+def state(tmp_path):
+    state = tmp_path / 'lab'
+    yield state
+    lab(state, 'down', check=False)  # whatever happened in the test
+
+
+def test_the_lab_contract(state):
+    started = lab(state, 'up', '--only', ','.join(PARTS), '--status-delay', '0.2', '--renew-interval', '0.5',
+                  '--grace', str(GRACE), '--delete-after', '1')
+    assert 'KUBECONFIG=' in started.stdout
+    first = records(state)
+    assert all(alive(r) for r in first.values())
+    for name in ('kubeconfig', 'aws.env', 'controller.log'):
+        assert os.path.exists(os.path.join(state, name)), name
+
+    # The API through .lab/kubeconfig, with every CRD of controller/deploy/crds registered.
+    kube = KubeClient.from_config(str(state / 'kubeconfig'))
+    wanted = {d['metadata']['name'] for p in sorted(os.listdir(repo_path('controller', 'deploy', 'crds')))
+              for d in load_yaml_documents(repo_path('controller', 'deploy', 'crds', p))}
+    assert {c['metadata']['name'] for c in kube.list(api_path('apiextensions.k8s.io/v1', 'customresourcedefinitions'))} \
+        == wanted
+
+    # EC2 from aws.env, as a user's boto3 would read it.
+    env = aws_env(state)
+    assert set(env) == {'AWS_ENDPOINT_URL', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_DEFAULT_REGION'}
+    ec2 = boto3.client('ec2', endpoint_url=env['AWS_ENDPOINT_URL'], region_name=env['AWS_DEFAULT_REGION'],
+                       aws_access_key_id=env['AWS_ACCESS_KEY_ID'], aws_secret_access_key=env['AWS_SECRET_ACCESS_KEY'])
+    vpc = ec2.create_vpc(CidrBlock='10.0.0.0/16')['Vpc']['VpcId']
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock='10.0.1.0/24')['Subnet']['SubnetId']
+    instance = ec2.run_instances(ImageId='ami-0f1a5f5ada0e7da53', MinCount=1, MaxCount=1, InstanceType='t3.medium',
+                                 SubnetId=subnet)['Instances'][0]
+    name = instance['PrivateDnsName']
+    wait_for(lambda: ready(kube, name) == 'True', 60, 0.2, 'the Node of the instance')
+    node = kube.get(api_path('v1', 'nodes', None, name))
+    assert node['spec']['providerID'] == 'aws:///%s/%s' % (env['AWS_DEFAULT_REGION'], instance['InstanceId'])
+    assert kube.get_or_none(api_path('coordination.k8s.io/v1', 'leases', 'kube-node-lease', name)) is not None
+
+    # Faults on demand, through the state dir the running node emulator re-reads.
+    lab(state, 'partition', '--nodes', name)
+    wait_for(lambda: ready(kube, name) == 'Unknown', 4 * GRACE + 30, 0.2, 'Ready Unknown')
+    lab(state, 'heal')
+    wait_for(lambda: ready(kube, name) == 'True', 30, 0.2, 'Ready again')
+    ec2.terminate_instances(InstanceIds=[instance['InstanceId']])
+    wait_for(lambda: kube.get_or_none(api_path('v1', 'nodes', None, name)) is None, 60, 0.2, 'the Node deleted')
+
+    # status reports every part; up again changes nothing; the controller runs and logs.
+    status = lab(state, 'status', check=False)
+    for part in PARTS:
+        assert part in status.stdout
+    assert 'UNHEALTHY' not in status.stdout, status.stdout
+    lab(state, 'up', '--only', ','.join(PARTS), '--status-delay', '0.2', '--renew-interval', '0.5',
+        '--grace', str(GRACE), '--delete-after', '1')
+    assert records(state) == first
+    wait_for(lambda: os.path.getsize(state / 'controller.log') > 0, 30, 0.2, 'controller log lines')
+    kube.close()
+
+    stopped = lab(state, 'down')
+    assert all(part in stopped.stdout for part in PARTS)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(r) for r in first.values()):
+        time.sleep(0.1)
+    assert not [p for p, r in first.items() if alive(r)]
+
+
+def test_down_never_signals_a_process_the_lab_did_not_start(state):
+    os.makedirs(state)
+    bystander = subprocess.Popen(['sleep', '300'])
+    try:
+        # A stale pid file naming another program (as after a reboot), and one with the right pid but
+        # another start time: neither is the lab's.
+        with open(state / 'kube.pid', 'w') as f:
+            json.dump({'pid': bystander.pid, 'start_time': '1', 'argv': ['sleep', '300']}, f)
+        with open(state / 'nodes.pid', 'w') as f:
+            json.dump({'pid': bystander.pid, 'start_time': None, 'argv': ['python', 'lab/nodes.py']}, f)
+        lab(state, 'down')
+        assert bystander.poll() is None
+        assert not os.path.exists(state / 'kube.pid') and not os.path.exists(state / 'nodes.pid')
+    finally:
+        bystander.kill()
+        bystander.wait()
