@@ -222,7 +222,7 @@ def test_variables_are_checked_first(kube, site):
                                                                              'maintenance_window_request_annotation': {'a': 'b'}})
     assert result.rc != 0
     assert result.result("Read the node's maintenance state", host='missing')['msg'] == (
-        'node missing not found (API server %s)' % kube.server.url)
+        'name: node missing not found (API server %s)' % kube.server.url)
 
 
 def test_check_mode_writes_nothing_and_does_not_wait(kube, site):
