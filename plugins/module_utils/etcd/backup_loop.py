@@ -33,7 +33,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import app
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import snapshot_to_store
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verification_loop import RestoreVerifier
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import HistoryCompacted, Watcher, WatchBatch
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import (
+    HistoryCompacted,
+    ResponseTooLarge,
+    Watcher,
+    WatchBatch,
+)
 
 log = logging.getLogger('steward.etcd.backup')
 
@@ -143,6 +148,7 @@ class BackupRunner:
         self._full_backoff = 0.0
         self._watch_backoff = 0.0
         self._watch_failed_since: Optional[float] = None
+        self._watch_fragmented = False  # etcd sent a response too large to take whole: fragments from now on
         self.verifier: Optional[RestoreVerifier] = None
         if policy.verify_schedule is not None:
             self.verifier = RestoreVerifier(store, policy.verify_schedule, work_dir=work_dir,
@@ -269,8 +275,10 @@ class BackupRunner:
         endpoint = endpoints[self._endpoint_index % len(endpoints)]
         start = self.buffer.last_revision + 1
         try:
-            self.watcher = Watcher(self.conn, endpoint, start, clock=self.clock).start()
-            log.info('watching all keys on %s from revision %d', endpoint, start)
+            self.watcher = Watcher(self.conn, endpoint, start, clock=self.clock,
+                                   fragment=self._watch_fragmented).start()
+            log.info('watching all keys on %s from revision %d%s', endpoint, start,
+                     ' (fragmented responses)' if self._watch_fragmented else '')
         except EtcdError as exc:
             self._watch_error(exc)
 
@@ -281,6 +289,11 @@ class BackupRunner:
             # Keep what is buffered (it is valid), but only a full snapshot can bridge the compacted part.
             self._full_reason = str(exc)
             self.next_full = now
+            return
+        if isinstance(exc, ResponseTooLarge) and not self._watch_fragmented:
+            log.warning('%s: watching again with fragmented responses', exc)
+            self._watch_fragmented = True
+            self.next_watch = now
             return
         self._endpoint_index += 1
         self._watch_backoff = min(max(self._watch_backoff * 2, 1.0), 30.0)
