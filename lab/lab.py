@@ -42,6 +42,9 @@ if COLLECTIONS not in sys.path:
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (  # noqa: E402
     ProcessSpec, cmdline_matches, process_alive, process_argv, read_pid_file, running_pid, stop_process, tail_lines)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hosts as provisioning_hosts  # noqa: E402  (lab/hosts.py: the provisioning hosts cp1-cp3, w1, w2)
+
 ETCD_BINARY = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
 DEFAULT_IP_BASE = '127.0.0.11'
 SABAKAN_SCRIPT = os.path.join(REPO, 'lab', 'sabakan_server.py')
@@ -87,7 +90,7 @@ def build_inventory(state_dir: str, members: int, ip_base: str, binary: str = ET
         'ansible_python_interpreter': venv_python(), 'etcd_bin_dirs': [os.path.dirname(binary)]}}}
     if sabakan_url:
         inventory['all'] = {'vars': {'sabakan_url': sabakan_url}}
-    return inventory
+    return provisioning_hosts.add_to_inventory(inventory, state_dir)
 
 
 def write_config(state_dir: str, inventory: Dict[str, Any]) -> None:
@@ -323,6 +326,7 @@ def lab_down(state_dir: str, purge: bool = False) -> List[str]:
         if os.path.exists(spec.pid_file):
             os.unlink(spec.pid_file)
     sabakan_down(state_dir)
+    provisioning_hosts.hosts_down(state_dir)
     if purge and os.path.isdir(state_dir):
         shutil.rmtree(state_dir)
     return stopped

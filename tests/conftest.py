@@ -1,4 +1,4 @@
-"""Shared fixtures: real etcd clusters on loopback and an S3 server (moto) over HTTP."""
+"""Shared fixtures: real etcd clusters on loopback, S3 and EC2 servers (moto) over HTTP, the Kubernetes API emulator."""
 
 from __future__ import annotations
 
@@ -61,6 +61,24 @@ def s3_bucket(s3_server):
     return s3_server, name
 
 
+@pytest.fixture(scope='session')
+def ec2_server():
+    """The EC2 (+S3) fidelity server (tests/support/ec2.py) in its own process, shared by a worker's tests."""
+    from support.ec2 import EC2Server
+    server = EC2Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ec2(ec2_server):
+    """EC2 with fidelity, fresh for this test (moto's state, ClientTokens, counts, no lag, no rate limit).
+    Yields the EC2Server: .url, .region, .env, .client(), .set_describe_lag(s), .set_rate_limit(per_second, burst),
+    .calls(action=None), .throttled(action=None), .reset_counts()."""
+    ec2_server.reset()
+    yield ec2_server
+
+
 @pytest.fixture
 def sabakan_server():
     """A sabakan GraphQL server over real HTTP on 127.0.0.1 (lab/sabakan_server.py) serving a generated data
@@ -114,3 +132,21 @@ def webhook_server():
     server = WebhookReceiver()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope='session')
+def collection_tarball(tmp_path_factory, worker_id):
+    """The Galaxy tarball of this checkout (tests/support/galaxy.py), built once per test run for all workers."""
+    from support.galaxy import shared_tarball
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if worker_id != 'master' else base
+    return shared_tarball(str(shared / 'galaxy'))
+
+
+@pytest.fixture(scope='session')
+def installed_collection(collection_tarball, tmp_path_factory):
+    """The tarball installed offline (--no-deps) into an empty collections path. Yields (collections_path,
+    collection_dir); run Ansible with support.galaxy.installed_only_env(collections_path) to see only it."""
+    from support.galaxy import install_collection
+    path = str(tmp_path_factory.mktemp('installed-collections'))
+    return path, install_collection(collection_tarball, path)

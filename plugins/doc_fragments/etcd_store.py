@@ -23,20 +23,26 @@ options:
       - URL of an S3-compatible service (MinIO, Ceph RGW, ...). Leave unset for AWS S3.
       - Falls back to the E(AWS_ENDPOINT_URL_S3) or E(AWS_ENDPOINT_URL) environment variable.
     type: str
+    aliases: [endpoint_url, aws_endpoint_url]
   aws_access_key_id:
     description:
       - Access key for S3. When unset, the standard AWS credential chain is used
         (environment, shared credentials file, instance profile).
+      - The aliases are amazon.aws's names for this option.
     type: str
+    aliases: [access_key, aws_access_key]
   aws_secret_access_key:
     description: Secret key of O(aws_access_key_id).
     type: str
+    aliases: [secret_key, aws_secret_key]
   aws_session_token:
     description: Session token for temporary S3 credentials.
     type: str
+    aliases: [session_token]
   region:
     description: S3 region. Falls back to E(AWS_REGION) / E(AWS_DEFAULT_REGION), then C(us-east-1).
     type: str
+    aliases: [aws_region]
   encrypt:
     description:
       - Encrypt snapshot objects in S3 server-side. A snapshot holds every Kubernetes Secret of the

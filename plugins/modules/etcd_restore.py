@@ -37,7 +37,7 @@ description:
     after their content is verified (etcd's sha256 trailer and C(snapshot status)).
   - Run it for every member with the same O(initial_cluster) and O(initial_cluster_token), then start
     the members with C(--initial-cluster-state new).
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 options:
   store:
     description:
@@ -119,7 +119,11 @@ extends_documentation_fragment:
   - steward.cluster.etcd_store
   - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
     details: Selects, downloads and verifies the snapshot (read-only) and restores nothing.

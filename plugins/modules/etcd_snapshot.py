@@ -50,7 +50,7 @@ attributes:
 requirements:
   - requests
   - etcd-sdk-python (import pyetcd)
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -24,7 +24,7 @@ description:
     O(max_backups); they are deleted only once older than O(incomplete_grace_period), because a younger
     one may be an upload in progress.
   - Every deleted snapshot is returned with the reason it was deleted.
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 options:
   policy:
     description: The garbage collection policy.
@@ -52,7 +52,11 @@ options:
 extends_documentation_fragment:
   - steward.cluster.etcd_store
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
     details: Lists what would be deleted and deletes nothing.

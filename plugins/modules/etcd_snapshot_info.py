@@ -55,7 +55,7 @@ attributes:
     membership: [steward.cluster.etcd]
   platform:
     platforms: posix
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -22,7 +22,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 
 PLAYBOOK = 'steward.cluster.controller_deploy'
 NS = 'steward-system'
-CRDS = ['etcdbackups.cluster.steward.io', 'sabakanintegrations.cluster.steward.io', 'repairentries.cluster.steward.io']
+CRDS = ['etcdbackups.cluster.steward.io', 'sabakanintegrations.cluster.steward.io', 'repairentries.cluster.steward.io',
+        'machineclasses.machine.sapcloud.io', 'machines.machine.sapcloud.io', 'machinesets.machine.sapcloud.io',
+        'machinedeployments.machine.sapcloud.io']
 CRD_API = ('apiextensions.k8s.io/v1', 'customresourcedefinitions')
 RBAC = 'rbac.authorization.k8s.io/v1'
 # (apiVersion, plural, namespaced, name) of everything but the CRDs, in the order the role applies them.
@@ -30,6 +32,8 @@ WORKLOAD = [
     ('v1', 'serviceaccounts', True, 'steward-controller'),
     (RBAC, 'clusterroles', False, 'steward-controller'),
     (RBAC, 'clusterrolebindings', False, 'steward-controller'),
+    (RBAC, 'clusterroles', False, 'steward-controller-machine-claims'),
+    (RBAC, 'clusterrolebindings', False, 'steward-controller-machine-claims'),
     (RBAC, 'roles', True, 'steward-controller-leases'),
     (RBAC, 'rolebindings', True, 'steward-controller-leases'),
     ('apps/v1', 'deployments', True, 'steward-controller'),
@@ -88,9 +92,12 @@ def get(cluster, api_version, plural, namespace=None, name=None):
 
 
 def workload(cluster, namespace=NS):
-    """{plural: object or None} for everything the role deploys besides the CRDs and the namespace."""
-    return {plural: get(cluster, api, plural, namespace if namespaced else None, name)
-            for api, plural, namespaced, name in WORKLOAD}
+    """{plural: object or None} for everything the role deploys besides the CRDs and the namespace (a second object
+    of a kind is keyed `plural/name`)."""
+    out = {}
+    for api, plural, namespaced, name in WORKLOAD:
+        out[plural if plural not in out else '%s/%s' % (plural, name)] = get(cluster, api, plural, namespace if namespaced else None, name)
+    return out
 
 
 def crds(cluster):
@@ -109,12 +116,13 @@ def versions(cluster, namespace=NS):
 
 
 def contents(cluster, namespace=NS):
-    """Every object without its resourceVersion. (kubernetes.core's apply sends a patch even when it changes
-    nothing; a real API server then writes nothing, the emulator still moves resourceVersion on.)"""
+    """Every object without its resourceVersion and status: the emulator's status mover (as a deployment
+    controller would) writes a Deployment's status a moment after the role wrote its spec."""
     out = {}
     for key, obj in everything(cluster, namespace).items():
         if obj is not None:
-            obj = dict(obj, metadata={k: v for k, v in obj['metadata'].items() if k != 'resourceVersion'})
+            obj = {k: v for k, v in obj.items() if k != 'status'}
+            obj['metadata'] = {k: v for k, v in obj['metadata'].items() if k != 'resourceVersion'}
         out[key] = obj
     return out
 
@@ -139,7 +147,7 @@ def test_check_mode_creates_nothing(cluster):
 
 def test_deploy_is_idempotent_patches_changes_and_removes_all_but_the_crds(cluster):
     first = ok(deploy(cluster))
-    assert first.changed() == 1 and len(changed_items(first)) == 12
+    assert first.changed() == 1 and len(changed_items(first)) == len(CRDS) + len(WORKLOAD) + 1
     assert crds(cluster) == sorted(CRDS)
     namespace = get(cluster, 'v1', 'namespaces', None, NS)
     assert namespace['metadata']['labels']['pod-security.kubernetes.io/enforce'] == 'restricted'
@@ -151,7 +159,7 @@ def test_deploy_is_idempotent_patches_changes_and_removes_all_but_the_crds(clust
     pod = spec['template']['spec']
     (container,) = pod['containers']
     assert spec['replicas'] == 2
-    assert container['image'] == 'ghcr.io/steward/steward-controller:0.1.0'
+    assert container['image'] == 'ghcr.io/steward-cluster/steward-controller:0.1.0'
     assert container['command'] == ['steward-controller']
     assert container['ports'] == [{'name': 'metrics', 'containerPort': 8080, 'protocol': 'TCP'}]
     assert container['livenessProbe']['httpGet'] == {'path': '/healthz', 'port': 'metrics'}
@@ -182,9 +190,11 @@ def test_deploy_is_idempotent_patches_changes_and_removes_all_but_the_crds(clust
     assert service['spec']['selector'] == spec['selector']['matchLabels']
     assert objs['poddisruptionbudgets']['spec']['minAvailable'] == 1
     assert objs['poddisruptionbudgets']['spec']['selector'] == spec['selector']
-    # Leases only through the namespaced Role; nothing cluster-wide about them.
+    # Leases only through the namespaced Role, and the sabakan machine claims through their own ClusterRole.
     cluster_rules = objs['clusterroles']['rules']
     assert not [r for r in cluster_rules if 'coordination.k8s.io' in r['apiGroups']]
+    assert objs['clusterroles/steward-controller-machine-claims']['rules'] == [
+        {'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'], 'verbs': ['get', 'list', 'create', 'delete']}]
     assert objs['roles']['rules'] == [{'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'],
                                       'verbs': ['get', 'create', 'patch', 'update']}]
     for binding in (objs['clusterrolebindings'], objs['rolebindings']):

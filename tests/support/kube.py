@@ -1,4 +1,4 @@
-"""The Kubernetes API emulator lives with the lab (lab/kube_api.py, also used by `make demo`)."""
+"""The Kubernetes API emulator lives with the lab (lab/kube_api.py, also used by `make lab` and `make demo`)."""
 
 from __future__ import annotations
 

@@ -17,16 +17,16 @@ import logging
 import os
 import shutil
 import threading
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import kopf
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
     KIND_COMPACTION, KIND_DELTA, KIND_FULL, BackupListener, BackupRunner)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
-    BackupSpec, SpecError, parse_backup_spec, secret_value)
+    BackupSpec, parse_backup_spec, secret_value)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
@@ -118,10 +118,6 @@ class StatusReporter(BackupListener):
         self.ready(TRUE, REASONS[(kind, True)], '%s snapshot %s at revision %d' % (kind, name, name.end_revision))
         entry = {'name': str(name), 'revision': name.end_revision, 'time': rfc3339(name.created), 'size': snapshot.size}
         status: Dict[str, Any] = {STATUS_FIELD[kind]: entry, 'lastError': None}
-        if kind in (KIND_FULL, KIND_COMPACTION) and self.pending_token and 'on demand' in reason:
-            status['lastOnDemandSnapshot'] = self.pending_token
-            self._clear_annotation()
-            self.pending_token = None
         self.patch(status)
         renew_snapshot_lease(self.runtime, self.body, kind, name.end_revision, float(name.created))
         event_reason = {KIND_FULL: 'FullSnapshotTaken', KIND_DELTA: 'DeltaSnapshotTaken',
@@ -138,6 +134,13 @@ class StatusReporter(BackupListener):
             self.ready(FALSE, REASONS[(kind, False)], error[:1000])
         self.patch({'lastError': '%s: %s' % (REASONS[(kind, False)], error[:1000])})
         self.runtime.report(self._involved(), REASONS[(kind, False)], error, warning=True, kind='EtcdBackup')
+
+    def requests_served(self, tokens: Tuple[str, ...]) -> None:
+        """The on-demand request (annotation token) was served by a stored full snapshot: say so, drop the annotation."""
+        if self.pending_token in tokens:
+            self.patch({'lastOnDemandSnapshot': self.pending_token})
+            self._clear_annotation()
+            self.pending_token = None
 
     def garbage_collected(self, result: Dict[str, Any]) -> None:
         m = self.runtime.metrics
@@ -244,7 +247,7 @@ def read_secret(runtime: Runtime, namespace: str, name: str) -> Dict[str, str]:
     try:
         secret = runtime.client.get(api_path('v1', 'secrets', namespace, name))
     except NotFound:
-        raise SpecError('secret %s/%s does not exist' % (namespace, name)) from None
+        raise SpecError('', 'exists', 'secret %s/%s does not exist' % (namespace, name)) from None
     return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
 
 
@@ -336,7 +339,7 @@ def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: st
             reporter.patch({})
             return None
         conn, store = connect(runtime, spec, meta.get('namespace'), work_dir)
-    except (SpecError, InvalidInput, EtcdError) as exc:
+    except (InvalidInput, EtcdError) as exc:   # SpecError included
         reporter.invalid(str(exc))
         return None
     reporter.valid()
@@ -366,7 +369,7 @@ def _watch_object(runtime: Runtime, body: Any, generation: Any, runner: BackupRu
         token = (meta.get('annotations') or {}).get(ON_DEMAND)
         if token and token != served and token != reporter.pending_token:
             reporter.pending_token = token
-            runner.request_full('on demand (%s=%s)' % (ON_DEMAND, token))
+            runner.request_full('on demand (%s=%s)' % (ON_DEMAND, token), token)
         verify = (meta.get('annotations') or {}).get(ON_DEMAND_VERIFY)
         if verify and verify != verified and verify != reporter.pending_verify_token:
             reporter.pending_verify_token = verify

@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
@@ -78,6 +78,9 @@ class BackupListener:
 
     def garbage_collected(self, result: Dict[str, Any]) -> None:
         log.info('garbage collection deleted %d snapshot(s)', len(result['deleted']))
+
+    def requests_served(self, tokens: Tuple[str, ...]) -> None:
+        """The full snapshot just taken (or compacted) served these `request_full` tokens."""
 
     def buffered(self, events: int, size: int) -> None:
         pass
@@ -139,7 +142,8 @@ class BackupRunner:
         self.watcher: Optional[Watcher] = None
         self._endpoint_index = 0
         self._full_reason = ''
-        self._requested: List[str] = []
+        self._requested: List[Tuple[str, Optional[str]]] = []
+        self._serving: List[str] = []       # tokens of requests the next full snapshot serves
         self._lock = threading.Lock()
         self.next_full = 0.0
         self.next_delta = 0.0
@@ -156,9 +160,10 @@ class BackupRunner:
                                             last_run=last_verified, tool=tool, etcd_binary=etcd_binary)
 
     # --- control from other threads ------------------------------------------------------------
-    def request_full(self, reason: str) -> None:
+    def request_full(self, reason: str, token: Optional[str] = None) -> None:
+        """Take a full snapshot now; once one is stored, `listener.requests_served` gets `token` back."""
         with self._lock:
-            self._requested.append(reason)
+            self._requested.append((reason, token))
 
     def request_verification(self) -> None:
         """Prove the newest backup restores now (on demand); ignored when verification is off."""
@@ -169,8 +174,9 @@ class BackupRunner:
         with self._lock:
             if not self._requested:
                 return ''
-            reasons, self._requested = self._requested, []
-        return '; '.join(reasons)
+            requests, self._requested = self._requested, []
+        self._serving.extend(token for _reason, token in requests if token)
+        return '; '.join(reason for reason, _token in requests)
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -348,12 +354,15 @@ class BackupRunner:
             self.next_full = self.clock() + self._full_backoff
             self.listener.snapshot_failed(KIND_FULL, str(exc), self.clock() - began)
             return None
-        self._anchor(snap)
+        served = self._anchor(snap)
         self.listener.snapshot_taken(KIND_FULL, snap, self.clock() - began, reason)
+        if served:
+            self.listener.requests_served(served)
         return snap
 
-    def _anchor(self, snap: Snapshot) -> None:
-        """A new full snapshot (taken or compacted) is the chain's base from now on."""
+    def _anchor(self, snap: Snapshot) -> Tuple[str, ...]:
+        """A new full snapshot (taken or compacted) is the chain's base from now on; returns the tokens of the
+        requests it served."""
         revision = snap.name.end_revision
         tip = max(self.chain.tip if self.chain else 0, revision)
         self.chain = Chain(snap, [], tip)
@@ -366,6 +375,8 @@ class BackupRunner:
         now = self.clock()
         self.next_full = self.policy.full_schedule.next_after(now)
         self.listener.state(self.chain.tip, self.chain.base)
+        served, self._serving = tuple(self._serving), []
+        return served
 
     # --- garbage collection and compaction -----------------------------------------------------
     def collect_garbage(self) -> Optional[Dict[str, Any]]:
@@ -396,7 +407,9 @@ class BackupRunner:
             # do not retry at once: the next flush re-evaluates
             self.chain = dataclasses.replace(self.chain, deltas=[])
             return None
-        self._anchor(snap)
+        served = self._anchor(snap)
         self.listener.snapshot_taken(KIND_COMPACTION, snap, self.clock() - began, 'more than %d revisions in deltas' %
                                      self.policy.compaction_threshold)
+        if served:
+            self.listener.requests_served(served)
         return snap

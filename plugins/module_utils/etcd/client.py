@@ -23,6 +23,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
     EtcdError,
     EtcdUnavailable,
     MembershipError,
+    Refusal,
 )
 
 try:
@@ -37,6 +38,14 @@ HAS_PYETCD = importlib.util.find_spec('pyetcd') is not None  # reported by modul
 
 # etcd's own message when a membership change comes within ~5 s of the last one (strict reconfig check).
 UNHEALTHY_CLUSTER = 'unhealthy cluster'
+# The texts of etcd's answers that name a reason callers act on (read here only, see gateway_error).
+_REFUSALS = (
+    (Refusal.UNHEALTHY, (UNHEALTHY_CLUSTER, 'not enough started members')),
+    (Refusal.NO_LEADER, ('no leader', 'leader changed')),
+    (Refusal.TIMEOUT, ('timed out', 'deadline exceeded')),
+    (Refusal.LEARNER_NOT_READY, ('in sync with leader', 'not started', 'is not ready')),
+    (Refusal.TOO_MANY_LEARNERS, ('too many learner',)),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,13 +172,14 @@ class Gateway:
     def first(self, path: str, body: Optional[Dict[str, Any]] = None,
               endpoints: Optional[Iterable[str]] = None, timeout: Optional[float] = None) -> Tuple[str, Dict[str, Any]]:
         """Call the first endpoint that answers; (endpoint, response)."""
-        errors: List[str] = []
+        errors: List[EtcdUnavailable] = []
         for endpoint in endpoints or self.conn.endpoints:
             try:
                 return endpoint, self.call(endpoint, path, body, timeout)
             except EtcdUnavailable as exc:
-                errors.append(str(exc))
-        raise EtcdUnavailable('no etcd endpoint answered %s: %s' % (path, '; '.join(errors)))
+                errors.append(exc)
+        refusal = next((e.refusal for e in errors if e.refusal is not None), None)
+        raise EtcdUnavailable('no etcd endpoint answered %s: %s' % (path, '; '.join(str(e) for e in errors)), refusal)
 
     # --- typed helpers used across the engine -----------------------------------------------
     def status(self, endpoint: str, timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -189,13 +199,24 @@ class Gateway:
         return self.call(endpoint, '/v3/kv/range', {'key': b64('health'), 'count_only': True}, timeout)
 
 
-def gateway_error(url: str, status: int, message: str) -> EtcdError:
+def refusal_of(message: str) -> Optional[Refusal]:
+    """The reason in an etcd error text (the gateway's `message`/`error`), if it is one callers act on."""
     low = (message or '').lower()
+    for refusal, texts in _REFUSALS:
+        if any(text in low for text in texts):
+            return refusal
+    return None
+
+
+def gateway_error(url: str, status: int, message: str) -> EtcdError:
+    """The typed error for a non-200 gateway answer: the only place that reads etcd's error text."""
+    low = (message or '').lower()
+    refusal = refusal_of(message)
     if 'member' in low or UNHEALTHY_CLUSTER in low or 'learner' in low or 'peerurl' in low:
-        return MembershipError('%s: %s' % (url, message))
+        return MembershipError('%s: %s' % (url, message), refusal)
     if status in (502, 503, 504) or 'no leader' in low or 'timed out' in low or 'deadline' in low:
-        return EtcdUnavailable('%s: %s' % (url, message))
-    return EtcdError('%s answered HTTP %s: %s' % (url, status, message))
+        return EtcdUnavailable('%s: %s' % (url, message), refusal)
+    return EtcdError('%s answered HTTP %s: %s' % (url, status, message), refusal)
 
 
 def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = None,

@@ -14,12 +14,11 @@ strict reconfiguration check still applies.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, FrozenSet, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
-    UNHEALTHY_CLUSTER,
     member_id_hex,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import (
@@ -35,20 +34,19 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
     EtcdUnavailable,
     MembershipError,
     QuorumRisk,
+    Refusal,
 )
 
-# etcd messages that mean "not now, try again later" rather than "never".
-RETRYABLE_CHANGE = (UNHEALTHY_CLUSTER, 'not enough started members', 'no leader', 'leader changed',
-                    'timed out', 'deadline exceeded')
-RETRYABLE_PROMOTE = RETRYABLE_CHANGE + ('in sync with leader', 'not started', 'is not ready')
-TOO_MANY_LEARNERS = 'too many learner'
-LEARNER_PENDING = 'is not promoted yet'
+# Refusals that mean "not now, try again later" rather than "never".
+RETRYABLE_CHANGE = frozenset({Refusal.UNHEALTHY, Refusal.NO_LEADER, Refusal.TIMEOUT})
+RETRYABLE_PROMOTE = RETRYABLE_CHANGE | {Refusal.LEARNER_NOT_READY}
+RETRYABLE_ADD = RETRYABLE_CHANGE | {Refusal.TOO_MANY_LEARNERS, Refusal.LEARNER_PENDING}
 
 
 RETRY_INTERVAL = 0.2
 
 
-def _retry(action: Callable[[], Any], retryable: tuple, timeout: float, what: str,
+def _retry(action: Callable[[], Any], retryable: FrozenSet[Refusal], timeout: float, what: str,
            sleep: Callable[[float], None] = time.sleep) -> Any:
     """Run `action` until it succeeds, a non-retryable error comes, or `timeout` seconds pass."""
     deadline = time.monotonic() + max(timeout, 0)
@@ -59,12 +57,11 @@ def _retry(action: Callable[[], Any], retryable: tuple, timeout: float, what: st
         try:
             return action()
         except EtcdError as exc:
-            low = str(exc).lower()
-            if not any(r in low for r in retryable):
+            if exc.refusal not in retryable:
                 raise
             if time.monotonic() + delay > deadline:
                 raise exc.__class__('%s: still refused after %d attempts in %ss: %s' % (
-                    what, attempts, timeout, exc)) from exc
+                    what, attempts, timeout, exc), exc.refusal) from exc
         sleep(delay)
 
 
@@ -223,12 +220,12 @@ def _add(conn: EtcdConnection, info: Dict[str, Any], name: str, peer_urls: List[
             return {'member': existing, 'endpoint': endpoint}
         pending = [m for m in fresh['members'] if m['is_learner']]
         if pending and learner:
-            raise MembershipError('learner %r (%s) %s; etcd allows one learner at a time' % (
-                pending[0]['name'] or '(unstarted)', pending[0]['id'], LEARNER_PENDING))
+            raise MembershipError('learner %r (%s) is not promoted yet; etcd allows one learner at a time' % (
+                pending[0]['name'] or '(unstarted)', pending[0]['id']), Refusal.LEARNER_PENDING)
         with Gateway(conn) as gw:
             return {'raw': gw.call(endpoint, '/v3/cluster/member/add', body), 'endpoint': endpoint}
 
-    answer = _retry(attempt, RETRYABLE_CHANGE + (TOO_MANY_LEARNERS, LEARNER_PENDING), max(deadline - time.monotonic(), 0),
+    answer = _retry(attempt, RETRYABLE_ADD, max(deadline - time.monotonic(), 0),
                     'add member %r (%s)' % (name, ', '.join(peer_urls)))
     if 'member' in answer:
         return answer['member'], _current_members(conn, answer['endpoint'])

@@ -47,9 +47,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import
 MARKER_SUFFIX = '.restore.json'
 ASIDE_REASON = 'pre-restore'
 
-STATE_ABSENT = 'absent'
-STATE_EMPTY = 'empty'
-STATE_PRESENT = 'present'
+STATE_ABSENT = local_member.DATA_ABSENT
+STATE_EMPTY = local_member.DATA_EMPTY
+STATE_PRESENT = local_member.DATA_PRESENT
 
 
 # --- choosing a snapshot ---------------------------------------------------------------------------
@@ -136,13 +136,11 @@ def read_marker(data_dir: str) -> Optional[Dict[str, Any]]:
 
 
 def data_dir_state(data_dir: str) -> Dict[str, Any]:
-    """What is at the data dir now: absent / empty / present, and which snapshot it was restored from."""
-    if not os.path.lexists(data_dir):
-        state = STATE_ABSENT
-    elif not os.path.isdir(data_dir) or os.path.islink(data_dir):
+    """What is at the data dir now (local_member.data_dir_state: absent / empty / present), and which snapshot
+    it was restored from."""
+    state = local_member.data_dir_state(data_dir)['state']
+    if state == local_member.DATA_NOT_A_DIRECTORY:
         raise RestoreRefused('data_dir %s exists and is not a directory: refusing to touch it' % data_dir)
-    else:
-        state = STATE_PRESENT if os.listdir(data_dir) else STATE_EMPTY
     marker = read_marker(data_dir) if state == STATE_PRESENT else None
     return {'path': data_dir, 'state': state,
             'restored_from': marker.get('snapshot') if marker else None,

@@ -5,8 +5,9 @@ import calendar
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import full_snapshot_reason
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
-    SpecError, parse_backup_spec, parse_duration, parse_quantity)
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import parse_backup_spec, parse_quantity
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import full_name
@@ -16,16 +17,21 @@ BASE = {'etcd': {'endpoints': ['https://10.0.0.1:2379']},
         'store': {'provider': 'S3', 'container': 'bucket', 'prefix': 'etcd/main'}}
 
 
+# Durations are read by the one parser (common/durations.py); these rows pin what EtcdBackup specs take.
 @pytest.mark.parametrize('text, seconds', [('20s', 20), ('1m30s', 90), ('300ms', 0.3), ('24h', 86400), ('0', 0),
                                            ('0s', 0), (15, 15), ('1.5h', 5400)])
 def test_durations(text, seconds):
-    assert parse_duration(text, 'f') == pytest.approx(seconds)
+    spec = parse_backup_spec(dict(BASE, deltaSnapshotRetentionPeriod=text))
+    assert spec.policy.delta_retention == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize('text', ['20', '1x', 's', '-5s', '5 s', True, -1])
-def test_bad_durations(text):
-    with pytest.raises(SpecError, match='^f: '):
-        parse_duration(text, 'f')
+@pytest.mark.parametrize('text, rule', [('20', 'duration'), ('1x', 'duration'), ('s', 'duration'), ('-5s', 'non-negative'),
+                                        ('5 s', 'duration'), (True, 'duration'), (-1, 'non-negative')])
+def test_bad_durations(text, rule):
+    with pytest.raises(SpecError, match='^spec.deltaSnapshotRetentionPeriod: ') as info:
+        parse_backup_spec(dict(BASE, deltaSnapshotRetentionPeriod=text))
+    assert isinstance(info.value, EtcdError) and isinstance(info.value, InvalidInput)
+    assert (info.value.field, info.value.rule, info.value.value) == ('spec.deltaSnapshotRetentionPeriod', rule, text)
 
 
 @pytest.mark.parametrize('text, size', [('100Mi', 100 * 2 ** 20), ('1Gi', 2 ** 30), ('500M', 500 * 10 ** 6),
@@ -79,8 +85,9 @@ def test_local_store_and_options():
     ({'etcd': {'endpoints': ['x'], 'tlsSecretRef': {}}}, '^spec.etcd.tlsSecretRef'),
 ])
 def test_errors_name_the_field(change, message):
-    with pytest.raises(SpecError, match=message):
+    with pytest.raises(SpecError, match=message) as info:
         parse_backup_spec(dict(BASE, **change))
+    assert info.value.field.startswith('spec.') and info.value.rule
 
 
 def full(created, revision=10):

@@ -1,0 +1,252 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the machine modules need, as pure functions: a MachineDeployment from module options (checked, field
+by field, before the cluster is contacted), the change to an existing one as a merge patch with a before/after
+diff, whether a deployment is ready, and machines described for machine_info.
+
+Only options that were given are applied: an existing deployment keeps every field the task does not name
+(amazon.aws's rule), so `replicas: 5` alone scales and touches nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import names, validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
+from ansible_collections.steward.cluster.plugins.module_utils.machines import rollout
+from ansible_collections.steward.cluster.plugins.module_utils.machines.config import parse_node_conditions
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, KIND_DEPLOYMENT
+
+# module option -> Machine spec field (MCM's MachineConfiguration, inlined in the template's spec)
+TIMEOUT_OPTIONS = {'creation_timeout': 'creationTimeout', 'health_timeout': 'healthTimeout', 'drain_timeout': 'drainTimeout'}
+VOLATILE = ('resourceVersion', 'generation', 'uid', 'creationTimestamp', 'managedFields', 'selfLink')
+
+
+@dataclasses.dataclass
+class DeploymentChange:
+    action: str                       # create | patch | none | delete | absent
+    body: Optional[Dict[str, Any]]    # the object to create, or the merge patch
+    before: Dict[str, Any]
+    after: Dict[str, Any]
+
+    @property
+    def changed(self) -> bool:
+        return self.action in ('create', 'patch', 'delete')
+
+
+def _labels(value: Any, field: str) -> Dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(field, 'mapping', 'expected a mapping of label keys to values', value)
+    out = {}
+    for key, val in value.items():
+        names.qualified_name(key, '%s.%s' % (field, key))
+        out[key] = names.label_value('' if val is None else str(val), '%s.%s' % (field, key))
+    return out
+
+
+def _annotations(value: Any, field: str) -> Dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(field, 'mapping', 'expected a mapping of annotation keys to values', value)
+    out = {}
+    for key, val in value.items():
+        names.qualified_name(key, '%s.%s' % (field, key))
+        out[key] = '' if val is None else str(val)
+    return out
+
+
+def _taints(value: Any) -> List[Dict[str, Any]]:
+    out = []
+    for i, taint in enumerate(value or []):
+        where = 'node_taints[%d]' % i
+        if not isinstance(taint, Mapping) or not taint.get('key'):
+            raise InvalidInput(where, 'taint', 'a taint needs a key (and an effect)', taint)
+        effect = validate.one_of(taint.get('effect'), where + '.effect', ('NoSchedule', 'PreferNoSchedule', 'NoExecute'))
+        item = {'key': str(taint['key']), 'effect': effect}
+        if taint.get('value') not in (None, ''):
+            item['value'] = str(taint['value'])
+        out.append(item)
+    return out
+
+
+def desired_deployment(params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The MachineDeployment the options describe, with only the fields they set; raises InvalidInput naming
+    the option. `name`, `namespace` and (for a new deployment) `class_name` come first."""
+    name = names.dns_subdomain(params.get('name'), 'name')
+    namespace = names.dns_label(params.get('namespace') or 'default', 'namespace')
+    spec: Dict[str, Any] = {}
+    template_spec: Dict[str, Any] = {}
+    template_meta: Dict[str, Any] = {}
+    if params.get('replicas') is not None:
+        spec['replicas'] = validate.integer(params['replicas'], 'replicas', minimum=0, maximum=10000)
+    if params.get('class_name') is not None:
+        template_spec['class'] = {'kind': 'MachineClass', 'name': names.dns_subdomain(params['class_name'], 'class_name')}
+    labels = _labels(params.get('labels'), 'labels')
+    if params.get('labels') is not None:
+        template_meta['labels'] = dict(labels, name=name)
+    if params.get('annotations') is not None:
+        template_meta['annotations'] = _annotations(params['annotations'], 'annotations')
+    node_template: Dict[str, Any] = {}
+    if params.get('node_labels') is not None or params.get('node_annotations') is not None:
+        node_template['metadata'] = {}
+        if params.get('node_labels') is not None:
+            node_template['metadata']['labels'] = _labels(params['node_labels'], 'node_labels')
+        if params.get('node_annotations') is not None:
+            node_template['metadata']['annotations'] = _annotations(params['node_annotations'], 'node_annotations')
+    if params.get('node_taints') is not None:
+        node_template['spec'] = {'taints': _taints(params['node_taints'])}
+    if node_template:
+        template_spec['nodeTemplate'] = node_template
+    for option, field in TIMEOUT_OPTIONS.items():
+        if params.get(option) is not None:
+            seconds = parse_duration(params[option], option)
+            if seconds <= 0:
+                raise InvalidInput(option, 'positive', 'must be longer than 0s', params[option])
+            template_spec[field] = str(params[option]).strip() if isinstance(params[option], str) else '%ss' % params[option]
+    if params.get('max_evict_retries') is not None:
+        template_spec['maxEvictRetries'] = validate.integer(params['max_evict_retries'], 'max_evict_retries', minimum=0)
+    if params.get('node_conditions') is not None:
+        template_spec['nodeConditions'] = ','.join(parse_node_conditions(','.join(params['node_conditions']), 'node_conditions'))
+    if params.get('disable_health_timeout') is not None:
+        template_spec['disableHealthTimeout'] = bool(params['disable_health_timeout'])
+    if params.get('strategy') is not None:
+        strategy: Dict[str, Any] = {'type': params['strategy']}
+        if params['strategy'] == 'RollingUpdate':
+            strategy['rollingUpdate'] = {'maxSurge': _int_or_percent(params.get('max_surge', 1)),
+                                         'maxUnavailable': _int_or_percent(params.get('max_unavailable', 1))}
+        try:
+            rollout.strategy_values(strategy)
+        except InvalidInput as exc:
+            raise InvalidInput({'spec.strategy.rollingUpdate': 'max_surge', 'spec.strategy.rollingUpdate.maxSurge': 'max_surge',
+                                'spec.strategy.rollingUpdate.maxUnavailable': 'max_unavailable'}.get(exc.field, 'strategy'),
+                               exc.rule, exc.detail, exc.value) from None
+        spec['strategy'] = strategy
+    for option, field in (('min_ready_seconds', 'minReadySeconds'), ('revision_history_limit', 'revisionHistoryLimit'),
+                          ('progress_deadline_seconds', 'progressDeadlineSeconds')):
+        if params.get(option) is not None:
+            spec[field] = validate.integer(params[option], option, minimum=1 if field == 'progressDeadlineSeconds' else 0)
+    if params.get('paused') is not None:
+        spec['paused'] = bool(params['paused'])
+    if template_meta or template_spec:
+        spec['template'] = {}
+        if template_meta:
+            spec['template']['metadata'] = template_meta
+        if template_spec:
+            spec['template']['spec'] = template_spec
+    return {'apiVersion': API_VERSION, 'kind': KIND_DEPLOYMENT, 'metadata': {'name': name, 'namespace': namespace}, 'spec': spec}
+
+
+def _int_or_percent(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
+def new_deployment(desired: Dict[str, Any]) -> Dict[str, Any]:
+    """A complete new deployment: MCM's selector convention (`name: <deployment>`), template labels, defaults."""
+    body = copy.deepcopy(desired)
+    name = body['metadata']['name']
+    spec = body['spec']
+    if not ((spec.get('template') or {}).get('spec') or {}).get('class'):
+        raise InvalidInput('class_name', 'required', 'a new machine deployment needs class_name (the MachineClass)', None)
+    spec.setdefault('replicas', 0)
+    spec['selector'] = {'matchLabels': {'name': name}}
+    template = spec['template']
+    template.setdefault('metadata', {}).setdefault('labels', {})['name'] = name
+    spec.setdefault('strategy', {'type': 'RollingUpdate', 'rollingUpdate': {'maxSurge': 1, 'maxUnavailable': 1}})
+    return body
+
+
+def _contains(current: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping):
+        return isinstance(current, Mapping) and all(_contains(current.get(k), v) for k, v in wanted.items())
+    return current == wanted
+
+
+def _strip(obj: Mapping[str, Any]) -> Dict[str, Any]:
+    out = copy.deepcopy(dict(obj))
+    md = out.get('metadata') or {}
+    out['metadata'] = {k: v for k, v in md.items() if k not in VOLATILE}
+    out.pop('status', None)
+    return out
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    if not isinstance(patch, Mapping) or not isinstance(base, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+def plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any], state: str) -> DeploymentChange:
+    """create / patch / none / delete / absent; `after` is what the object would be."""
+    if state == 'absent':
+        if existing is None:
+            return DeploymentChange('absent', None, {}, {})
+        return DeploymentChange('delete', None, _strip(existing), {})
+    if existing is None:
+        body = new_deployment(desired)
+        return DeploymentChange('create', body, {}, _strip(body))
+    if o.deleting(existing):
+        raise InvalidInput('name', 'deleting', 'machine deployment %s/%s is being deleted; wait until it is gone' % (
+            o.namespace(existing), o.name(existing)), o.name(existing))
+    patch = {'spec': copy.deepcopy(desired['spec'])}
+    if _contains(existing, patch):
+        return DeploymentChange('none', None, _strip(existing), _strip(existing))
+    template = (patch['spec'].get('template') or {})
+    labels = (template.get('metadata') or {}).get('labels')
+    if labels is not None:
+        labels['name'] = o.name(existing)
+    return DeploymentChange('patch', patch, _strip(existing), _strip(_merge(existing, patch)))
+
+
+def readiness(md: Mapping[str, Any]) -> Dict[str, Any]:
+    """What `wait` waits for: the controller has seen this generation, every machine is updated and available,
+    no old machine is left (MCM: DeploymentComplete)."""
+    spec, status = o.spec(md), o.status(md)
+    desired = o.replicas(md)
+    seen = o.int_field(status, 'observedGeneration') >= o.generation(md)
+    ready = (seen and o.int_field(status, 'updatedReplicas') == desired and o.int_field(status, 'replicas') == desired
+             and o.int_field(status, 'availableReplicas') == desired)
+    frozen = next((c for c in status.get('conditions') or [] if c.get('type') == 'Frozen' and c.get('status') == 'True'), None)
+    deadline = next((c for c in status.get('conditions') or [] if c.get('reason') == 'ProgressDeadlineExceeded'), None)
+    return {'ready': ready, 'desired': desired, 'replicas': o.int_field(status, 'replicas'),
+            'updated': o.int_field(status, 'updatedReplicas'), 'available': o.int_field(status, 'availableReplicas'),
+            'observed': seen, 'paused': bool(spec.get('paused')), 'frozen': dict(frozen) if frozen else None,
+            'progress_deadline_exceeded': deadline is not None}
+
+
+def describe_machine(machine: Mapping[str, Any], sets: Mapping[str, Mapping[str, Any]],
+                     deployments: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """One machine for machine_info (snake case keys, as amazon.aws returns them)."""
+    ms = sets.get(o.owner_uid(machine))
+    md = deployments.get(o.owner_uid(ms)) if ms is not None else None
+    op = o.last_operation(machine)
+    ready = next((c for c in o.status(machine).get('conditions') or [] if c.get('type') == 'Ready'), None)
+    return {
+        'name': o.name(machine), 'namespace': o.namespace(machine), 'phase': o.phase(machine).value,
+        'node': o.node_name(machine), 'provider_id': o.provider_id(machine),
+        'class_name': o.class_name(o.spec(machine)),
+        'machine_set': o.name(ms) if ms is not None else '', 'machine_deployment': o.name(md) if md is not None else '',
+        'created': o.meta(machine).get('creationTimestamp') or '', 'deleting': o.deleting(machine),
+        'phase_since': (o.status(machine).get('currentStatus') or {}).get('lastUpdateTime') or '',
+        'last_operation': {'type': op.get('type') or '', 'state': op.get('state') or '', 'description': op.get('description') or '',
+                           'error_code': op.get('errorCode') or '', 'step': op.get('step') or '',
+                           'last_update_time': op.get('lastUpdateTime') or ''},
+        'node_ready': (ready or {}).get('status') or '',
+        'priority': o.priority(machine),
+    }

@@ -1,0 +1,381 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Applying the engine's plans: one home for the order of writes, calls and actions.
+
+The controller applies plans against the Kubernetes API and the drivers; tests and benchmarks apply the
+same plans against an in-memory world. Both implement `Target` (object writes, driver access, the few
+cluster actions a deletion needs), so the order below is the only one there is:
+
+* a machine: metadata, then spec, then the driver call or cluster action, then status. A deleting machine
+  goes through as many deletion steps as it can in one go (each transition written before the next step);
+* a set: adopt orphans, create machines in slow-start batches (1, 2, 4, ... stop at the first failure),
+  delete machines, then status and finalizer;
+* a deployment: create its new set, patch sets, delete sets, patch itself, status, finalizer.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
+from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
+from ansible_collections.steward.cluster.plugins.module_utils.machines.config import MachineTimeouts, Settings
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
+    FINALIZER,
+    KIND_DEPLOYMENT,
+    KIND_MACHINE,
+    KIND_SET,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion import (
+    DeletionView,
+    after_drain,
+    after_step,
+    force_reason,
+    plan_deletion,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.machines.deployment import DeploymentPlan
+from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import DrainMemory, DrainPlan
+from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import (
+    ClassContext,
+    CreateResult,
+    Driver,
+    machine_context,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import ClassNotReady, DriverError
+from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import after_call
+from ansible_collections.steward.cluster.plugins.module_utils.machines.machineset import SetPlan
+from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import ClusterAction, Event, MachinePlan
+
+log = logging.getLogger('steward.machines')
+Obj = Mapping[str, Any]
+MAX_DELETION_STEPS = 8
+
+
+class Target:
+    """Where plans land. Object writes return the object as stored (None when it is gone)."""
+
+    def create(self, kind: str, obj: Dict[str, Any]) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def patch(self, kind: str, namespace: str, name: str, patch: Dict[str, Any], status: bool = False,
+              resource_version: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        raise NotImplementedError
+
+    def delete(self, kind: str, namespace: str, name: str) -> Optional[Dict[str, Any]]:
+        raise NotImplementedError
+
+    def event(self, obj: Obj, event: Event) -> None:
+        raise NotImplementedError
+
+    def driver(self, machine: Obj) -> Tuple[Driver, ClassContext]:
+        """The driver and class context for a machine; raises ClassNotReady."""
+        raise NotImplementedError
+
+    def node(self, name: str) -> Optional[Obj]:
+        raise NotImplementedError
+
+    def delete_node(self, name: str) -> None:
+        raise NotImplementedError
+
+    def drain_round(self, machine: Obj, node: Obj, force: str, timeouts: MachineTimeouts, memory: DrainMemory,
+                    settings: Settings, now: float) -> DrainPlan:
+        """Cordon the node, read its pods and budgets, plan one round (drain.plan_round), evict or delete."""
+        raise NotImplementedError
+
+    def delete_volume_attachments(self, node_name: str) -> None:
+        raise NotImplementedError
+
+    def created(self, machine: Obj, result: CreateResult) -> None:
+        """Called between a successful CreateMachine and the status write (metrics; tests inject crashes here)."""
+
+    def driver_call(self, call: Call, code: Code, provider: str) -> None:
+        """Called after every driver call with its outcome (metrics)."""
+
+
+# --- machines -------------------------------------------------------------------------------------
+
+def _write(t: Target, machine: Obj, plan: MachinePlan) -> Optional[Obj]:
+    ns, name = o.namespace(machine), o.name(machine)
+    current: Optional[Obj] = machine
+    body: Dict[str, Any] = {}
+    if plan.metadata:
+        body['metadata'] = plan.metadata
+    if plan.spec:
+        body['spec'] = plan.spec
+    if body:
+        version = o.resource_version(machine) if 'finalizers' in (plan.metadata or {}) else None
+        current = t.patch(KIND_MACHINE, ns, name, body, resource_version=version)
+        if current is None:
+            return None
+    if plan.status:
+        current = t.patch(KIND_MACHINE, ns, name, {'status': plan.status}, status=True) or current
+    for event in plan.events:
+        t.event(current or machine, event)
+    return current
+
+
+def _call(t: Target, call: Call, machine: Obj) -> Tuple[Any, str]:
+    """Make a driver call; returns (result or DriverError, provider)."""
+    try:
+        driver, cls = t.driver(machine)
+    except ClassNotReady as exc:
+        return DriverError(Code.INVALID_ARGUMENT, str(exc), call), ''
+    ctx = machine_context(machine)
+    try:
+        if call == Call.CREATE:
+            result: Any = driver.create_machine(cls, ctx)
+        elif call == Call.INITIALIZE:
+            result = driver.initialize_machine(cls, ctx)
+        else:
+            result = driver.delete_machine(cls, ctx)
+        code = Code.OK
+    except DriverError as exc:
+        result, code = exc, exc.code
+    t.driver_call(call, code, driver.provider)
+    return result, driver.provider
+
+
+@dataclasses.dataclass
+class MachineRun:
+    """What applying a machine's plan left: the object as stored (None when gone) and the plan applied last,
+    whose `retry` / `retry_after` say when the machine should be looked at again."""
+    obj: Optional[Obj]
+    last: MachinePlan
+
+
+def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings: Settings,
+                now: Callable[[], float], drain_memory: Optional[DrainMemory] = None) -> MachineRun:
+    """Apply a machine's plan. `view` is the MachineView or DeletionView the plan came from."""
+    if isinstance(view, DeletionView):
+        return _run_deletion(t, machine, plan, view, settings, now, drain_memory or DrainMemory())
+    if plan.action == ClusterAction.DELETE_MACHINE:
+        current = _write(t, machine, plan)
+        t.delete(KIND_MACHINE, o.namespace(machine), o.name(machine))
+        return MachineRun(current, plan)
+    if plan.call is None:
+        return MachineRun(_write(t, machine, plan), plan)
+    current = _write(t, machine, MachinePlan(plan.key, plan.uid, metadata=plan.metadata, spec=plan.spec,
+                                             status=plan.status, events=plan.events))
+    if current is None:
+        return MachineRun(None, plan)
+    outcome, _provider = _call(t, plan.call, current)
+    stale = None
+    if isinstance(outcome, CreateResult):
+        t.created(current, outcome)
+        node = t.node(outcome.node_name) if outcome.node_name else None
+        if node is not None and o.spec(node).get('providerID') not in (None, '', outcome.provider_id):
+            stale = node
+    after = after_call(dataclasses.replace(view, machine=current), plan.call, outcome, now(), stale_node=stale)
+    if after.call == Call.DELETE and isinstance(outcome, CreateResult):
+        gone = dict(current, spec=dict(o.spec(current), providerID=outcome.provider_id))
+        _call(t, Call.DELETE, gone)
+        after.call = None
+    return MachineRun(_write(t, current, after), after)
+
+
+def merge_patch(base: Any, patch: Any) -> Any:
+    """RFC 7386 on plain data (None removes a key), for the local view of a machine between writes."""
+    if not isinstance(patch, dict) or not isinstance(base, dict):
+        return copy.deepcopy(patch)
+    out = dict(base)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+class _Deletion:
+    """A deleting machine as stored (`stored`, for resourceVersion checks) and as planned (`local`: stored plus
+    the status transitions not written yet). Steps that succeed one after another are written once, when the
+    chain stops: every step is idempotent, so a crash in between only repeats steps."""
+
+    def __init__(self, t: Target, machine: Obj):
+        self.t = t
+        self.stored: Optional[Obj] = machine
+        self.local: Obj = machine
+        self.pending: Dict[str, Any] = {}
+
+    def apply(self, plan: MachinePlan) -> bool:
+        """Metadata/spec now, status later; events now. False when the machine is gone."""
+        body: Dict[str, Any] = {}
+        if plan.metadata:
+            body['metadata'] = plan.metadata
+        if plan.spec:
+            body['spec'] = plan.spec
+        if body and self.stored is not None:
+            self.stored = self.t.patch(KIND_MACHINE, o.namespace(self.local), o.name(self.local), body)
+            if self.stored is None:
+                return False
+            self.local = merge_patch(self.stored, {'status': self.pending}) if self.pending else self.stored
+        if plan.status:
+            self.pending = merge_patch(self.pending, plan.status)
+            self.local = merge_patch(self.local, {'status': plan.status})
+        for event in plan.events:
+            self.t.event(self.local, event)
+        return True
+
+    def flush(self, plan: MachinePlan) -> MachineRun:
+        if self.pending and self.stored is not None:
+            self.stored = self.t.patch(KIND_MACHINE, o.namespace(self.local), o.name(self.local), {'status': self.pending},
+                                       status=True) or self.stored
+            self.pending = {}
+        return MachineRun(self.stored, plan)
+
+
+def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView, settings: Settings,
+                  now: Callable[[], float], memory: DrainMemory) -> MachineRun:
+    d = _Deletion(t, machine)
+    for _ in range(MAX_DELETION_STEPS):
+        if not d.apply(plan):
+            return MachineRun(None, plan)
+        current = d.local
+        view = dataclasses.replace(view, machine=current)
+        if plan.call == Call.DELETE:
+            outcome, _provider = _call(t, Call.DELETE, current)
+            plan = after_step(view, plan.step, outcome if isinstance(outcome, DriverError) else None, now())
+        elif plan.action == ClusterAction.DRAIN:
+            node = t.node(o.node_name(current))
+            if node is None:
+                plan = after_drain(view, DrainPlan(done=True, message='node gone'), '', now())
+            else:
+                view = dataclasses.replace(view, node=node)
+                forced = force_reason(view, settings, now())
+                result = t.drain_round(current, node, forced, view.timeouts, memory, settings, now())
+                plan = after_drain(view, result, forced, now())
+                if not result.done:
+                    d.apply(plan)
+                    return d.flush(plan)
+        elif plan.action == ClusterAction.DELETE_VOLUME_ATTACHMENTS:
+            plan = after_step(view, plan.step, _attempt(lambda: t.delete_volume_attachments(o.node_name(current))), now())
+        elif plan.action == ClusterAction.DELETE_NODE:
+            name = o.node_name(current)
+            plan = after_step(view, plan.step, _attempt(lambda: t.delete_node(name) if name else None), now())
+        elif plan.action == ClusterAction.REMOVE_FINALIZER:
+            finalizers = [f for f in o.meta(current).get('finalizers') or [] if f != FINALIZER]
+            t.event(current, Event('MachineDeleted', 'machine %s deleted (VM and node gone)' % o.name(current)))
+            stored = d.stored or current
+            return MachineRun(t.patch(KIND_MACHINE, o.namespace(current), o.name(current),
+                                      {'metadata': {'finalizers': finalizers}}, resource_version=o.resource_version(stored)), plan)
+        else:
+            return d.flush(plan)
+        if not d.apply(plan):
+            return MachineRun(None, plan)
+        if plan.status and (plan.status.get('lastOperation') or {}).get('state') == 'Failed':
+            return d.flush(plan)
+        plan = plan_deletion(dataclasses.replace(view, machine=d.local), now())
+    return d.flush(plan)
+
+
+def _attempt(fn: Callable[[], Any]) -> Optional[Exception]:
+    try:
+        fn()
+    except Exception as exc:  # reported in status; the step is retried
+        return exc
+    return None
+
+
+# --- sets -----------------------------------------------------------------------------------------
+
+def machine_from_template(ms: Obj) -> Dict[str, Any]:
+    """A new Machine of a set: template labels/annotations/spec, owner reference, MCM's finalizer, and a
+    generated name prefixed with the set's name (MCM: `<set>-<random>`)."""
+    template = o.spec(ms).get('template') or {}
+    tmeta = template.get('metadata') or {}
+    spec = copy.deepcopy(dict(template.get('spec') or {}))
+    spec.pop('providerID', None)
+    return {'apiVersion': 'machine.sapcloud.io/v1alpha1', 'kind': KIND_MACHINE,
+            'metadata': {'generateName': o.name(ms) + '-', 'namespace': o.namespace(ms),
+                         'labels': dict(tmeta.get('labels') or {}), 'annotations': dict(tmeta.get('annotations') or {}),
+                         'ownerReferences': [o.owner_reference(ms, KIND_SET)], 'finalizers': [FINALIZER]},
+            'spec': spec}
+
+
+def run_set(t: Target, ms: Obj, plan: SetPlan) -> Tuple[int, List[str]]:
+    """Returns (machines created, errors)."""
+    ns = o.namespace(ms)
+    errors: List[str] = []
+    for name in plan.adopt:
+        try:
+            t.patch(KIND_MACHINE, ns, name, {'metadata': {'ownerReferences': [o.owner_reference(ms, KIND_SET)]}})
+        except Exception as exc:
+            errors.append('adopt %s: %s' % (name, exc))
+    created = 0
+    batch = 1
+    remaining = plan.create
+    while remaining > 0 and not errors:
+        size = min(batch, remaining)
+        for _ in range(size):
+            try:
+                t.create(KIND_MACHINE, machine_from_template(ms))
+                created += 1
+            except Exception as exc:
+                errors.append('create machine: %s' % exc)
+                break
+        remaining -= size
+        batch *= 2
+    if created:
+        t.event(ms, Event('SuccessfulCreate', 'Created %d machine(s)' % created))
+    for name in plan.delete:
+        try:
+            t.delete(KIND_MACHINE, ns, name)
+            t.event(ms, Event('SuccessfulDelete', 'Deleted machine %s (%s)' % (name, plan.delete_reasons.get(name, ''))))
+        except Exception as exc:
+            errors.append('delete machine %s: %s' % (name, exc))
+    if plan.metadata:
+        t.patch(KIND_SET, ns, o.name(ms), {'metadata': plan.metadata}, resource_version=o.resource_version(ms))
+    if plan.status:
+        t.patch(KIND_SET, ns, o.name(ms), {'status': plan.status}, status=True)
+    if plan.remove_finalizer:
+        t.patch(KIND_SET, ns, o.name(ms), {'metadata': {'finalizers': [
+            f for f in o.meta(ms).get('finalizers') or [] if f != FINALIZER]}}, resource_version=o.resource_version(ms))
+    for event in plan.events:
+        t.event(ms, event)
+    if errors:
+        t.event(ms, Event('FailedCreate' if plan.create else 'SetError', '; '.join(errors)[:1000], warning=True))
+    return created, errors
+
+
+# --- deployments ----------------------------------------------------------------------------------
+
+def run_deployment(t: Target, md: Obj, plan: DeploymentPlan) -> List[str]:
+    ns = o.namespace(md)
+    errors: List[str] = []
+    for name in plan.adopt_sets:
+        try:
+            t.patch(KIND_SET, ns, name, {'metadata': {'ownerReferences': [o.owner_reference(md, KIND_DEPLOYMENT)]}})
+        except Exception as exc:
+            errors.append('adopt %s: %s' % (name, exc))
+    if plan.create_set is not None:
+        try:
+            t.create(KIND_SET, plan.create_set)
+        except Exception as exc:
+            errors.append('create machine set %s: %s' % (plan.create_set['metadata']['name'], exc))
+    for name, patch in plan.set_patches.items():
+        try:
+            t.patch(KIND_SET, ns, name, patch)
+        except Exception as exc:
+            errors.append('patch machine set %s: %s' % (name, exc))
+    for name in plan.delete_sets:
+        try:
+            t.delete(KIND_SET, ns, name)
+        except Exception as exc:
+            errors.append('delete machine set %s: %s' % (name, exc))
+    if plan.patch:
+        version = o.resource_version(md) if 'finalizers' in (plan.patch.get('metadata') or {}) else None
+        t.patch(KIND_DEPLOYMENT, ns, o.name(md), plan.patch, resource_version=version)
+    if plan.status:
+        t.patch(KIND_DEPLOYMENT, ns, o.name(md), {'status': plan.status}, status=True)
+    if plan.remove_finalizer:
+        t.patch(KIND_DEPLOYMENT, ns, o.name(md), {'metadata': {'finalizers': [
+            f for f in o.meta(md).get('finalizers') or [] if f != FINALIZER]}}, resource_version=o.resource_version(md))
+    for event in plan.events:
+        t.event(md, event)
+    if errors:
+        t.event(md, Event('MachineDeploymentError', '; '.join(errors)[:1000], warning=True))
+    return errors

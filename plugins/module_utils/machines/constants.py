@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Names users and tools match on, exactly as machine-controller-manager spells them, plus ours.
+
+MCM's keys (finalizer, labels, annotations, phases, operation types and states, step texts) are kept
+verbatim so kubectl output, dashboards and scripts written for MCM keep working. Keys of our own live
+under `machine.steward.io/`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+GROUP = 'machine.sapcloud.io'
+VERSION = 'v1alpha1'
+API_VERSION = GROUP + '/' + VERSION
+
+KIND_CLASS = 'MachineClass'
+KIND_MACHINE = 'Machine'
+KIND_SET = 'MachineSet'
+KIND_DEPLOYMENT = 'MachineDeployment'
+PLURALS = {KIND_CLASS: 'machineclasses', KIND_MACHINE: 'machines', KIND_SET: 'machinesets',
+           KIND_DEPLOYMENT: 'machinedeployments'}
+
+FINALIZER = 'machine.sapcloud.io/operator'
+
+# Machine labels
+LABEL_NODE = 'node'                                   # the Node backing the machine
+LABEL_FORCE_DELETION = 'force-deletion'               # "True": no drain
+LABEL_TEMPLATE_HASH = 'machine-template-hash'         # MachineSet and Machine: which template revision
+LABEL_FREEZE = 'freeze'                               # MachineSet / MachineDeployment frozen by overshoot
+
+# Machine annotations
+ANNOTATION_PRIORITY = 'machinepriority.machine.sapcloud.io'            # lower goes first on scale-down (default 3)
+ANNOTATION_MARKED_FOR_DELETION = 'machine.sapcloud.io/marked-for-deletion-time'
+DEFAULT_PRIORITY = 3
+
+# MachineSet / MachineDeployment annotations (the Deployment controller's keys)
+ANNOTATION_REVISION = 'deployment.kubernetes.io/revision'
+ANNOTATION_DESIRED_REPLICAS = 'deployment.kubernetes.io/desired-replicas'
+ANNOTATION_MAX_REPLICAS = 'deployment.kubernetes.io/max-replicas'
+ANNOTATION_REVISION_HISTORY = 'deployment.kubernetes.io/revision-history'
+ANNOTATION_UNFREEZE = 'safety.machine.sapcloud.io/unfreeze'            # an operator lifts an overshoot freeze
+
+# Node annotations and taints
+ANNOTATION_TRIGGER_DELETION = 'node.machine.sapcloud.io/trigger-deletion-by-mcm'
+ANNOTATION_NOT_MANAGED = 'node.machine.sapcloud.io/not-managed-by-mcm'
+ANNOTATION_LAST_APPLIED_NODE_TEMPLATE = 'node.machine.sapcloud.io/last-applied-anno-labels-taints'
+TAINT_CRITICAL_COMPONENTS_NOT_READY = 'node.gardener.cloud/critical-components-not-ready'
+TAINT_PREFER_NO_SCHEDULE = 'deployment.machine.sapcloud.io/prefer-no-schedule'
+
+# dependency-watchdog marks the targets it scaled down; while any carries it, machines are not replaced.
+ANNOTATION_WATCHDOG_MELTDOWN = 'dependency-watchdog.gardener.cloud/meltdown-protection-active'
+
+# Ours
+OWNER_TAG = 'machine.steward.io/owner-uid'            # cloud tag: the Machine's UID (positive evidence of ownership)
+CLASS_TAG = 'machine.steward.io/class-uid'            # cloud tag: the MachineClass's UID (which API server made it)
+SABAKAN_SERIAL_LABEL = 'machine.steward.io/sabakan-serial'
+SABAKAN_ADDRESS_ANNOTATION = 'machine.steward.io/sabakan-address'
+SABAKAN_CLAIM_PREFIX = 'sabakan-claim-'
+
+# Node conditions
+NODE_READY = 'Ready'
+READONLY_FILESYSTEM = 'ReadonlyFilesystem'
+DEFAULT_NODE_CONDITIONS = ('KernelDeadlock', 'ReadonlyFilesystem', 'DiskPressure', 'NetworkUnavailable')
+
+
+class Phase(str, enum.Enum):
+    """status.currentStatus.phase ('' while the VM is being created)."""
+    CREATING = ''
+    PENDING = 'Pending'
+    AVAILABLE = 'Available'
+    RUNNING = 'Running'
+    UNKNOWN = 'Unknown'
+    FAILED = 'Failed'
+    CRASH_LOOP_BACK_OFF = 'CrashLoopBackOff'
+    TERMINATING = 'Terminating'
+
+    @classmethod
+    def of(cls, value: object) -> 'Phase':
+        try:
+            return cls(value or '')
+        except ValueError:
+            return cls.CREATING
+
+
+# Scale-down precedence of phases: lower goes first (MCM's ActiveMachines order).
+PHASE_DELETE_RANK = {Phase.TERMINATING: 0, Phase.FAILED: 1, Phase.CRASH_LOOP_BACK_OFF: 2, Phase.UNKNOWN: 3,
+                     Phase.PENDING: 4, Phase.AVAILABLE: 5, Phase.RUNNING: 6, Phase.CREATING: 4}
+
+
+class OpType(str, enum.Enum):
+    """status.lastOperation.type."""
+    CREATE = 'Create'
+    UPDATE = 'Update'
+    HEALTH_CHECK = 'HealthCheck'
+    DELETE = 'Delete'
+
+
+class OpState(str, enum.Enum):
+    """status.lastOperation.state."""
+    PROCESSING = 'Processing'
+    SUCCESSFUL = 'Successful'
+    FAILED = 'Failed'
+
+
+class Step(str, enum.Enum):
+    """Where a machine's deletion is (status.lastOperation.step, ours). MCM keeps this only inside the free-text
+    description and finds it again with strings.Contains; the value here is typed and the description is for people.
+    The values are MCM's description texts, so the two always agree."""
+    GET_VM_STATUS = 'Set machine status to termination. Now, getting VM Status'
+    INITIATE_DRAIN = 'Initiate node drain'
+    DELETE_VOLUME_ATTACHMENTS = 'Delete Volume Attachments'
+    INITIATE_VM_DELETION = 'Initiate VM deletion'
+    INITIATE_NODE_DELETION = 'Initiate node object deletion'
+    INITIATE_FINALIZER_REMOVAL = 'Initiate machine object finalizer removal'
+    # creation-side steps (also typed)
+    CREATE_VM = 'Creating machine on cloud provider'
+    INSTANCE_INITIALIZATION = 'Initialize VM Instance'
+
+    @property
+    def key(self) -> str:
+        """The short, stable word stored in status (`InitiateDrain`)."""
+        return STEP_KEYS[self]
+
+    @classmethod
+    def from_key(cls, key: object) -> 'Step | None':
+        return STEP_BY_KEY.get(str(key or ''))
+
+
+STEP_KEYS = {
+    Step.GET_VM_STATUS: 'GetVMStatus', Step.INITIATE_DRAIN: 'InitiateDrain',
+    Step.DELETE_VOLUME_ATTACHMENTS: 'DelVolumesAttachments', Step.INITIATE_VM_DELETION: 'InitiateVMDeletion',
+    Step.INITIATE_NODE_DELETION: 'InitiateNodeDeletion', Step.INITIATE_FINALIZER_REMOVAL: 'InitiateFinalizerRemoval',
+    Step.CREATE_VM: 'CreateVM', Step.INSTANCE_INITIALIZATION: 'InstanceInitialization',
+}
+STEP_BY_KEY = {v: k for k, v in STEP_KEYS.items()}
+
+# Conditions
+COND_AVAILABLE = 'Available'
+COND_PROGRESSING = 'Progressing'
+COND_REPLICA_FAILURE = 'ReplicaFailure'
+COND_FROZEN = 'Frozen'                       # replacement or scale-up stopped by a safety rule (reason names it)
+
+# Reasons of the Frozen condition (MCM's OverShootingReplicaCount, then ours)
+FREEZE_OVERSHOOT = 'OverShootingReplicaCount'
+FREEZE_FLEET = 'FleetFreeze'
+FREEZE_API = 'APIServerUnreachable'
+FREEZE_WATCHDOG = 'DependencyWatchdogMeltdownProtection'
+FREEZE_MISSING = 'CloudInventorySuspect'

@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One MachineSet: keep `replicas` machines, pick scale-down victims in MCM's order, report status.
+
+* too few machines (not being deleted): create the difference (at most `burst_replicas` per pass; the shell
+  creates them in slow-start batches 1, 2, 4, ... and stops at the first failure) unless the set is frozen;
+* too many: delete the first `diff` machines in MCM's order: `machinepriority.machine.sapcloud.io` (lower
+  first, default 3), then the `marked-for-deletion-time` annotation (older first), then phase (Terminating,
+  Failed, CrashLoopBackOff, Unknown, Pending, Available, Running), then oldest;
+* Failed machines are deleted (the set then creates their replacements);
+* a set being deleted deletes its machines and drops its finalizer when none is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import get_condition, set_condition
+from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
+    ANNOTATION_MARKED_FOR_DELETION,
+    COND_FROZEN,
+    FINALIZER,
+    LABEL_FREEZE,
+    PHASE_DELETE_RANK,
+    Phase,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
+
+Obj = Mapping[str, Any]
+
+
+@dataclasses.dataclass
+class SetPlan:
+    key: str
+    uid: str
+    create: int = 0                                       # machines to create from the template
+    delete: List[str] = dataclasses.field(default_factory=list)        # machine names to delete
+    delete_reasons: Dict[str, str] = dataclasses.field(default_factory=dict)
+    adopt: List[str] = dataclasses.field(default_factory=list)         # orphan machines to take ownership of
+    status: Optional[Dict[str, Any]] = None
+    metadata: Optional[Dict[str, Any]] = None             # labels (freeze) / finalizers
+    remove_finalizer: bool = False
+    events: List[Event] = dataclasses.field(default_factory=list)
+    waiting: str = ''
+
+
+def victim_order(machines: Sequence[Obj]) -> List[Obj]:
+    """MCM's ActiveMachines sort: the first ones are deleted first."""
+    def rank(m: Obj) -> tuple:
+        marked = o.parse_time(o.annotations_of(m).get(ANNOTATION_MARKED_FOR_DELETION))
+        return (o.priority(m), 0 if marked is not None else 1, marked or 0.0,
+                PHASE_DELETE_RANK.get(o.phase(m), 4), o.created_at(m), o.name(m))
+    return sorted(machines, key=rank)
+
+
+def available(machine: Obj, min_ready_seconds: int, now: float) -> bool:
+    """Running for at least minReadySeconds (MCM's `Available` in the deletion order)."""
+    if o.phase(machine) != Phase.RUNNING:
+        return False
+    since = o.phase_time(machine)
+    return min_ready_seconds <= 0 or (since is not None and now - since >= min_ready_seconds)
+
+
+def template_labels(ms: Obj) -> Mapping[str, str]:
+    return ((o.spec(ms).get('template') or {}).get('metadata') or {}).get('labels') or {}
+
+
+def set_status(ms: Obj, machines: Sequence[Obj], now: float) -> Dict[str, Any]:
+    live = [m for m in machines if not o.deleting(m)]
+    labels = template_labels(ms)
+    min_ready = o.int_field(o.spec(ms), 'minReadySeconds')
+    failed = [{'name': o.name(m), 'providerID': o.provider_id(m), 'ownerRef': o.name(ms),
+               'lastOperation': dict(o.last_operation(m))}
+              for m in live if o.phase(m) == Phase.FAILED]
+    status = {
+        'replicas': len(live),
+        'fullyLabeledReplicas': sum(1 for m in live if all(o.labels(m).get(k) == v for k, v in labels.items())),
+        'readyReplicas': sum(1 for m in live if o.phase(m) == Phase.RUNNING),
+        'availableReplicas': sum(1 for m in live if available(m, min_ready, now)),
+        'observedGeneration': o.generation(ms),
+        'failedMachines': failed or None,
+    }
+    return status
+
+
+def plan_set(ms: Obj, machines: Sequence[Obj], orphans: Sequence[Obj], now: float, burst: int,
+             frozen: str = '', replace_failed: bool = True) -> SetPlan:
+    """`machines`: the set's own machines (deleting ones included); `orphans`: machines without a controller that
+    the set's selector matches (adopted). `frozen` names the rule that stops scale-up ('' when none)."""
+    plan = SetPlan(key=o.key(ms), uid=o.uid(ms))
+    selector = o.spec(ms).get('selector')
+    plan.adopt = [o.name(m) for m in orphans if not o.deleting(m) and o.selector_matches(selector, o.labels(m))]
+    if o.deleting(ms):
+        live = [m for m in machines if not o.deleting(m)]
+        plan.delete = [o.name(m) for m in live]
+        plan.delete_reasons = {o.name(m): 'machine set deleted' for m in live}
+        plan.remove_finalizer = not machines and o.has_finalizer(ms)
+        plan.status = _with_status(ms, set_status(ms, machines, now))
+        return plan
+    if not o.has_finalizer(ms):
+        plan.metadata = {'finalizers': list(o.meta(ms).get('finalizers') or []) + [FINALIZER]}
+    live = [m for m in machines if not o.deleting(m) and o.phase(m) != Phase.TERMINATING]
+    wanted = o.replicas(ms)
+    diff = len(live) - wanted
+    if replace_failed:
+        for m in live:
+            if o.phase(m) == Phase.FAILED:
+                plan.delete.append(o.name(m))
+                plan.delete_reasons[o.name(m)] = 'replacing failed machine'
+    if diff < 0:
+        if frozen:
+            plan.waiting = frozen
+        else:
+            plan.create = min(-diff, burst)
+    elif diff > 0:
+        for m in victim_order(live)[:min(diff, burst)]:
+            if o.name(m) not in plan.delete:
+                plan.delete.append(o.name(m))
+                plan.delete_reasons[o.name(m)] = 'scale down to %d' % wanted
+    plan.status = _with_status(ms, set_status(ms, machines, now))
+    return plan
+
+
+def _with_status(ms: Obj, status: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Only what changed (None when nothing did), so an idle pass writes nothing."""
+    current = o.status(ms)
+    changed = {k: v for k, v in status.items() if current.get(k) != v and not (v is None and k not in current)}
+    return changed or None
+
+
+def freeze_patch(ms: Obj, frozen: bool, reason: str, message: str, now: float) -> Optional[Dict[str, Any]]:
+    """Label `freeze: "True"` and condition Frozen (MCM's MachineSetFrozen), or their removal; None if already so."""
+    labelled = o.labels(ms).get(LABEL_FREEZE) == 'True'
+    cond = get_condition(o.status(ms).get('machineSetCondition') or [], COND_FROZEN)
+    if frozen and labelled and cond is not None:
+        return None
+    if not frozen and not labelled and cond is None:
+        return None
+    conditions = [c for c in o.status(ms).get('machineSetCondition') or [] if c.get('type') != COND_FROZEN]
+    if frozen:
+        conditions = set_condition(conditions, COND_FROZEN, 'True', reason, message, now)
+        for c in conditions:
+            c.pop('lastUpdateTime', None)   # MachineSetCondition has no lastUpdateTime
+    return {'metadata': {'labels': {LABEL_FREEZE: 'True' if frozen else None}},
+            'status': {'machineSetCondition': conditions}}

@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What cluster_genesis and node_join share around the engine: parameters into a Request, the kubelet hook, and
+reporting, written against the module object's interface (params, check_mode, _diff, run_command, warn, exit_json,
+fail_json) without importing AnsibleModule."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any, Dict, List, Mapping
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout, lb
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import cluster_params, failure, parse_now
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import parse_authority
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import (
+    KUBELET_BINARY, check_registration_labels,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import Request, provision
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import (
+    ROLES, WORKER, parse_cluster, parse_node,
+)
+
+KNOWN = (InvalidInput, ProvisioningError, EtcdError, KubeError)
+KUBELET_FILES = (layout.KUBELET_UNIT, layout.KUBELET_CONFIG, layout.KUBELET_FLAGS, layout.KUBECONFIG['kubelet'],
+                 layout.KUBELET_CLIENT_PEM)
+
+
+def provision_request(params: Mapping[str, Any], *, bootstrap: bool) -> Request:
+    """A genesis (`bootstrap`) or join request from module parameters; InvalidInput names the first bad option."""
+    cluster = parse_cluster(cluster_params(params))
+    node_params = dict(params, role='control-plane' if bootstrap else (params.get('role') or WORKER))
+    validate.one_of(node_params['role'], 'role', ROLES)
+    node = parse_node(node_params, cluster)
+    check_registration_labels(node.labels)
+    root = validate.absolute_path(params.get('root') or '/', 'root')
+    command = params.get('lb_validate_command') or list(lb.DEFAULT_VALIDATE_COMMAND)
+    if not any('{config}' in part for part in command):
+        raise InvalidInput('lb_validate_command', 'placeholder', 'must contain {config} (the file to check), got %s'
+                           % shown(command), command)
+    return Request(
+        cluster=cluster, node=node, root=root, now=parse_now(params.get('now')),
+        authority=parse_authority(params.get('authority')), bootstrap=bootstrap,
+        renew_ca=bool(params.get('renew_ca')), wait=bool(params.get('wait', True)),
+        wait_timeout=validate.timeout(params.get('wait_timeout', 300.0), 'wait_timeout'),
+        etcd_timeout=validate.timeout(params.get('etcd_timeout', 5.0), 'etcd_timeout', maximum=300),
+        lb_validate_command=tuple(command) if params.get('lb_validate', True) else None,
+        kubelet_binary=validate.absolute_path(params.get('kubelet_binary') or KUBELET_BINARY, 'kubelet_binary'),
+    )
+
+
+def kubelet_hook(module: Any, root: str, manage: bool):
+    """After the files are written: on a real root, (re)start the kubelet when its files changed, and make sure it
+    runs; elsewhere (a lab root, a build root) nothing, a stand-in runs the static pods."""
+    def hook(changed: List[str]) -> None:
+        if not manage or os.path.normpath(root) != '/':
+            return
+        steps = [['systemctl', 'daemon-reload'], ['systemctl', 'enable', 'kubelet.service']]
+        steps.append(['systemctl', 'restart' if any(p in KUBELET_FILES for p in changed) else 'start',
+                      'kubelet.service'])
+        for argv in steps:
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                raise ProvisioningError('%s failed (rc=%d): %s' % (' '.join(argv), rc, (err or out).strip()), 'kubelet')
+    return hook
+
+
+def exit_with(module: Any, result: Dict[str, Any]) -> None:
+    for warning in result.pop('warnings', []) or []:
+        module.warn(warning)
+    diff = result.pop('diff', None)
+    if module._diff and result.get('changed') and diff:
+        result['diff'] = diff
+    module.exit_json(**result)
+
+
+def fail_with(module: Any, exc: Exception) -> None:
+    kwargs = failure(exc)
+    if not isinstance(exc, (InvalidInput,)):
+        kwargs['exception'] = traceback.format_exc()
+    module.fail_json(**kwargs)
+
+
+def run_provision(module: Any, bootstrap: bool) -> None:
+    """cluster_genesis (bootstrap) and node_join: validate, provision, report."""
+    try:
+        request = provision_request(module.params, bootstrap=bootstrap)
+        result = provision(request, module.check_mode,
+                           after_write=kubelet_hook(module, request.root, module.params['manage_kubelet']))
+    except KNOWN as exc:
+        fail_with(module, exc)
+        return
+    exit_with(module, result)

@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node-lease probe's verdict, from Nodes, Leases (and Machines, when there are any) as read, and `now`.
+
+As DWD v1.x (internal/prober/prober.go, internal/util/node.go):
+* a lease is a **candidate** only if a Node of that name exists and that node is not excluded: annotated
+  `node.machine.sapcloud.io/not-managed-by-mcm`, unhealthy by one of MCM's conditions (KernelDeadlock,
+  ReadonlyFilesystem, DiskPressure, NetworkUnavailable True: MCM replaces those, the watchdog must not stop
+  it), in an MCM in-place update, or whose Machine is Failed or Terminating;
+* a lease is **expired** when `renewTime + 0.75 x kcmNodeMonitorGraceDuration <= now` (a lease without
+  renewTime counts as expired: nothing says the node is alive);
+* **zero** candidates: healthy (nothing to protect; scale up); **one** candidate: skipped (a one-node
+  cluster cannot tell an outage from a node failure); otherwise the probe fails when
+  `expired / candidates >= nodeLeaseFailureFraction`, an exact comparison of the two numbers.
+
+Difference: DWD also drops nodes that have no Machine at all, which in a cluster without MCM would drop
+every node; here only a Machine that exists and is Failed or Terminating excludes its node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
+
+HEALTHY = 'healthy'
+FAILED = 'failed'
+SKIPPED = 'skipped'
+NAMES_SHOWN = 10   # expired lease names kept in a verdict (for logs and status; the counts are complete)
+
+_IN_PLACE_UPDATE = 'InPlaceUpdate'
+_IN_PLACE_REASONS = ('ReadyForUpdate', 'UpdateFailed')
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseVerdict:
+    verdict: str                  # HEALTHY, FAILED or SKIPPED
+    candidates: int
+    expired: int
+    threshold: float
+    reason: str
+    fraction: Optional[float] = None           # expired / candidates (None without candidates)
+    expired_names: Tuple[str, ...] = ()        # the first NAMES_SHOWN, sorted
+    excluded: Tuple[Tuple[str, int], ...] = ()  # (why, how many nodes) for nodes left out
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {'verdict': self.verdict, 'candidates': self.candidates, 'expired': self.expired,
+                'fraction': self.fraction, 'threshold': self.threshold, 'reason': self.reason,
+                'expiredLeases': list(self.expired_names), 'excludedNodes': dict(self.excluded)}
+
+
+def exclusion(node: Mapping[str, Any], unhealthy_conditions: Sequence[str] = c.DEFAULT_UNHEALTHY_NODE_CONDITIONS) -> str:
+    """Why a node's lease is not a candidate ('' if it is one)."""
+    meta = node.get('metadata') or {}
+    if c.NOT_MANAGED_BY_MCM_ANNOTATION in (meta.get('annotations') or {}):
+        return 'not managed by MCM'
+    for cond in (node.get('status') or {}).get('conditions') or []:
+        kind = cond.get('type')
+        if kind in unhealthy_conditions and cond.get('status') == 'True':
+            return 'unhealthy (%s)' % kind
+        if kind == _IN_PLACE_UPDATE and cond.get('reason') in _IN_PLACE_REASONS:
+            return 'in-place update'
+    return ''
+
+
+def gone_machine_nodes(machines: Iterable[Mapping[str, Any]]) -> Set[str]:
+    """Names of nodes whose Machine is Failed or Terminating (MCM's `node` label links the two)."""
+    names = set()
+    for machine in machines:
+        node = ((machine.get('metadata') or {}).get('labels') or {}).get(c.MACHINE_NODE_LABEL)
+        phase = (((machine.get('status') or {}).get('currentStatus')) or {}).get('phase')
+        if node and phase in c.MACHINE_GONE_PHASES:
+            names.add(node)
+    return names
+
+
+def candidate_nodes(nodes: Iterable[Mapping[str, Any]], machines: Iterable[Mapping[str, Any]] = ()
+                    ) -> Tuple[Set[str], Dict[str, int]]:
+    """The names of nodes whose lease counts, and how many were left out for which reason."""
+    gone = gone_machine_nodes(machines)
+    names: Set[str] = set()
+    excluded: Dict[str, int] = {}
+    for node in nodes:
+        name = (node.get('metadata') or {}).get('name')
+        if not name:
+            continue
+        why = 'machine failed or terminating' if name in gone else exclusion(node)
+        if why:
+            excluded[why] = excluded.get(why, 0) + 1
+        else:
+            names.add(name)
+    return names, excluded
+
+
+def lease_expired(lease: Mapping[str, Any], now: float, expiry_seconds: float) -> bool:
+    renewed = parse_micro((lease.get('spec') or {}).get('renewTime'))
+    return renewed is None or renewed + expiry_seconds <= now
+
+
+def evaluate_leases(leases: Iterable[Mapping[str, Any]], candidates: Set[str], now: float, expiry_seconds: float,
+                    failure_fraction: float, excluded: Optional[Mapping[str, int]] = None) -> LeaseVerdict:
+    """The verdict over the leases of candidate nodes (a lease is named after its node)."""
+    counted = 0
+    expired: List[str] = []
+    for lease in leases:
+        name = (lease.get('metadata') or {}).get('name')
+        if name not in candidates:
+            continue
+        counted += 1
+        if lease_expired(lease, now, expiry_seconds):
+            expired.append(name)
+    shown = tuple(sorted(expired)[:NAMES_SHOWN])
+    left_out = tuple(sorted((excluded or {}).items()))
+    if counted == 0:
+        return LeaseVerdict(HEALTHY, 0, 0, failure_fraction, 'no candidate node leases: treated as healthy',
+                            excluded=left_out)
+    if counted == 1:
+        return LeaseVerdict(SKIPPED, 1, len(expired), failure_fraction,
+                            'one candidate node lease: a single node cannot tell an outage from a node failure',
+                            fraction=float(len(expired)), expired_names=shown, excluded=left_out)
+    fraction = len(expired) / counted
+    failed = fraction >= failure_fraction
+    reason = '%d of %d node leases expired (%.2f %s %.2f)' % (
+        len(expired), counted, fraction, '>=' if failed else '<', failure_fraction)
+    return LeaseVerdict(FAILED if failed else HEALTHY, counted, len(expired), failure_fraction, reason,
+                        fraction=fraction, expired_names=shown, excluded=left_out)

@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One probe of a cluster, as DWD runs it (internal/prober/prober.go): the API server first (`GET /version`,
+DWD's discovery ServerVersion), then the Nodes and the node Leases in `kube-node-lease` (and Machines in the
+watchdog's namespace, when that resource exists), then the verdict (leases.evaluate_leases).
+
+An API server that does not answer, or a list that fails, ends the probe without a verdict (ProbeError):
+nothing is scaled on missing evidence. HTTP 429 marks the error `throttled`, after which the caller waits
+`backoffDurationForThrottledRequests` before the next probe.
+
+The probed cluster is reached with a fresh client per probe, as DWD does since its issue #61 (a connection
+kept alive across a network failure must not make an outage look like a healthy API server or the reverse):
+the caller's own cluster, or the kubeconfig in the Secret `kubeConfigSecretName` (key `kubeconfig`).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import HAS_KUBERNETES, KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog import leases
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.errors import ProbeError
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import ProberConfig
+
+if HAS_KUBERNETES:
+    import kubernetes
+
+API = 'api'          # ProbeError.stage: the API server did not answer
+NODES = 'nodes'      # listing Nodes failed
+LEASES = 'leases'    # listing node Leases failed
+MACHINES = 'machines'
+SECRET = 'secret'    # the kubeconfig Secret could not be read or used
+
+NODES_PATH = api_path('v1', 'nodes')
+LEASES_PATH = api_path('coordination.k8s.io/v1', 'leases', c.NODE_LEASE_NAMESPACE)
+MACHINE_API_VERSION = 'machine.sapcloud.io/v1alpha1'
+
+
+@dataclasses.dataclass
+class ProbeOutcome:
+    started: float
+    finished: float
+    verdict: Optional[leases.LeaseVerdict] = None
+    error: Optional[ProbeError] = None
+    nodes: int = 0          # Nodes in the probed cluster (0: no workers)
+
+    @property
+    def result(self) -> str:
+        """healthy, failed, skipped, or the stage that failed (`api`, `nodes`, `leases`, ...)."""
+        if self.error is not None:
+            return self.error.stage
+        return self.verdict.verdict if self.verdict is not None else 'none'
+
+    def as_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {'result': self.result, 'nodes': self.nodes,
+                               'seconds': round(self.finished - self.started, 3)}
+        if self.verdict is not None:
+            out.update(self.verdict.as_dict())
+        if self.error is not None:
+            out['error'] = str(self.error)
+        return out
+
+
+def _probe_error(stage: str, what: str, exc: KubeError) -> ProbeError:
+    return ProbeError('%s: %s' % (what, exc), stage, throttled=exc.status == 429)
+
+
+def list_items(client: KubeClient, path: str) -> List[Dict[str, Any]]:
+    return (client.request('GET', path) or {}).get('items') or []
+
+
+def probe_cluster(probed: KubeClient, config: ProberConfig, clock: Callable[[], float] = time.time,
+                  machines: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> ProbeOutcome:
+    """API probe, lists, verdict. `machines` lists the Machines of the watchdog's namespace (None: no MCM)."""
+    outcome = ProbeOutcome(started=clock(), finished=0.0)
+    try:
+        try:
+            probed.request('GET', '/version')
+        except KubeError as exc:
+            raise _probe_error(API, 'API server probe failed; no lease probe, no scaling', exc) from None
+        try:
+            nodes = list_items(probed, NODES_PATH)
+        except KubeError as exc:
+            raise _probe_error(NODES, 'listing Nodes failed; no scaling', exc) from None
+        try:
+            node_leases = list_items(probed, LEASES_PATH)
+        except KubeError as exc:
+            raise _probe_error(LEASES, 'listing node Leases in %s failed; no scaling' % c.NODE_LEASE_NAMESPACE, exc) from None
+        try:
+            machine_list = machines() if machines is not None else []
+        except KubeError as exc:
+            raise _probe_error(MACHINES, 'listing Machines failed; no scaling', exc) from None
+    except ProbeError as exc:
+        outcome.error = exc
+        outcome.finished = clock()
+        return outcome
+    outcome.nodes = len(nodes)
+    names, excluded = leases.candidate_nodes(nodes, machine_list)
+    now = clock()
+    outcome.verdict = leases.evaluate_leases(node_leases, names, now, config.lease_expiry_seconds,
+                                             config.node_lease_failure_fraction, excluded)
+    outcome.finished = clock()
+    return outcome
+
+
+def machine_lister(seed: KubeClient, namespace: str) -> Callable[[], List[Dict[str, Any]]]:
+    """Lists MCM Machines in the watchdog's namespace; a cluster without the Machine resource has none."""
+    path = api_path(MACHINE_API_VERSION, 'machines', namespace)
+
+    def machines() -> List[Dict[str, Any]]:
+        try:
+            return list_items(seed, path)
+        except NotFound:
+            return []
+    return machines
+
+
+def probed_client(seed: KubeClient, config: ProberConfig, namespace: str) -> KubeClient:
+    """A fresh client for the probed cluster, bounded by probeTimeout: the seed's own cluster, or the kubeconfig
+    in Secret `kubeConfigSecretName` of `namespace` (key `kubeconfig`). Raises ProbeError(stage='secret')."""
+    if not config.kube_config_secret_name:
+        return KubeClient(seed.configuration, timeout=config.probe_timeout)
+    name = config.kube_config_secret_name
+    try:
+        secret = seed.get(api_path('v1', 'secrets', namespace, name))
+    except KubeError as exc:
+        raise _probe_error(SECRET, 'cannot read Secret %s/%s (kubeConfigSecretName)' % (namespace, name), exc) from None
+    encoded = (secret.get('data') or {}).get(c.KUBECONFIG_SECRET_KEY)
+    if not encoded:
+        raise ProbeError('Secret %s/%s has no key %r (kubeConfigSecretName)' % (namespace, name, c.KUBECONFIG_SECRET_KEY),
+                         SECRET)
+    try:
+        import yaml
+        data = yaml.safe_load(base64.b64decode(encoded))
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config_from_dict(data, client_configuration=configuration)
+    except Exception as exc:  # a broken kubeconfig: yaml, base64 or kubernetes.config errors alike
+        raise ProbeError('Secret %s/%s key %r is not a usable kubeconfig: %s' % (
+            namespace, name, c.KUBECONFIG_SECRET_KEY, exc.__class__.__name__), SECRET) from None
+    return KubeClient(configuration, timeout=config.probe_timeout)

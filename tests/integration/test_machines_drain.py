@@ -1,0 +1,119 @@
+"""A deleting machine's drain end to end (inventory §2 acceptance 6-9, machines.md §(f)4): evictions through the
+emulator's Eviction API with PodDisruptionBudgets, the blocking budget named in status, nothing forced before the
+drain timeout unless the cloud says the instance is stopped; force-deletion skips evictions; a Node can ask for
+its machine to be replaced; a create error is CrashLoopBackOff with the cloud's message."""
+
+import time
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+
+from support.machines_cluster import MachinesBench, wait_for
+
+
+@pytest.fixture
+def bench(kube, ec2, tmp_path):
+    b = MachinesBench(kube, ec2.url, str(tmp_path))
+    yield b
+    b.stop()
+
+
+def add_pod(bench, name, node, labels):
+    pod = bench.kube.create(api_path('v1', 'pods', bench.namespace), {
+        'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name, 'namespace': bench.namespace, 'labels': labels,
+                                                        'ownerReferences': [{'apiVersion': 'apps/v1', 'kind': 'ReplicaSet',
+                                                                             'name': 'web', 'uid': 'rs-uid', 'controller': True}]},
+        'spec': {'nodeName': node, 'containers': [{'name': 'c', 'image': 'nginx'}]}})
+    bench.kube.merge_patch(api_path('v1', 'pods', bench.namespace, name, 'status'), {'status': {
+        'phase': 'Running', 'conditions': [{'type': 'Ready', 'status': 'True'}]}})
+    return pod
+
+
+def pod_exists(bench, name):
+    return bench.kube.get_or_none(api_path('v1', 'pods', bench.namespace, name)) is not None
+
+
+def drained_condition(bench, name):
+    m = bench.kube.get_or_none(bench.path('machines', name))
+    return next((c for c in ((m or {}).get('status') or {}).get('conditions') or [] if c['type'] == 'Drained'), None)
+
+
+def one_machine(bench, **controller_flags):
+    bench.create_class()
+    bench.create_deployment(replicas=1)
+    bench.controller(*[x for k, v in controller_flags.items() for x in ('--' + k.replace('_', '-'), v)])
+    [m] = bench.wait_running(1)
+    return m
+
+
+def test_a_blocking_budget_is_named_and_nothing_is_forced_before_the_drain_timeout(bench):
+    m = one_machine(bench)
+    node = m['metadata']['labels']['node']
+    add_pod(bench, 'web-0', node, {'app': 'web'})
+    add_pod(bench, 'free-0', node, {'app': 'free'})
+    bench.kube.create(api_path('policy/v1', 'poddisruptionbudgets', bench.namespace), {
+        'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget', 'metadata': {'name': 'web', 'namespace': bench.namespace},
+        'spec': {'minAvailable': 1, 'selector': {'matchLabels': {'app': 'web'}}}})
+    started = time.monotonic()
+    bench.kube.delete(bench.path('machines', m['metadata']['name']))
+    cond = wait_for(lambda: (lambda c: c if c and 'PodDisruptionBudget' in c['message'] else None)(
+        drained_condition(bench, m['metadata']['name'])), 60, 1.0, what='Drained=False naming the budget')
+    assert cond['status'] == 'False' and cond['reason'] == 'PodDisruptionBudget'
+    assert '%s/web (minAvailable=1)' % bench.namespace in cond['message']
+    assert not pod_exists(bench, 'free-0') and pod_exists(bench, 'web-0')     # evicted / refused
+    assert time.monotonic() - started < 30 and pod_exists(bench, 'web-0')      # the 30 s drain timeout has not passed
+    wait_for(lambda: not pod_exists(bench, 'web-0'), 90, 1.0, what='forced after the drain timeout')
+    assert time.monotonic() - started >= 30
+    wait_for(lambda: not bench.kube.get_or_none(bench.path('machines', m['metadata']['name'])), 90, 1.0, what='machine gone')
+
+
+def test_a_stopped_instance_bypasses_the_budget_at_once(bench):
+    m = one_machine(bench, machine_drain_timeout='10m')
+    node = m['metadata']['labels']['node']
+    add_pod(bench, 'web-0', node, {'app': 'web'})
+    bench.kube.create(api_path('policy/v1', 'poddisruptionbudgets', bench.namespace), {
+        'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget', 'metadata': {'name': 'web', 'namespace': bench.namespace},
+        'spec': {'minAvailable': 1, 'selector': {'matchLabels': {'app': 'web'}}}})
+    bench.ec2().stop_instances(InstanceIds=[m['spec']['providerID'].rsplit('/', 1)[1]])
+    started = time.monotonic()
+    bench.kube.delete(bench.path('machines', m['metadata']['name']))
+    wait_for(lambda: not bench.kube.get_or_none(bench.path('machines', m['metadata']['name'])), 120, 1.0,
+             what='machine deleted despite the budget')
+    assert time.monotonic() - started < 120 and not pod_exists(bench, 'web-0')
+    events = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'MachineDrainForced']
+    assert events and 'stopped' in events[0]['message']
+
+
+def test_force_deletion_label_skips_evictions_and_a_node_can_ask_for_replacement(bench):
+    m = one_machine(bench)
+    name, node = m['metadata']['name'], m['metadata']['labels']['node']
+    add_pod(bench, 'web-0', node, {'app': 'web'})
+    bench.kube.create(api_path('policy/v1', 'poddisruptionbudgets', bench.namespace), {
+        'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget', 'metadata': {'name': 'web', 'namespace': bench.namespace},
+        'spec': {'minAvailable': 1, 'selector': {'matchLabels': {'app': 'web'}}}})
+    bench.kube.merge_patch(bench.path('machines', name), {'metadata': {'labels': {'force-deletion': 'True'}}})
+    # the Node asks for its machine to be replaced (acceptance 9); the label makes the drain skip evictions (8)
+    bench.kube.merge_patch(api_path('v1', 'nodes', name=node), {
+        'metadata': {'annotations': {'node.machine.sapcloud.io/trigger-deletion-by-mcm': 'true'}}})
+    wait_for(lambda: not bench.kube.get_or_none(bench.path('machines', name)), 90, 1.0, what='machine replaced')
+    assert not pod_exists(bench, 'web-0')
+    forced = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'MachineDrainForced']
+    assert forced and 'label force-deletion=True' in forced[0]['message']
+    bench.wait_running(1)                                            # the set made a replacement
+
+
+def test_a_create_error_is_crash_loop_back_off_with_the_clouds_message(bench):
+    bench.create_class(networkInterfaces=[{'subnetID': 'subnet-00000000', 'securityGroupIDs': ['sg-00000000']}])
+    bench.create_deployment(replicas=1)
+    bench.controller()
+
+    def crash_looping():
+        ms = bench.machines()
+        status = (ms[0].get('status') or {}) if ms else {}
+        return status if (status.get('currentStatus') or {}).get('phase') == 'CrashLoopBackOff' else None
+    status = wait_for(crash_looping, 90, 1.0, what='CrashLoopBackOff')
+    op = status['lastOperation']
+    assert (op['type'], op['state'], op['errorCode']) == ('Create', 'Failed', 'InvalidArgument')
+    assert op['description'].startswith('Cloud provider message - RunInstances: ')
+    assert bench.running_instances() == []

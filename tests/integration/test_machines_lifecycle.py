@@ -1,0 +1,43 @@
+"""The machines loop end to end: the real controller process, the Kubernetes API emulator, EC2 on moto over
+HTTP and kubelets registering Nodes. Inventory §2 acceptance 1 (create -> Pending -> Running), 10 (scale-down),
+and the lab contract (3 tagged instances; scale to 1; deleting the deployment leaves no instance)."""
+
+import pytest
+
+from support.machines_cluster import MachinesBench, wait_for
+
+
+@pytest.fixture
+def bench(kube, ec2, tmp_path):
+    b = MachinesBench(kube, ec2.url, str(tmp_path))
+    yield b
+    b.stop()
+
+
+def test_a_pool_of_three_runs_scales_and_is_deleted(bench):
+    bench.create_class()
+    bench.create_deployment(replicas=3)
+    proc = bench.controller()
+    machines = bench.wait_running(3)
+    for m in machines:
+        assert m['metadata']['labels']['node'].endswith('.compute.internal')
+        assert m['spec']['providerID'].startswith('aws:///eu-west-1/i-')
+        assert m['metadata']['name'].startswith('pool-')          # <machineset>-<random>, the set is pool-<hash>
+        op = m['status']['lastOperation']
+        assert (op['type'], op['state']) == ('Create', 'Successful') and op['description'].startswith('Machine is now ready')
+        assert 'machine.sapcloud.io/operator' in m['metadata']['finalizers']
+    tagged = {t['Value'] for i in bench.running_instances() for t in i['Tags'] if t['Key'] == 'Name'}
+    assert tagged == {m['metadata']['name'] for m in machines}
+    md = wait_for(lambda: (lambda d: d if (d.get('status') or {}).get('availableReplicas') == 3 else None)(
+        bench.kube.get(bench.path('machinedeployments', 'pool'))), 30, what='deployment status 3 available')
+    assert md['status']['readyReplicas'] == 3 and md['metadata']['annotations']['deployment.kubernetes.io/revision'] == '1'
+    assert {c['type']: c['reason'] for c in md['status']['conditions']} == {
+        'Available': 'MinimumReplicasAvailable', 'Progressing': 'NewMachineSetAvailable'}
+    assert proc.metric('steward_machines', {'phase': 'Running'}) == 3.0
+
+    bench.kube.merge_patch(bench.path('machinedeployments', 'pool'), {'spec': {'replicas': 1}})
+    bench.wait_running(1)
+    bench.kube.delete(bench.path('machinedeployments', 'pool'))
+    wait_for(lambda: not bench.kube.list(bench.path('machinedeployments')) and not bench.machines()
+             and not bench.running_instances(), 120, 1.0, what='the deployment, its machines and instances gone')
+    assert not bench.kube.list(bench.path('machinesets'))

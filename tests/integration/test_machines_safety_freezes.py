@@ -1,0 +1,182 @@
+"""Safety beyond MCM, end to end (machines.md §(f)2-3, inventory §2 acceptance 5, 14, 15): the real controller,
+the API emulator, EC2 on moto over HTTP and kubelets. Timings come from the controller's flags (health timeout 6 s,
+orphan period 3 s)."""
+
+import time
+import uuid
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+
+from support.machines_cluster import MachinesBench, wait_for
+
+
+@pytest.fixture
+def bench(kube, ec2, tmp_path):
+    b = MachinesBench(kube, ec2.url, str(tmp_path))
+    yield b
+    b.stop()
+
+
+def frozen(bench, name='pool'):
+    md = bench.kube.get(bench.path('machinedeployments', name))
+    return next((c for c in (md.get('status') or {}).get('conditions') or [] if c['type'] == 'Frozen'), None)
+
+
+def replaced_or_failing(bench):
+    return [m['metadata']['name'] for m in bench.machines()
+            if m['metadata'].get('deletionTimestamp') or ((m.get('status') or {}).get('currentStatus') or {}).get('phase')
+            in ('Failed', 'Terminating')]
+
+
+def test_a_fleet_wide_partition_freezes_replaces_nothing_and_heals_without_replacement(bench):
+    bench.create_class()
+    bench.create_deployment(replicas=4)
+    proc = bench.controller('--machine-health-timeout', '20s')
+    bench.wait_running(4)
+    instances = {i['InstanceId'] for i in bench.running_instances()}
+    bench.kubelets.partition()
+    cond = wait_for(lambda: (lambda c: c if c and '4 of 4 machines' in c['message'] else None)(frozen(bench)), 60, 1.0,
+                    what='Frozen condition naming 4 of 4 machines')
+    assert cond['status'] == 'True' and cond['reason'] == 'FleetFreeze'
+    time.sleep(25)     # past the 20 s health timeout: an unfrozen controller would be replacing machines now
+    assert replaced_or_failing(bench) == [] and {i['InstanceId'] for i in bench.running_instances()} == instances
+    assert proc.metric('steward_machines_frozen', {'rule': 'FleetFreeze'}) == 1.0
+    bench.kubelets.heal()
+    wait_for(lambda: frozen(bench) is None and bench.phases() == ['Running'] * 4, 60, 1.0, what='thaw')
+    assert {i['InstanceId'] for i in bench.running_instances()} == instances
+    assert proc.metric('steward_machines_replacements_total') is None
+
+
+def test_one_unreachable_machine_is_replaced_and_a_terminated_instance_at_once(bench):
+    bench.create_class()
+    bench.create_deployment(replicas=4)
+    bench.controller()
+    bench.wait_running(4)
+    victim = bench.kubelets.node_names()[0]
+    machine = next(m['metadata']['name'] for m in bench.machines() if m['metadata']['labels']['node'] == victim)
+    bench.kubelets.partition([victim])
+    wait_for(lambda: machine not in {m['metadata']['name'] for m in bench.machines()} and len(bench.running_instances()) == 4
+             and bench.phases() == ['Running'] * 4, 180, 1.0, what='replacement of the unreachable machine')
+    bench.kubelets.heal()
+    assert frozen(bench) is None
+    # out of band: the cloud says terminated -> replaced without waiting for the 6 s health timeout... or more
+    gone = bench.running_instances()[0]['InstanceId']
+    started = time.monotonic()
+    bench.ec2().terminate_instances(InstanceIds=[gone])
+    wait_for(lambda: not any(m['spec'].get('providerID', '').endswith(gone) for m in bench.machines()), 90, 1.0,
+             what='the machine of the terminated instance replaced')
+    wait_for(lambda: bench.phases() == ['Running'] * 4 and len(bench.running_instances()) == 4, 120, 1.0, what='4 again')
+    failed = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'MachineFailed'
+              and gone in e['message']]
+    assert failed and 'without waiting for the health timeout' in failed[0]['message'], time.monotonic() - started
+
+
+def test_unknown_machines_of_one_deployment_are_replaced_one_at_a_time(bench):
+    """Acceptance 5 (meltdown limit): two machines report DiskPressure (reachable, so no fleet freeze)."""
+    bench.create_class()
+    bench.create_deployment(replicas=3)
+    bench.controller()
+    bench.wait_running(3)
+    bad_nodes = bench.kubelets.node_names()[:2]
+    bad = {m['metadata']['name'] for m in bench.machines() if m['metadata']['labels']['node'] in bad_nodes}
+    for name in bad_nodes:
+        bench.kube.merge_patch(api_path('v1', 'nodes', name=name), {'status': {'conditions': [
+            {'type': 'Ready', 'status': 'True'}, {'type': 'DiskPressure', 'status': 'True', 'reason': 'KubeletHasDiskPressure'}]}})
+    most = 0
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        most = max(most, len(replaced_or_failing(bench)))
+        names = {m['metadata']['name'] for m in bench.machines()}
+        if not names & bad and bench.phases() == ['Running'] * 3:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError('the two machines were not replaced; phases %s' % bench.phases())
+    assert most == 1
+
+
+def test_an_active_watchdog_scale_down_freezes_replacement(bench):
+    bench.create_class()
+    bench.create_deployment(replicas=3)
+    bench.controller()
+    bench.wait_running(3)
+    annotations = {'dependency-watchdog.gardener.cloud/meltdown-protection-active': '',
+                   'dependency-watchdog.gardener.cloud/replicas': '1'}
+    bench.kube.create(api_path('apps/v1', 'deployments', bench.namespace), {
+        'apiVersion': 'apps/v1', 'kind': 'Deployment',
+        'metadata': {'name': 'kube-controller-manager', 'namespace': bench.namespace, 'annotations': annotations},
+        'spec': {'replicas': 0, 'selector': {'matchLabels': {'app': 'kcm'}},
+                 'template': {'metadata': {'labels': {'app': 'kcm'}}, 'spec': {'containers': [{'name': 'c', 'image': 'x'}]}}}})
+    victim = bench.kubelets.node_names()[0]
+    machine = next(m['metadata']['name'] for m in bench.machines() if m['metadata']['labels']['node'] == victim)
+    bench.kubelets.partition([victim])
+    cond = wait_for(lambda: frozen(bench), 60, 1.0, what='Frozen by the watchdog')
+    assert cond['reason'] == 'DependencyWatchdogMeltdownProtection' and 'Deployment/kube-controller-manager' in cond['message']
+    time.sleep(12)
+    assert replaced_or_failing(bench) == []
+    bench.kube.merge_patch(api_path('apps/v1', 'deployments', bench.namespace, 'kube-controller-manager'), {
+        'metadata': {'annotations': {'dependency-watchdog.gardener.cloud/meltdown-protection-active': None}}})
+    wait_for(lambda: machine not in {m['metadata']['name'] for m in bench.machines()} and bench.phases() == ['Running'] * 3,
+             180, 1.0, what='replacement after the watchdog scaled back up')
+
+
+def test_orphans_are_collected_on_positive_evidence_only(bench):
+    """Acceptance 15 and §(f)2: owned by a machine UID that does not exist and tagged with this class -> deleted;
+    no owner tag, or another class's tag -> kept."""
+    cls = bench.create_class()
+    bench.create_deployment(replicas=1)
+    bench.controller()
+    bench.wait_running(1)
+    ec2 = bench.ec2()
+    tags = {'kubernetes.io/cluster/%s' % bench.cluster: '1', 'kubernetes.io/role/node': '1'}
+
+    def run(extra):
+        answer = ec2.run_instances(ImageId=bench.net['ami'], InstanceType='m5.large', MinCount=1, MaxCount=1,
+                                   SubnetId=bench.net['subnet'], TagSpecifications=[{'ResourceType': 'instance', 'Tags': [
+                                       {'Key': k, 'Value': v} for k, v in dict(tags, **extra).items()]}])
+        return answer['Instances'][0]['InstanceId']
+    orphan = run({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                  'machine.steward.io/class-uid': cls['metadata']['uid']})
+    hand_made = run({'Name': 'made-by-hand'})
+    foreign = run({'Name': 'other-controller', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                   'machine.steward.io/class-uid': str(uuid.uuid4())})
+
+    def state(instance):
+        return ec2.describe_instances(InstanceIds=[instance])['Reservations'][0]['Instances'][0]['State']['Name']
+    wait_for(lambda: state(orphan) in ('shutting-down', 'terminated'), 90, 1.0, what='the orphan terminated')
+    assert state(hand_made) == 'running' and state(foreign) == 'running'
+    events = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'OrphanVMDeleted']
+    assert len(events) == 1 and orphan in events[0]['message']
+    assert len(bench.machines()) == 1
+
+
+def test_overshoot_freezes_scale_up_until_the_count_is_back(bench):
+    """Acceptance 14: machines >= replicas + maxSurge + safety-up freeze the set (label and condition). Two machines
+    whose deletion is held by someone else's finalizer keep counting, as replacements of stuck machines would."""
+    bench.create_class()
+    bench.create_deployment(replicas=1)
+    bench.controller('--safety-up', '1', '--safety-down', '1')
+    bench.wait_running(1)
+    ms = bench.kube.list(bench.path('machinesets'))[0]
+    owner = {'apiVersion': 'machine.sapcloud.io/v1alpha1', 'kind': 'MachineSet', 'name': ms['metadata']['name'],
+             'uid': ms['metadata']['uid'], 'controller': True}
+    for i in range(2):    # 3 machines >= 1 + surge 1 + safety-up 1
+        bench.kube.create(bench.path('machines'), {
+            'apiVersion': 'machine.sapcloud.io/v1alpha1', 'kind': 'Machine',
+            'metadata': {'name': 'extra-%d' % i, 'namespace': bench.namespace, 'labels': ms['spec']['template']['metadata']['labels'],
+                         'ownerReferences': [owner], 'finalizers': ['test.steward.io/hold']},
+            'spec': {'class': {'kind': 'MachineClass', 'name': 'nodes'}}})
+
+    def labels(kind, name):
+        return bench.kube.get(bench.path(kind, name))['metadata'].get('labels') or {}
+    wait_for(lambda: labels('machinesets', ms['metadata']['name']).get('freeze') == 'True', 90, 1.0, what='the freeze label')
+    cond = [c for c in bench.kube.get(bench.path('machinesets', ms['metadata']['name']))['status']['machineSetCondition']
+            if c['type'] == 'Frozen'][0]
+    assert cond['reason'] == 'OverShootingReplicaCount' and '3 >= 3' in cond['message']
+    wait_for(lambda: labels('machinedeployments', 'pool').get('freeze') == 'True', 60, 1.0, what='the deployment frozen too')
+    for i in range(2):
+        bench.kube.merge_patch(bench.path('machines', 'extra-%d' % i), {'metadata': {'finalizers': None}})
+    wait_for(lambda: 'freeze' not in labels('machinesets', ms['metadata']['name']), 120, 1.0, what='thaw')
+    wait_for(lambda: bench.phases() == ['Running'] and len(bench.running_instances()) == 1, 120, 1.0, what='1 machine')

@@ -1,0 +1,167 @@
+"""A machines test bench over real parts: the Kubernetes API emulator, moto EC2 over HTTP, the real controller
+process (`--controllers machines`, fast timings through its flags) and kubelets that register a Node for every
+running instance (name = PrivateDnsName, providerID aws:///<region>/<id>, Ready True; partitioned ones turn
+Ready=Unknown as the node lifecycle controller would).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from typing import Any, Dict, List, Optional, Set
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+
+from support.controller import ControllerProcess, wait_for
+from support.machines_aws import KEYS, ec2_client, instances, make_network, provider_spec, secret_data
+
+API = 'machine.sapcloud.io/v1alpha1'
+REGION = 'eu-west-1'
+FAST_FLAGS = ['--machine-sync-period', '10s', '--machine-cloud-sync-period', '1s', '--machine-health-timeout', '6s',
+              '--machine-creation-timeout', '90s', '--machine-short-retry', '1s', '--machine-medium-retry', '3s',
+              '--machine-long-retry', '5s', '--machine-safety-apiserver-statuscheck-period', '2s',
+              '--machine-safety-apiserver-statuscheck-timeout', '4s', '--machine-watchdog-check-period', '1s',
+              '--machine-safety-orphan-vms-period', '3s', '--machine-orphan-min-age', '2s', '--machine-drain-timeout', '30s']
+
+
+def stamp(t: float) -> str:
+    return format_micro(t)[:19] + 'Z'
+
+
+class Kubelets:
+    """Nodes for running instances of one cluster tag, refreshed every `interval` seconds from a thread."""
+
+    def __init__(self, client, ec2_url: str, cluster: str, interval: float = 1.0):
+        self.client = client
+        self.ec2_url = ec2_url
+        self.cluster = cluster
+        self.interval = interval
+        self.partitioned: Set[str] = set()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name='kubelets')
+
+    def start(self) -> 'Kubelets':
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(10)
+
+    def partition(self, names: Optional[List[str]] = None) -> None:
+        """Ready=Unknown on these nodes (all: None) now, as the node lifecycle controller does after the grace."""
+        self.partitioned.update(names if names is not None else self.node_names())
+        self.sync()
+
+    def heal(self) -> None:
+        self.partitioned.clear()
+        self.sync()
+
+    def node_names(self) -> List[str]:
+        return sorted(i['PrivateDnsName'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',)))
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.sync()
+            except Exception:   # the API or EC2 may be down on purpose
+                pass
+            self.stopping.wait(self.interval)
+
+    def sync(self) -> None:
+        for inst in instances(self.ec2_url, REGION, self.cluster, ('running',)):
+            name = inst['PrivateDnsName']
+            status = 'Unknown' if name in self.partitioned else 'True'
+            path = api_path('v1', 'nodes', name=name)
+            node = self.client.get_or_none(path)
+            ready = {'type': 'Ready', 'status': status, 'reason': 'KubeletReady' if status == 'True' else 'NodeStatusUnknown',
+                     'lastTransitionTime': stamp(time.time()), 'lastHeartbeatTime': stamp(time.time())}
+            if node is None:
+                self.client.create(api_path('v1', 'nodes'), {
+                    'apiVersion': 'v1', 'kind': 'Node',
+                    'metadata': {'name': name, 'labels': {'kubernetes.io/hostname': name}},
+                    'spec': {'providerID': 'aws:///%s/%s' % (REGION, inst['InstanceId'])},
+                    'status': {'conditions': [ready]}})
+                continue
+            current = next((c for c in (node.get('status') or {}).get('conditions') or [] if c.get('type') == 'Ready'), {})
+            if current.get('status') != status:
+                self.client.merge_patch(path, {'status': {'conditions': [ready]}})
+
+
+class MachinesBench:
+    """A namespace with a Secret and an MCM-style AWS MachineClass, and helpers to watch the machines."""
+
+    def __init__(self, kube, ec2_url: str, work_dir: str, namespace: Optional[str] = None, kubelets: bool = True):
+        self.kube = kube
+        self.ec2_url = ec2_url
+        self.work_dir = work_dir
+        self.namespace = namespace or 'shoot--' + uuid.uuid4().hex[:6]
+        self.cluster = self.namespace
+        self.net = make_network(ec2_url, REGION)
+        self.kubelets = Kubelets(kube, ec2_url, self.cluster)
+        if kubelets:
+            self.kubelets.start()
+        self.controllers: List[ControllerProcess] = []
+
+    def controller(self, *flags: str, env: Optional[Dict[str, str]] = None, identity: str = 'replica-0') -> ControllerProcess:
+        extra = {'AWS_ENDPOINT_URL': self.ec2_url, 'AWS_DEFAULT_REGION': REGION}
+        extra.update(env or {})
+        proc = ControllerProcess(self.kube.server, self.work_dir, identity=identity,
+                                 args=['--controllers', 'machines'] + FAST_FLAGS + list(flags), extra_env=extra).start()
+        self.controllers.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in self.controllers:
+            proc.stop()
+        self.kubelets.stop()
+
+    def path(self, plural: str, name: Optional[str] = None, status: bool = False) -> str:
+        return api_path(API, plural, self.namespace, name, 'status' if status else None)
+
+    def create_class(self, name: str = 'nodes', **spec_changes: Any) -> Dict[str, Any]:
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in secret_data().items()}
+        self.kube.create(api_path('v1', 'secrets', self.namespace), {
+            'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': name + '-secret', 'namespace': self.namespace},
+            'type': 'Opaque', 'data': data})
+        return self.kube.create(self.path('machineclasses'), {
+            'apiVersion': API, 'kind': 'MachineClass', 'metadata': {'name': name, 'namespace': self.namespace},
+            'provider': 'AWS', 'providerSpec': provider_spec(self.net, REGION, self.cluster, **spec_changes),
+            'secretRef': {'name': name + '-secret', 'namespace': self.namespace}})
+
+    def create_deployment(self, name: str = 'pool', replicas: int = 3, cls: str = 'nodes', **spec: Any) -> Dict[str, Any]:
+        body = {'apiVersion': API, 'kind': 'MachineDeployment', 'metadata': {'name': name, 'namespace': self.namespace},
+                'spec': dict({'replicas': replicas, 'selector': {'matchLabels': {'name': name}},
+                              'strategy': {'type': 'RollingUpdate', 'rollingUpdate': {'maxSurge': 1, 'maxUnavailable': 1}},
+                              'template': {'metadata': {'labels': {'name': name}},
+                                           'spec': {'class': {'kind': 'MachineClass', 'name': cls}}}}, **spec)}
+        return self.kube.create(self.path('machinedeployments'), body)
+
+    def machines(self) -> List[Dict[str, Any]]:
+        return self.kube.list(self.path('machines'))
+
+    def phases(self) -> List[str]:
+        return sorted(((m.get('status') or {}).get('currentStatus') or {}).get('phase') or '' for m in self.machines())
+
+    def running_instances(self) -> List[Dict[str, Any]]:
+        return instances(self.ec2_url, REGION, self.cluster)
+
+    def all_instances(self) -> List[Dict[str, Any]]:
+        states = ('pending', 'running', 'stopping', 'stopped', 'shutting-down', 'terminated')
+        return instances(self.ec2_url, REGION, self.cluster, states)
+
+    def wait_running(self, count: int, timeout: float = 120.0) -> List[Dict[str, Any]]:
+        wait_for(lambda: self.phases() == ['Running'] * count and len(self.running_instances()) == count, timeout, 1.0,
+                 what='%d Running machines and instances' % count)
+        return self.machines()
+
+    def ec2(self):
+        """The test's own EC2 client (not counted against the controller's API budget)."""
+        return ec2_client(self.ec2_url, REGION, lab=True)
+
+
+__all__ = ['KEYS', 'MachinesBench', 'Kubelets', 'wait_for', 'REGION']

@@ -1,0 +1,245 @@
+"""One machine's decisions: MCM's creation flow, health checks and timeouts (inventory §2 acceptance 1-4, 16),
+and positive evidence from the cloud."""
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Retry
+from ansible_collections.steward.cluster.plugins.module_utils.machines.config import Settings, machine_timeouts
+from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import VM, CreateResult, VMState
+from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
+from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Lookup
+from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import MachineView, after_call, plan_machine
+from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import ClusterAction
+
+T0 = 1_700_000_000.0
+TIMEOUTS = machine_timeouts({}, Settings())
+
+
+def ts(t):
+    return format_micro(t)[:19] + 'Z'
+
+
+def machine(phase=None, provider_id='', node='', created=T0, since=None, op=None, finalizer=True, **spec):
+    md = {'name': 'm1', 'namespace': 'ns', 'uid': 'u1', 'creationTimestamp': ts(created), 'labels': {},
+          'finalizers': ['machine.sapcloud.io/operator'] if finalizer else []}
+    if node:
+        md['labels']['node'] = node
+    status = {}
+    if phase is not None:
+        status['currentStatus'] = {'phase': phase, 'lastUpdateTime': ts(since if since is not None else created)}
+    if op:
+        status['lastOperation'] = dict(zip(('type', 'state', 'description'), op))
+    return {'metadata': md, 'spec': dict({'class': {'name': 'c'}, 'providerID': provider_id}, **spec), 'status': status}
+
+
+def node(ready='True', name='n1', taints=(), **conditions):
+    conds = [{'type': 'Ready', 'status': ready, 'lastTransitionTime': ts(T0)}]
+    conds += [{'type': k, 'status': v, 'lastTransitionTime': ts(T0)} for k, v in conditions.items()]
+    return {'metadata': {'name': name, 'annotations': {}}, 'spec': {'taints': list(taints)}, 'status': {'conditions': conds}}
+
+
+FOUND = Lookup(Code.OK, VM('aws:///r/i-1', 'n1', 'm1', 'u1'), 1)
+NOT_FOUND = Lookup(Code.NOT_FOUND)
+
+
+def view(m, the_node=None, lookup=FOUND, **kw):
+    return MachineView(m, the_node, lookup, kw.pop('timeouts', TIMEOUTS), **kw)
+
+
+def phase_of(plan):
+    return ((plan.status or {}).get('currentStatus') or {}).get('phase')
+
+
+def op_of(plan):
+    op = (plan.status or {}).get('lastOperation') or {}
+    return op.get('type'), op.get('state')
+
+
+# --- creation (acceptance 1, 3) -------------------------------------------------------------------
+
+def test_a_new_machine_without_a_vm_is_created():
+    plan = plan_machine(view(machine(), lookup=NOT_FOUND), T0)
+    assert plan.call == Call.CREATE and plan.status is None
+
+
+def test_an_existing_vm_is_adopted_never_created_again():
+    plan = plan_machine(view(machine()), T0)
+    assert plan.call is None
+    assert plan.spec == {'providerID': 'aws:///r/i-1'} and plan.metadata == {'labels': {'node': 'n1'}}
+    assert phase_of(plan) == 'Pending' and op_of(plan) == ('Create', 'Processing')
+    assert plan.status['lastOperation']['description'] == 'Creating machine on cloud provider'
+
+
+def test_several_vms_for_one_machine_surface_out_of_range_and_create_nothing():
+    plan = plan_machine(view(machine(), lookup=Lookup(Code.OUT_OF_RANGE, None, 2)), T0)
+    assert plan.call is None
+    assert plan.status['lastOperation']['errorCode'] == 'OutOfRange' and phase_of(plan) == 'CrashLoopBackOff'
+
+
+def test_no_listing_or_a_failed_one_creates_nothing():
+    assert plan_machine(view(machine(), lookup=None), T0).call is None
+    failed = plan_machine(view(machine(), lookup=Lookup(Code.UNAVAILABLE)), T0)
+    assert failed.call is None and failed.status is None and 'cloud listing failed' in failed.waiting
+
+
+def test_the_finalizer_is_added_first():
+    plan = plan_machine(view(machine(finalizer=False), lookup=NOT_FOUND), T0)
+    assert plan.metadata == {'finalizers': ['machine.sapcloud.io/operator']}
+
+
+def test_create_success_sets_provider_id_node_label_and_pending():
+    plan = after_call(view(machine()), Call.CREATE, CreateResult('aws:///r/i-9', 'ip-10-0-0-9'), T0 + 1)
+    assert plan.spec == {'providerID': 'aws:///r/i-9'} and plan.metadata == {'labels': {'node': 'ip-10-0-0-9'}}
+    assert phase_of(plan) == 'Pending' and op_of(plan) == ('Create', 'Processing')
+
+
+@pytest.mark.parametrize('code, retry', [(Code.UNAVAILABLE, Retry.SHORT), (Code.RESOURCE_EXHAUSTED, Retry.RESOURCE_EXHAUSTED),
+                                         (Code.INTERNAL, Retry.MEDIUM), (Code.THROTTLED, Retry.THROTTLED)])
+def test_create_failure_is_crash_loop_back_off_with_mcms_retry_class(code, retry):
+    """Acceptance 2: phase CrashLoopBackOff, lastOperation Create/Failed with the message, retried."""
+    plan = after_call(view(machine()), Call.CREATE, DriverError(code, 'no capacity'), T0 + 60)
+    assert phase_of(plan) == 'CrashLoopBackOff' and op_of(plan) == ('Create', 'Failed')
+    assert plan.status['lastOperation']['description'] == 'Cloud provider message - no capacity'
+    assert plan.status['lastOperation']['errorCode'] == code.mcm_name
+    assert plan.retry == retry and not plan.failed
+
+
+def test_create_failure_after_the_creation_timeout_is_failed():
+    plan = after_call(view(machine()), Call.CREATE, DriverError(Code.UNAVAILABLE, 'down'), T0 + 1201)
+    assert phase_of(plan) == 'Failed' and plan.failed == 'creation-timeout'
+
+
+def test_a_throttled_create_keeps_the_drivers_backoff():
+    plan = after_call(view(machine()), Call.CREATE, DriverError(Code.THROTTLED, 'slow', retry_after=2.5), T0)
+    assert plan.retry_after == 2.5
+
+
+def test_stale_node_fails_the_machine_and_deletes_the_new_vm():
+    stale = dict(node(), spec={'providerID': 'aws:///r/i-old'})
+    plan = after_call(view(machine()), Call.CREATE, CreateResult('aws:///r/i-9', 'n1'), T0, stale_node=stale)
+    assert phase_of(plan) == 'Failed' and plan.call == Call.DELETE and plan.failed == 'stale-node'
+
+
+# --- initialization (acceptance 16) ------------------------------------------------------------------
+
+def test_a_vm_that_needs_initialization_gets_initialize_machine():
+    lookup = Lookup(Code.OK, VM('aws:///r/i-1', 'n1', 'm1', 'u1', needs_init=True), 1)
+    plan = plan_machine(view(machine(), lookup=lookup), T0)
+    assert plan.call == Call.INITIALIZE and plan.spec == {'providerID': 'aws:///r/i-1'}
+
+
+def test_uninitialized_is_crash_loop_back_off_naming_instance_initialization():
+    m = machine('', 'aws:///r/i-1', 'n1')
+    plan = after_call(view(m), Call.INITIALIZE, DriverError(Code.UNINITIALIZED, 'src/dst check'), T0)
+    op = plan.status['lastOperation']
+    assert phase_of(plan) == 'CrashLoopBackOff' and (op['type'], op['state']) == ('Create', 'Failed')
+    assert 'InstanceInitialization' in op['description'] and op['step'] == 'InstanceInitialization'
+    assert op['errorCode'] == 'Uninitialized' and plan.retry == Retry.SHORT
+    # the next reconcile of the CrashLoopBackOff machine goes on with its providerID (no second create)
+    again = plan_machine(view(machine('CrashLoopBackOff', 'aws:///r/i-1', 'n1'), lookup=NOT_FOUND), T0 + 5)
+    assert again.call is None and phase_of(again) == 'Pending'
+
+
+def test_unimplemented_initialization_goes_on_as_normal():
+    plan = after_call(view(machine('', 'aws:///r/i-1', 'n1')), Call.INITIALIZE, DriverError(Code.UNIMPLEMENTED, 'no'), T0)
+    assert phase_of(plan) == 'Pending'
+
+
+# --- health (acceptance 1, 4) ----------------------------------------------------------------------
+
+def test_pending_becomes_running_when_the_node_is_ready():
+    m = machine('Pending', 'aws:///r/i-1', 'n1', op=('Create', 'Processing', 'Creating machine on cloud provider'))
+    plan = plan_machine(view(m, node()), T0 + 90)
+    assert phase_of(plan) == 'Running' and op_of(plan) == ('Create', 'Successful')
+    assert plan.status['lastOperation']['description'].startswith('Machine is now ready')
+    assert plan.status['conditions'][0]['type'] == 'Ready'
+
+
+def test_pending_waits_while_critical_components_are_not_ready():
+    taint = {'key': 'node.gardener.cloud/critical-components-not-ready', 'effect': 'NoSchedule'}
+    plan = plan_machine(view(machine('Pending', 'aws:///r/i-1', 'n1'), node(taints=[taint])), T0 + 10)
+    assert phase_of(plan) is None
+
+
+@pytest.mark.parametrize('the_node', [node(DiskPressure='True'), node('False'), None])
+def test_running_becomes_unknown_when_unhealthy_or_node_missing(the_node):
+    m = machine('Running', 'aws:///r/i-1', 'n1')
+    plan = plan_machine(view(m, the_node), T0 + 10)
+    assert phase_of(plan) == 'Unknown' and op_of(plan) == ('HealthCheck', 'Processing')
+
+
+def test_unknown_stays_until_the_health_timeout_then_fails():
+    m = machine('Unknown', 'aws:///r/i-1', 'n1', since=T0)
+    early = plan_machine(view(m, node('False')), T0 + 599)
+    assert phase_of(early) is None and early.retry_after == pytest.approx(1.0)
+    late = plan_machine(view(m, node('False')), T0 + 601)
+    assert phase_of(late) == 'Failed' and late.failed == 'health-timeout' and op_of(late) == ('HealthCheck', 'Failed')
+
+
+def test_unknown_recovers_before_the_timeout():
+    m = machine('Unknown', 'aws:///r/i-1', 'n1', since=T0, op=('HealthCheck', 'Processing', 'x'))
+    plan = plan_machine(view(m, node()), T0 + 100)
+    assert phase_of(plan) == 'Running' and op_of(plan) == ('HealthCheck', 'Successful')
+
+
+def test_per_machine_health_timeout_and_disable():
+    quick = machine_timeouts({'healthTimeout': '30s'}, Settings())
+    m = machine('Unknown', 'aws:///r/i-1', 'n1', since=T0)
+    assert phase_of(plan_machine(view(m, node('False'), timeouts=quick), T0 + 31)) == 'Failed'
+    never = machine_timeouts({'disableHealthTimeout': True}, Settings())
+    assert phase_of(plan_machine(view(m, node('False'), timeouts=never), T0 + 99999)) is None
+
+
+def test_the_safety_gate_holds_an_unknown_machine_and_says_why():
+    m = machine('Unknown', 'aws:///r/i-1', 'n1', since=T0)
+    plan = plan_machine(view(m, node('Unknown'), may_fail=False, gate='FleetFreeze: 3 of 3 unreachable'), T0 + 601)
+    assert phase_of(plan) is None and plan.waiting.startswith('FleetFreeze')
+
+
+def test_pending_past_the_creation_timeout_fails():
+    m = machine('Pending', 'aws:///r/i-1', 'n1', op=('Create', 'Processing', 'x'))
+    plan = plan_machine(view(m, None), T0 + 1201)
+    assert phase_of(plan) == 'Failed' and plan.failed == 'creation-timeout'
+
+
+# --- positive evidence ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('state', [VMState.TERMINATED, VMState.SHUTTING_DOWN])
+def test_a_terminated_vm_fails_the_machine_at_once_even_when_gated(state):
+    m = machine('Running', 'aws:///r/i-1', 'n1')
+    lookup = Lookup(Code.OK, VM('aws:///r/i-1', 'n1', 'm1', 'u1', state=state), 1)
+    plan = plan_machine(view(m, node(), lookup=lookup, may_fail=False, gate='FleetFreeze'), T0 + 1)
+    assert phase_of(plan) == 'Failed' and plan.failed == 'vm-gone'
+
+
+def test_a_vm_missing_from_enough_listings_fails_the_machine():
+    m = machine('Unknown', 'aws:///r/i-1', 'n1', since=T0)
+    assert phase_of(plan_machine(view(m, None, lookup=NOT_FOUND, vm_missing=True), T0 + 1)) == 'Failed'
+    assert phase_of(plan_machine(view(m, None, lookup=NOT_FOUND, vm_missing=False), T0 + 1)) is None
+
+
+def test_a_stopped_vm_is_not_evidence_of_loss():
+    lookup = Lookup(Code.OK, VM('aws:///r/i-1', 'n1', 'm1', 'u1', state=VMState.STOPPED), 1)
+    plan = plan_machine(view(machine('Running', 'aws:///r/i-1', 'n1'), node('Unknown'), lookup=lookup), T0)
+    assert phase_of(plan) == 'Unknown'
+
+
+# --- node-initiated deletion, API freeze (acceptance 9, 14) -------------------------------------------
+
+@pytest.mark.parametrize('value, deletes', [('true', True), ('True', True), ('false', False), ('', False)])
+def test_trigger_deletion_annotation_on_the_node(value, deletes):
+    n = node()
+    n['metadata']['annotations']['node.machine.sapcloud.io/trigger-deletion-by-mcm'] = value
+    plan = plan_machine(view(machine('Running', 'aws:///r/i-1', 'n1'), n), T0)
+    assert (plan.action == ClusterAction.DELETE_MACHINE) is deletes
+
+
+def test_an_api_freeze_acts_on_nothing():
+    plan = plan_machine(view(machine(), lookup=NOT_FOUND, frozen='APIServerUnreachable: x'), T0)
+    assert plan.call is None and plan.status is None and plan.waiting.startswith('APIServerUnreachable')
+
+
+def test_a_missing_class_is_reported_and_nothing_is_created():
+    plan = plan_machine(view(machine(), lookup=NOT_FOUND, class_problem='MachineClass ns/c not found'), T0)
+    assert plan.call is None and plan.status['lastOperation']['errorCode'] == 'InvalidArgument'

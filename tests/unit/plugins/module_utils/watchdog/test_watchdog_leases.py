@@ -1,0 +1,78 @@
+"""The node-lease verdict: expiry at 0.75 x grace, candidates only for existing, eligible nodes, the
+one-candidate skip, zero candidates healthy, the exact >= on the fraction."""
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog import leases
+
+NOW = 1_800_000_000.0
+EXPIRY = 30.0   # 0.75 x 40s
+
+
+def node(name, annotations=None, conditions=None):
+    return {'metadata': {'name': name, 'annotations': annotations or {}}, 'status': {'conditions': conditions or []}}
+
+
+def lease(name, age):
+    return {'metadata': {'name': name, 'namespace': 'kube-node-lease'}, 'spec': {'renewTime': format_micro(NOW - age)}}
+
+
+@pytest.mark.parametrize('age, expired', [(0, False), (29.999, False), (30.0, True), (31, True)])
+def test_expiry_is_renew_time_plus_three_quarters_of_the_grace(age, expired):
+    assert leases.lease_expired(lease('n', age), NOW, EXPIRY) is expired
+
+
+def test_a_lease_without_renew_time_is_expired():
+    assert leases.lease_expired({'metadata': {'name': 'n'}, 'spec': {}}, NOW, EXPIRY)
+
+
+def verdict(total, expired, fraction=0.6):
+    names = {'n%d' % i for i in range(total)}
+    items = [lease('n%d' % i, 60 if i < expired else 1) for i in range(total)]
+    return leases.evaluate_leases(items, names, NOW, EXPIRY, fraction)
+
+
+@pytest.mark.parametrize('total, expired, result', [
+    (10, 6, leases.FAILED),      # 0.6 >= 0.6: DWD's own example
+    (10, 5, leases.HEALTHY),     # 0.5 < 0.6
+    (5, 3, leases.FAILED),       # ceil(0.6 x 5) = 3
+    (5, 2, leases.HEALTHY),
+    (3, 2, leases.FAILED),
+    (2, 1, leases.HEALTHY),      # 0.5
+    (2, 2, leases.FAILED),
+    (1, 1, leases.SKIPPED),      # one candidate: skipped, whatever its state
+    (1, 0, leases.SKIPPED),
+    (0, 0, leases.HEALTHY),      # no candidates: healthy
+])
+def test_verdicts(total, expired, result):
+    v = verdict(total, expired)
+    assert v.verdict == result
+    assert v.candidates == total
+
+
+def test_exact_fraction_comparison_at_other_thresholds():
+    assert verdict(10, 7, 0.7).verdict == leases.FAILED
+    assert verdict(10, 6, 0.7).verdict == leases.HEALTHY
+    assert verdict(3, 1, 1 / 3).verdict == leases.FAILED
+
+
+def test_only_leases_of_candidate_nodes_count():
+    nodes = [node('a'), node('b'), node('c', annotations={'node.machine.sapcloud.io/not-managed-by-mcm': ''}),
+             node('d', conditions=[{'type': 'DiskPressure', 'status': 'True'}]),
+             node('e', conditions=[{'type': 'DiskPressure', 'status': 'False'}, {'type': 'Ready', 'status': 'Unknown'}]),
+             node('f', conditions=[{'type': 'InPlaceUpdate', 'status': 'True', 'reason': 'ReadyForUpdate'}]),
+             node('g')]
+    machines = [{'metadata': {'labels': {'node': 'g'}}, 'status': {'currentStatus': {'phase': 'Terminating'}}},
+                {'metadata': {'labels': {'node': 'a'}}, 'status': {'currentStatus': {'phase': 'Running'}}}]
+    names, excluded = leases.candidate_nodes(nodes, machines)
+    assert names == {'a', 'b', 'e'}
+    assert excluded == {'not managed by MCM': 1, 'unhealthy (DiskPressure)': 1, 'in-place update': 1,
+                        'machine failed or terminating': 1}
+    # A lease without a Node ('ghost') and leases of excluded nodes do not count: 2 of 3 candidates expired.
+    items = [lease('a', 60), lease('b', 60), lease('e', 1), lease('c', 60), lease('d', 60), lease('ghost', 60)]
+    v = leases.evaluate_leases(items, names, NOW, EXPIRY, 0.6, excluded)
+    assert (v.verdict, v.candidates, v.expired) == (leases.FAILED, 3, 2)
+    assert v.expired_names == ('a', 'b')
+    assert v.as_dict()['excludedNodes']['unhealthy (DiskPressure)'] == 1
+    assert '2 of 3 node leases expired (0.67 >= 0.60)' == v.reason
