@@ -145,11 +145,17 @@ class Watcher:
                     continue
                 received = self.clock()
                 fragmented = self.fragment and _more_fragments(response)
-                chunks = list(encode_response(response.events, rfc3339_nano(received)))
-                for index, chunk in enumerate(chunks):
-                    # chunks end between revisions; only the last one of a fragment may end inside one
-                    complete = index < len(chunks) - 1 or not fragmented
-                    self._put(WatchBatch(chunk, int(response.header.revision), received, complete), chunk.size)
+                # chunks end between revisions; only the last one of a fragment may end inside one. Each is
+                # queued once the next is encoded (the only way to know which is last): a response is never
+                # held encoded as a whole besides the queue
+                previous = None
+                for chunk in encode_response(response.events, rfc3339_nano(received)):
+                    if previous is not None:
+                        self._put(WatchBatch(previous, int(response.header.revision), received), previous.size)
+                    previous = chunk
+                if previous is not None:
+                    self._put(WatchBatch(previous, int(response.header.revision), received, not fragmented),
+                              previous.size)
             if not self._closed.is_set():
                 raise EtcdUnavailable('the watch stream from %s ended' % self.endpoint)
         except _Closed:
