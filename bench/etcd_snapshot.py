@@ -152,8 +152,9 @@ def main() -> int:
         print('median ours %.2f s, etcdctl %.2f s, ratio ours/etcdctl %.2f (goal <= 0.8); peak RSS ours %.0f MiB '
               '(the whole bench process), etcdctl %.0f MiB; load average %.1f'
               % (med_ours, med_theirs, ratio, rss_ours, rss_theirs, os.getloadavg()[0]))
-        med_full = statistics.median(r['seconds'] for r in full) if full else None
-        if med_full:
+        med_full = None
+        if full:
+            med_full = statistics.median(r['seconds'] for r in full)
             print('median ours with a full snapshot status read %.2f s, ratio %.2f' % (med_full, med_full / med_theirs))
         summary = {
             'benchmark': 'etcd_snapshot', 'etcd_version': cluster.version, 'keys': keys, 'value_size': VALUE_SIZE,

@@ -225,7 +225,7 @@ def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = 
     `max_receive`: the largest message it accepts."""
     if not HAS_PYETCD:
         raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required')
-    import pyetcd  # pylint: disable=import-outside-toplevel (see HAS_PYETCD)
+    import pyetcd  # pylint: disable=import-outside-toplevel  # see HAS_PYETCD
     host, port = conn.host_port(endpoint)
     return pyetcd.client(
         host=host, port=port,

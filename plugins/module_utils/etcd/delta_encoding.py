@@ -97,7 +97,7 @@ class EncodedChunk:
             return self
         first = next(i for i, r in enumerate(revisions) if r > revision)
         offset = -1
-        for _ in range(first):
+        for _unused in range(first):
             offset = self.data.index(BOUNDARY, offset + 1)
         return EncodedChunk(self.data[offset + 1:], array.array('q', revisions[first:]))
 

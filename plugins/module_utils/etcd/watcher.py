@@ -105,7 +105,7 @@ class Watcher:
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> 'Watcher':
-        from pyetcd import etcdrpc  # pylint: disable=import-outside-toplevel (client.HAS_PYETCD)
+        from pyetcd import etcdrpc  # pylint: disable=import-outside-toplevel  # see client.HAS_PYETCD
         try:
             self._client = grpc_client(self.conn, self.endpoint, timeout=self.conn.timeout,
                                        max_receive=RESPONSE_LIMIT)
