@@ -55,5 +55,3 @@ def test_total_loss_with_a_corrupt_newest_backup_restores_the_older_one(lab3):
     table = fixed['output'][fixed['output'].index('TASK [Where the seconds went]'):]
     steps = dict(re.findall(r'- (\S+)\s+(\d+\.\d) s', table))
     assert {'diagnose', 'plan', 'prepare', 'start', 'check', 'backup', 'total'} <= set(steps), table[:1000]
-
-
