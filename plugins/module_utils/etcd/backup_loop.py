@@ -25,7 +25,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, DeltaBuffer, plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import DeltaBuffer
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_writer import write_delta
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.compaction import compact_chain

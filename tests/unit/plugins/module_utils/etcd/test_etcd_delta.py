@@ -7,7 +7,8 @@ import json
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import (
-    EVENT_DELETE, EVENT_PUT, DeltaBuffer, Event, decode_events, encode_events, group_by_revision, plan_chain)
+    EVENT_DELETE, EVENT_PUT, Event, decode_events, encode_events, group_by_revision, plan_chain)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import DeltaBuffer
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import delta_name, full_name
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import STATUS_INCOMPLETE, STATUS_VALID, Snapshot
