@@ -262,20 +262,27 @@ class BackupRunner:
                 return
         while not stop.is_set():
             item = self.watcher.get(max(0.0, deadline - self.clock()))
-            if item is None:
-                return
-            if isinstance(item, WatchBatch):
-                self._watch_failed_since = None
-                self._watch_backoff = 0.0
-                if self.buffer.add(item.events, item.complete):
-                    self.listener.buffered(len(self.buffer), self.buffer.size)
-                if self.buffer.size >= self.policy.delta_memory_limit and not self.buffer.incomplete:
-                    return
-            else:
-                self._watch_error(item)
+            if item is None or not self._take(item):
                 return
             if self.clock() >= deadline:
+                # what has already arrived goes into the coming delta too: taking one response a turn
+                # would write one delta per revision behind a slow store, and fall further behind
+                for _unused in range(self.watcher.queue.qsize()):
+                    item = self.watcher.get(0)
+                    if item is None or not self._take(item):
+                        return
                 return
+
+    def _take(self, item: Any) -> bool:
+        """Buffer a watch batch; False when pumping must stop (a watch error, or the memory limit)."""
+        if not isinstance(item, WatchBatch):
+            self._watch_error(item)
+            return False
+        self._watch_failed_since = None
+        self._watch_backoff = 0.0
+        if self.buffer.add(item.events, item.complete):
+            self.listener.buffered(len(self.buffer), self.buffer.size)
+        return self.buffer.size < self.policy.delta_memory_limit or self.buffer.incomplete
 
     def _open_watch(self) -> None:
         endpoints = self.conn.endpoints
