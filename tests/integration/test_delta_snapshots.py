@@ -10,6 +10,7 @@ import time
 import pytest
 import requests
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd import watcher
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
     BackupListener, BackupPolicy, BackupRunner, compact_chain)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
@@ -151,6 +152,23 @@ def test_restart_resumes_without_gap_or_duplicate(etcd1, tmp_path):
     assert revisions == sorted(set(revisions))  # no event twice
     first = max(chain.base.name.end_revision, 1) + 1  # an empty etcd is at revision 1 (its snapshot says 0)
     assert revisions == list(range(first, chain.tip + 1))  # none missing
+
+
+def test_a_response_too_large_to_take_whole_is_watched_again_in_fragments(etcd1, tmp_path, monkeypatch):
+    """Catching up on 3 MiB written while no loop ran: etcd's first answer exceeds the response limit
+    (2 MiB here), so the loop watches again with fragments (at most about 1.5 MiB each) and loses nothing."""
+    monkeypatch.setattr(watcher, 'RESPONSE_LIMIT', 2 * 1024 * 1024)
+    store = LocalStore(str(tmp_path / 'store'))
+    with Loop(etcd1, store, str(tmp_path)):
+        wait_until(lambda: plan_chain(store.list()).base, what='full snapshot')
+    etcd1.put_many({'big/%02d' % i: 'x' * 100000 for i in range(30)})
+    with Loop(etcd1, store, str(tmp_path)) as loop:
+        wait_until(lambda: plan_chain(store.list()).tip >= current_revision(etcd1), what='catch up')
+    assert loop.runner._watch_fragmented  # pylint: disable=protected-access
+    assert loop.listener.failed == []
+    chain = plan_chain(store.list())
+    revisions = [e.revision for d in chain.deltas for e in fetch_delta(store, d, str(tmp_path))]
+    assert revisions == list(range(max(chain.base.name.end_revision, 1) + 1, chain.tip + 1))
 
 
 def test_gap_refuses_restore_unless_stop_at_gap(etcd1, tmp_path, etcd_bin_dir):

@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.join(REPO, 'lab'))
 
 import etcd_act  # noqa: E402
 import lab  # noqa: E402
-from support.recover_lab import assert_all_keys, lab3, plan_of, recover  # noqa: E402,F401 (lab3: a fixture)
+from support.recover_lab import lab3  # noqa: E402,F401  # pylint: disable=unused-import
+from support.recover_lab import assert_all_keys, plan_of, recover  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, DeltaBuffer, plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import DeltaBuffer
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_writer import write_delta
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.compaction import compact_chain
@@ -33,7 +34,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import app
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import snapshot_to_store
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verification_loop import RestoreVerifier
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import HistoryCompacted, Watcher, WatchBatch
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import (
+    HistoryCompacted,
+    ResponseTooLarge,
+    Watcher,
+    WatchBatch,
+)
 
 log = logging.getLogger('steward.etcd.backup')
 
@@ -147,6 +153,7 @@ class BackupRunner:
         self._full_backoff = 0.0
         self._watch_backoff = 0.0
         self._watch_failed_since: Optional[float] = None
+        self._watch_fragmented = False  # etcd sent a response too large to take whole: fragments from now on
         self.verifier: Optional[RestoreVerifier] = None
         if policy.verify_schedule is not None:
             self.verifier = RestoreVerifier(store, policy.verify_schedule, work_dir=work_dir,
@@ -255,28 +262,37 @@ class BackupRunner:
                 return
         while not stop.is_set():
             item = self.watcher.get(max(0.0, deadline - self.clock()))
-            if item is None:
-                return
-            if isinstance(item, WatchBatch):
-                self._watch_failed_since = None
-                self._watch_backoff = 0.0
-                if self.buffer.add(item.events, item.complete):
-                    self.listener.buffered(len(self.buffer), self.buffer.size)
-                if self.buffer.size >= self.policy.delta_memory_limit and not self.buffer.incomplete:
-                    return
-            else:
-                self._watch_error(item)
+            if item is None or not self._take(item):
                 return
             if self.clock() >= deadline:
+                # what has already arrived goes into the coming delta too: taking one response a turn
+                # would write one delta per revision behind a slow store, and fall further behind
+                for _unused in range(self.watcher.queue.qsize()):
+                    item = self.watcher.get(0)
+                    if item is None or not self._take(item):
+                        return
                 return
+
+    def _take(self, item: Any) -> bool:
+        """Buffer a watch batch; False when pumping must stop (a watch error, or the memory limit)."""
+        if not isinstance(item, WatchBatch):
+            self._watch_error(item)
+            return False
+        self._watch_failed_since = None
+        self._watch_backoff = 0.0
+        if self.buffer.add(item.events, item.complete):
+            self.listener.buffered(len(self.buffer), self.buffer.size)
+        return self.buffer.size < self.policy.delta_memory_limit or self.buffer.incomplete
 
     def _open_watch(self) -> None:
         endpoints = self.conn.endpoints
         endpoint = endpoints[self._endpoint_index % len(endpoints)]
         start = self.buffer.last_revision + 1
         try:
-            self.watcher = Watcher(self.conn, endpoint, start, clock=self.clock).start()
-            log.info('watching all keys on %s from revision %d', endpoint, start)
+            self.watcher = Watcher(self.conn, endpoint, start, clock=self.clock,
+                                   fragment=self._watch_fragmented).start()
+            log.info('watching all keys on %s from revision %d%s', endpoint, start,
+                     ' (fragmented responses)' if self._watch_fragmented else '')
         except EtcdError as exc:
             self._watch_error(exc)
 
@@ -287,6 +303,11 @@ class BackupRunner:
             # Keep what is buffered (it is valid), but only a full snapshot can bridge the compacted part.
             self._full_reason = str(exc)
             self.next_full = now
+            return
+        if isinstance(exc, ResponseTooLarge) and not self._watch_fragmented:
+            log.warning('%s: watching again with fragmented responses', exc)
+            self._watch_fragmented = True
+            self.next_watch = now
             return
         self._endpoint_index += 1
         self._watch_backoff = min(max(self._watch_backoff * 2, 1.0), 30.0)

@@ -219,18 +219,20 @@ def gateway_error(url: str, status: int, message: str) -> EtcdError:
     return EtcdError('%s answered HTTP %s: %s' % (url, status, message), refusal)
 
 
-def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = None):
-    """A fresh single-endpoint gRPC client (never reused after a failure: pyetcd marks it failed)."""
+def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = None,
+                max_receive: int = 64 * 1024 * 1024):
+    """A fresh single-endpoint gRPC client (never reused after a failure: pyetcd marks it failed);
+    `max_receive`: the largest message it accepts."""
     if not HAS_PYETCD:
         raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required')
-    import pyetcd  # pylint: disable=import-outside-toplevel (see HAS_PYETCD)
+    import pyetcd  # pylint: disable=import-outside-toplevel  # see HAS_PYETCD
     host, port = conn.host_port(endpoint)
     return pyetcd.client(
         host=host, port=port,
         ca_cert=conn.ca_cert, cert_key=conn.client_key, cert_cert=conn.client_cert,
         timeout=timeout if timeout is not None else conn.timeout,
         user=conn.user, password=conn.password,
-        grpc_options=[('grpc.max_receive_message_length', 64 * 1024 * 1024)],
+        grpc_options=[('grpc.max_receive_message_length', max_receive)],
     )
 
 

@@ -24,7 +24,6 @@ import io
 import json
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import DeltaBuffer  # noqa: F401
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
 

@@ -30,8 +30,7 @@ _B64 = binascii.b2a_base64
 def encode_event(type_: int, key: bytes, value: bytes, create_revision: int, mod_revision: int, version: int,
                  lease: int, time_text: str) -> bytes:
     """One event as etcd-backup-restore's JSON (the same bytes as json.dumps(Event.to_json()) compact)."""
-    return b''.join(_event_pieces(type_, key, value, create_revision, mod_revision, version, lease,
-                                  _tail(time_text)))
+    return _encode(type_, key, value, create_revision, mod_revision, version, lease, _tail(time_text))
 
 
 def _tail(time_text: str) -> bytes:
@@ -58,6 +57,17 @@ def _event_pieces(type_: int, key: bytes, value: bytes, create_revision: int, mo
     pieces.append(b','.join(fields))
     pieces.append(tail)
     return pieces
+
+
+def _encode(type_: int, key: bytes, value: bytes, create_revision: int, mod_revision: int, version: int,
+            lease: int, tail: bytes) -> bytes:
+    """One event; a put with every field set (nearly every event) is one formatting operation."""
+    if key and value and create_revision and mod_revision and version:
+        return b'%s"key":"%s","create_revision":%d,"mod_revision":%d,"version":%d,"value":"%s"%s%s' % (
+            b'{"etcdEvent":{"type":%d,"kv":{' % type_ if type_ else b'{"etcdEvent":{"kv":{',
+            _B64(key, newline=False), create_revision, mod_revision, version, _B64(value, newline=False),
+            b',"lease":%d' % lease if lease else b'', tail)
+    return b''.join(_event_pieces(type_, key, value, create_revision, mod_revision, version, lease, tail))
 
 
 class EncodedChunk:
@@ -87,7 +97,7 @@ class EncodedChunk:
             return self
         first = next(i for i, r in enumerate(revisions) if r > revision)
         offset = -1
-        for _ in range(first):
+        for _unused in range(first):
             offset = self.data.index(BOUNDARY, offset + 1)
         return EncodedChunk(self.data[offset + 1:], array.array('q', revisions[first:]))
 
@@ -108,13 +118,13 @@ def encode_response(pb_events: Iterable[Any], time_text: str) -> Iterator[Encode
         if size >= CHUNK_BYTES and kv.mod_revision != revisions[-1]:  # never split one revision
             yield EncodedChunk(b''.join(pieces), revisions)
             pieces, revisions, size = [], array.array('q'), 0
+        encoded = _encode(event.type, kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease,
+                          tail)
         if pieces:
             pieces.append(b',')
-        event_pieces = _event_pieces(event.type, kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version,
-                                     kv.lease, tail)
-        pieces.extend(event_pieces)
+        pieces.append(encoded)
         revisions.append(kv.mod_revision)
-        size += len(event_pieces[1]) + 40
+        size += len(encoded)
     if revisions:
         yield EncodedChunk(b''.join(pieces), revisions)
 

@@ -298,7 +298,6 @@ def restore_member(store: SnapshotStore, snapshot: Snapshot, *, name: str, data_
     details: Dict[str, Any] = {'deltas': [_label(d) for d in chain.deltas], 'revision': chain.tip,
                                'gap': chain.gap or None, 'skipped_deltas': []}
     label, key = _chain_key(snapshot, chain.deltas)
-    source = Source(label, '%s/%s' % (store.url.rstrip('/'), snapshot.key), key, lambda work: prepare(work), details)
 
     def prepare(work: str) -> Tuple[str, Dict[str, Any]]:
         base_path, verification = fetch_full(store, snapshot, work, tool)
@@ -330,6 +329,7 @@ def restore_member(store: SnapshotStore, snapshot: Snapshot, *, name: str, data_
             details.update(deltas=[_label(d) for d in used], revision=replayed.revision)
         return replayed.path, dict(replayed.verification, base=verification, replayed_events=replayed.events)
 
+    source = Source(label, '%s/%s' % (store.url.rstrip('/'), snapshot.key), key, prepare, details)
     result = _restore(source, name=name, data_dir=data_dir, initial_cluster=initial_cluster,
                       initial_cluster_token=initial_cluster_token,
                       initial_advertise_peer_urls=initial_advertise_peer_urls, force=force, tool=tool,

@@ -56,6 +56,7 @@ VERIFY_LISTING = 'listing'
 VERIFY_MODES = (VERIFY_CONTENT, VERIFY_LISTING)
 STATUS_PLANNED = 'planned'
 HASH_KV_WAIT = 120
+HASH_KV_AT = 0.8  # share of the database streamed when HashKV is asked (HashKVRecorder)
 
 
 @dataclasses.dataclass
@@ -70,6 +71,7 @@ class MemberChoice:
     revision: int
     applied_index: int
     is_leader: bool
+    db_size: int = 0
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -113,7 +115,8 @@ def pick_member(conn: EtcdConnection, gateway: Gateway) -> MemberChoice:
             cluster_id=member_id_hex(header.get('cluster_id') or header.get('clusterId') or 0),
             version=status.get('version', ''), revision=int(header.get('revision') or 0),
             applied_index=int(status.get('raftAppliedIndex') or status.get('raftIndex') or 0),
-            is_leader=member_id_hex(status.get('leader') or 0) == member_id))
+            is_leader=member_id_hex(status.get('leader') or 0) == member_id,
+            db_size=int(status.get('dbSize') or 0)))
     if not candidates:
         raise EtcdUnavailable('no etcd member can serve a snapshot (none answered status and a quorum read): %s'
                               % '; '.join(problems))
@@ -246,7 +249,8 @@ def snapshot_to_store(conn: EtcdConnection, store: SnapshotStore, *, now: Union[
     tmp_path = temp_path_for(store, tmp_dir)
     recorder = HashKVRecorder(conn, member)
     try:
-        hasher = stream_snapshot(conn, member.endpoint, tmp_path, snapshot_timeout)
+        hasher = stream_snapshot(conn, member.endpoint, tmp_path, snapshot_timeout,
+                                 tail=(int(member.db_size * HASH_KV_AT), recorder.start))
         verified = verify_snapshot_file(tmp_path, tool=tool, digests=hasher.result(), full_structure=full_structure)
         extra = recorder.result(verified['revision'])
         return publish_full(store, tmp_path, verified, member, now, compression, extra), member
@@ -257,7 +261,9 @@ def snapshot_to_store(conn: EtcdConnection, store: SnapshotStore, *, now: Union[
 
 class HashKVRecorder:
     """etcd's HashKV of the member at the revision it reported just before the stream began, asked
-    while the snapshot streams (it costs etcd a pass over its keys; in parallel it costs no time).
+    when the stream is nearly received (HASH_KV_AT of the member's database size), so it overlaps the
+    stream's tail and the final fsync. It costs etcd a pass over its keys: asked at the start it slows
+    the whole stream down on a small machine, asked after it adds its time to the snapshot's.
 
     The snapshot holds that revision (a snapshot is never older than the state before it was asked
     for), so restore verification can restore it and compare HashKV at the same revision: proof that
@@ -268,6 +274,8 @@ class HashKVRecorder:
         self.answer: Dict[str, Any] = {}
         self.thread = threading.Thread(target=self._ask, args=(conn, member.endpoint), name='snapshot-hashkv',
                                        daemon=True)
+
+    def start(self) -> None:
         self.thread.start()
 
     def _ask(self, conn: EtcdConnection, endpoint: str) -> None:
@@ -277,12 +285,13 @@ class HashKVRecorder:
             self.answer['hash_kv_problem'] = str(exc)
 
     def join(self, timeout: Optional[float] = None) -> None:
-        self.thread.join(timeout)
+        if self.thread.ident is not None:
+            self.thread.join(timeout)
 
     def result(self, snapshot_revision: int) -> Dict[str, Any]:
         """{hash_kv: {...}} or {hash_kv: None, hash_kv_problem: why}."""
         self.join(HASH_KV_WAIT)
-        if self.thread.is_alive():
+        if self.thread.ident is None or self.thread.is_alive():
             return {'hash_kv': None, 'hash_kv_problem': 'HashKV did not answer within %ds' % HASH_KV_WAIT}
         if self.revision <= 0 or self.revision > snapshot_revision:
             return {'hash_kv': None, 'hash_kv_problem': 'revision %d is not in the snapshot (at %d)' % (

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable, StoreError
@@ -65,9 +65,11 @@ class _Worker:
 class SnapshotSink:
     """The file-like target of pyetcd's snapshot(): see the module docstring."""
 
-    def __init__(self, fd: int, hasher: SnapshotHasher):
+    def __init__(self, fd: int, hasher: SnapshotHasher, tail: Optional[Tuple[int, Callable[[], None]]] = None):
         self.fd = fd
         self.hasher = hasher
+        self._tail = tail
+        self._written = 0
         self._pending: List[bytes] = []
         self._pending_size = 0
         self._unsynced = 0
@@ -89,11 +91,20 @@ class SnapshotSink:
         view = memoryview(batch)
         while view:
             view = view[os.write(self.fd, view):]
+        self._written += len(batch)
+        if self._tail is not None and 0 < self._tail[0] <= self._written:
+            self.reached_tail()
         self._hashing.put(batch)
         self._unsynced += len(batch)
         if self._unsynced >= SYNC_EVERY and self._syncing.queue.empty():
             self._unsynced = 0
             self._syncing.put(True)
+
+    def reached_tail(self) -> None:
+        """Call the tail callback once (when `tail[0]` bytes are written, or at the end)."""
+        if self._tail is not None:
+            callback, self._tail = self._tail[1], None
+            callback()
 
     def abort(self) -> None:
         """The stream failed: stop both threads; the caller deletes the file."""
@@ -112,21 +123,26 @@ class SnapshotSink:
         os.fsync(self.fd)
 
 
-def stream_snapshot(conn: EtcdConnection, endpoint: str, path: str, timeout: float) -> SnapshotHasher:
+def stream_snapshot(conn: EtcdConnection, endpoint: str, path: str, timeout: float,
+                    tail: Optional[Tuple[int, Callable[[], None]]] = None) -> SnapshotHasher:
     """Stream the member's snapshot into the new private file `path` and fsync it; a fresh client,
-    because pyetcd applies its timeout to the whole stream and poisons an endpoint after a failure."""
+    because pyetcd applies its timeout to the whole stream and poisons an endpoint after a failure.
+    `tail` = (bytes, callback): the callback is called once that many bytes are written, or when the
+    last byte arrived if fewer were or bytes is 0 (work that should overlap the stream's tail and the
+    final fsync)."""
     hasher = SnapshotHasher()
     client = grpc_client(conn, endpoint, timeout=timeout)
     fd = None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_CLOEXEC', 0), FILE_MODE)
         os.fchmod(fd, FILE_MODE)
-        sink = SnapshotSink(fd, hasher)
+        sink = SnapshotSink(fd, hasher, tail)
         try:
             client.snapshot(sink)
         except BaseException:
             sink.abort()
             raise
+        sink.reached_tail()
         sink.finish()
     except OSError as exc:
         raise StoreError('cannot write snapshot temp file %s: %s' % (path, exc)) from exc

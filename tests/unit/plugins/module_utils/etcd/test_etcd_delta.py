@@ -7,7 +7,8 @@ import json
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import (
-    EVENT_DELETE, EVENT_PUT, DeltaBuffer, Event, decode_events, encode_events, group_by_revision, plan_chain)
+    EVENT_DELETE, EVENT_PUT, Event, decode_events, encode_events, group_by_revision, plan_chain)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import DeltaBuffer
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import delta_name, full_name
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import STATUS_INCOMPLETE, STATUS_VALID, Snapshot
@@ -92,6 +93,21 @@ def test_events_are_encoded_once_exactly_as_stored_and_kept_without_objects():
     assert encode_events(events) == data + hashlib.sha256(data).digest()  # the same bytes as the Event path
     buf.advance_to(5)
     assert list(buf.chunks[0].revisions) == [6, 7] and buf.chunks[0].data.startswith(b'{"etcdEvent":{"type":1')
+
+
+@pytest.mark.parametrize('event', [
+    ev(5, 'a', 'b'),  # a put with every field: the one-formatting path
+    Event(EVENT_PUT, b'k\xff', b'\x00v', 7, 3, 2, 1234, '2026-01-01T00:00:00.000000001Z'),  # with a lease
+    Event(EVENT_PUT, b'k', b'v', 7, 3, 2, 0, ''),  # no time: Go's zero time
+    ev(5, 'c', ''),  # empty value: left out
+    ev(6, 'a', type_=EVENT_DELETE),
+    Event(EVENT_DELETE, b'gone', b'', 9, 0, 0, 0, '2026-01-01T00:00:00Z'),  # a delete as etcd sends it
+], ids=['put', 'lease', 'no-time', 'empty-value', 'delete', 'delete-bare'])
+def test_encoding_is_the_json_of_the_event_struct(event):
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import encode_event
+    encoded = encode_event(event.type, event.key, event.value, event.create_revision, event.mod_revision,
+                           event.version, event.lease, event.time)
+    assert encoded == json.dumps(event.to_json(), separators=(',', ':')).encode()
 
 
 def snap(name, valid=True):

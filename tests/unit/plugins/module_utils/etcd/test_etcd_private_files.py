@@ -23,7 +23,7 @@ def mode(path):
 def umask():
     """Run with a given umask and restore the old one."""
     old = os.umask(0o022)
-    yield lambda value: os.umask(value)
+    yield os.umask
     os.umask(old)
 
 
