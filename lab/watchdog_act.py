@@ -49,7 +49,7 @@ CONFIG = {'probeInterval': '1s', 'initialDelay': '1s', 'backoffJitterFactor': 0,
           'nodeLeaseFailureFraction': 0.6,
           'dependentResourceInfos': [{'ref': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': name},
                                       'optional': False, 'scaleUp': {'level': up}, 'scaleDown': {'level': down}}
-                                     for name, _, up, down in TARGETS]}
+                                     for name, _replicas, up, down in TARGETS]}
 
 
 def micro(ts: float) -> str:
@@ -119,7 +119,7 @@ def run(ctx: Any) -> List[str]:
         return op if op and op['direction'] == direction and op['outcomes'].get('succeeded') == len(TARGETS) else None
 
     def start() -> str:
-        for name, count, _, _ in TARGETS:
+        for name, count, _up, _down in TARGETS:
             labels = {'app': name}
             api.create(deployments, {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'metadata': {'name': name},
                                      'spec': {'replicas': count, 'selector': {'matchLabels': labels},
@@ -145,7 +145,7 @@ def run(ctx: Any) -> List[str]:
         started = time.time()
         op = wait_for(lambda: operation('down'), 90, 'the scale-down')
         order = [s['target'].split('/')[1] for s in sorted(op['steps'], key=lambda s: s['scaleCallAt'])]
-        frozen = [n for n, *_ in TARGETS
+        frozen = [n for n, *_rest in TARGETS
                   if MELTDOWN in (api.get(deployments + '/' + n).get('metadata') or {}).get('annotations', {})]
         return '%d of %d leases expired: scaled down %.1f s later in level order %s; fleet frozen (%s) on %d targets' % (
             PARTITIONED, NODES, time.time() - started, ' -> '.join(order), MELTDOWN.split('/')[1], len(frozen))
@@ -155,9 +155,9 @@ def run(ctx: Any) -> List[str]:
         started = time.time()
         op = wait_for(lambda: operation('up'), 90, 'the scale-up')
         wait_for(lambda: not any(REPLICAS in ((api.get(deployments + '/' + n).get('metadata') or {}).get('annotations')
-                                              or {}) for n, *_ in TARGETS), 30, 'the markers removed')
+                                              or {}) for n, *_rest in TARGETS), 30, 'the markers removed')
         restored = replicas()
-        want = {n: c for n, c, _, _ in TARGETS}
+        want = {n: c for n, c, _up, _down in TARGETS}
         if restored != want:
             raise SystemExit('demo: restored %s, expected %s' % (restored, want))
         order = [s['target'].split('/')[1] for s in sorted(op['steps'], key=lambda s: s['scaleCallAt'])]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 
-from support.watchdog_env import (  # noqa: F401  (env: the fixture)
+from support.watchdog_env import (  # noqa: F401  (env: the fixture)  # pylint: disable=unused-import
     IGNORE, MELTDOWN, OWNER, REPLICAS, STATE, TARGETS, all_at, env, last_operation, prober_config, step_of, until)
 
 
@@ -31,7 +31,7 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
     env.leases.partition(env.leases.names[:3])
     until(lambda: all_at(env, {'kube-controller-manager': 0, 'machine-controller-manager': 0, 'cluster-autoscaler': 0}),
           60, what='every target scaled down')
-    for name, replicas, _, _ in TARGETS:
+    for name, replicas, _up, _down in TARGETS:
         ann = env.annotations(name)
         assert ann[REPLICAS] == str(replicas) and ann[MELTDOWN] == '' and ann[OWNER] == 'steward-watchdog-prober'
         until(lambda: env.annotations(name).get(STATE) == 'scaled-down', 10, what='%s scaled-down' % name)
@@ -54,7 +54,7 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
     env.leases.heal()
     until(lambda: all_at(env, {'kube-controller-manager': 3, 'machine-controller-manager': 2, 'cluster-autoscaler': 1}),
           60, what='every target restored')
-    until(lambda: not any(k in env.annotations(n) for n, *_ in TARGETS for k in (REPLICAS, MELTDOWN, OWNER, STATE)),
+    until(lambda: not any(k in env.annotations(n) for n, *_rest in TARGETS for k in (REPLICAS, MELTDOWN, OWNER, STATE)),
           15, what='markers removed')
     operation = until(lambda: last_operation(env, 'up'), 30, what='the scale-up in the status')
     assert operation['outcomes'] == {'succeeded': 3}
@@ -66,7 +66,7 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
     assert env.status()['phase'] == 'Healthy'
     assert any(e['reason'] == 'ScaledUp' for e in env.events('cluster-autoscaler'))
     # Each target went down once and up once: no flapping.
-    for name, replicas, _, _ in TARGETS:
+    for name, replicas, _up, _down in TARGETS:
         assert env.recorder.count(name, 0) == 1 and env.recorder.count(name, replicas) == 1
 
 

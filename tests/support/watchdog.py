@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 
 HOLD = 'lab.steward.io/hold-status'
 LEASE_NS = 'kube-node-lease'
@@ -133,7 +133,7 @@ class ReplicaRecorder:
             self._replicas[name] = replicas
 
     def times(self, name: str, after: int) -> List[float]:
-        return [t for t, n, _, a in self.changes if n == name and a == after]
+        return [t for t, n, _before, a in self.changes if n == name and a == after]
 
     def count(self, name: str, after: int) -> int:
         return len(self.times(name, after))
