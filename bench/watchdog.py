@@ -184,7 +184,7 @@ def rss_mib(pid: str = 'self') -> float:
 
 def timed(fn: Callable[[], Any], runs: int = 5) -> Tuple[float, Any]:
     times, result = [], None
-    for _ in range(runs):
+    for _run in range(runs):
         start = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - start)
@@ -218,7 +218,7 @@ def http_part(cluster: ProbedCluster) -> Dict[str, Any]:
         client.request('GET', '/version')
         return [len(client.request('GET', p)['items']) for p in
                 ('/api/v1/nodes', '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases')]
-    baseline_seconds, _ = timed(baseline)
+    baseline_seconds, _result = timed(baseline)
     probe_seconds, outcome = timed(lambda: probe_cluster(client, config))
     gc.collect()
     tracemalloc.start()
@@ -244,7 +244,7 @@ def latency_part(cluster: ProbedCluster, interval: float, crossings: int, probe_
     kube.server = server
     work = tempfile.mkdtemp(prefix='bench-watchdog-')
     targets = (('kube-controller-manager', 3, 0), ('machine-controller-manager', 2, 0), ('cluster-autoscaler', 1, 1))
-    for name, replicas, _ in targets:
+    for name, replicas, _level in targets:
         kube.create(api_path('apps/v1', 'deployments', NS), deployment(name, replicas))
     kube.create(api_path('v1', 'secrets', NS), {'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'probed'},
                                                 'data': {'kubeconfig': base64.b64encode(yaml.safe_dump(
@@ -253,7 +253,7 @@ def latency_part(cluster: ProbedCluster, interval: float, crossings: int, probe_
               'backoffJitterFactor': JITTER, 'kcmNodeMonitorGraceDuration': '40s', 'probeTimeout': '30s',
               'dependentResourceInfos': [{'ref': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': name},
                                           'optional': False, 'scaleUp': {'level': level}, 'scaleDown': {'level': level}}
-                                         for name, _, level in targets]}
+                                         for name, _replicas, level in targets]}
     path = os.path.join(work, 'prober.yaml')
     with open(path, 'w') as f:
         yaml.safe_dump(config, f)
@@ -271,7 +271,7 @@ def latency_part(cluster: ProbedCluster, interval: float, crossings: int, probe_
     try:
         wait_for(lambda: ((kube.get_or_none(status) or {}).get('data') or {}).get('lastProbeResult') == 'healthy',
                  120, 0.5, 'a first healthy probe')
-        for _ in range(crossings):
+        for _crossing in range(crossings):
             crossing = time.time() + 1.0 + (interval * (len(rows) % 3) / 3.0)   # crossings at different phases
             cluster.cross_at(crossing)
             op = wait_for(lambda: operation('down'), 120, 0.2, 'the scale-down')

@@ -3,45 +3,54 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The watchdog act of `make demo`: most nodes lose the API server, the controllers that would act on "dead"
-nodes are scaled down in level order and the fleet is frozen, the nodes come back, everything is restored.
+nodes are scaled down in level order and the machine fleet is frozen, no machine is replaced, the nodes come
+back, everything is restored.
 
-The real controller (`python -m steward_controller --controllers prober`, DWD's prober config) runs against the
-lab's Kubernetes API emulator (lab/kube_api.py, whose status mover plays the deployment controller). Six Nodes
-with their Leases in kube-node-lease are renewed every second, as kubelets do; the "partition" stops renewing
-four of them. The targets: kube-controller-manager (level 0 down, 1 up), machine-controller-manager (1 down,
-1 up), cluster-autoscaler (2 down, 0 up), as in DWD's example. While they are held down each carries
-`dependency-watchdog.gardener.cloud/meltdown-protection-active`: the machine controller's fleet freeze, so no
-machine is replaced for nodes that only lost their network.
+One real controller process runs two loops, `--controllers machines,prober` (DWD's prober config), against
+the Kubernetes API emulator (lab/kube_api.py, whose status mover plays the deployment controller) and EC2 with
+fidelity (lab/ec2_fidelity.py): a MachineDeployment of six machines, one VM each, whose kubelets register a Node
+(tests/support/machines_cluster.py) and renew its Lease in kube-node-lease every second
+(tests/support/watchdog.py). The targets: kube-controller-manager (level 0 down, 1 up), machine-controller-manager
+(1 down, 1 up), cluster-autoscaler (2 down, 0 up), as in DWD's example. The "partition" stops four kubelets:
+their leases expire (the prober scales down, marking each target
+`dependency-watchdog.gardener.cloud/meltdown-protection-active`), then their Nodes turn Ready=Unknown and stay so
+past the machines' health timeout - and the machines loop, frozen by that marker, replaces none of them. The
+machines loop's own fleet freeze is switched off for the act, so the watchdog's marker is what protects them.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Any, Dict, List
 
-import requests
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, 'tests'))
 
 import lab  # noqa: E402
 from controller_act import wait_for  # noqa: E402
 from kube_api import KubeServer  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path  # noqa: E402
+from support.controller import install_crds  # noqa: E402  pylint: disable=wrong-import-position
+from support.ec2 import EC2Server  # noqa: E402  pylint: disable=wrong-import-position
+from support.machines_cluster import FAST_FLAGS, REGION, MachinesBench  # noqa: E402  pylint: disable=wrong-import-position
+from support.watchdog import NodeLeases, deployment  # noqa: E402  pylint: disable=wrong-import-position
 
-TITLE = 'dependency watchdog: a partition scales the node-acting controllers down by level, healing restores them'
+TITLE = ('dependency watchdog: a partition scales the node-acting controllers down by level and freezes the '
+         'machine fleet (none replaced); healing restores them')
 
-NS = 'kube-system'
+NS = 'shoot--demo'
 NODES = 6
 PARTITIONED = 4
+HEALTH_TIMEOUT = 6.0   # FAST_FLAGS' --machine-health-timeout
 MELTDOWN = 'dependency-watchdog.gardener.cloud/meltdown-protection-active'
 REPLICAS = 'dependency-watchdog.gardener.cloud/replicas'
 TARGETS = (('kube-controller-manager', 2, 1, 0), ('machine-controller-manager', 1, 1, 1), ('cluster-autoscaler', 1, 0, 2))
@@ -49,128 +58,120 @@ CONFIG = {'probeInterval': '1s', 'initialDelay': '1s', 'backoffJitterFactor': 0,
           'nodeLeaseFailureFraction': 0.6,
           'dependentResourceInfos': [{'ref': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': name},
                                       'optional': False, 'scaleUp': {'level': up}, 'scaleDown': {'level': down}}
-                                     for name, _, up, down in TARGETS]}
+                                     for name, _replicas, up, down in TARGETS]}
 
 
-def micro(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')
-
-
-class Api:
-    """Just enough of a Kubernetes client for the act (plain JSON over HTTP)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def create(self, path: str, body: Dict[str, Any]) -> None:
-        requests.post(self.url + path, json=body, timeout=10).raise_for_status()
-
-    def get(self, path: str) -> Dict[str, Any]:
-        r = requests.get(self.url + path, timeout=10)
-        return r.json() if r.status_code == 200 else {}
-
-    def patch(self, path: str, body: Dict[str, Any]) -> None:
-        requests.patch(self.url + path, json=body, timeout=10,
-                       headers={'Content-Type': 'application/merge-patch+json'}).raise_for_status()
-
-
-class Kubelets:
-    """Nodes and their Leases, renewed every second unless partitioned."""
-
-    def __init__(self, api: Api) -> None:
-        self.api = api
-        self.names = ['node-%d' % i for i in range(NODES)]
-        self.partitioned: set = set()
-        self.stop = threading.Event()
-        now = time.time()
-        for name in self.names:
-            api.create('/api/v1/nodes', {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': name}})
-            api.create('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', {
-                'apiVersion': 'coordination.k8s.io/v1', 'kind': 'Lease',
-                'metadata': {'name': name, 'namespace': 'kube-node-lease'},
-                'spec': {'holderIdentity': name, 'leaseDurationSeconds': 40, 'renewTime': micro(now)}})
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self) -> None:
-        while not self.stop.wait(1.0):
-            for name in self.names:
-                if name not in self.partitioned:
-                    try:
-                        self.api.patch('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/' + name,
-                                       {'spec': {'renewTime': micro(time.time())}})
-                    except requests.RequestException:
-                        pass
+def emulator_client(server: KubeServer) -> KubeClient:
+    import kubernetes
+    configuration = kubernetes.client.Configuration()
+    configuration.host = server.url
+    client = KubeClient(configuration)
+    client.server = server
+    install_crds(client)
+    return client
 
 
 def run(ctx: Any) -> List[str]:
     kube = KubeServer(status_delay=0.5).start()
-    api = Api(kube.url)
+    client = emulator_client(kube)
     act: Dict[str, Any] = {}
-    deployments = '/apis/apps/v1/namespaces/%s/deployments' % NS
-    status_path = '/api/v1/namespaces/%s/configmaps/steward-watchdog-prober-status' % NS
+    deployments = api_path('apps/v1', 'deployments', NS)
+    status_path = api_path('v1', 'configmaps', NS, 'steward-watchdog-prober-status')
 
     def replicas() -> Dict[str, int]:
-        return {d['metadata']['name']: d['spec']['replicas'] for d in api.get(deployments).get('items', [])}
+        return {d['metadata']['name']: d['spec']['replicas'] for d in client.list(deployments)}
+
+    def marked() -> List[str]:
+        return [d['metadata']['name'] for d in client.list(deployments) if MELTDOWN in (d['metadata'].get('annotations') or {})]
+
+    def status() -> Dict[str, str]:
+        return (client.get_or_none(status_path) or {}).get('data') or {}
 
     def operation(direction: str) -> Any:
-        text = (api.get(status_path).get('data') or {}).get('lastOperation')
+        text = status().get('lastOperation')
         op = json.loads(text) if text else None
         return op if op and op['direction'] == direction and op['outcomes'].get('succeeded') == len(TARGETS) else None
 
+    def frozen() -> Any:
+        md = client.get(act['bench'].path('machinedeployments', 'pool'))
+        return next((c for c in (md.get('status') or {}).get('conditions') or []
+                     if c['type'] == 'Frozen' and c['status'] == 'True'), None)
+
+    def machines() -> List[str]:
+        return sorted(m['metadata']['name'] for m in act['bench'].machines())
+
     def start() -> str:
-        for name, count, _, _ in TARGETS:
-            labels = {'app': name}
-            api.create(deployments, {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'metadata': {'name': name},
-                                     'spec': {'replicas': count, 'selector': {'matchLabels': labels},
-                                              'template': {'metadata': {'labels': labels},
-                                                           'spec': {'containers': [{'name': 'c', 'image': name}]}}}})
-        act['kubelets'] = Kubelets(api)
+        for name, count, _up, _down in TARGETS:
+            client.create(deployments, deployment(name, count))
+        act['ec2'] = ec2 = EC2Server().start()
+        act['bench'] = bench = MachinesBench(client, ec2.url, ctx.state, namespace=NS)
+        bench.create_class()
+        bench.create_deployment(replicas=NODES)
         config = os.path.join(ctx.state, 'watchdog-prober.yaml')
         with open(config, 'w') as f:
             yaml.safe_dump(CONFIG, f)
         env = dict(os.environ, KUBECONFIG=kube.write_kubeconfig(os.path.join(ctx.state, 'watchdog-kubeconfig.json')),
-                   STEWARD_NAMESPACE=NS, PYTHONPATH=os.pathsep.join([lab.COLLECTIONS, os.path.join(REPO, 'controller')]))
-        with open(ctx.log_path('watchdog-prober.log'), 'ab') as log:
-            act['proc'] = subprocess.Popen([lab.venv_python(), '-m', 'steward_controller', '--controllers', 'prober',
-                                            '--prober-config', config, '--no-leader-election', '--http-host',
-                                            '127.0.0.1', '--http-port', '0'],
-                                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(lambda: (api.get(status_path).get('data') or {}).get('lastProbeResult') == 'healthy', 60,
-                 'a first healthy probe')
-        return 'prober on %d nodes; %s' % (NODES, ', '.join('%s=%d' % kv for kv in sorted(replicas().items())))
+                   STEWARD_NAMESPACE=NS, AWS_ENDPOINT_URL=ec2.url, AWS_DEFAULT_REGION=REGION,
+                   PYTHONPATH=os.pathsep.join([lab.COLLECTIONS, os.path.join(REPO, 'controller')]))
+        with open(ctx.log_path('watchdog-controller.log'), 'ab') as log:
+            act['proc'] = subprocess.Popen(
+                [lab.venv_python(), '-m', 'steward_controller', '--controllers', 'machines,prober'] + FAST_FLAGS +
+                ['--machine-fleet-freeze-fraction', '1', '--prober-config', config, '--kube-api-qps', '50',
+                 '--kube-api-burst', '100', '--no-leader-election', '--http-host', '127.0.0.1', '--http-port', '0'],
+                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        bench.wait_running(NODES, timeout=240)
+        act['machines'] = machines()
+        act['leases'] = NodeLeases(client, names=bench.kubelets.node_names(), period=1.0).start()
+        wait_for(lambda: status().get('lastProbeResult') == 'healthy', 60, 'a first healthy probe')
+        return '%d machines Running (one EC2 instance and Node each); prober and machines loops in one process; %s' % (
+            NODES, ', '.join('%s=%d' % kv for kv in sorted(replicas().items())))
 
     def partition() -> str:
-        act['kubelets'].partitioned = set(act['kubelets'].names[:PARTITIONED])
+        victims = act['bench'].kubelets.node_names()[:PARTITIONED]
+        act['leases'].partition(victims)                    # their kubelets stop renewing
         started = time.time()
         op = wait_for(lambda: operation('down'), 90, 'the scale-down')
+        down = time.time() - started
         order = [s['target'].split('/')[1] for s in sorted(op['steps'], key=lambda s: s['scaleCallAt'])]
-        frozen = [n for n, *_ in TARGETS
-                  if MELTDOWN in (api.get(deployments + '/' + n).get('metadata') or {}).get('annotations', {})]
-        return '%d of %d leases expired: scaled down %.1f s later in level order %s; fleet frozen (%s) on %d targets' % (
-            PARTITIONED, NODES, time.time() - started, ' -> '.join(order), MELTDOWN.split('/')[1], len(frozen))
+        cond = wait_for(frozen, 30, 'the machines loop frozen by the watchdog')
+        act['bench'].kubelets.partition(victims)            # the node lifecycle controller: Ready=Unknown
+        time.sleep(HEALTH_TIMEOUT + 6)
+        replaced = sorted(set(act['machines']) ^ set(machines()))
+        if replaced or 'Failed' in act['bench'].phases():
+            raise SystemExit('demo: machines replaced or failed during the freeze: %s (%s)' % (replaced, act['bench'].phases()))
+        return ('%d of %d kubelets cut off: their leases expired and the targets were scaled down %.1f s later, in level order %s, %s on %d targets; machines '
+                'loop Frozen (%s); %d Nodes Unknown for %.0f s, past the %.0f s health timeout: 0 machines replaced') % (
+            PARTITIONED, NODES, down, ' -> '.join(order), MELTDOWN.split('/')[1], len(marked()), cond['reason'],
+            PARTITIONED, HEALTH_TIMEOUT + 6, HEALTH_TIMEOUT)
 
     def heal() -> str:
-        act['kubelets'].partitioned = set()
+        act['bench'].kubelets.heal()
+        act['leases'].heal()
         started = time.time()
         op = wait_for(lambda: operation('up'), 90, 'the scale-up')
-        wait_for(lambda: not any(REPLICAS in ((api.get(deployments + '/' + n).get('metadata') or {}).get('annotations')
-                                              or {}) for n, *_ in TARGETS), 30, 'the markers removed')
+        wait_for(lambda: not any(REPLICAS in (d['metadata'].get('annotations') or {}) for d in client.list(deployments)),
+                 30, 'the markers removed')
         restored = replicas()
-        want = {n: c for n, c, _, _ in TARGETS}
+        want = {n: c for n, c, _up, _down in TARGETS}
         if restored != want:
             raise SystemExit('demo: restored %s, expected %s' % (restored, want))
+        wait_for(lambda: frozen() is None and act['bench'].phases() == ['Running'] * NODES, 60, 'the freeze lifted')
+        if machines() != act['machines']:
+            raise SystemExit('demo: machines changed: %s -> %s' % (act['machines'], machines()))
         order = [s['target'].split('/')[1] for s in sorted(op['steps'], key=lambda s: s['scaleCallAt'])]
-        return 'leases renewed: restored %.1f s later to their old replicas (%s), order %s' % (
-            time.time() - started, ', '.join('%s=%d' % kv for kv in sorted(restored.items())), ' -> '.join(order))
+        return ('leases renewed: restored %.1f s later to their old replicas (%s), order %s; freeze lifted, the same '
+                '%d machines Running') % (time.time() - started, ', '.join('%s=%d' % kv for kv in sorted(restored.items())),
+                                          ' -> '.join(order), NODES)
 
     try:
-        return [ctx.step('start the prober (DWD config, 3 targets on 3 levels)', start),
+        return [ctx.step('start the machines and prober loops (DWD config, 3 targets on 3 levels)', start),
                 ctx.step('partition %d of %d nodes' % (PARTITIONED, NODES), partition),
                 ctx.step('heal the partition', heal)]
     finally:
-        if act.get('kubelets'):
-            act['kubelets'].stop.set()
+        if act.get('leases'):
+            act['leases'].stop()
+        if act.get('bench'):
+            act['bench'].stop()
         proc = act.get('proc')
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -178,4 +179,6 @@ def run(ctx: Any) -> List[str]:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+        if act.get('ec2'):
+            act['ec2'].stop()
         kube.stop()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 from support.watchdog import ApiDouble, lease_object, node_object
-from support.watchdog_env import (  # noqa: F401  (env: the fixture)
-    MELTDOWN, OWNER, REPLICAS, STATE, all_at, env, last_operation, prober_config, until)
+from support.watchdog_env import (  # noqa: F401  (env: the fixture)  # pylint: disable=unused-import
+    MELTDOWN, OWNER, REPLICAS, STATE, all_at, env, prober_config, until)
 
 TWO = [('kcm', 3, 0, 0), ('mcm', 2, 1, 1)]
 

@@ -16,7 +16,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 
 from support.etcd_cluster import free_port
 from support.watchdog import ApiDouble, lease_object, node_object
-from support.watchdog_env import (  # noqa: F401  (env: the fixture)
+from support.watchdog_env import (  # noqa: F401  (env: the fixture)  # pylint: disable=unused-import
     NS, all_at, env, last_operation, prober_config, resource, step_of, until)
 
 TWO = [('kcm', 3, 0, 0), ('mcm', 2, 1, 1)]

@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 
 HOLD = 'lab.steward.io/hold-status'
 LEASE_NS = 'kube-node-lease'
@@ -40,11 +40,13 @@ def lease_object(name: str, renewed: float) -> Dict[str, Any]:
 
 
 class NodeLeases:
-    """`count` Nodes node-0.. with Leases, renewed every `period` seconds while not partitioned."""
+    """`count` Nodes node-0.. with Leases, renewed every `period` seconds while not partitioned. With `names`:
+    Leases for these Nodes, which someone else registered (e.g. the machines bench's kubelets)."""
 
-    def __init__(self, client, count: int, period: float = 1.5, prefix: str = 'node-'):
+    def __init__(self, client, count: int = 0, period: float = 1.5, prefix: str = 'node-',
+                 names: Optional[List[str]] = None):
         self.client = client
-        self.names = ['%s%d' % (prefix, i) for i in range(count)]
+        self.names = list(names) if names is not None else ['%s%d' % (prefix, i) for i in range(count)]
         self.period = period
         self.partitioned: set = set()
         self.errors: List[str] = []
@@ -52,7 +54,8 @@ class NodeLeases:
         self._thread = threading.Thread(target=self._run, name='node-leases', daemon=True)
         now = time.time()
         for name in self.names:
-            client.create(api_path('v1', 'nodes'), node_object(name))
+            if names is None:
+                client.create(api_path('v1', 'nodes'), node_object(name))
             client.create(api_path('coordination.k8s.io/v1', 'leases', LEASE_NS), lease_object(name, now))
 
     def start(self) -> 'NodeLeases':
@@ -133,7 +136,7 @@ class ReplicaRecorder:
             self._replicas[name] = replicas
 
     def times(self, name: str, after: int) -> List[float]:
-        return [t for t, n, _, a in self.changes if n == name and a == after]
+        return [t for t, n, _before, a in self.changes if n == name and a == after]
 
     def count(self, name: str, after: int) -> int:
         return len(self.times(name, after))

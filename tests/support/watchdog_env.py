@@ -26,7 +26,7 @@ STATE = 'cluster.steward.io/watchdog-state'
 STATUS = api_path('v1', 'configmaps', NS, 'steward-watchdog-prober-status')
 
 # DWD's example levels: scale down KCM (0), then MCM (1), then CA (2); scale up CA (0), then KCM and MCM (1).
-TARGETS = [('kube-controller-manager', 3, 1, 0), ('machine-controller-manager', 2, 1, 1), ('cluster-autoscaler', 1, 0, 2)]
+TARGETS = (('kube-controller-manager', 3, 1, 0), ('machine-controller-manager', 2, 1, 1), ('cluster-autoscaler', 1, 0, 2))
 
 
 def resource(name: str, up: int, down: int, optional: bool = False, scale_up: Optional[Dict[str, str]] = None,
@@ -40,7 +40,7 @@ def prober_config(targets=TARGETS, resources: Optional[List[Dict[str, Any]]] = N
     """Fast timings: probes every second, leases expire 6s after their last renewal (grace 8s)."""
     config = {'probeInterval': '1s', 'initialDelay': '1s', 'probeTimeout': '5s', 'backoffJitterFactor': 0,
               'kcmNodeMonitorGraceDuration': '8s', 'nodeLeaseFailureFraction': 0.6,
-              'dependentResourceInfos': resources or [resource(name, up, down) for name, _, up, down in targets]}
+              'dependentResourceInfos': resources or [resource(name, up, down) for name, _replicas, up, down in targets]}
     config.update(extra)
     return config
 
@@ -55,7 +55,7 @@ class Env:
         self.controllers: List[ControllerProcess] = []
 
     def deploy(self, targets=TARGETS, annotations: Optional[Dict[str, Dict[str, str]]] = None) -> None:
-        for name, replicas, _, _ in targets:
+        for name, replicas, _up, _down in targets:
             self.kube.create(api_path('apps/v1', 'deployments', NS), deployment(name, replicas, (annotations or {}).get(name)))
 
     def start(self, config: Dict[str, Any], identity: str = 'prober-0', extra: Optional[List[str]] = None) -> ControllerProcess:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping
 
 import kopf
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -133,7 +133,7 @@ class WeederLoop:
             log.warning('weeder config: unknown field %s ignored (as DWD does)', warning)
         log.info('weeder started', extra={'namespace': self.namespace, 'services': sorted(self.config.services),
                                           'watchDuration': self.config.watch_duration})
-        for kind, _, _ in SOURCES:
+        for kind, _api_version, _plural in SOURCES:
             self._start_watch(kind)
         self.runtime.health.beat(HEALTH_KEY)
         self.supervisor.start()

@@ -91,7 +91,7 @@ class Plan:
 
     @property
     def steps(self) -> List[Step]:
-        return [step for _, steps in self.levels for step in steps]
+        return [step for _level, steps in self.levels for step in steps]
 
     @property
     def changes(self) -> List[Step]:

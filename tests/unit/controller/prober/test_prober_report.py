@@ -57,7 +57,7 @@ def test_a_failure_repeated_on_every_probe_is_one_event():
     runtime = Recorder()
     reporter = Reporter(runtime, ProberMetrics(CollectorRegistry()), 'ns')
     failure = result('down', p.FAIL, p.K_NOT_FOUND, s.FAILED)
-    for _ in range(3):
+    for _probe in range(3):
         reporter.step(failure)
     assert runtime.events == [('TargetNotFound', True)]
     reporter.step(result('down', p.SCALE, p.K_SCALE, s.SUCCEEDED))
@@ -74,6 +74,6 @@ def test_probe_timing_jitter_and_throttling():
     options = types.SimpleNamespace(config=CONFIG, name='prober', qps=5.0, burst=10)
     draws = iter([0.0, 1.0, 0.5])
     loop = ProberLoop(runtime, options, jitter=lambda: next(draws))
-    assert [loop.next_wait(False) for _ in range(3)] == [10.0, 12.0, 11.0]   # interval x (1 + factor x U[0,1))
+    assert [loop.next_wait(False) for _probe in range(3)] == [10.0, 12.0, 11.0]   # interval x (1 + factor x U[0,1))
     loop.jitter = lambda: 0.0
     assert loop.next_wait(True) == 30.0                                        # the throttling back-off wins

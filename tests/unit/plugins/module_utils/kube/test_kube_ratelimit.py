@@ -24,9 +24,9 @@ def test_defaults_for_zero():
 def test_burst_then_qps():
     clock = Clock()
     bucket = TokenBucket(5, 10, clock=clock, sleep=clock.sleep)
-    waits = [bucket.take() for _ in range(12)]
+    waits = [bucket.take() for _call in range(12)]
     assert waits[:10] == [0.0] * 10                  # the burst
     assert [round(w, 6) for w in waits[10:]] == [0.2, 0.2]   # then 5 per second
     clock.now += 10                                  # idle: refilled up to the burst, not beyond
-    assert [bucket.take() for _ in range(10)] == [0.0] * 10
+    assert [bucket.take() for _call in range(10)] == [0.0] * 10
     assert round(bucket.take(), 6) == 0.2

@@ -51,7 +51,7 @@ def test_inconclusive_probes_count_nothing(phase):
 
 
 def test_restart_in_down_phase_finishes_the_scale_down_on_the_next_failure():
-    actions, _ = run([F], k=3, m=3, state=ProbeState(DOWN))
+    actions, _state = run([F], k=3, m=3, state=ProbeState(DOWN))
     assert actions == [SCALE_DOWN]
 
 
