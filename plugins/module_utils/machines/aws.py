@@ -106,6 +106,7 @@ class AWSDriver(Driver):
         self._clients: Dict[Tuple[str, str, str, Optional[str]], Any] = {}
         self._root_devices: Dict[Tuple[str, str], Optional[str]] = {}
         self._lock = threading.Lock()
+        self._image_lock = threading.Lock()      # one DescribeImages per AMI, even when workers start together
 
     # --- plumbing -------------------------------------------------------------------------------
     def _spec(self, cls: ClassContext, call: Call) -> aws_spec.AWSSpec:
@@ -172,13 +173,14 @@ class AWSDriver(Driver):
 
     def _root_device(self, spec: aws_spec.AWSSpec) -> Optional[str]:
         key = (spec.region, spec.ami)
-        if key not in self._root_devices:
-            answer = self._request(spec, Call.CREATE, 'DescribeImages', ImageIds=[spec.ami])
-            images = answer.get('Images') or []
-            if not images:
-                raise DriverError(Code.NOT_FOUND, 'Image %s not found' % spec.ami, Call.CREATE)
-            self._root_devices[key] = images[0].get('RootDeviceName')
-        return self._root_devices[key]
+        with self._image_lock:
+            if key not in self._root_devices:
+                answer = self._request(spec, Call.CREATE, 'DescribeImages', ImageIds=[spec.ami])
+                images = answer.get('Images') or []
+                if not images:
+                    raise DriverError(Code.NOT_FOUND, 'Image %s not found' % spec.ami, Call.CREATE)
+                self._root_devices[key] = images[0].get('RootDeviceName')
+            return self._root_devices[key]
 
     # --- MCM's calls ------------------------------------------------------------------------------
     def create_machine(self, cls: ClassContext, machine: MachineContext) -> CreateResult:
