@@ -48,6 +48,7 @@ try:
     import boto3
     import botocore.config
     import botocore.exceptions
+    import botocore.parsers
     HAS_BOTO3 = True
 except ImportError:  # reported when the driver is built
     HAS_BOTO3 = False
@@ -158,6 +159,11 @@ class AWSDriver(Driver):
                     botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError) as exc:
                 self._count(operation, 'Unavailable')
                 code, message = Code.UNAVAILABLE, '%s: the EC2 endpoint did not answer: %s' % (operation, type(exc).__name__)
+            except (botocore.exceptions.BotoCoreError, botocore.parsers.ResponseParserError) as exc:
+                # an answer that is not EC2's (a proxy's or an overloaded endpoint's HTML 5xx page): transient
+                self._count(operation, 'Unavailable')
+                code, message = Code.UNAVAILABLE, '%s: the EC2 endpoint answered something unreadable: %s' % (
+                    operation, str(exc).splitlines()[0][:200])
             if code != Code.THROTTLED:
                 raise DriverError(code, message, call)
             backoff = jittered_backoff(attempt, self.backoff_base, self.backoff_cap, self.rng)
