@@ -48,15 +48,15 @@ def test_create_tags_the_instance_and_the_listing_finds_it(aws):
     with pytest.raises(DriverError) as info:
         driver.get_machine_status(cls, machine('other'))
     assert info.value.code == Code.NOT_FOUND
-    assert [op for op, _ in requests].count('DescribeImages') == 1
+    assert [op for op, _outcome in requests].count('DescribeImages') == 1
 
 
 def test_the_ami_root_device_is_read_once(aws):
     driver, cls, _cluster, _net, _url, requests = aws
     for i in range(3):
         driver.create_machine(cls, machine('m%d' % i))
-    assert [op for op, _ in requests].count('DescribeImages') == 1
-    assert [op for op, _ in requests].count('RunInstances') == 3
+    assert [op for op, _outcome in requests].count('DescribeImages') == 1
+    assert [op for op, _outcome in requests].count('RunInstances') == 3
 
 
 def test_one_listing_pages_through_every_instance(aws):
@@ -65,7 +65,7 @@ def test_one_listing_pages_through_every_instance(aws):
         driver.create_machine(cls, machine('m%d' % i))
     del requests[:]
     assert len(driver.list_vms(cls)) == 5
-    pages = [op for op, _ in requests]
+    pages = [op for op, _outcome in requests]
     assert set(pages) == {'DescribeInstances'} and len(pages) >= 3        # page size 2: one call, several pages
 
 

@@ -44,7 +44,7 @@ def test_two_unknown_machines_of_one_deployment_are_replaced_one_at_a_time():
     for n in bad:
         sim.set_condition(n, 'Ready', 'False')
     most_in_flight = 0
-    for _ in range(120):
+    for _step in range(120):
         sim.step()
         for n in bad:
             if n in sim.nodes:
@@ -60,7 +60,7 @@ def test_a_cap_of_two_with_thirty_percent_bad_never_replaces_more_than_two_at_on
     bad = running_nodes(sim)[:3]
     sim.unreachable.update(bad)
     most = 0
-    for _ in range(150):
+    for _step in range(150):
         sim.step()
         most = max(most, sum(1 for m in sim.machines() if o.deleting(m) or o.phase(m).value in ('Failed', 'Terminating')))
     assert most <= 2 and frozen_condition(sim) is None
