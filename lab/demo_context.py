@@ -77,8 +77,8 @@ class DemoContext:
             self.write_log(traceback.format_exc())
             line = '%6.1f s  %-10s %s: FAILED: %s' % (took, self.act, title, _one_line(exc))
             self._say(line)
-            raise DemoFailed('%s / %s failed (%s); full log in %s' % (self.act, title, _one_line(exc),
-                                                                     self.log.name)) from exc
+            message = '%s / %s failed (%s); full log in %s' % (self.act, title, _one_line(exc), self.log.name)
+            raise DemoFailed(message) from exc
         line = '%6.1f s  %-10s %s%s' % (time.monotonic() - start, self.act, title, (': ' + note) if note else '')
         self._say(line)
         return line

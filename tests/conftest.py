@@ -40,11 +40,11 @@ def etcd1(tmp_path, etcd_bin_dir):
 
 @pytest.fixture(scope='session')
 def s3_server():
-    """A moto S3 server over real HTTP on loopback; yields its endpoint URL."""
-    from moto.server import ThreadedMotoServer
-    port = free_port()
-    server = ThreadedMotoServer(ip_address='127.0.0.1', port=port, verbose=False)
-    server.start()
+    """A moto S3 server over real HTTP on loopback, with AWS's SSE-C behaviour (support/s3_fidelity.py);
+    yields its endpoint URL."""
+    from support.s3_fidelity import FidelityMotoServer
+    server = FidelityMotoServer('127.0.0.1', 0).start()
+    port = server.port
     os.environ.setdefault('AWS_ACCESS_KEY_ID', 'testing')
     os.environ.setdefault('AWS_SECRET_ACCESS_KEY', 'testing')
     os.environ.setdefault('AWS_DEFAULT_REGION', 'us-east-1')
@@ -132,3 +132,21 @@ def webhook_server():
     server = WebhookReceiver()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope='session')
+def collection_tarball(tmp_path_factory, worker_id):
+    """The Galaxy tarball of this checkout (tests/support/galaxy.py), built once per test run for all workers."""
+    from support.galaxy import shared_tarball
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if worker_id != 'master' else base
+    return shared_tarball(str(shared / 'galaxy'))
+
+
+@pytest.fixture(scope='session')
+def installed_collection(collection_tarball, tmp_path_factory):
+    """The tarball installed offline (--no-deps) into an empty collections path. Yields (collections_path,
+    collection_dir); run Ansible with support.galaxy.installed_only_env(collections_path) to see only it."""
+    from support.galaxy import install_collection
+    path = str(tmp_path_factory.mktemp('installed-collections'))
+    return path, install_collection(collection_tarball, path)

@@ -41,6 +41,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     runtime = Runtime(settings=settings, client=client, metrics=metrics.Metrics(), health=metrics.Health())
     server = metrics.serve(settings.http_host, settings.http_port, runtime.metrics, runtime.health)
     log.info('serving /metrics, /healthz and /readyz', extra={'port': server.server_port, 'identity': settings.identity})
+    if settings.health_port and settings.health_port != settings.http_port:
+        health_server = metrics.serve(settings.http_host, settings.health_port, runtime.metrics, runtime.health)
+        log.info('serving /healthz and /readyz', extra={'port': health_server.server_port})
 
     stop_flag = Stopper()
     terminating = threading.Event()

@@ -28,6 +28,7 @@ options:
   user:
     description: etcd user name when etcd authentication is enabled.
     type: str
+    aliases: [username]
   password:
     description: Password of O(user).
     type: str

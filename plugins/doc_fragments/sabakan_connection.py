@@ -25,6 +25,7 @@ options:
   ca_path:
     description: CA bundle that signed sabakan's TLS certificate (PEM).
     type: path
+    aliases: [ca_cert]
   variables:
     description:
       - Query variables of the C(searchMachines) query, C(having) and C(notHaving), each a sabakan

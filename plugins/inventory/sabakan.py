@@ -74,7 +74,7 @@ options:
     default: 300
 extends_documentation_fragment:
   - constructed
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -82,6 +82,7 @@ EXAMPLES = r'''
 plugin: steward.cluster.sabakan
 cluster_file: /etc/cke/cluster.yml
 
+---
 # live.sabakan.yml: generate from sabakan without writing anything, with extra groups
 plugin: steward.cluster.sabakan
 url: http://sabakan.example:10080/graphql
@@ -104,19 +105,17 @@ from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES, SabakanError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import FileError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_cluster
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import FileError, SabakanError, SourceError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_checked_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
-    SourceError,
     load_constraints_input,
     load_current_cluster,
     load_template,
     machines_from,
 )
 
-KNOWN_ERRORS = (GeneratorError, SabakanError, FileError, SourceError)
+KNOWN_ERRORS = (SabakanError,)   # the area's base: every error below says what and where
 
 
 def _plain(value):
@@ -185,15 +184,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             current = load_current_cluster(cluster_file)
         if url is None and machines_file is None:
             if cluster_file is None:
-                raise SourceError('set cluster_file (hosts from a cluster file), or url or machines_file with '
-                                  'template or template_file (hosts generated live from sabakan)')
+                raise SourceError('', 'required', 'set cluster_file (hosts from a cluster file), or url or machines_file '
+                                  'with template or template_file (hosts generated live from sabakan)')
             if template is not None or template_file is not None:
-                raise SourceError('template and template_file need url or machines_file (live generation)')
+                raise SourceError('', 'requires', 'template and template_file need url or machines_file (live generation)')
             if current is None:
-                raise FileError('cluster file %s: does not exist' % cluster_file)
+                raise FileError('cluster file %s' % cluster_file, 'exists', 'does not exist')
             return current
         if template is None and template_file is None:
-            raise SourceError('live generation from %s needs template or template_file' % ('url' if url else 'machines_file'))
+            raise SourceError('', 'requires', 'live generation from %s needs template or template_file'
+                              % ('url' if url else 'machines_file'))
         template = load_template(_plain(template), template_file)
         constraints = load_constraints_input(_plain(self.get_option('constraints')),
                                              self._path('constraints_file', base))
@@ -201,9 +201,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                                  defaults=GENERATOR_VARIABLES, timeout=self.get_option('timeout'),
                                  validate_certs=self.get_option('validate_certs'),
                                  ca_path=self._path('ca_path', base))
-        plan = plan_cluster(current, template, constraints, machines,
-                            wait_retired_seconds=self.get_option('wait_retired_seconds'))
-        return plan.cluster if plan.changed else current
+        _plan, cluster = plan_checked_cluster(current, template, constraints, machines,
+                                              wait_retired_seconds=self.get_option('wait_retired_seconds'))
+        return cluster
 
     def parse(self, inventory, loader, path, cache=True):
         super(InventoryModule, self).parse(inventory, loader, path, cache)

@@ -78,7 +78,7 @@ attributes:
     details: The new config is validated in check mode too.
   diff_mode:
     support: full
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

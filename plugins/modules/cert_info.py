@@ -45,7 +45,7 @@ attributes:
 requirements:
   - cryptography
   - PyYAML
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

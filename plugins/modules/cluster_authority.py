@@ -43,7 +43,7 @@ attributes:
     support: none
 requirements:
   - cryptography
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

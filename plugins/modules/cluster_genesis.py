@@ -46,7 +46,7 @@ attributes:
 seealso:
   - module: steward.cluster.node_join
   - module: steward.cluster.node_remove
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -22,6 +22,13 @@ options:
       - Also probe the client URLs found in the member list, so that one reachable endpoint is enough.
     type: bool
     default: true
+  wait_healthy:
+    description:
+      - Seconds to wait until every member is a healthy voting member (no learner left, quorum, no CORRUPT
+        alarm), polling several times a second; the module fails with the reason when that does not happen.
+      - V(0) (default) reads the cluster once and never fails on its health.
+    type: float
+    default: 0
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
   - ansible.builtin.action_common_attributes
@@ -36,7 +43,7 @@ attributes:
     support: full
   diff_mode:
     support: none
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -111,17 +118,26 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info, wait_until_healthy
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec(ETCD_CONNECTION_SPEC, discover={'type': 'bool', 'default': True}),
+    module = AnsibleModule(argument_spec=argspec(ETCD_CONNECTION_SPEC, discover={'type': 'bool', 'default': True},
+                                                 wait_healthy={'type': 'float', 'default': 0}),
                            supports_check_mode=True)
     if not HAS_REQUESTS:
         module.fail_json(msg=missing_required_lib('requests'))
+    p = module.params
     try:
-        info = cluster_info(EtcdConnection.from_params(module.params), discover=module.params['discover'])
+        conn = EtcdConnection.from_params(p)
+        if p['wait_healthy'] and p['wait_healthy'] > 0:
+            info, why = wait_until_healthy(conn, p['wait_healthy'], discover=p['discover'])
+            if why:
+                module.fail_json(msg='the cluster did not become healthy within %ss: %s' % (p['wait_healthy'], why),
+                                 changed=False, **info)
+        else:
+            info = cluster_info(conn, discover=p['discover'])
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **info)

@@ -17,7 +17,11 @@ description:
   - An empty directory is removed rather than moved, since it holds nothing.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
@@ -40,7 +44,7 @@ options:
     description: Word put in the name of the moved directory.
     type: str
     default: set-aside
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -40,7 +40,7 @@ attributes:
     details: Check mode returns the order only.
   diff_mode:
     support: none
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -18,14 +18,23 @@ description:
   - A member of a cluster that lost quorum still answers status requests, so the raft index of a
     leaderless survivor can be compared with the others.
   - Never changes anything.
+  - The result is also set as the host fact C(etcd_member) (RV(ansible_facts.etcd_member)), so later plays
+    and other hosts (C(hostvars[host].etcd_member)) can read it without registering the task.
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+  - ansible.builtin.action_common_attributes.facts
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
     support: none
+  facts:
+    support: full
   platform:
     platforms: posix
 options:
@@ -52,7 +61,7 @@ options:
     description: Seconds to wait for the member's answers; a leaderless member fails the linearizable read after this.
     type: float
     default: 2.0
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -65,10 +74,22 @@ EXAMPLES = r'''
     ca_cert: /etc/etcd/pki/ca.crt
     client_cert: /etc/etcd/pki/client.crt
     client_key: /etc/etcd/pki/client.key
-  register: etcd_member_state
+
+- name: Every host's member as others see it (the etcd_member fact)
+  ansible.builtin.debug:
+    msg: "{{ groups['etcd'] | map('extract', hostvars, ['etcd_member', 'raft_index']) | list }}"
 '''
 
 RETURN = r'''
+ansible_facts:
+  description: The host fact C(etcd_member), the same dictionary as RV(member).
+  returned: always
+  type: dict
+  contains:
+    etcd_member:
+      description: Facts about the member on this host (see RV(member)).
+      type: dict
+      returned: always
 member:
   description: Facts about the member on this host.
   returned: always
@@ -76,6 +97,7 @@ member:
   contains:
     name: {description: Member name., type: str, returned: always}
     host_reachable: {description: Always true (the module ran on the host)., type: bool, returned: always}
+    data_state: {description: 'What is at the data dir: absent, empty, present or not-a-directory.', type: str, returned: always}
     data_exists: {description: The data dir exists., type: bool, returned: always}
     data_has_data: {description: The data dir holds a WAL or a backend db., type: bool, returned: always}
     process_running: {description: The member process is alive - from the pid file or else from the answer., type: bool, returned: always}
@@ -126,7 +148,7 @@ def main():
                                 probe_timeout=p['probe_timeout'])
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, member=member)
+    module.exit_json(changed=False, member=member, ansible_facts={'etcd_member': member})
 
 
 if __name__ == '__main__':

@@ -67,6 +67,9 @@ options:
     description: Key of O(client_cert).
     type: path
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
@@ -75,7 +78,8 @@ attributes:
     platforms: posix
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-author: steward.cluster developers (@steward)
+  - ansible.builtin.action_common_attributes.actiongroups
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -24,7 +24,11 @@ description:
   - Hosts that Ansible could not reach never make the plan fail; they are reported and left alone.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
   diff_mode:
@@ -44,7 +48,7 @@ options:
     description: Whether a backup store is available for the C(restore_snapshot) action.
     type: bool
     default: false
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

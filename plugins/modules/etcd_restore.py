@@ -29,9 +29,15 @@ description:
     rebuilt snapshot is what the data dir is restored from. A restore then loses at most the writes of
     the last delta period.
   - A gap in the delta snapshots (a missing revision range) refuses the restore unless O(stop_at_gap=true).
+  - Without O(snapshot), when the newest usable full snapshot or a delta of its chain fails verification
+    or cannot be restored, the next older full snapshot with its deltas is tried, and so on (O(fallback));
+    every snapshot passed over is named in RV(skipped) with the check that failed. When none can be
+    restored, the module fails and changes nothing.
+  - Snapshots written by etcd-backup-restore (no metadata objects, status C(unrecorded)) are restored
+    after their content is verified (etcd's sha256 trailer and C(snapshot status)).
   - Run it for every member with the same O(initial_cluster) and O(initial_cluster_token), then start
     the members with C(--initial-cluster-state new).
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 options:
   store:
     description:
@@ -43,8 +49,17 @@ options:
   snapshot:
     description:
       - Name of the snapshot in O(store) to restore (for example C(Full-00000000-00001001-1700000000)).
-      - Defaults to the latest valid full snapshot. A named snapshot must be valid and full.
+      - Defaults to the latest usable full snapshot (with O(fallback), older ones when it cannot be restored).
+        A named snapshot must be usable and full, and is never replaced by another one.
     type: str
+  fallback:
+    description:
+      - Without O(snapshot), when the newest usable full snapshot (or a delta of its chain) fails
+        verification or cannot be restored, try the next older one, then the next, and say which were
+        skipped and why (RV(skipped)).
+      - With V(false) the newest is the only candidate.
+    type: bool
+    default: true
   snapshot_file:
     description:
       - A local snapshot file to restore instead of a snapshot from a store.
@@ -104,7 +119,11 @@ extends_documentation_fragment:
   - steward.cluster.etcd_store
   - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
     details: Selects, downloads and verifies the snapshot (read-only) and restores nothing.
@@ -165,6 +184,24 @@ snapshot:
     size: 20512
     status: valid
     sha256: 5f0c6e...
+skipped:
+  description:
+    - Newer full snapshots passed over by the fallback, newest first, each with C(name), C(status)
+      (C(corrupt) or C(unrestorable)), C(failed_check) (e.g. C(sha256), C(sha256-trailer), C(snapshot-status),
+      C(delta-content), C(replay)) and C(reason).
+  returned: from a store
+  type: list
+  elements: dict
+  sample: [{name: Full-00000000-00002001-1700003600, status: corrupt, failed_check: sha256, reason: '...'}]
+encryption:
+  description: Server-side encryption settings used to read an S3 store (never the key).
+  returned: for S3 stores
+  type: dict
+store_notes:
+  description: Store directories that others may read or enter (local stores), with a message each.
+  returned: for local stores
+  type: list
+  elements: dict
 data_dir:
   description: The restored data dir.
   returned: always
@@ -210,11 +247,12 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_member, select_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_with_fallback
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
 
 
 def main():
@@ -231,6 +269,7 @@ def main():
         apply_deltas=dict(type='bool', default=True),
         stop_at_gap=dict(type='bool', default=False),
         last_delta=dict(type='str'),
+        fallback=dict(type='bool', default=True),
         tmp_dir=dict(type='path'),
     )
     spec['store'] = dict(spec['store'], required=False)
@@ -248,11 +287,16 @@ def main():
             result = restore_file(p['snapshot_file'], **member)
         else:
             store = store_from_params(p)
-            result = restore_member(store, select_snapshot(store, p['snapshot']), apply_deltas=p['apply_deltas'],
-                                    stop_at_gap=p['stop_at_gap'], last_delta=p['last_delta'],
-                                    etcd_binary=tools.etcd, **member)
+            result = restore_with_fallback(store, snapshot=p['snapshot'], fallback=p['fallback'],
+                                           apply_deltas=p['apply_deltas'], stop_at_gap=p['stop_at_gap'],
+                                           last_delta=p['last_delta'], etcd_binary=tools.etcd, **member)
+            result.update(store_report(store))
+    except InvalidInput as exc:
+        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
+    for skipped in result.get('skipped', []):
+        module.warn('skipped snapshot %s (%s): %s' % (skipped['name'], skipped['status'], skipped['reason']))
     diff = result.pop('diff')
     if module._diff:
         result['diff'] = diff

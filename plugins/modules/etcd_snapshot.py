@@ -50,7 +50,7 @@ attributes:
 requirements:
   - requests
   - etcd-sdk-python (import pyetcd)
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -120,6 +120,19 @@ snapshot:
     metadata:
       description: The metadata object published with the snapshot (cluster and member ids, etcd version, checks).
       type: dict
+encryption:
+  description: Server-side encryption of the S3 objects (never the key; SSE-C shows the key's MD5, as S3 does).
+  returned: success, for S3 stores
+  type: dict
+  sample: {mode: AES256}
+store_notes:
+  description:
+    - Store directories that others may read or enter, left as the operator made them (local stores).
+    - Each has C(path), C(mode), C(expected) and C(message); the module also warns.
+  returned: success, for local stores
+  type: list
+  elements: dict
+  sample: [{path: /var/backups/etcd, mode: '0755', expected: '0700', message: '...'}]
 member:
   description: The member the snapshot was streamed from.
   returned: success
@@ -154,6 +167,7 @@ member:
 import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_CONNECTION_SPEC,
     ETCD_STORE_SPEC,
@@ -169,7 +183,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
 
 
 def main():
@@ -186,12 +200,21 @@ def main():
         module.fail_json(msg=missing_required_lib('boto3'))
     try:
         tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'])
-        result = take_full_snapshot(EtcdConnection.from_params(module.params), store_from_params(module.params),
+        store = store_from_params(module.params)
+        result = take_full_snapshot(EtcdConnection.from_params(module.params), store,
                                     now=time.time(), tmp_dir=module.params['tmp_dir'],
                                     snapshot_timeout=module.params['snapshot_timeout'],
                                     tool=tools.snapshot_tool, check_mode=module.check_mode)
+    except InvalidInput as exc:
+        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
+    result.update(store_report(store))
+    for note in result.get('store_notes', []):
+        module.warn(note['message'])
+    if getattr(store, 'encryption_confirmed', lambda: None)() is False:
+        module.warn('the S3 store did not confirm %s server-side encryption of %s' % (
+            result['encryption']['mode'], result['snapshot']['name']))
     module.exit_json(**result)
 
 

@@ -24,7 +24,7 @@ description:
     O(max_backups); they are deleted only once older than O(incomplete_grace_period), because a younger
     one may be an upload in progress.
   - Every deleted snapshot is returned with the reason it was deleted.
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 options:
   policy:
     description: The garbage collection policy.
@@ -52,7 +52,11 @@ options:
 extends_documentation_fragment:
   - steward.cluster.etcd_store
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
 attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.etcd]
   check_mode:
     support: full
     details: Lists what would be deleted and deletes nothing.
@@ -132,6 +136,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES, apply_gc, plan_gc
@@ -157,6 +162,8 @@ def main():
                        delta_retention_seconds=p['delta_snapshot_retention_period'],
                        incomplete_grace_seconds=p['incomplete_grace_period'])
         result = apply_gc(store, plan, check_mode=module.check_mode)
+    except InvalidInput as exc:
+        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
     if module._diff:

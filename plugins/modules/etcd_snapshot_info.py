@@ -8,24 +8,37 @@ __metaclass__ = type
 
 DOCUMENTATION = r'''
 module: etcd_snapshot_info
-short_description: List the etcd snapshots in a local directory or S3 store and classify them
+short_description: List the etcd snapshots in a local directory or S3 store and say which are usable
 version_added: 0.1.0
 description:
   - Lists every snapshot object of the store (v2 layout, and the legacy v1 layout) in restore
-    order and gives each a status; only C(valid) snapshots are ever restored from.
-  - C(valid) means data and metadata exist and agree; C(incomplete) data without metadata
-    (an interrupted run); C(corrupt) metadata that disagrees with the data; C(orphan-metadata)
+    order and gives each a status; only usable snapshots (C(valid), C(unrecorded)) are ever restored from.
+  - By default every usable snapshot is read back and its content verified, because "is this backup
+    usable" is what a listing is asked for. O(verify=listing) is the cheap mode, named as such.
+  - C(valid) means data and metadata exist and agree (and, with O(verify=content), the content too);
+    C(unrecorded) a snapshot written by etcd-backup-restore (no metadata object), usable when its content
+    verifies; C(incomplete) data without metadata (an interrupted run); C(corrupt) data that disagrees with
+    its metadata or fails a content check (RV(snapshots[].failed_check) names which); C(orphan-metadata)
     metadata without data; C(partial) a temporary object or unfinished multipart upload.
   - Never changes anything.
 options:
+  verify:
+    description:
+      - V(content) downloads each usable snapshot and checks it - sha256 and size against its metadata;
+        for full snapshots etcd's sha256 trailer and the full bolt structure (C(snapshot status)); for
+        deltas their sha256 trailer, JSON and revisions. A snapshot that fails is reported C(corrupt).
+      - V(listing) is the cheap mode - names, sizes and metadata only. A file corrupted in place (same
+        size) still lists as C(valid) in this mode.
+    type: str
+    choices: [content, listing]
+    default: content
   verify_sha256:
     description:
-      - Download each valid snapshot and check its sha256 and size against its metadata
-        (plus, for full snapshots, etcd's sha256 trailer and C(snapshot status), which needs the tools
-        of O(etcdutl_path)).
-      - A snapshot that fails is reported with status C(corrupt).
+      - Deprecated, use O(verify). V(true) is O(verify=content), V(false) is O(verify=listing).
     type: bool
-    default: false
+  tmp_dir:
+    description: Directory for the copies read back from an S3 store (default the system temp directory).
+    type: path
 extends_documentation_fragment:
   - steward.cluster.etcd_store
   - steward.cluster.etcd_tools
@@ -42,16 +55,20 @@ attributes:
     membership: [steward.cluster.etcd]
   platform:
     platforms: posix
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
-- name: List the snapshots and check their hashes
+- name: List the snapshots and verify their content
   steward.cluster.etcd_snapshot_info:
     store: s3://backups/etcd/main
     s3_endpoint_url: https://minio.example.com
-    verify_sha256: true
   register: snaps
+
+- name: Only list names and metadata (cheap, does not read the snapshots)
+  steward.cluster.etcd_snapshot_info:
+    store: /var/backups/etcd
+    verify: listing
 
 - name: Stop when there is nothing to restore from
   ansible.builtin.assert:
@@ -88,13 +105,21 @@ snapshots:
       description: Size of the data in bytes.
       type: int
     status:
-      description: One of C(valid), C(incomplete), C(corrupt), C(orphan-metadata), C(partial).
+      description: One of C(valid), C(unrecorded), C(incomplete), C(corrupt), C(orphan-metadata), C(partial).
       type: str
     valid:
-      description: Whether the snapshot can be restored from.
+      description: Whether the snapshot can be restored from (C(valid) or C(unrecorded)).
       type: bool
     problem:
       description: Why it is not valid (empty when valid).
+      type: str
+    failed_check:
+      description:
+        - The content check that failed for a C(corrupt) snapshot, e.g. C(sha256), C(size), C(sha256-trailer),
+          C(snapshot-status), C(delta-content), C(decompression); null otherwise.
+      type: str
+    checked:
+      description: How far the snapshot was verified, C(content) or C(listing).
       type: str
     sha256:
       description: sha256 recorded in the metadata.
@@ -103,39 +128,70 @@ snapshots:
       description: The metadata object, if any.
       type: dict
 latest_valid:
-  description: The latest valid full snapshot (same fields as an item of RV(snapshots)), or null.
+  description: The latest usable full snapshot (same fields as an item of RV(snapshots)), or null.
   returned: always
   type: dict
 counts:
   description: Number of snapshots per status.
   returned: always
   type: dict
-  sample: {valid: 3, incomplete: 0, corrupt: 0, orphan-metadata: 0, partial: 1}
+  sample: {valid: 3, unrecorded: 0, incomplete: 0, corrupt: 0, orphan-metadata: 0, partial: 1}
+verify:
+  description: The verification that was done, C(content) or C(listing).
+  returned: always
+  type: str
+encryption:
+  description: Server-side encryption settings used to read an S3 store (never the key).
+  returned: for S3 stores
+  type: dict
+store_notes:
+  description: Store directories that others may read or enter (local stores), with a message each.
+  returned: for local stores
+  type: list
+  elements: dict
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import list_snapshots
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import (
+    VERIFY_CONTENT,
+    VERIFY_LISTING,
+    VERIFY_MODES,
+    list_snapshots,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
 
 
 def main():
     module = AnsibleModule(
         argument_spec=argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
-                              verify_sha256={'type': 'bool', 'default': False}),
+                              verify={'type': 'str', 'choices': list(VERIFY_MODES), 'default': VERIFY_CONTENT},
+                              verify_sha256={'type': 'bool'},
+                              tmp_dir={'type': 'path'}),
         supports_check_mode=True,
     )
-    if module.params['store'].startswith('s3://') and not HAS_BOTO3:
-        module.fail_json(msg=missing_required_lib('boto3'))
     p = module.params
+    if p['store'].startswith('s3://') and not HAS_BOTO3:
+        module.fail_json(msg=missing_required_lib('boto3'))
+    verify = p['verify']
+    if p['verify_sha256'] is not None:
+        module.deprecate('verify_sha256 is replaced by verify (content or listing)', version='2.0.0',
+                         collection_name='steward.cluster')
+        verify = VERIFY_CONTENT if p['verify_sha256'] else VERIFY_LISTING
     try:
-        tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs']).snapshot_tool if p['verify_sha256'] else None
-        result = list_snapshots(store_from_params(p), verify_sha256=p['verify_sha256'], tool=tool)
+        tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs']).snapshot_tool \
+            if verify == VERIFY_CONTENT else None
+        store = store_from_params(p)
+        result = list_snapshots(store, verify=verify, tmp_dir=p['tmp_dir'], tool=tool)
+    except InvalidInput as exc:
+        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     except EtcdError as exc:
         module.fail_json(msg=str(exc))
+    result.update(store_report(store))
     module.exit_json(changed=False, **result)
 
 

@@ -50,7 +50,7 @@ attributes:
 seealso:
   - module: steward.cluster.cluster_genesis
   - module: steward.cluster.join_script
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -44,7 +44,7 @@ attributes:
     support: full
   diff_mode:
     support: full
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -97,7 +97,7 @@ seealso:
   - module: steward.cluster.node_maintenance_info
 requirements:
   - kubernetes (the Python client)
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -184,9 +184,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.ansible_view import (
-    APPROVAL_ANNOTATION, PROFILE_MODES, SHORTCUT_STATES, OptionError, changes_from, plan_node_change, shortcut_changes)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import PROFILE_LABEL, STATE_LABEL, split_profiles
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import OptionError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_edit import (
+    APPROVAL_ANNOTATION, PROFILE_MODES, SHORTCUT_STATES, changes_from, plan_node_change, shortcut_changes)
 
 
 def wanted_changes(params):
@@ -207,7 +208,7 @@ def apply(params, check_mode):
         try:
             node = client.get(path)
         except NotFound:
-            raise OptionError('node %s not found (API server %s)' % (name, client.host)) from None
+            raise OptionError('name', 'exists', 'node %s not found (API server %s)' % (name, client.host), name) from None
         plan = plan_node_change(node, annotations, labels, params['profile'], params['profile_mode'])
         if plan.changed and not check_mode:
             client.merge_patch(path, plan.patch)
@@ -239,7 +240,7 @@ def main():
     try:
         plan = apply(module.params, module.check_mode)
     except OptionError as exc:
-        module.fail_json(msg=str(exc), node=name)
+        module.fail_json(msg=str(exc), node=name, field=exc.field, rule=exc.rule)
     except KubeError as exc:
         module.fail_json(msg='node %s: %s' % (name, exc), node=name)
     for warning in plan.warnings:

@@ -85,7 +85,7 @@ seealso:
 requirements:
   - kubernetes (the Python client)
   - PyYAML
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -221,13 +221,15 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.ansible_view import (
-    OptionError, kube_environment, node_view, read_config)
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import parse_label_selector
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, OptionError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import parse_time_ns
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import kube_environment, read_config
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_view import node_view
 
 
 def describe(params):
@@ -236,7 +238,9 @@ def describe(params):
         try:
             now = parse_time_ns(params['now']) / 1e9
         except ValueError as exc:
-            raise OptionError('now: %s' % exc) from None
+            raise OptionError('now', 'rfc3339', str(exc), params['now']) from None
+    if params['label_selector']:
+        parse_label_selector(params['label_selector'], 'label_selector')   # refused here, before any request
     client = client_from_params(params)
     try:
         config, source = read_config(params['config'], params['config_file'], params['config_source'], client)
@@ -245,7 +249,8 @@ def describe(params):
             try:
                 nodes = [client.get(api_path('v1', 'nodes', name=params['name']))]
             except NotFound:
-                raise OptionError('node %s not found (API server %s)' % (params['name'], client.host)) from None
+                raise OptionError('name', 'exists', 'node %s not found (API server %s)' % (params['name'], client.host),
+                                  params['name']) from None
         else:
             nodes = client.list(api_path('v1', 'nodes'), label_selector=params['label_selector'])
             all_nodes = None if params['label_selector'] else nodes
@@ -273,8 +278,10 @@ def main():
     try:
         result = describe(module.params)
     except ConfigError as exc:
-        module.fail_json(msg='maintenance config: %s' % exc)
-    except (OptionError, KubeError) as exc:
+        module.fail_json(msg='maintenance config: %s' % exc, field=exc.field, rule=exc.rule)
+    except InvalidInput as exc:   # OptionError and the shared checks
+        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
+    except KubeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

@@ -94,7 +94,7 @@ attributes:
 requirements:
   - kubernetes (the Python client)
   - requests
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

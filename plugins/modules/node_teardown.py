@@ -61,7 +61,7 @@ attributes:
     support: full
   diff_mode:
     support: none
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''

@@ -20,9 +20,14 @@ description:
     decrease control planes, replace a bad control plane, increase workers, remove a worker retired for
     longer than O(wait_retired_seconds), fix the C(cke.cybozu.com/state) taints.
     When no step fires but the template changed, the template is re-applied to the same machines.
+  - The cluster that stands afterwards (the new one, or the current one when nothing changes) is checked
+    against the constraints as CKE and the controller check it; a violation fails the task with
+    C(ConstraintViolation).
   - The new cluster file is written atomically. A second run with the same machines changes nothing.
-  - Generator errors (C(NotAvailable), C(TooManyNonExistent), C(MissingMachine), C(TemplateError),
-    C(ConstraintsError), C(MachineError)) and sabakan errors fail the task and leave the file as it was.
+  - Generator errors (C(NotAvailable), C(TooManyNonExistent), C(MissingMachine), C(ConstraintViolation),
+    C(TemplateError), C(ConstraintsError), C(MachineError)) and sabakan errors fail the task and leave the
+    file as it was; the result's C(error) names the class, and for bad input C(field) and C(rule) say where
+    and which rule.
 options:
   cluster_file:
     description:
@@ -86,7 +91,7 @@ notes:
     O(wait_retired_seconds) apply.
 requirements:
   - PyYAML
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -186,38 +191,33 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args impor
     MACHINES_SOURCE_EXCLUSIVE,
     MACHINES_SOURCE_SPEC,
     SABAKAN_CONNECTION_SPEC,
-    OptionError,
     argspec,
     check_node_taints,
     check_wait_seconds,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES, SabakanError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, error_result
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     HAS_YAML,
     YAML_IMPORT_ERROR,
-    FileError,
+    apply_file_update,
     dump_yaml,
-    file_mode,
     parse_mode,
-    read_text,
-    write_text_atomic,
+    plan_file_update,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_cluster
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_checked_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import resolve_now
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
-    SourceError,
     load_constraints_input,
     load_current_cluster,
     load_template,
     machines_from,
 )
 
-KNOWN_ERRORS = (GeneratorError, SabakanError, FileError, SourceError, OptionError)
-
 
 def plan(params):
-    """Read every input, then plan; raises one of KNOWN_ERRORS before anything is written."""
+    """Read every input, plan and check the constraints as the controller does; (plan, cluster afterwards, file
+    update, machine count). Raises SabakanError before anything is written."""
     path = params['cluster_file']
     now = resolve_now(params['now'])
     mode = parse_mode(params['mode'])
@@ -229,9 +229,10 @@ def plan(params):
     machines = machines_from(url=params['url'], machines=params['machines'], machines_file=params['machines_file'],
                              variables=params['variables'], defaults=GENERATOR_VARIABLES, timeout=params['timeout'],
                              validate_certs=params['validate_certs'], ca_path=params['ca_path'], now=now)
-    result = plan_cluster(current, template, constraints, machines, now=now, node_taints=node_taints,
-                          wait_retired_seconds=wait)
-    return current, result, mode, len(machines)
+    result, cluster = plan_checked_cluster(current, template, constraints, machines, now=now, node_taints=node_taints,
+                                           wait_retired_seconds=wait)
+    update = plan_file_update(path, dump_yaml(cluster) if result.changed else None, mode, 'cluster')
+    return result, cluster, update, len(machines)
 
 
 def main():
@@ -253,37 +254,18 @@ def main():
     )
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib('PyYAML'), exception=YAML_IMPORT_ERROR)
-    params = module.params
-    path = params['cluster_file']
+    path = module.params['cluster_file']
     try:
-        current, result, mode, machine_count = plan(params)
-    except KNOWN_ERRORS as exc:
-        name = type(exc).__name__
-        module.fail_json(msg='%s: %s' % (name, exc), error=name, cluster_file=path)
-
-    before_text = read_text(path, 'cluster') if current is not None else ''
-    cluster = result.cluster if result.changed else current
-    after_text = dump_yaml(cluster) if result.changed else before_text
-    existing_mode = file_mode(path)
-    mode_changed = mode is not None and existing_mode is not None and existing_mode != mode and not result.changed
-    changed = result.changed or mode_changed
-
-    if not module.check_mode:
-        try:
-            if result.changed:
-                write_text_atomic(path, after_text, mode)
-            elif mode_changed:
-                module.set_mode_if_different(path, mode, False)
-        except (FileError, OSError) as exc:
-            module.fail_json(msg='FileError: %s' % exc, error='FileError', cluster_file=path)
-
-    output = dict(changed=changed, operation=result.operation, changes=result.changes,
+        result, cluster, update, machine_count = plan(module.params)
+        if not module.check_mode:
+            apply_file_update(update)
+    except SabakanError as exc:
+        module.fail_json(cluster_file=path, **error_result(exc))
+    output = dict(changed=update.changed, operation=result.operation, changes=result.changes,
                   node_changes=[c.as_dict() for c in result.node_changes], cluster=cluster,
                   machine_count=machine_count, cluster_file=path)
-    if module._diff and changed:
-        output['diff'] = dict(before=before_text or '', after=after_text or '',
-                              before_header=path if current is not None else '%s (absent)' % path,
-                              after_header=path)
+    if module._diff and update.changed:
+        output['diff'] = update.diff()
     module.exit_json(**output)
 
 

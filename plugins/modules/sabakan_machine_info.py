@@ -49,7 +49,7 @@ attributes:
     support: none
   platform:
     platforms: posix
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -123,9 +123,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client imp
     GENERATOR_VARIABLES,
     REPAIR_VARIABLES,
     SabakanClient,
-    SabakanError,
     query_variables,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, error_result
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import count_by
 
 PRESETS = {
@@ -147,7 +147,7 @@ def main():
                                ca_path=params['ca_path'])
         machines = client.search_machines(variables['having'], variables['notHaving'])
     except SabakanError as exc:
-        module.fail_json(msg='%s: %s' % (type(exc).__name__, exc), error=type(exc).__name__)
+        module.fail_json(**error_result(exc))
     counts = count_by(machines)
     module.exit_json(changed=False, machines=machines, count=len(machines), variables=variables,
                      by_state=counts['by_state'], by_role=counts['by_role'])

@@ -46,7 +46,8 @@ options:
     type: str
   mode:
     description:
-      - Permissions the queue file gets when it is written, as an octal string such as C('0644').
+      - Permissions of the queue file, as an octal string such as C('0644'); applied when the file is written,
+        and to an existing file whose mode differs even when no entry is added (as M(steward.cluster.sabakan_cluster) does).
       - Unset keeps the mode of an existing file; a new file gets C(0644).
     type: raw
 extends_documentation_fragment:
@@ -73,7 +74,7 @@ notes:
     C({"having": {"states": ["UNHEALTHY", "UNREACHABLE"]}, "notHaving": {"roles": ["boot"]}}).
 requirements:
   - PyYAML
-author: steward.cluster developers (@steward)
+author: steward.cluster developers (@steward-cluster)
 '''
 
 EXAMPLES = r'''
@@ -169,33 +170,30 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args impor
     SABAKAN_CONNECTION_SPEC,
     argspec,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import REPAIR_VARIABLES, SabakanError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import REPAIR_VARIABLES
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, error_result
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     HAS_YAML,
     YAML_IMPORT_ERROR,
-    FileError,
+    apply_file_update,
     dump_yaml,
     load_cluster_file,
     load_reboot_queue,
     load_repair_queue,
     parse_mode,
-    read_text,
-    write_text_atomic,
+    plan_file_update,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import resolve_now
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair import decide_repairs
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
-    SourceError,
     load_constraints_input,
     machines_from,
 )
 
-KNOWN_ERRORS = (GeneratorError, SabakanError, FileError, SourceError)
-
 
 def plan(params):
-    """Read every input and decide; raises one of KNOWN_ERRORS before anything is written."""
+    """Read every input and decide; (queue, decision, added entries, file update, machine count). Raises
+    SabakanError before anything is written."""
     now = resolve_now(params['now'])
     mode = parse_mode(params['mode'])
     constraints = load_constraints_input(params['constraints'], params['constraints_file'])
@@ -208,7 +206,8 @@ def plan(params):
     decision = decide_repairs(machines, queue.entries, reboots, cluster, constraints, now=now)
     serials = {m['spec']['ipv4'][0]: m['spec']['serial'] for m in machines if m['spec']['ipv4']}
     added = queue.append(decision.entries, now=now, serials=serials)
-    return queue, decision, added, mode, len(machines)
+    update = plan_file_update(params['queue_file'], dump_yaml(queue.as_document()) if added else None, mode, 'repair queue')
+    return queue, decision, added, update, len(machines)
 
 
 def main():
@@ -227,29 +226,19 @@ def main():
     )
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib('PyYAML'), exception=YAML_IMPORT_ERROR)
-    params = module.params
-    path = params['queue_file']
+    path = module.params['queue_file']
     try:
-        before_text = read_text(path, 'repair queue') or ''
-        queue, decision, added, mode, machine_count = plan(params)
-    except KNOWN_ERRORS as exc:
-        name = type(exc).__name__
-        module.fail_json(msg='%s: %s' % (name, exc), error=name, queue_file=path)
-
-    after_text = dump_yaml(queue.as_document()) if added else before_text
-    if added and not module.check_mode:
-        try:
-            write_text_atomic(path, after_text, mode)
-        except FileError as exc:
-            module.fail_json(msg='FileError: %s' % exc, error='FileError', queue_file=path)
+        queue, decision, added, update, machine_count = plan(module.params)
+        if not module.check_mode:
+            apply_file_update(update)
+    except SabakanError as exc:
+        module.fail_json(queue_file=path, **error_result(exc))
     if decision.blocked:
         module.warn(decision.blocked)
-
-    result = dict(changed=bool(added), entries=added, skipped_machines=decision.skipped, blocked=decision.blocked or '',
+    result = dict(changed=update.changed, entries=added, skipped_machines=decision.skipped, blocked=decision.blocked or '',
                   queue_length=len(queue.entries), machine_count=machine_count, queue_file=path)
-    if module._diff and added:
-        result['diff'] = dict(before=before_text, after=after_text,
-                              before_header=path if before_text else '%s (absent)' % path, after_header=path)
+    if module._diff and update.changed:
+        result['diff'] = update.diff()
     module.exit_json(**result)
 
 

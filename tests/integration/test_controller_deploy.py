@@ -159,7 +159,7 @@ def test_deploy_is_idempotent_patches_changes_and_removes_all_but_the_crds(clust
     pod = spec['template']['spec']
     (container,) = pod['containers']
     assert spec['replicas'] == 2
-    assert container['image'] == 'ghcr.io/steward/steward-controller:0.1.0'
+    assert container['image'] == 'ghcr.io/steward-cluster/steward-controller:0.1.0'
     assert container['command'] == ['steward-controller']
     assert container['ports'] == [{'name': 'metrics', 'containerPort': 8080, 'protocol': 'TCP'}]
     assert container['livenessProbe']['httpGet'] == {'path': '/healthz', 'port': 'metrics'}

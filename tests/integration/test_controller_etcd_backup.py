@@ -263,3 +263,46 @@ def test_tls_etcd_with_client_certificates_from_a_secret(backup_env, tmp_path, e
         assert condition(get_backup(kube, 'tls'), 'BackupReady')['status'] == 'True'
     finally:
         cluster.stop()
+
+
+def test_restore_verification_on_demand_proves_then_catches_a_corrupt_backup(backup_env, tmp_path, etcd1):
+    """spec.restoreVerification (daily by default) runs on demand too: the newest backup is restored into a
+    throwaway etcd beside the controller; RestoreVerified, lastRestoreVerification, metrics and Events say how
+    it went, and a corrupt newest snapshot turns them to False with the snapshot and the check named."""
+    import boto3
+    kube, endpoint, bucket, start = backup_env
+    controller = start()
+    etcd1.put_many({'verify/%d' % i: 'v%d' % i for i in range(30)})
+    kube.create(BACKUPS, backup_body('proven', etcd1, endpoint, bucket, deltaSnapshotPeriod='0s'))
+    full = wait_for(lambda: (get_backup(kube, 'proven').get('status') or {}).get('lastFullSnapshot'), 40, what='full')
+
+    def verify(token):
+        kube.merge_patch('%s/proven' % BACKUPS, {'metadata': {'annotations': {'cluster.steward.io/verify-restore': token}}})
+        return wait_for(lambda: (get_backup(kube, 'proven').get('status') or {})
+                        if (get_backup(kube, 'proven').get('status') or {}).get('lastOnDemandVerification') == token
+                        else None, 60, what='the verification %s' % token)
+
+    status = verify('first')
+    proof = status['lastRestoreVerification']
+    assert proof['succeeded'] and proof['snapshot'] == full['name'] and proof['revision'] == full['revision']
+    assert proof['hashKVMatched'] is True and proof['durationSeconds'] > 0
+    cond = condition(get_backup(kube, 'proven'), 'RestoreVerified')
+    assert cond['status'] == 'True' and full['name'] in cond['message']
+    assert controller.metric('etcdbr_restore_verification_last_revision', {'resource': NS + '/proven'}) == full['revision']
+    assert controller.metric('etcdbr_restore_verification_age_seconds', {'resource': NS + '/proven'}) < 60
+    assert 'cluster.steward.io/verify-restore' not in (get_backup(kube, 'proven')['metadata'].get('annotations') or {})
+
+    s3 = boto3.client('s3', endpoint_url=endpoint)
+    key = 'etcd/proven/v2/' + full['name']
+    data = bytearray(s3.get_object(Bucket=bucket, Key=key)['Body'].read())
+    data[len(data) // 2] ^= 0xFF
+    s3.put_object(Bucket=bucket, Key=key, Body=bytes(data))
+    status = verify('second')
+    assert status['lastRestoreVerification']['succeeded'] is False
+    cond = condition(get_backup(kube, 'proven'), 'RestoreVerified')
+    assert cond['status'] == 'False' and cond['reason'] == 'RestoreVerificationFailed'
+    assert full['name'] in cond['message'] and 'corrupt (sha256)' in cond['message']
+    assert controller.metric('etcdbr_restore_verification_failures_total', {'resource': NS + '/proven'}) == 1.0
+    events = kube.list('/api/v1/namespaces/%s/events' % NS)
+    assert any(e['reason'] == 'RestoreVerificationFailed' and e['type'] == 'Warning' for e in events)
+    assert any(e['reason'] == 'RestoreVerified' and e['type'] == 'Normal' for e in events)

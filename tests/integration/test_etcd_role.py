@@ -359,14 +359,17 @@ def test_etcd_process_fails_with_the_log_when_etcd_exits(tmp_path):
 
 # --- templates ------------------------------------------------------------------------------------
 def test_systemd_unit_and_tls_config_render(tmp_path):
-    """systemd cannot run here: render the unit and a TLS config through the role's own templates."""
+    """systemd cannot run here: render the unit through the role's template and a TLS config through its
+    config module, from the role's own variables."""
     role = os.path.join(REPO, 'roles', 'etcd')
     tasks = [{'name': 'defaults', 'ansible.builtin.include_vars': {'file': role + '/defaults/main.yml'}},
              {'name': 'role vars', 'ansible.builtin.include_vars': {'file': role + '/vars/main.yml'}},
              {'name': 'unit', 'ansible.builtin.template': {
                  'src': role + '/templates/etcd.service.j2', 'dest': str(tmp_path / 'etcd.service')}},
-             {'name': 'config', 'ansible.builtin.template': {
-                 'src': role + '/templates/etcd.conf.yml.j2', 'dest': str(tmp_path / 'etcd.conf.yml')}}]
+             {'name': 'config', 'steward.cluster.etcd_config': {
+                 'path': str(tmp_path / 'etcd.conf.yml'), 'config': '{{ _etcd_config }}',
+                 'fingerprint_path': str(tmp_path / 'etcd.conf.yml.restart-sha256'),
+                 'fingerprint': '{{ _etcd_restart_fingerprint | trim }}'}}]
     play = local_play(tasks)
     extra = {'etcd_binary': '/opt/etcd/etcd', 'etcd_config_dir': '/etc/etcd',
              'etcd_tls': True, 'etcd_cluster_group': 'all', 'etcd_address': '10.0.0.5',

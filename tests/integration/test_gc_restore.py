@@ -37,13 +37,20 @@ def _snapshots(cluster, store, count):
 
 
 def _incomplete(store, src, revision, created, age):
-    """Data without metadata (an interrupted upload), last modified `age` seconds ago."""
-    copy = os.path.join(os.path.dirname(store.root), 'copy-%d' % revision)
-    shutil.copy(src, copy)  # publish_data moves a source that is already inside the store
-    snap = store.publish_data(naming.full_name(revision, int(created)), copy)
-    path = os.path.join(store.root, snap.key)
+    """Data without metadata, newer than the store's first recorded snapshot (so ours, unfinished: an S3
+    upload without its second phase, or a delete killed between metadata and data), `age` seconds old."""
+    name = str(naming.full_name(revision, int(created)))
+    path = os.path.join(store.ensure_dir(), name)
+    shutil.copy(src, path)
     os.utime(path, (time.time() - age, time.time() - age))
-    return str(snap.name)
+    return name
+
+
+def _orphan(store, revision):
+    """Metadata without data: what a writer killed before renaming its data into place leaves."""
+    name = str(naming.full_name(revision, int(time.time())))
+    with open(os.path.join(store.ensure_dir(), name + naming.METADATA_SUFFIX), 'w') as f:
+        json.dump({'format': 1, 'name': name, 'sha256': '0' * 64, 'size': 1}, f)
 
 
 def _gc_task(name, store, **extra):
@@ -60,7 +67,7 @@ def test_gc_then_restore_three_members(etcd3, tmp_path):
     assert len(fulls) == 3
     newest = str(fulls[-1].name)
     src = os.path.join(store_dir, fulls[-1].key)
-    old_incomplete = _incomplete(store, src, 999990, time.time() - 10 * HOUR, age=2 * HOUR)
+    old_incomplete = _incomplete(store, src, 999990, time.time() - 1.5 * HOUR, age=2 * HOUR)
     fresh_incomplete = _incomplete(store, src, 999991, time.time(), age=10)
     oldest_path = os.path.join(store_dir, fulls[0].key)
 
@@ -100,7 +107,7 @@ def test_gc_then_restore_three_members(etcd3, tmp_path):
         f.seek(4096)
         f.write(bytes([byte[0] ^ 0xff]))
     invalid_dir = str(tmp_path / 'invalid')
-    _incomplete(open_store(invalid_dir), src, 5, time.time() - HOUR, age=0)
+    _orphan(open_store(invalid_dir), 5)
 
     members = list(etcd3.members.values())
     initial_cluster = etcd3.initial_cluster()

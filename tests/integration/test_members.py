@@ -188,6 +188,20 @@ def test_move_leader(etcd3):
 
 
 # --- through ansible-playbook -------------------------------------------------------------------
+def test_etcd_member_facts_sets_the_host_fact(etcd1, tmp_path):
+    m = etcd1.members['etcd1']
+    res = run_playbook(local_play([
+        {'name': 'facts', 'steward.cluster.etcd_member_facts': {
+            'name': 'etcd1', 'data_dir': m.data_dir, 'client_url': m.client_url, 'peer_url': m.peer_url}},
+        {'name': 'read', 'ansible.builtin.set_fact': {'seen': '{{ etcd_member }}'}},
+    ], gather_facts=False))
+    assert res.rc == 0, res.stderr
+    facts = res.result('facts')
+    assert facts['ansible_facts']['etcd_member'] == facts['member'] and facts['changed'] is False
+    seen = res.result('read')['ansible_facts']['seen']
+    assert seen['healthy'] is True and seen['data_has_data'] is True and seen['data_state'] == 'present'
+
+
 def test_etcd_member_module_check_mode_idempotence_and_diff(etcd3):
     m4 = new_member(etcd3, 'etcd4')
     conn = {'endpoints': etcd3.endpoints, 'timeout': 2.0}

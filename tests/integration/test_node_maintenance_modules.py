@@ -210,7 +210,7 @@ def test_info_errors(cluster, kubeconfig, tmp_path):
     msgs = {name: result.result(name).get('msg', '') for name in (
         'missing node', 'bad config', 'missing configmap', 'missing key', 'bad source', 'unreachable', 'no kubeconfig', 'two sources')}
     assert all(result.result(name).get('failed') for name in msgs), msgs
-    assert msgs['missing node'] == 'node nope not found (API server %s)' % cluster.server.url
+    assert msgs['missing node'] == 'name: node nope not found (API server %s)' % cluster.server.url
     assert msgs['bad config'].startswith('maintenance config: config: instances.check[0] (name "reboot_needed"): unknown plugin '
                                          'type "hasAnnotatoin"')
     assert msgs['missing configmap'] == ('config_source configmap/steward-system/nothere/maintenance.yaml: configmap '
@@ -310,7 +310,7 @@ def test_node_maintenance_errors(cluster, kubeconfig):
     result = run_playbook(play)
     msgs = {name: result.result(name).get('msg', '') for name in cases}
     assert all(result.result(name).get('failed') for name in cases), msgs
-    assert msgs['missing node'] == 'node nope not found (API server %s)' % cluster.server.url
+    assert msgs['missing node'] == 'name: node nope not found (API server %s)' % cluster.server.url
     assert msgs['unreachable'].startswith('node n1-operational: GET %s/api/v1/nodes/n1-operational: the API server did not answer'
                                           % unreachable)
     assert msgs['bad annotation key'].startswith("annotations: 'Bad Key/x' is not a valid key: the prefix 'Bad Key'")

@@ -1,7 +1,8 @@
 """steward.cluster.etcd_recover on a lab of real etcd processes, provisioned by the collection's own role.
 
-One lab per test (own loopback addresses), disasters injected the way they happen: SIGKILL and a wiped
-data dir, a host Ansible cannot reach. Every key must be readable on every member afterwards."""
+One lab per test (its own random loopback addresses, so parallel runs never meet), disasters injected the
+way they happen: SIGKILL and a wiped data dir, a host Ansible cannot reach. Every key must be readable on
+every member afterwards. (A total loss with a corrupt newest backup: test_etcd_recover_total_loss.py.)"""
 
 from __future__ import annotations
 
@@ -16,34 +17,9 @@ sys.path.insert(0, os.path.join(REPO, 'lab'))
 
 import etcd_act  # noqa: E402
 import lab  # noqa: E402
+from support.recover_lab import assert_all_keys, lab3, plan_of, recover  # noqa: E402,F401 (lab3: a fixture)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def lab3(tmp_path):
-    state = str(tmp_path / 'lab')
-    lab.lab_up(state, 3, '127.0.0.71', echo=False)
-    hosts = lab.read_inventory(state)
-    yield state, hosts
-    lab.lab_down(state, purge=False)
-
-
-def recover(state, *args):
-    return lab.run_playbook(state, 'steward.cluster.etcd_recover', list(args), echo=False)
-
-
-def plan_of(result):
-    """The 'Decide what to do' result printed by the playbook's report task."""
-    out = result['output']
-    start = out.index('TASK [Report the diagnosis]')
-    return out[start:out.index('TASK [', start + 10)]
-
-
-def assert_all_keys(hosts, data, names=None):
-    for name in names or hosts:
-        got = etcd_act.read_all(lab.client_url(hosts[name]))
-        assert got == data, '%s: %d of %d keys' % (name, len(set(got) & set(data)), len(data))
 
 
 def test_recover_every_path_on_one_lab(lab3):
@@ -82,17 +58,6 @@ def test_recover_every_path_on_one_lab(lab3):
     with open(os.path.join(hosts['etcd3']['etcd_config_dir'], 'etcd.conf.yml')) as f:
         config = f.read()
     assert 'force-new-cluster: false' in config and 'initial-cluster-state: existing' in config
-
-    # everything lost: restore the latest valid snapshot, re-add the others
-    for name in hosts:
-        etcd_act.lose_for_good(hosts[name])
-    blocked = recover(state)
-    assert blocked['rc'] != 0 and 'blocked' in blocked['output']
-    fixed = recover(state, '-e', 'etcd_backup_store=' + store)
-    assert fixed['rc'] == 0, fixed['output'][-4000:]
-    assert 'action: restore_snapshot' in plan_of(fixed)
-    assert_all_keys(hosts, data)
-    assert recover(state)['changed'] == 0
 
 
 def test_unreachable_host_does_not_fail_recovery(lab3, tmp_path):

@@ -221,6 +221,18 @@ def test_too_many_non_existent_control_planes_fails_and_keeps_the_file(dc, files
     assert snapshot(files['cluster']) == before
 
 
+def test_a_cluster_that_violates_the_constraints_fails_and_keeps_the_file(dc, files):
+    """The module plans like the controller: no Update step removes surplus workers, so a maximum below the
+    current count is a ConstraintViolation (CKE's Constraints.Check), not a silent success."""
+    run_cluster(dc, files)
+    before = snapshot(files['cluster'])
+    run, res = run_cluster(dc, files, constraints={'control-plane-count': 3, 'minimum-workers': 4, 'maximum-workers': 4})
+    assert run.rc != 0 and res['error'] == 'ConstraintViolation'
+    assert res['msg'] == ('ConstraintViolation: the cluster does not satisfy the constraints: number of worker nodes '
+                          'exceeds the maximum')
+    assert snapshot(files['cluster']) == before
+
+
 def test_not_enough_machines_fails_with_not_available(dc, files):
     run, res = run_cluster(dc, files, constraints={'control-plane-count': 3, 'minimum-workers': 40})
     assert res['error'] == 'NotAvailable' and res['msg'].startswith('NotAvailable: ')
@@ -276,6 +288,7 @@ def test_invalid_template_error_names_the_file(dc, files):
 def test_bad_options_fail_before_anything(dc, files):
     run, res = run_cluster(dc, files, constraints={'control-plane-cont': 3})
     assert res['error'] == 'ConstraintsError' and 'control-plane-cont' in res['msg']
+    assert (res['field'], res['rule']) == ('constraints', 'known')
     run, res = run_cluster(dc, files, variables={'having': {'states': ['healthy']}})
     assert res['error'] == 'SabakanVariablesError' and "did you mean 'HEALTHY'" in res['msg']
     run, res = run_cluster(dc, files, now='yesterday')

@@ -29,6 +29,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client imp
     REPAIR_VARIABLES,
     SEARCH_QUERY,
     SabakanClient,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     SabakanError,
     SabakanQueryError,
     SabakanResponseError,

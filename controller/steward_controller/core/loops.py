@@ -24,6 +24,8 @@ LOOP_PACKAGES = (
     'steward_controller.etcd_backup',
     'steward_controller.sabakan',
     'steward_controller.maintenance',
+    'steward_controller.prober',
+    'steward_controller.weeder',
     'steward_controller.machines',
     'steward_controller.anchor',
     'steward_controller.provisioning_api',

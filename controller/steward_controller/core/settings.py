@@ -31,6 +31,7 @@ class Settings:
     log_format: str
     log_level: str
     work_dir: str                  # scratch space for snapshots in flight (an emptyDir in a pod)
+    health_port: int = 0                                # /healthz and /readyz also here (0: only on http_port)
     controllers: Tuple[str, ...] = ()                   # the loops this process runs (--controllers)
     loop_options: Dict[str, Any] = dataclasses.field(default_factory=dict)  # each loop's own validated flags
 
@@ -63,6 +64,9 @@ def build_parser(loops: Sequence[Loop]) -> argparse.ArgumentParser:
     parser.add_argument('--http-host', default=env_default('STEWARD_HTTP_HOST', '0.0.0.0'), help='metrics/health bind address')
     parser.add_argument('--http-port', type=int, default=int(env_default('STEWARD_HTTP_PORT', '8080')),
                         help='port of /metrics, /healthz and /readyz (env STEWARD_HTTP_PORT; 0 = pick a free one)')
+    parser.add_argument('--health-port', type=int, default=int(env_default('STEWARD_HEALTH_PORT', '0')),
+                        help='also serve /healthz and /readyz on this port, as DWD serves health on :9644 beside '
+                             'metrics on :9643 (env STEWARD_HEALTH_PORT; 0 = only on --http-port)')
     parser.add_argument('--no-leader-election', dest='leader_election', action='store_false',
                         default=env_default('STEWARD_LEADER_ELECTION', 'true').lower() != 'false',
                         help='act without holding the leader Lease (a single replica only)')
@@ -106,7 +110,7 @@ def parse(argv: Optional[Sequence[str]] = None) -> Settings:
                     leader_election=args.leader_election, lease_name=args.lease_name,
                     lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
                     retry_period=args.retry_period, log_format=args.log_format, log_level=args.log_level.upper(),
-                    work_dir=args.work_dir, controllers=controllers, loop_options=options)
+                    work_dir=args.work_dir, health_port=args.health_port, controllers=controllers, loop_options=options)
 
 
 def _pod_namespace() -> str:

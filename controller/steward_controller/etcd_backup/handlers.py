@@ -4,10 +4,10 @@
 """EtcdBackup: one backup loop (module_utils/etcd/backup_loop.py) per object, in a kopf daemon.
 
 The daemon only translates: spec + Secrets -> connection, store and policy; loop callbacks ->
-status, conditions (etcd-druid's BackupReady reasons), snapshot Leases (etcd-druid's full-snap and
-delta-snap: holderIdentity = newest revision), Events and etcdbr_* metrics. A spec change
-restarts the loop, which resumes from what the store holds; deleting the object stops the loop
-and keeps every snapshot.
+status, conditions (etcd-druid's BackupReady reasons; RestoreVerified for the scheduled restore
+verification), snapshot Leases (etcd-druid's full-snap and delta-snap: holderIdentity = newest
+revision), Events and etcdbr_* metrics. A spec change restarts the loop, which resumes from what the
+store holds; deleting the object stops the loop and keeps every snapshot.
 """
 
 from __future__ import annotations
@@ -17,30 +17,35 @@ import logging
 import os
 import shutil
 import threading
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import kopf
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
     KIND_COMPACTION, KIND_DELTA, KIND_FULL, BackupListener, BackupRunner)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
-    BackupSpec, SpecError, parse_backup_spec, secret_value)
+    BackupSpec, parse_backup_spec, secret_value)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, rfc3339, set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro
 
 from steward_controller import GROUP, VERSION
 from steward_controller.core.runtime import Runtime, resource_label
+from steward_controller.etcd_backup.metrics import VerificationMetrics
 
 PLURAL = 'etcdbackups'
 ON_DEMAND = GROUP + '/full-snapshot'
+ON_DEMAND_VERIFY = GROUP + '/verify-restore'
 BACKUP_READY = 'BackupReady'
 SPEC_VALID = 'SpecValid'
+RESTORE_VERIFIED = 'RestoreVerified'
 REASONS = {
     (KIND_FULL, True): 'FullBackupSucceeded', (KIND_FULL, False): 'FullBackupFailed',
     (KIND_DELTA, True): 'IncrementalBackupSucceeded', (KIND_DELTA, False): 'IncrementalBackupFailed',
@@ -76,12 +81,14 @@ class StopFlag:
 class StatusReporter(BackupListener):
     """Loop events -> status, conditions, Events, metrics."""
 
-    def __init__(self, runtime: Runtime, body: Mapping[str, Any]):
+    def __init__(self, runtime: Runtime, body: Mapping[str, Any], verification: Optional[VerificationMetrics] = None):
         self.runtime = runtime
         self.body = body
+        self.verification = verification
         self.label = resource_label(body)
         self.conditions = list(((body.get('status') or {}).get('conditions')) or [])
         self.pending_token: Optional[str] = None
+        self.pending_verify_token: Optional[str] = None
 
     def _involved(self) -> Dict[str, Any]:
         meta = self.body.get('metadata') or {}
@@ -111,10 +118,6 @@ class StatusReporter(BackupListener):
         self.ready(TRUE, REASONS[(kind, True)], '%s snapshot %s at revision %d' % (kind, name, name.end_revision))
         entry = {'name': str(name), 'revision': name.end_revision, 'time': rfc3339(name.created), 'size': snapshot.size}
         status: Dict[str, Any] = {STATUS_FIELD[kind]: entry, 'lastError': None}
-        if kind in (KIND_FULL, KIND_COMPACTION) and self.pending_token and 'on demand' in reason:
-            status['lastOnDemandSnapshot'] = self.pending_token
-            self._clear_annotation()
-            self.pending_token = None
         self.patch(status)
         renew_snapshot_lease(self.runtime, self.body, kind, name.end_revision, float(name.created))
         event_reason = {KIND_FULL: 'FullSnapshotTaken', KIND_DELTA: 'DeltaSnapshotTaken',
@@ -132,6 +135,13 @@ class StatusReporter(BackupListener):
         self.patch({'lastError': '%s: %s' % (REASONS[(kind, False)], error[:1000])})
         self.runtime.report(self._involved(), REASONS[(kind, False)], error, warning=True, kind='EtcdBackup')
 
+    def requests_served(self, tokens: Tuple[str, ...]) -> None:
+        """The on-demand request (annotation token) was served by a stored full snapshot: say so, drop the annotation."""
+        if self.pending_token in tokens:
+            self.patch({'lastOnDemandSnapshot': self.pending_token})
+            self._clear_annotation()
+            self.pending_token = None
+
     def garbage_collected(self, result: Dict[str, Any]) -> None:
         m = self.runtime.metrics
         for entry in result['deleted']:
@@ -147,6 +157,30 @@ class StatusReporter(BackupListener):
             result['policy'], len(result['deleted']), names, '...' if len(result['deleted']) > 10 else ''),
             warning=bool(result['failed']), kind='EtcdBackup')
 
+    def restore_verified(self, result: Dict[str, Any]) -> None:
+        """Condition RestoreVerified (snapshot name and time taken), status, metrics; an Event, Warning on failure.
+        Called from the verification thread: the status patch is one merge of its own fields."""
+        took = float(result.get('duration') or 0.0)
+        finished = float(result.get('finished') or self.runtime.clock())
+        ok = bool(result['ok'])
+        if self.verification is not None:
+            self.verification.observe(self.label, ok, result.get('restored_revision'), took, finished)
+        reason = 'RestoreVerified' if ok else 'RestoreVerificationFailed'
+        self.conditions = set_condition(self.conditions, RESTORE_VERIFIED, TRUE if ok else FALSE, reason,
+                                        result['msg'][:1000], finished)
+        would = result.get('would_restore') or {}
+        status: Dict[str, Any] = {}
+        token, self.pending_verify_token = self.pending_verify_token, None
+        if token:
+            status['lastOnDemandVerification'] = token
+            self._clear_annotation(ON_DEMAND_VERIFY)
+        self.patch(dict(status, lastRestoreVerification={
+            'time': rfc3339(finished), 'succeeded': ok, 'snapshot': result.get('snapshot'),
+            'deltas': len(result.get('deltas') or []), 'revision': result.get('restored_revision'),
+            'durationSeconds': round(took, 3), 'wouldRestore': would.get('snapshot'),
+            'hashKVMatched': (result.get('hash_kv') or {}).get('match')}))
+        self.runtime.report(self._involved(), reason, result['msg'], warning=not ok, kind='EtcdBackup')
+
     def buffered(self, events: int, size: int) -> None:
         self.runtime.metrics.delta_buffered_bytes.labels(self.label).set(size)
 
@@ -161,13 +195,13 @@ class StatusReporter(BackupListener):
         self.conditions = set_condition(self.conditions, SPEC_VALID, TRUE, 'Valid', 'the spec is valid',
                                         self.runtime.clock())
 
-    def _clear_annotation(self) -> None:
+    def _clear_annotation(self, annotation: str = ON_DEMAND) -> None:
         meta = self.body.get('metadata') or {}
         try:
             self.runtime.client.merge_patch(self.runtime.path(PLURAL, meta.get('namespace'), meta.get('name')),
-                                            {'metadata': {'annotations': {ON_DEMAND: None}}})
+                                            {'metadata': {'annotations': {annotation: None}}})
         except KubeError as exc:
-            log.warning('cannot remove the %s annotation: %s', ON_DEMAND, exc, extra={'object': self.label})
+            log.warning('cannot remove the %s annotation: %s', annotation, exc, extra={'object': self.label})
 
 
 def snapshot_lease_name(body: Mapping[str, Any], kind: str) -> str:
@@ -213,7 +247,7 @@ def read_secret(runtime: Runtime, namespace: str, name: str) -> Dict[str, str]:
     try:
         secret = runtime.client.get(api_path('v1', 'secrets', namespace, name))
     except NotFound:
-        raise SpecError('secret %s/%s does not exist' % (namespace, name)) from None
+        raise SpecError('', 'exists', 'secret %s/%s does not exist' % (namespace, name)) from None
     return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
 
 
@@ -240,7 +274,7 @@ def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -
         password = secret_value(data, ['password'], spec.auth_secret.name, 'password')
     conn = EtcdConnection(endpoints=tuple(spec.endpoints), ca_cert=ca, client_cert=cert, client_key=key,
                           user=user, password=password, timeout=spec.connection_timeout)
-    access = secret = token = None
+    access = secret = token = customer_key = None
     region = spec.region
     if spec.store_secret:
         data = read_secret(runtime, namespace, spec.store_secret.name)
@@ -248,19 +282,26 @@ def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -
         secret = secret_value(data, ['secretAccessKey', 'AWS_SECRET_ACCESS_KEY'], spec.store_secret.name, 'secret key')
         token = data.get('sessionToken') or data.get('AWS_SESSION_TOKEN')
         region = region or data.get('region') or data.get('AWS_REGION')
+        customer_key = data.get('sseCustomerKey') or None  # etcd-backup-restore's key name
+    key_field = 'secret %s key sseCustomerKey' % (spec.store_secret.name if spec.store_secret else '')
+    encryption = s3_encryption(mode=spec.encryption_mode, kms_key_id=spec.kms_key_id,
+                               customer_key=customer_key if spec.encryption_mode == 'SSE-C' else None,
+                               fields={'mode': 'spec.store.encryption.mode', 'encrypt': 'spec.store.encryption.mode',
+                                       'kms_key_id': 'spec.store.encryption.kmsKeyId', 'customer_key': key_field})
     store = open_store(spec.store_url, endpoint_url=spec.s3_endpoint, access_key=access, secret_key=secret,
-                       session_token=token, region=region)
+                       session_token=token, region=region, encryption=encryption)
     return conn, store
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+    verification = VerificationMetrics(runtime.metrics.registry, runtime.clock)
 
     @kopf.daemon(GROUP, VERSION, PLURAL, registry=registry, cancellation_timeout=60)
     def backup(stopped: Any, body: Any, **_: Any) -> None:
-        run_backup(runtime, stopped, body)
+        run_backup(runtime, stopped, body, verification)
 
 
-def run_backup(runtime: Runtime, stopped: Any, body: Any) -> None:
+def run_backup(runtime: Runtime, stopped: Any, body: Any, verification: Optional[VerificationMetrics] = None) -> None:
     """Run the loop for one EtcdBackup until kopf stops the daemon; restart it on spec changes."""
     meta = body.get('metadata') or {}
     namespace, name = meta.get('namespace'), meta.get('name')
@@ -270,7 +311,7 @@ def run_backup(runtime: Runtime, stopped: Any, body: Any) -> None:
         while not stopped:
             generation = body.get('metadata', {}).get('generation')
             restart = threading.Event()
-            reporter = StatusReporter(runtime, body)
+            reporter = StatusReporter(runtime, body, verification)
             runner = _prepare(runtime, body, reporter, work_dir)
             if runner is None:
                 _wait_for_change(stopped, body, generation)
@@ -285,6 +326,8 @@ def run_backup(runtime: Runtime, stopped: Any, body: Any) -> None:
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
         forget_snapshot_leases(runtime, body)
+        if verification is not None:
+            verification.forget(resource_label(body))
 
 
 def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: str) -> Optional[BackupRunner]:
@@ -296,14 +339,15 @@ def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: st
             reporter.patch({})
             return None
         conn, store = connect(runtime, spec, meta.get('namespace'), work_dir)
-    except (SpecError, EtcdError) as exc:
+    except (InvalidInput, EtcdError) as exc:   # SpecError included
         reporter.invalid(str(exc))
         return None
     reporter.valid()
     reporter.patch({})
     source = {'etcdbackup': resource_label(body)}
+    last = ((body.get('status') or {}).get('lastRestoreVerification') or {}).get('time')
     return BackupRunner(conn, store, spec.policy, work_dir=work_dir, listener=reporter, source=source,
-                        clock=runtime.clock)
+                        clock=runtime.clock, last_verified=parse_micro(last))
 
 
 def _wait_for_change(stopped: Any, body: Any, generation: Any) -> None:
@@ -315,6 +359,7 @@ def _watch_object(runtime: Runtime, body: Any, generation: Any, runner: BackupRu
                   flag: StopFlag, restart: threading.Event) -> None:
     """Beside the loop: restart it when the spec changes, pass on on-demand full snapshot requests."""
     served = ((body.get('status') or {}).get('lastOnDemandSnapshot'))
+    verified = ((body.get('status') or {}).get('lastOnDemandVerification'))
     while not flag.is_set():
         meta = body.get('metadata') or {}
         if meta.get('generation') != generation:
@@ -324,5 +369,9 @@ def _watch_object(runtime: Runtime, body: Any, generation: Any, runner: BackupRu
         token = (meta.get('annotations') or {}).get(ON_DEMAND)
         if token and token != served and token != reporter.pending_token:
             reporter.pending_token = token
-            runner.request_full('on demand (%s=%s)' % (ON_DEMAND, token))
+            runner.request_full('on demand (%s=%s)' % (ON_DEMAND, token), token)
+        verify = (meta.get('annotations') or {}).get(ON_DEMAND_VERIFY)
+        if verify and verify != verified and verify != reporter.pending_verify_token:
+            reporter.pending_verify_token = verify
+            runner.request_verification()
         flag.stopped.wait(1.0)

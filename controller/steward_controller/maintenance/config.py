@@ -66,7 +66,7 @@ class ConfigWatcher:
         self.seen = version
         try:
             if obj is None:
-                raise ConfigError('%s %s/%s does not exist' % (KINDS[self.source.kind], self.source.namespace, self.source.name))
+                raise ConfigError('', 'exists', '%s %s/%s does not exist' % (KINDS[self.source.kind], self.source.namespace, self.source.name))
             config = load_config(extract_text(self.source, obj), self.environ)
         except ConfigError as exc:
             self.error = str(exc)

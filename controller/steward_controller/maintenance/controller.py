@@ -39,14 +39,14 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import kopf
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Conflict, KubeError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import MutexTimeout
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, STATE_LABEL, STATES
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import SmtplibSender, UrllibPoster
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import ReconcileResult, reconcile
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import ErrorKind, ReconcileError, ReconcileResult, reconcile
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import ConfigSource
 
@@ -108,23 +108,15 @@ class StaleNode(Exception):
 DEFERRALS = ('stale', 'busy')   # kinds that are retries by design: counted and logged, no Warning Event
 
 
-def error_kind(message: str) -> str:
-    """The `kind` label of an engine error message (see state.py for the texts)."""
-    if 'StaleNode: ' in message:
+def error_kind(error: ReconcileError) -> str:
+    """The `kind` label of an engine error: the engine's ErrorKind, except the two retries by design that this
+    controller's own gate and commit cause (by exception type): the node changed since it was read ('stale')
+    and the gate's mutex is held elsewhere ('busy')."""
+    if isinstance(error.cause, StaleNode):
         return 'stale'
-    if message.startswith('commit of node'):
-        return 'commit'
-    if message.startswith('gate: MutexTimeout'):
+    if error.kind is ErrorKind.GATE and isinstance(error.cause, MutexTimeout):
         return 'busy'
-    if message.startswith('gate:'):
-        return 'gate'
-    if message.startswith('node '):
-        return 'data'
-    if ': notification ' in message:
-        return 'notification'
-    if ' aborted: ' in message or ': entering ' in message:
-        return 'trigger'
-    return 'check'
+    return error.kind.value
 
 
 def node_ref(node: Mapping[str, Any]) -> Dict[str, Any]:
@@ -434,9 +426,9 @@ class MaintenanceController:
             kind = error_kind(error)
             m.maintenance_errors.labels(kind).inc()
             if kind in DEFERRALS:
-                log.debug(error, extra={'object': result.node})
+                log.debug(error.message, extra={'object': result.node})
             else:
-                errors.append(error)
+                errors.append(error.message)
         self.report_errors(node, tuple(errors))
 
     def report_errors(self, node: Mapping[str, Any], errors: Tuple[str, ...]) -> None:

@@ -24,15 +24,14 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions im
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import LeaseMutex, MutexTimeout
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan import repair_queue
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import SabakanClient, SabakanError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.cluster_configmap import (
-    ClusterConfigMapError, cluster_from_configmap, configmap_write,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import SabakanClient
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.cluster_configmap import cluster_from_configmap, configmap_write
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.controller_cycle import (
     DISABLED, FAILED, INVALID, CycleOutcome, failed, integration_status, plan_cycle,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ClusterConfigMapError, SabakanError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integration_spec import (
-    IntegrationSpec, SpecError, interval_of, is_enabled, parse_spec, parse_template_text, template_hash,
+    IntegrationSpec, interval_of, is_enabled, parse_spec, parse_template_text, template_hash,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import RETIRED
 
@@ -232,7 +231,7 @@ class IntegrationLoop:
         configmap = self.client.get_or_none(api_path('v1', 'configmaps', self.namespace, ref.name))
         where = 'spec.templateConfigMapRef (ConfigMap %s/%s key %s)' % (self.namespace, ref.name, ref.key)
         if configmap is None:
-            raise SpecError('%s: the ConfigMap does not exist' % where)
+            raise SpecError(where, 'exists', 'the ConfigMap does not exist')
         return parse_template_text((configmap.get('data') or {}).get(ref.key), where)
 
     def integrate(self, body: Mapping[str, Any], spec: IntegrationSpec, template: Mapping[str, Any],
@@ -248,7 +247,7 @@ class IntegrationLoop:
             sabakan = SabakanClient(spec.url, timeout=spec.timeout)
             machines = sabakan.search_machines(spec.variables['having'], spec.variables['notHaving'])
             retired = sabakan.search_machines({'states': [RETIRED]}, None) if spec.delete_removed_nodes else None
-        except ClusterConfigMapError as exc:
+        except ClusterConfigMapError as exc:   # a SabakanError too: first
             return failed('ClusterConfigMapInvalid', str(exc)), None
         except SabakanError as exc:
             return failed(type(exc).__name__, str(exc)), current

@@ -79,13 +79,25 @@ def _parse_go(text: str, field: str, original: Any) -> int:
 
 
 def format_duration(seconds: float) -> str:
-    """Go's Duration.String() for whole and fractional seconds: `1h2m3s`, `1.5s`, `0s`."""
-    if seconds == 0:
+    """Go's Duration.String(): `1h2m3s`, `1.5s`, `0s`; below one second `250ms`, `300µs`, `10ns`."""
+    return format_duration_ns(int(round(seconds * NS)))
+
+
+def format_duration_ns(value: int) -> str:
+    """The same for integer nanoseconds (exact)."""
+    if value == 0:
         return '0s'
-    sign = '-' if seconds < 0 else ''
-    rest = abs(seconds)
-    hours, rest = divmod(rest, 3600)
-    minutes, rest = divmod(rest, 60)
+    sign = '-' if value < 0 else ''
+    rest = abs(value)
+    if rest < NS:
+        unit, size, digits = (('ns', 1, 0) if rest < 10 ** 3 else ('µs', 10 ** 3, 3) if rest < 10 ** 6 else ('ms', 10 ** 6, 6))
+        return sign + _with_fraction(rest, size, digits) + unit
+    hours, rest = divmod(rest, 3600 * NS)
+    minutes, rest = divmod(rest, 60 * NS)
     text = ('%dh' % hours if hours else '') + ('%dm' % minutes if hours or minutes else '')
-    secs = ('%.9f' % rest).rstrip('0').rstrip('.')
-    return sign + text + secs + 's'
+    return sign + text + _with_fraction(rest, NS, 9) + 's'
+
+
+def _with_fraction(value: int, size: int, digits: int) -> str:
+    whole, fraction = divmod(value, size)
+    return str(whole) + ('.' + ('%0*d' % (digits, fraction)).rstrip('0') if fraction else '')

@@ -11,7 +11,10 @@ Modules turn it into `fail_json(msg=str(exc), field=..., rule=...)`; the control
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, Callable, Optional, TypeVar
+
+_F = TypeVar('_F', bound=Callable[..., Any])
 
 
 class InvalidInput(ValueError):
@@ -27,9 +30,40 @@ class InvalidInput(ValueError):
         super().__init__('%s: %s' % (field, message) if field else message)
 
     def at(self, prefix: str) -> 'InvalidInput':
-        """The same error with its field placed under `prefix` (`spec` + `replicas` -> `spec.replicas`)."""
+        """The same error (same class) with its field placed under `prefix` (`spec` + `replicas` -> `spec.replicas`)."""
         field = prefix + ('.' + self.field if self.field and not self.field.startswith('[') else self.field)
-        return InvalidInput(field, self.rule, self.detail, self.value)
+        return self.recast(type(self), field)
+
+    def inside(self, where: str) -> 'InvalidInput':
+        """The same error (same class, rule, value) reported inside `where`, a file or an object that is not a
+        field path: `template file t.yml` + `template.nodes: ...` -> `template file t.yml: template.nodes: ...`."""
+        moved = self.recast(type(self))
+        InvalidInput.__init__(moved, where, self.rule, str(self), self.value)
+        return moved
+
+    def recast(self, cls: type, field: Optional[str] = None) -> 'InvalidInput':
+        """The same error as `cls` (an area's InvalidInput subclass, e.g. ConfigError), so an area's entry point
+        raises only its own types while the shared checks in common/ raise plain InvalidInput."""
+        moved = cls.__new__(cls)
+        moved.__dict__.update(self.__dict__)
+        InvalidInput.__init__(moved, self.field if field is None else field, self.rule, self.detail, self.value)
+        return moved
+
+
+def input_errors_as(cls: type) -> Callable[[_F], _F]:
+    """Decorator for an area's entry point (load_config, parse_spec, ...): an InvalidInput raised by the shared
+    checks inside it leaves it as `cls`, the area's own InvalidInput subclass, so its callers catch one type."""
+    def decorate(function: _F) -> _F:
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except cls:
+                raise
+            except InvalidInput as exc:
+                raise exc.recast(cls) from None
+        return checked  # type: ignore[return-value]
+    return decorate
 
 
 def shown(value: Any, limit: int = 80) -> str:

@@ -16,7 +16,7 @@ DNS1123_SUBDOMAIN_MAX = 253
 _LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
 _SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 _QUALIFIED_NAME = re.compile(r'^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$')
-_LABEL_VALUE = re.compile(r'^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')
+_CONFIGMAP_KEY = re.compile(r'^[-._a-zA-Z0-9]+$')
 
 
 def _text(value: Any, field: str) -> str:
@@ -31,6 +31,30 @@ def is_dns_subdomain(value: Any) -> bool:
 
 def is_dns_label(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= DNS1123_LABEL_MAX and bool(_LABEL.match(value))
+
+
+def is_label_name(value: Any) -> bool:
+    """The name part of a qualified name (after the optional `prefix/`): 1-63 of letters, digits, `-`, `_`, `.`,
+    starting and ending with a letter or digit."""
+    return isinstance(value, str) and 0 < len(value) <= 63 and bool(_QUALIFIED_NAME.match(value))
+
+
+def is_qualified_name(value: Any) -> bool:
+    """A label, annotation or taint key: optional DNS-subdomain prefix and `/`, then a label name."""
+    if not isinstance(value, str):
+        return False
+    parts = value.rpartition('/')
+    return (not parts[1] or is_dns_subdomain(parts[0])) and is_label_name(parts[2])
+
+
+def is_label_value(value: Any) -> bool:
+    """A label value: empty, or a label name."""
+    return isinstance(value, str) and (value == '' or is_label_name(value))
+
+
+def is_configmap_key(value: Any) -> bool:
+    """A key of a ConfigMap's or Secret's data: 1-253 of letters, digits, `-`, `_`, `.`."""
+    return isinstance(value, str) and 0 < len(value) <= DNS1123_SUBDOMAIN_MAX and bool(_CONFIGMAP_KEY.match(value))
 
 
 def dns_subdomain(value: Any, field: str) -> str:
@@ -56,9 +80,7 @@ def dns_label(value: Any, field: str) -> str:
 def qualified_name(value: Any, field: str) -> str:
     """A label or annotation key: optional DNS-subdomain prefix and `/`, then a name of at most 63."""
     text = _text(value, field)
-    parts = text.rpartition('/')
-    prefix, name = parts[0], parts[2]
-    if ('/' in text and not is_dns_subdomain(prefix)) or not (0 < len(name) <= 63 and _QUALIFIED_NAME.match(name)):
+    if not is_qualified_name(text):
         raise InvalidInput(field, 'qualified-name', '%s is not a valid label or annotation key ([prefix/]name, name at '
                            'most 63 characters of letters, digits, "-", "_", ".")' % shown(value), value)
     return text
@@ -67,7 +89,7 @@ def qualified_name(value: Any, field: str) -> str:
 def label_value(value: Any, field: str) -> str:
     """A label value: empty, or at most 63 characters of letters, digits, `-`, `_`, `.`."""
     text = _text(value, field)
-    if len(text) > 63 or not _LABEL_VALUE.match(text):
+    if not is_label_value(text):
         raise InvalidInput(field, 'label-value', '%s is not a valid label value (at most 63 characters of letters, '
                            'digits, "-", "_", ".", starting and ending with a letter or digit)' % shown(value), value)
     return text

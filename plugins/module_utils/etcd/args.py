@@ -5,26 +5,33 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict
+
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
 
 ETCD_CONNECTION_SPEC: Dict[str, Any] = {
     'endpoints': {'type': 'list', 'elements': 'str', 'default': ['http://127.0.0.1:2379']},
     'ca_cert': {'type': 'path'},
     'client_cert': {'type': 'path'},
     'client_key': {'type': 'path', 'no_log': False},
-    'user': {'type': 'str'},
+    'user': {'type': 'str', 'aliases': ['username']},
     'password': {'type': 'str', 'no_log': True},
     'timeout': {'type': 'float', 'default': 5.0},
 }
 
+# The aliases are amazon.aws's option names (access_key, secret_key, session_token, endpoint_url, region and
+# their aws_* forms), so the same values and module_defaults work here.
 ETCD_STORE_SPEC: Dict[str, Any] = {
     'store': {'type': 'str', 'required': True},
-    's3_endpoint_url': {'type': 'str'},
-    'aws_access_key_id': {'type': 'str', 'no_log': True},
-    'aws_secret_access_key': {'type': 'str', 'no_log': True},
-    'aws_session_token': {'type': 'str', 'no_log': True},
-    'region': {'type': 'str'},
+    's3_endpoint_url': {'type': 'str', 'aliases': ['endpoint_url', 'aws_endpoint_url']},
+    'aws_access_key_id': {'type': 'str', 'no_log': True, 'aliases': ['access_key', 'aws_access_key']},
+    'aws_secret_access_key': {'type': 'str', 'no_log': True, 'aliases': ['secret_key', 'aws_secret_key']},
+    'aws_session_token': {'type': 'str', 'no_log': True, 'aliases': ['session_token']},
+    'region': {'type': 'str', 'aliases': ['aws_region']},
+    'encrypt': {'type': 'bool', 'default': True},
+    'encryption_mode': {'type': 'str', 'default': 'AES256', 'choices': ['AES256', 'aws:kms', 'SSE-C']},
+    'encryption_kms_key_id': {'type': 'str'},
+    'sse_customer_key': {'type': 'str', 'no_log': True},
 }
 
 # Where etcd's own binaries are (binaries.resolve_tools); matches the etcd_tools doc fragment.
@@ -33,12 +40,3 @@ ETCD_TOOLS_SPEC: Dict[str, Any] = {
     'etcd_path': {'type': 'path'},
     'bin_dirs': {'type': 'list', 'elements': 'path'},
 }
-
-
-def argspec(*specs: Dict[str, Any], **own: Any) -> Dict[str, Any]:
-    """Deep-copied union of shared specs plus the module's own options."""
-    merged: Dict[str, Any] = {}
-    for spec in specs:
-        merged.update(copy.deepcopy(spec))
-    merged.update(own)
-    return merged

@@ -19,23 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import shutil
-import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, DeltaBuffer, plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_writer import write_delta
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.compaction import compact_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import apply_gc, plan_gc
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.replay import replay
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import MemberChoice, publish_full, snapshot_to_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import snapshot_to_store
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.verification_loop import RestoreVerifier
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import HistoryCompacted, Watcher, WatchBatch
 
 log = logging.getLogger('steward.etcd.backup')
@@ -62,6 +59,7 @@ class BackupPolicy:
     compaction_threshold: int = 1000000
     snapshot_timeout: float = 900.0
     full_max_age: float = FULL_MAX_AGE
+    verify_schedule: Optional[CronSchedule] = None  # restore verification (verification_loop.py); None: off
 
 
 class BackupListener:
@@ -76,11 +74,18 @@ class BackupListener:
     def garbage_collected(self, result: Dict[str, Any]) -> None:
         log.info('garbage collection deleted %d snapshot(s)', len(result['deleted']))
 
+    def requests_served(self, tokens: Tuple[str, ...]) -> None:
+        """The full snapshot just taken (or compacted) served these `request_full` tokens."""
+
     def buffered(self, events: int, size: int) -> None:
         pass
 
     def state(self, chain_tip: int, base: Optional[Snapshot]) -> None:
         pass
+
+    def restore_verified(self, result: Dict[str, Any]) -> None:
+        """A restore verification finished (result of backup_verify.verify_backup, with `msg`)."""
+        (log.info if result['ok'] else log.warning)('restore verification: %s', result['msg'])
 
 
 def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_age: float = FULL_MAX_AGE,
@@ -117,7 +122,7 @@ class BackupRunner:
     def __init__(self, conn: EtcdConnection, store: SnapshotStore, policy: BackupPolicy, *, work_dir: str,
                  listener: Optional[BackupListener] = None, tool: Optional[str] = None,
                  etcd_binary: Optional[str] = None, clock: Callable[[], float] = time.time,
-                 source: Optional[Dict[str, Any]] = None):
+                 source: Optional[Dict[str, Any]] = None, last_verified: Optional[float] = None):
         self.conn = conn
         self.store = store
         self.policy = policy
@@ -132,7 +137,8 @@ class BackupRunner:
         self.watcher: Optional[Watcher] = None
         self._endpoint_index = 0
         self._full_reason = ''
-        self._requested: List[str] = []
+        self._requested: List[Tuple[str, Optional[str]]] = []
+        self._serving: List[str] = []       # tokens of requests the next full snapshot serves
         self._lock = threading.Lock()
         self.next_full = 0.0
         self.next_delta = 0.0
@@ -141,18 +147,30 @@ class BackupRunner:
         self._full_backoff = 0.0
         self._watch_backoff = 0.0
         self._watch_failed_since: Optional[float] = None
+        self.verifier: Optional[RestoreVerifier] = None
+        if policy.verify_schedule is not None:
+            self.verifier = RestoreVerifier(store, policy.verify_schedule, work_dir=work_dir,
+                                            report=self.listener.restore_verified, clock=clock,
+                                            last_run=last_verified, tool=tool, etcd_binary=etcd_binary)
 
     # --- control from other threads ------------------------------------------------------------
-    def request_full(self, reason: str) -> None:
+    def request_full(self, reason: str, token: Optional[str] = None) -> None:
+        """Take a full snapshot now; once one is stored, `listener.requests_served` gets `token` back."""
         with self._lock:
-            self._requested.append(reason)
+            self._requested.append((reason, token))
+
+    def request_verification(self) -> None:
+        """Prove the newest backup restores now (on demand); ignored when verification is off."""
+        if self.verifier is not None:
+            self.verifier.request()
 
     def _take_request(self) -> str:
         with self._lock:
             if not self._requested:
                 return ''
-            reasons, self._requested = self._requested, []
-        return '; '.join(reasons)
+            requests, self._requested = self._requested, []
+        self._serving.extend(token for _reason, token in requests if token)
+        return '; '.join(reason for reason, _token in requests)
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -163,6 +181,8 @@ class BackupRunner:
                 self.step(stop)
         finally:
             self._close_watch()
+            if self.verifier is not None:
+                self.verifier.stop()
 
     def _initialize(self) -> bool:
         now = self.clock()
@@ -207,7 +227,7 @@ class BackupRunner:
             self._pump(stop)
             now = self.clock()
             overflow = self.buffer.size >= self.policy.delta_memory_limit
-            if (now >= self.next_delta or overflow) and len(self.buffer):
+            if (now >= self.next_delta or overflow) and len(self.buffer) and not self.buffer.incomplete:
                 self.flush('memory limit reached' if overflow else 'delta period elapsed')
             if now >= self.next_delta:
                 self.next_delta = now + self.policy.delta_period
@@ -219,6 +239,8 @@ class BackupRunner:
             self.next_gc = now + self.policy.gc_period
         if self._compaction_due():
             self.compact()
+        if self.verifier is not None:
+            self.verifier.poll(now, self.chain is not None and self.chain.base is not None)
 
     # --- deltas --------------------------------------------------------------------------------
     def _pump(self, stop: threading.Event) -> None:
@@ -238,9 +260,9 @@ class BackupRunner:
             if isinstance(item, WatchBatch):
                 self._watch_failed_since = None
                 self._watch_backoff = 0.0
-                if self.buffer.add(item.events):
+                if self.buffer.add(item.events, item.complete):
                     self.listener.buffered(len(self.buffer), self.buffer.size)
-                if self.buffer.size >= self.policy.delta_memory_limit:
+                if self.buffer.size >= self.policy.delta_memory_limit and not self.buffer.incomplete:
                     return
             else:
                 self._watch_error(item)
@@ -306,7 +328,8 @@ class BackupRunner:
 
     # --- full snapshots ------------------------------------------------------------------------
     def full_snapshot(self, reason: str) -> Optional[Snapshot]:
-        if self.buffer is not None and len(self.buffer):
+        # (a revision still arriving in fragments stays buffered: the full snapshot holds it anyway)
+        if self.buffer is not None and len(self.buffer) and not self.buffer.incomplete:
             self.flush('before a full snapshot')
         began = self.clock()
         try:
@@ -318,12 +341,15 @@ class BackupRunner:
             self.next_full = self.clock() + self._full_backoff
             self.listener.snapshot_failed(KIND_FULL, str(exc), self.clock() - began)
             return None
-        self._anchor(snap)
+        served = self._anchor(snap)
         self.listener.snapshot_taken(KIND_FULL, snap, self.clock() - began, reason)
+        if served:
+            self.listener.requests_served(served)
         return snap
 
-    def _anchor(self, snap: Snapshot) -> None:
-        """A new full snapshot (taken or compacted) is the chain's base from now on."""
+    def _anchor(self, snap: Snapshot) -> Tuple[str, ...]:
+        """A new full snapshot (taken or compacted) is the chain's base from now on; returns the tokens of the
+        requests it served."""
         revision = snap.name.end_revision
         tip = max(self.chain.tip if self.chain else 0, revision)
         self.chain = Chain(snap, [], tip)
@@ -336,6 +362,8 @@ class BackupRunner:
         now = self.clock()
         self.next_full = self.policy.full_schedule.next_after(now)
         self.listener.state(self.chain.tip, self.chain.base)
+        served, self._serving = tuple(self._serving), []
+        return served
 
     # --- garbage collection and compaction -----------------------------------------------------
     def collect_garbage(self) -> Optional[Dict[str, Any]]:
@@ -366,33 +394,9 @@ class BackupRunner:
             # do not retry at once: the next flush re-evaluates
             self.chain = dataclasses.replace(self.chain, deltas=[])
             return None
-        self._anchor(snap)
+        served = self._anchor(snap)
         self.listener.snapshot_taken(KIND_COMPACTION, snap, self.clock() - began, 'more than %d revisions in deltas' %
                                      self.policy.compaction_threshold)
+        if served:
+            self.listener.requests_served(served)
         return snap
-
-
-def compact_chain(store: SnapshotStore, chain: Chain, *, work_dir: str, now: float, compression: Optional[str] = None,
-                  tool: Optional[str] = None, etcd_binary: Optional[str] = None,
-                  snapshot_timeout: float = 900) -> Snapshot:
-    """Rebuild the chain (full + deltas) into one compacted, defragmented full snapshot and publish it.
-    Nothing is deleted: garbage collection ages the old snapshots out."""
-    if chain.base is None or not chain.deltas:
-        raise EtcdError('nothing to compact: %s' % ('no full snapshot' if chain.base is None else 'no delta after it'))
-    work = tempfile.mkdtemp(prefix='steward-compact-', dir=work_dir)
-    try:
-        base_path, _verification = fetch_full(store, chain.base, work, tool)
-        batches = (fetch_delta(store, d, work) for d in chain.deltas)
-        result = replay(base_path, chain.base.name.end_revision, batches, os.path.join(work, 'compacted.db'),
-                        work_dir=work, compact=True, etcd_binary=etcd_binary, tool=tool,
-                        snapshot_timeout=snapshot_timeout)
-        if result.revision != chain.tip:
-            raise EtcdError('compaction reached revision %d, the chain ends at %d' % (result.revision, chain.tip))
-        meta = chain.base.metadata or {}
-        member = MemberChoice(endpoint='compaction', member_id=meta.get('member_id', ''), name=meta.get('member_name', ''),
-                              cluster_id=meta.get('cluster_id', ''), version=meta.get('etcd_version', ''),
-                              revision=result.revision, applied_index=0, is_leader=False)
-        extra = {'compacted': True, 'compacted_from': chain.names(), 'replayed_events': result.events}
-        return publish_full(store, result.path, result.verification, member, now, compression, extra)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)

@@ -16,10 +16,14 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import BackupPolicy
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import POLICY_SUFFIX
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronError, parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import CronError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import MODE_SSE_S3, MODES
 
 DEFAULTS: Dict[str, Any] = {
     'fullSnapshotSchedule': '0 */24 * * *',
@@ -32,52 +36,28 @@ DEFAULTS: Dict[str, Any] = {
     'snapshotTimeout': '15m',
     'suspend': False,
 }
+# Restore verification: daily, half an hour after the default full snapshot (backup_verify.py).
+VERIFY_SCHEDULE = '30 0 * * *'
 PROVIDERS = ('Local', 'S3')
-_DURATION_PART = re.compile(r'(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)')
-_UNITS = {'ns': 1e-9, 'us': 1e-6, 'µs': 1e-6, 'ms': 1e-3, 's': 1.0, 'm': 60.0, 'h': 3600.0}
+# spec.store.encryption.mode -> the engine's mode ("None" as etcd-druid users write it)
+ENCRYPTION_MODES = {'AES256': 'AES256', 'aws:kms': 'aws:kms', 'SSE-C': 'SSE-C', 'None': 'none'}
 _QUANTITY = re.compile(r'^(\d+(?:\.\d+)?)([KMGTPE]i?|k|m)?$')
 _QUANTITY_FACTORS = {None: 1, 'k': 10 ** 3, 'K': 10 ** 3, 'M': 10 ** 6, 'G': 10 ** 9, 'T': 10 ** 12, 'P': 10 ** 15,
                      'E': 10 ** 18, 'Ki': 2 ** 10, 'Mi': 2 ** 20, 'Gi': 2 ** 30, 'Ti': 2 ** 40, 'Pi': 2 ** 50,
                      'Ei': 2 ** 60}
 
 
-class SpecError(ValueError):
-    """What is wrong with a spec, starting with the field's path."""
-
-
-def parse_duration(value: Any, field: str) -> float:
-    """Go's time.ParseDuration (`20s`, `1m30s`, `300ms`, `0`) in seconds; a bare number is seconds."""
-    if isinstance(value, bool):
-        raise SpecError('%s: expected a duration like 20s or 5m, got %r' % (field, value))
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise SpecError('%s: must not be negative, got %r' % (field, value))
-        return float(value)
-    text = str(value or '').strip()
-    if text == '0':
-        return 0.0
-    pos, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if not text or pos != len(text):
-        raise SpecError('%s: %r is not a duration (expected e.g. 20s, 1m30s, 300ms, 24h)' % (field, value))
-    return total
-
-
 def parse_quantity(value: Any, field: str) -> int:
     """A Kubernetes quantity (`100Mi`, `1G`, `1048576`) in bytes."""
     if isinstance(value, bool):
-        raise SpecError('%s: expected a size like 100Mi, got %r' % (field, value))
+        raise SpecError(field, 'quantity', 'expected a size like 100Mi, got %r' % (value,), value)
     if isinstance(value, int):
         if value < 0:
-            raise SpecError('%s: must not be negative, got %d' % (field, value))
+            raise SpecError(field, 'non-negative', 'must not be negative, got %d' % (value,), value)
         return value
     match = _QUANTITY.match(str(value).strip())
     if not match or match.group(2) == 'm':
-        raise SpecError('%s: %r is not a size (expected e.g. 100Mi, 1Gi, 500M or bytes)' % (field, value))
+        raise SpecError(field, 'quantity', '%r is not a size (expected e.g. 100Mi, 1Gi, 500M or bytes)' % (value,), value)
     return int(float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)])
 
 
@@ -97,6 +77,8 @@ class BackupSpec:
     s3_endpoint: Optional[str]
     region: Optional[str]
     store_secret: Optional[SecretRef]
+    encryption_mode: str      # s3_encryption MODES; the SSE-C key comes from the store Secret
+    kms_key_id: Optional[str]
     policy: BackupPolicy
     suspend: bool
 
@@ -105,86 +87,114 @@ def _secret(value: Any, field: str) -> Optional[SecretRef]:
     if value is None:
         return None
     if not isinstance(value, Mapping) or not isinstance(value.get('name'), str) or not value['name']:
-        raise SpecError('%s: expected {name: <secret name>}, got %r' % (field, value))
+        raise SpecError(field, 'secret-ref', 'expected {name: <secret name>}, got %r' % (value,), value)
     return SecretRef(value['name'])
 
 
 def _mapping(value: Any, field: str, required: bool = False) -> Mapping[str, Any]:
     if value is None and not required:
         return {}
+    if value is None:
+        raise SpecError(field, 'required', 'required')
     if not isinstance(value, Mapping):
-        raise SpecError('%s: %s' % (field, 'required' if value is None else 'expected an object, got %r' % (value,)))
+        raise SpecError(field, 'type', 'expected an object, got %r' % (value,), value)
     return value
 
 
 def _store_url(store: Mapping[str, Any]) -> str:
     provider = store.get('provider')
     if provider not in PROVIDERS:
-        raise SpecError('spec.store.provider: expected one of %s, got %r' % (', '.join(PROVIDERS), provider))
+        raise SpecError('spec.store.provider', 'one-of', 'expected one of %s, got %r' % (', '.join(PROVIDERS), provider), provider)
     prefix = str(store.get('prefix') or '').strip('/')
     if not prefix:
-        raise SpecError('spec.store.prefix: required (snapshots go under <prefix>/v2/)')
+        raise SpecError('spec.store.prefix', 'required', 'required (snapshots go under <prefix>/v2/)')
     if '..' in prefix.split('/'):
-        raise SpecError('spec.store.prefix: must not contain ".." (%r)' % prefix)
+        raise SpecError('spec.store.prefix', 'path-component', 'must not contain ".." (%r)' % (prefix,), prefix)
     if provider == 'S3':
         bucket = store.get('container')
         if not bucket or not isinstance(bucket, str) or '/' in bucket:
-            raise SpecError('spec.store.container: the bucket name is required for provider S3, got %r' % (bucket,))
+            raise SpecError('spec.store.container', 'required', 'the bucket name is required for provider S3, got %r' % (bucket,), bucket)
         return 's3://%s/%s' % (bucket, prefix)
     path = store.get('path')
     if not path or not isinstance(path, str) or not os.path.isabs(path):
-        raise SpecError('spec.store.path: an absolute directory is required for provider Local, got %r' % (path,))
+        raise SpecError('spec.store.path', 'absolute-path', 'an absolute directory is required for provider Local, got %r' % (path,), path)
     return os.path.join(os.path.normpath(path), prefix)
 
 
+@input_errors_as(SpecError)
 def parse_backup_spec(spec: Any) -> BackupSpec:
-    """The checked spec with defaults applied; SpecError names the first wrong field."""
+    """The checked spec with defaults applied; SpecError names the first wrong field (the shared checks'
+    InvalidInput, durations included, comes as SpecError too)."""
     spec = _mapping(spec, 'spec', required=True)
     values = dict(DEFAULTS)
     values.update({k: v for k, v in spec.items() if v is not None})
     etcd = _mapping(spec.get('etcd'), 'spec.etcd', required=True)
     endpoints = etcd.get('endpoints')
     if not isinstance(endpoints, list) or not endpoints or not all(isinstance(e, str) and e.strip() for e in endpoints):
-        raise SpecError('spec.etcd.endpoints: expected a non-empty list of client URLs, got %r' % (endpoints,))
+        raise SpecError('spec.etcd.endpoints', 'required', 'expected a non-empty list of client URLs, got %r' % (endpoints,), endpoints)
     store = _mapping(spec.get('store'), 'spec.store', required=True)
     try:
         schedule = parse_cron(str(values['fullSnapshotSchedule']))
         schedule.next_after(0)
     except CronError as exc:
-        raise SpecError('spec.fullSnapshotSchedule: %s' % exc) from None
+        raise exc.recast(SpecError, 'spec.fullSnapshotSchedule') from None
     gc_policy = values['garbageCollectionPolicy']
     if gc_policy not in POLICIES:
-        raise SpecError('spec.garbageCollectionPolicy: expected one of %s, got %r' % (', '.join(POLICIES), gc_policy))
+        raise SpecError('spec.garbageCollectionPolicy', 'one-of', 'expected one of %s, got %r' % (', '.join(POLICIES), gc_policy), gc_policy)
     max_backups = values['maxBackups']
     if isinstance(max_backups, bool) or not isinstance(max_backups, int) or max_backups < 1:
-        raise SpecError('spec.maxBackups: expected an integer >= 1, got %r' % (max_backups,))
+        raise SpecError('spec.maxBackups', 'minimum', 'expected an integer >= 1, got %r' % (max_backups,), max_backups)
     compression = _mapping(spec.get('compression'), 'spec.compression')
     policy_name = compression.get('policy', 'gzip')
     if policy_name not in POLICY_SUFFIX:
-        raise SpecError('spec.compression.policy: expected one of %s, got %r' % (', '.join(POLICY_SUFFIX), policy_name))
+        raise SpecError('spec.compression.policy', 'one-of', 'expected one of %s, got %r' % (', '.join(POLICY_SUFFIX), policy_name),
+                        policy_name)
+    verification = _mapping(spec.get('restoreVerification'), 'spec.restoreVerification')
+    verify_schedule = None
+    if verification.get('enabled', True):
+        try:
+            verify_schedule = parse_cron(str(verification.get('schedule') or VERIFY_SCHEDULE))
+            verify_schedule.next_after(0)
+        except CronError as exc:
+            raise SpecError('spec.restoreVerification.schedule', 'cron', str(exc), verification.get('schedule')) from None
     compaction = _mapping(spec.get('compaction'), 'spec.compaction')
     threshold = compaction.get('eventsThreshold', 1000000)
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
-        raise SpecError('spec.compaction.eventsThreshold: expected an integer >= 1, got %r' % (threshold,))
+        raise SpecError('spec.compaction.eventsThreshold', 'minimum', 'expected an integer >= 1, got %r' % (threshold,), threshold)
     period = parse_duration(values['deltaSnapshotPeriod'], 'spec.deltaSnapshotPeriod')
     if 0 < period < 1:
-        raise SpecError('spec.deltaSnapshotPeriod: must be 0 (no deltas) or at least 1s, got %r' % values['deltaSnapshotPeriod'])
+        raise SpecError('spec.deltaSnapshotPeriod', 'minimum', 'must be 0 (no deltas) or at least 1s, got %r' % (values['deltaSnapshotPeriod'],),
+                        values['deltaSnapshotPeriod'])
     gc_period = parse_duration(values['garbageCollectionPeriod'], 'spec.garbageCollectionPeriod')
     if gc_period < 1:
-        raise SpecError('spec.garbageCollectionPeriod: must be at least 1s, got %r' % values['garbageCollectionPeriod'])
+        raise SpecError('spec.garbageCollectionPeriod', 'minimum', 'must be at least 1s, got %r' % (values['garbageCollectionPeriod'],),
+                        values['garbageCollectionPeriod'])
     memory = parse_quantity(values['deltaSnapshotMemoryLimit'], 'spec.deltaSnapshotMemoryLimit')
     if memory < 1024:
-        raise SpecError('spec.deltaSnapshotMemoryLimit: must be at least 1Ki, got %r' % values['deltaSnapshotMemoryLimit'])
+        raise SpecError('spec.deltaSnapshotMemoryLimit', 'minimum', 'must be at least 1Ki, got %r' % (values['deltaSnapshotMemoryLimit'],),
+                        values['deltaSnapshotMemoryLimit'])
     policy = BackupPolicy(
         full_schedule=schedule, delta_period=period, delta_memory_limit=memory, gc_policy=gc_policy,
         gc_period=gc_period, max_backups=max_backups,
         delta_retention=parse_duration(values['deltaSnapshotRetentionPeriod'], 'spec.deltaSnapshotRetentionPeriod'),
         compression=policy_name if compression.get('enabled') else None,
         compaction_enabled=bool(compaction.get('enabled')), compaction_threshold=threshold,
-        snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0)
+        snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0,
+        verify_schedule=verify_schedule)
     endpoint = store.get('endpoint')
     if endpoint is not None and not re.match(r'^https?://', str(endpoint)):
-        raise SpecError('spec.store.endpoint: expected an http(s):// URL, got %r' % (endpoint,))
+        raise SpecError('spec.store.endpoint', 'url', 'expected an http(s):// URL, got %r' % (endpoint,), endpoint)
+    encryption = _mapping(store.get('encryption'), 'spec.store.encryption')
+    mode = ENCRYPTION_MODES.get(str(encryption.get('mode', MODE_SSE_S3)))
+    if mode not in MODES:
+        raise SpecError('spec.store.encryption.mode', 'one-of', 'expected one of %s, got %r' % (
+            ', '.join(ENCRYPTION_MODES), encryption.get('mode')), encryption.get('mode'))
+    kms_key_id = encryption.get('kmsKeyId') or None
+    if kms_key_id and mode != 'aws:kms':
+        raise SpecError('spec.store.encryption.kmsKeyId', 'mode', 'only used with mode aws:kms, not %s' % encryption.get('mode'),
+                        kms_key_id)
+    if mode == 'SSE-C' and not store.get('secretRef'):
+        raise SpecError('spec.store.secretRef', 'required', 'required for encryption mode SSE-C (the key is its sseCustomerKey)')
     return BackupSpec(
         endpoints=[e.strip() for e in endpoints],
         connection_timeout=parse_duration(etcd.get('connectionTimeout', '5s'), 'spec.etcd.connectionTimeout') or 5.0,
@@ -192,7 +202,7 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         auth_secret=_secret(etcd.get('authSecretRef'), 'spec.etcd.authSecretRef'),
         provider=str(store.get('provider')), store_url=_store_url(store), s3_endpoint=endpoint,
         region=store.get('region'), store_secret=_secret(store.get('secretRef'), 'spec.store.secretRef'),
-        policy=policy, suspend=bool(values['suspend']))
+        encryption_mode=mode, kms_key_id=kms_key_id, policy=policy, suspend=bool(values['suspend']))
 
 
 def secret_value(data: Mapping[str, str], keys: List[str], secret: str, what: str) -> str:
@@ -200,4 +210,4 @@ def secret_value(data: Mapping[str, str], keys: List[str], secret: str, what: st
     for key in keys:
         if data.get(key):
             return data[key]
-    raise SpecError('secret %s has no %s (looked for key %s)' % (secret, what, ' or '.join(keys)))
+    raise SpecError('secret %s' % secret, 'key', 'has no %s (looked for key %s)' % (what, ' or '.join(keys)))

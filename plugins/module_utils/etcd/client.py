@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import importlib.util
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
     EtcdError,
     EtcdUnavailable,
     MembershipError,
+    Refusal,
 )
 
 try:
@@ -30,14 +32,20 @@ try:
 except ImportError:  # reported by the module through missing_required_lib
     HAS_REQUESTS = False
 
-try:
-    import pyetcd
-    HAS_PYETCD = True
-except ImportError:  # reported by the module through missing_required_lib
-    HAS_PYETCD = False
+# pyetcd (and grpc under it) is imported when a stream is opened, not here: most modules only use the
+# gateway, and the import costs more than their whole run (recovery speed, issue 17).
+HAS_PYETCD = importlib.util.find_spec('pyetcd') is not None  # reported by modules through missing_required_lib
 
 # etcd's own message when a membership change comes within ~5 s of the last one (strict reconfig check).
 UNHEALTHY_CLUSTER = 'unhealthy cluster'
+# The texts of etcd's answers that name a reason callers act on (read here only, see gateway_error).
+_REFUSALS = (
+    (Refusal.UNHEALTHY, (UNHEALTHY_CLUSTER, 'not enough started members')),
+    (Refusal.NO_LEADER, ('no leader', 'leader changed')),
+    (Refusal.TIMEOUT, ('timed out', 'deadline exceeded')),
+    (Refusal.LEARNER_NOT_READY, ('in sync with leader', 'not started', 'is not ready')),
+    (Refusal.TOO_MANY_LEARNERS, ('too many learner',)),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,13 +172,14 @@ class Gateway:
     def first(self, path: str, body: Optional[Dict[str, Any]] = None,
               endpoints: Optional[Iterable[str]] = None, timeout: Optional[float] = None) -> Tuple[str, Dict[str, Any]]:
         """Call the first endpoint that answers; (endpoint, response)."""
-        errors: List[str] = []
+        errors: List[EtcdUnavailable] = []
         for endpoint in endpoints or self.conn.endpoints:
             try:
                 return endpoint, self.call(endpoint, path, body, timeout)
             except EtcdUnavailable as exc:
-                errors.append(str(exc))
-        raise EtcdUnavailable('no etcd endpoint answered %s: %s' % (path, '; '.join(errors)))
+                errors.append(exc)
+        refusal = next((e.refusal for e in errors if e.refusal is not None), None)
+        raise EtcdUnavailable('no etcd endpoint answered %s: %s' % (path, '; '.join(str(e) for e in errors)), refusal)
 
     # --- typed helpers used across the engine -----------------------------------------------
     def status(self, endpoint: str, timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -190,19 +199,31 @@ class Gateway:
         return self.call(endpoint, '/v3/kv/range', {'key': b64('health'), 'count_only': True}, timeout)
 
 
-def gateway_error(url: str, status: int, message: str) -> EtcdError:
+def refusal_of(message: str) -> Optional[Refusal]:
+    """The reason in an etcd error text (the gateway's `message`/`error`), if it is one callers act on."""
     low = (message or '').lower()
+    for refusal, texts in _REFUSALS:
+        if any(text in low for text in texts):
+            return refusal
+    return None
+
+
+def gateway_error(url: str, status: int, message: str) -> EtcdError:
+    """The typed error for a non-200 gateway answer: the only place that reads etcd's error text."""
+    low = (message or '').lower()
+    refusal = refusal_of(message)
     if 'member' in low or UNHEALTHY_CLUSTER in low or 'learner' in low or 'peerurl' in low:
-        return MembershipError('%s: %s' % (url, message))
+        return MembershipError('%s: %s' % (url, message), refusal)
     if status in (502, 503, 504) or 'no leader' in low or 'timed out' in low or 'deadline' in low:
-        return EtcdUnavailable('%s: %s' % (url, message))
-    return EtcdError('%s answered HTTP %s: %s' % (url, status, message))
+        return EtcdUnavailable('%s: %s' % (url, message), refusal)
+    return EtcdError('%s answered HTTP %s: %s' % (url, status, message), refusal)
 
 
 def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = None):
     """A fresh single-endpoint gRPC client (never reused after a failure: pyetcd marks it failed)."""
     if not HAS_PYETCD:
         raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required')
+    import pyetcd  # pylint: disable=import-outside-toplevel (see HAS_PYETCD)
     host, port = conn.host_port(endpoint)
     return pyetcd.client(
         host=host, port=port,
@@ -211,3 +232,23 @@ def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = 
         user=conn.user, password=conn.password,
         grpc_options=[('grpc.max_receive_message_length', 64 * 1024 * 1024)],
     )
+
+
+def hash_kv(conn: EtcdConnection, endpoint: str, revision: int, timeout: Optional[float] = None) -> Dict[str, int]:
+    """etcd's HashKV at `revision` on one member: {revision, hash, compact_revision}.
+
+    The hash covers the MVCC keys up to `revision` from the compacted revision on, the same on every
+    member and on a member restored from a snapshot that holds that revision (what etcd's own
+    corruption check compares). gRPC only: the JSON gateway does not serve it."""
+    from pyetcd import etcdrpc  # imported with pyetcd; grpc_client reports a missing library
+    client = grpc_client(conn, endpoint, timeout=timeout)
+    try:
+        answer = client.maintenancestub.HashKV(etcdrpc.HashKVRequest(revision=int(revision)),
+                                               timeout if timeout is not None else conn.timeout,
+                                               credentials=client.call_credentials, metadata=client.metadata)
+    except Exception as exc:  # grpc errors: compacted revision, unavailable, deadline
+        raise EtcdUnavailable('HashKV at revision %d on %s failed: %s' % (
+            revision, endpoint, getattr(exc, 'details', lambda: str(exc))())) from exc
+    finally:
+        client.close()
+    return {'revision': int(revision), 'hash': int(answer.hash), 'compact_revision': int(answer.compact_revision)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
@@ -260,3 +260,19 @@ def fully_healthy(info: Dict[str, Any]) -> Tuple[bool, str]:
     if corrupt:
         return False, 'CORRUPT alarm raised by %s' % ', '.join(a['member_id'] for a in corrupt)
     return True, ''
+
+
+def wait_until_healthy(conn: EtcdConnection, timeout: float, *, discover: bool = True, interval: float = 0.2,
+                       clock: Callable[[], float] = time.monotonic,
+                       sleep: Callable[[float], None] = time.sleep) -> Tuple[Dict[str, Any], str]:
+    """Poll until every member is a healthy voting member (fully_healthy, no learner left) or `timeout`
+    seconds pass: (last info, '' or why not). Sub-second polls: a cluster that heals is seen at once."""
+    deadline = clock() + max(timeout, 0)
+    while True:
+        info = cluster_info(conn, discover=discover)
+        ok, why = fully_healthy(info)
+        if ok and info.get('learners'):
+            ok, why = False, 'learners not promoted yet: %s' % ', '.join(info['learners'])
+        if ok or clock() + interval > deadline:
+            return info, why
+        sleep(interval)

@@ -16,10 +16,12 @@ import zlib
 from typing import Any, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
 
 POLICY_SUFFIX = {'gzip': '.gz', 'zlib': '.zlib'}
 SUFFIX_POLICY = {v: k for k, v in POLICY_SUFFIX.items()}
 CHUNK = 4 * 1024 * 1024
+CHECK_DECOMPRESSION = 'decompression'
 
 
 def suffix_for(policy: Optional[str]) -> str:
@@ -33,7 +35,7 @@ def suffix_for(policy: Optional[str]) -> str:
 
 def compress_file(src: str, dest: str, policy: str) -> None:
     """Write `src` compressed to `dest` and fsync it."""
-    with open(src, 'rb') as fin, open(dest, 'wb') as raw:
+    with open(src, 'rb') as fin, open_private(dest) as raw:
         writer = compressing_writer(raw, policy)
         _copy(fin, writer)
         writer.close()
@@ -47,9 +49,9 @@ def decompress_file(src: str, dest: str, suffix: str) -> None:
         raise ValueError('decompress_file needs a compression suffix')
     if suffix not in SUFFIX_POLICY:
         raise SnapshotInvalid('snapshots compressed as %r cannot be read here (supported: %s)' % (
-            suffix, ', '.join(SUFFIX_POLICY)))
+            suffix, ', '.join(SUFFIX_POLICY)), CHECK_DECOMPRESSION)
     try:
-        with open(src, 'rb') as fin, open(dest, 'wb') as out:
+        with open(src, 'rb') as fin, open_private(dest) as out:
             if suffix == '.gz':
                 with gzip.GzipFile(fileobj=fin, mode='rb') as stream:
                     _copy(stream, out)
@@ -57,9 +59,9 @@ def decompress_file(src: str, dest: str, suffix: str) -> None:
                 decompressor = zlib.decompressobj()
                 _transform(fin, out, decompressor.decompress, decompressor.flush)
                 if not decompressor.eof:
-                    raise SnapshotInvalid('zlib stream of %s is truncated' % src)
+                    raise SnapshotInvalid('zlib stream of %s is truncated' % src, CHECK_DECOMPRESSION)
     except (OSError, EOFError, zlib.error) as exc:
-        raise SnapshotInvalid('cannot decompress %s (%s): %s' % (src, suffix, exc)) from exc
+        raise SnapshotInvalid('cannot decompress %s (%s): %s' % (src, suffix, exc), CHECK_DECOMPRESSION) from exc
 
 
 class _ZlibWriter:
@@ -103,11 +105,11 @@ def decompress_bytes(data: bytes, suffix: str) -> bytes:
     if not suffix:
         return data
     if suffix not in SUFFIX_POLICY:
-        raise SnapshotInvalid('snapshots compressed as %r cannot be read here' % suffix)
+        raise SnapshotInvalid('snapshots compressed as %r cannot be read here' % suffix, CHECK_DECOMPRESSION)
     try:
         return gzip.decompress(data) if suffix == '.gz' else zlib.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
-        raise SnapshotInvalid('cannot decompress delta snapshot (%s): %s' % (suffix, exc)) from exc
+        raise SnapshotInvalid('cannot decompress delta snapshot (%s): %s' % (suffix, exc), CHECK_DECOMPRESSION) from exc
 
 
 def _transform(fin, fout, step, finish) -> None:

@@ -15,6 +15,8 @@ import dataclasses
 import time
 from typing import FrozenSet, List, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import CronError
+
 MACROS = {
     '@yearly': '0 0 1 1 *', '@annually': '0 0 1 1 *', '@monthly': '0 0 1 * *', '@weekly': '0 0 * * 0',
     '@daily': '0 0 * * *', '@midnight': '0 0 * * *', '@hourly': '0 * * * *',
@@ -27,16 +29,12 @@ FIELDS = (('minute', 0, 59, {}), ('hour', 0, 23, {}), ('day-of-month', 1, 31, {}
 SEARCH_MINUTES = 366 * 24 * 60 * 5  # a schedule that never fires within 5 years is an error
 
 
-class CronError(ValueError):
-    """A schedule that cannot be parsed; the message names the field and the token."""
-
-
 def _value(token: str, names: dict, field: str, expr: str) -> int:
     low = token.lower()
     if low in names:
         return names[low]
     if not token.isdigit():
-        raise CronError('cron %r: %s: %r is not a number%s' % (
+        raise CronError('', 'cron', 'cron %r: %s: %r is not a number%s' % (
             expr, field, token, ' or a name' if names else ''))
     return int(token)
 
@@ -45,12 +43,12 @@ def _parse_field(text: str, field: str, lo: int, hi: int, names: dict, expr: str
     values = set()
     for part in text.split(','):
         if not part:
-            raise CronError('cron %r: %s has an empty list item' % (expr, field))
+            raise CronError('', 'cron', 'cron %r: %s has an empty list item' % (expr, field))
         body, _slash, step_text = part.partition('/')
         step = 1
         if step_text:
             if not step_text.isdigit() or int(step_text) < 1:
-                raise CronError('cron %r: %s: step %r must be a positive number' % (expr, field, step_text))
+                raise CronError('', 'cron', 'cron %r: %s: step %r must be a positive number' % (expr, field, step_text))
             step = int(step_text)
         if body in ('*', '?'):
             start, end = lo, hi if field != 'day-of-week' else 6
@@ -61,9 +59,9 @@ def _parse_field(text: str, field: str, lo: int, hi: int, names: dict, expr: str
             start = _value(body, names, field, expr)
             end = hi if step_text else start
         if not (lo <= start <= hi and lo <= end <= hi):
-            raise CronError('cron %r: %s: %r is outside %d-%d' % (expr, field, part, lo, hi))
+            raise CronError('', 'cron', 'cron %r: %s: %r is outside %d-%d' % (expr, field, part, lo, hi))
         if start > end:
-            raise CronError('cron %r: %s: range %r runs backwards' % (expr, field, part))
+            raise CronError('', 'cron', 'cron %r: %s: range %r runs backwards' % (expr, field, part))
         values.update(range(start, end + 1, step))
     if field == 'day-of-week' and 7 in values:
         values.discard(7)
@@ -100,7 +98,7 @@ class CronSchedule:
             if self.matches(minute):
                 return float(minute * 60)
             minute = self._skip(minute)
-        raise CronError('cron %r never fires' % self.expr)
+        raise CronError('', 'never-fires', 'cron %r never fires' % self.expr)
 
     def previous_at_or_before(self, now: float) -> Optional[float]:
         """The last firing time at or before `now` within a year, or None."""
@@ -143,7 +141,7 @@ def parse_cron(expr: str) -> CronSchedule:
     text = MACROS.get(text.lower(), text)
     parts: List[str] = text.split()
     if len(parts) != 5:
-        raise CronError('cron %r: expected 5 fields (minute hour day-of-month month day-of-week) or a macro like '
+        raise CronError('', 'cron', 'cron %r: expected 5 fields (minute hour day-of-month month day-of-week) or a macro like '
                         '@daily, got %d field(s)' % (expr, len(parts)))
     sets = [_parse_field(p, name, lo, hi, names, expr) for p, (name, lo, hi, names) in zip(parts, FIELDS)]
     return CronSchedule(expr, sets[0], sets[1], sets[2], sets[3], sets[4],

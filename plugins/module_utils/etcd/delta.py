@@ -24,15 +24,13 @@ import io
 import json
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import DeltaBuffer  # noqa: F401
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
 
 EVENT_PUT = 0
 EVENT_DELETE = 1
 SHA256_SIZE = 32
-# Bytes an event costs in memory beyond its key and value (objects, ints, the timestamp): the
-# memory limit is about what the process holds, not only the payload.
-EVENT_OVERHEAD = 200
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +49,6 @@ class Event:
     @property
     def revision(self) -> int:
         return self.mod_revision
-
-    @property
-    def size(self) -> int:
-        return len(self.key) + len(self.value) + EVENT_OVERHEAD
 
     def to_json(self) -> Dict[str, Any]:
         """Go's encoding of clientv3.Event inside etcd-backup-restore's event struct."""
@@ -78,14 +72,6 @@ class Event:
 def rfc3339_nano(now: float) -> str:
     stamp = datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc)
     return stamp.strftime('%Y-%m-%dT%H:%M:%S.') + '%06d000Z' % stamp.microsecond
-
-
-def event_from_pb(pb_event: Any, received: str) -> Event:
-    """From an etcd mvccpb.Event (pyetcd hands these to watch callbacks as `._event`); `received` is
-    the RFC 3339 time of the watch response, shared by its events."""
-    raw = getattr(pb_event, '_event', pb_event)
-    kv = raw.kv
-    return Event(raw.type, kv.key, kv.value, kv.mod_revision, kv.create_revision, kv.version, kv.lease, received)
 
 
 def _event_from_json(item: Any, index: int) -> Event:
@@ -161,52 +147,6 @@ def group_by_revision(events: Iterable[Event]) -> Iterator[Tuple[int, List[Event
         group.append(event)
     if group:
         yield group[0].revision, group
-
-
-# --- buffering between flushes ------------------------------------------------------------------
-class DeltaBuffer:
-    """Events received since the last stored revision. Only whole watch responses are added, and etcd
-    never splits one revision across responses, so a flush always ends on a revision boundary."""
-
-    def __init__(self, after_revision: int):
-        self.after_revision = after_revision  # the tip of the stored chain
-        self.events: List[Event] = []
-        self.size = 0
-
-    @property
-    def last_revision(self) -> int:
-        return self.events[-1].revision if self.events else self.after_revision
-
-    def add(self, events: Sequence[Event]) -> int:
-        """Append events newer than what is held (a resumed watch may repeat some); returns how many."""
-        fresh = [e for e in events if e.revision > self.last_revision]
-        self.events.extend(fresh)
-        self.size += sum(e.size for e in fresh)
-        return len(fresh)
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    def take(self) -> Tuple[int, List[Event]]:
-        """(start revision, events) to write, and empty the buffer."""
-        start, events = self.after_revision + 1, self.events
-        self.after_revision = self.last_revision
-        self.events, self.size = [], 0
-        return start, events
-
-    def advance_to(self, revision: int) -> None:
-        """A full snapshot at `revision` holds everything up to it: drop those events, continue after it."""
-        if revision <= self.after_revision:
-            return
-        self.events = [e for e in self.events if e.revision > revision]
-        self.after_revision = revision
-        self.size = sum(e.size for e in self.events)
-
-    def restore(self, start: int, events: List[Event]) -> None:
-        """Put back what `take` returned when writing failed (nothing is lost)."""
-        self.events = events + self.events
-        self.after_revision = start - 1
-        self.size = sum(e.size for e in self.events)
 
 
 # --- the chain of a store -----------------------------------------------------------------------

@@ -2,7 +2,9 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read snapshots back from a store, verified: nothing is restored, replayed or compacted from
-bytes that do not match what was recorded when the snapshot was published."""
+bytes that do not match what was recorded when the snapshot was published. Snapshots without
+metadata (etcd-backup-restore's, status `unrecorded`) are checked by their content alone: etcd's
+sha256 trailer and the full structure for a full snapshot, the trailer and the events for a delta."""
 
 from __future__ import annotations
 
@@ -14,7 +16,16 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore, remove_quietly, temp_name
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import hash_file, verify_snapshot_file
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import (
+    CHECK_SHA256,
+    CHECK_SIZE,
+    hash_file,
+    verify_snapshot_file,
+)
+
+CHECK_STORED = 'stored-sha256'
+CHECK_DELTA = 'delta-content'
+CHECK_LISTING = 'listing'  # the listing already says the snapshot is not usable
 
 
 def label(snapshot: Snapshot) -> str:
@@ -23,19 +34,22 @@ def label(snapshot: Snapshot) -> str:
 
 def _require_valid(snapshot: Snapshot) -> Dict[str, Any]:
     meta = snapshot.metadata or {}
-    if not snapshot.valid or not meta.get('sha256'):
+    if not snapshot.valid or (snapshot.metadata is not None and not meta.get('sha256')):
         raise SnapshotInvalid('snapshot %s is %s%s: refusing to read it' % (
-            label(snapshot), snapshot.status, ' (%s)' % snapshot.problem if snapshot.problem else ''))
+            label(snapshot), snapshot.status, ' (%s)' % snapshot.problem if snapshot.problem else ''), CHECK_LISTING)
     return meta
 
 
 def _check_stored(path: str, snapshot: Snapshot, meta: Dict[str, Any]) -> None:
+    if not meta.get('sha256'):
+        return  # unrecorded: nothing was recorded to compare with
     digests = hash_file(path)
     if digests.sha256 != str(meta['sha256']).lower():
         raise SnapshotInvalid('snapshot %s has sha256 %s, its metadata records %s' % (
-            label(snapshot), digests.sha256, meta['sha256']))
+            label(snapshot), digests.sha256, meta['sha256']), CHECK_SHA256)
     if meta.get('size') is not None and digests.size != int(meta['size']):
-        raise SnapshotInvalid('snapshot %s is %d bytes, its metadata records %s' % (label(snapshot), digests.size, meta['size']))
+        raise SnapshotInvalid('snapshot %s is %d bytes, its metadata records %s' % (
+            label(snapshot), digests.size, meta['size']), CHECK_SIZE)
 
 
 def fetch_full(store: SnapshotStore, snapshot: Snapshot, work_dir: str,
@@ -54,14 +68,14 @@ def fetch_full(store: SnapshotStore, snapshot: Snapshot, work_dir: str,
         if in_place is None:
             store.fetch(snapshot, raw)
         if not suffix:
-            verification = verify_snapshot_file(raw, expected_sha256=meta['sha256'],
+            verification = verify_snapshot_file(raw, expected_sha256=meta.get('sha256'),
                                                 expected_size=meta.get('size', snapshot.size), tool=tool)
             return raw, verification
         _check_stored(raw, snapshot, meta)
         plain = os.path.join(work_dir, temp_name(label(snapshot) + '.db'))
         decompress_file(raw, plain, suffix)
         verification = verify_snapshot_file(plain, expected_sha256=meta.get('uncompressed_sha256'), tool=tool)
-        verification['checks'] = ['stored-sha256'] + verification['checks']
+        verification['checks'] = ([CHECK_STORED] if snapshot.recorded else []) + verification['checks']
         return plain, verification
     finally:
         if in_place is None and suffix:
@@ -82,9 +96,14 @@ def fetch_delta(store: SnapshotStore, snapshot: Snapshot, work_dir: str) -> List
     finally:
         if in_place is None:
             remove_quietly(path)
-    events = decode_events(decompress_bytes(blob, snapshot.name.compression_suffix), 'delta snapshot %s' % label(snapshot))
+    try:
+        events = decode_events(decompress_bytes(blob, snapshot.name.compression_suffix),
+                               'delta snapshot %s' % label(snapshot))
+    except SnapshotInvalid as exc:
+        raise SnapshotInvalid(str(exc), exc.check or CHECK_DELTA) from exc
     name = snapshot.name
     if events and (events[0].revision < name.start_revision or events[-1].revision != name.end_revision):
         raise SnapshotInvalid('delta snapshot %s holds revisions %d..%d, its name says %d..%d' % (
-            label(snapshot), events[0].revision, events[-1].revision, name.start_revision, name.end_revision))
+            label(snapshot), events[0].revision, events[-1].revision, name.start_revision, name.end_revision),
+            CHECK_DELTA)
     return events

@@ -21,13 +21,30 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_alive, read_pid_file
 
 
+DATA_ABSENT = 'absent'
+DATA_EMPTY = 'empty'
+DATA_PRESENT = 'present'
+DATA_NOT_A_DIRECTORY = 'not-a-directory'
+
+
 def data_dir_state(data_dir: str) -> Dict[str, Any]:
-    """A data dir 'has data' when etcd's WAL or backend db is there; an empty dir is as good as none."""
+    """What is at a member's data dir now: the one answer for facts, restores and resets.
+
+    `state`: absent, empty, present (anything in it), or not-a-directory (a file or a symlink, never
+    touched by a restore); `has_data`: etcd's WAL or backend db is there (an empty dir, or one with
+    something else in it, is as good as none for recovery); `exists`: a directory (symlinks followed)."""
+    if not os.path.lexists(data_dir):
+        state = DATA_ABSENT
+    elif not os.path.isdir(data_dir) or os.path.islink(data_dir):
+        state = DATA_NOT_A_DIRECTORY
+    else:
+        state = DATA_PRESENT if os.listdir(data_dir) else DATA_EMPTY
     member = os.path.join(data_dir, 'member')
     wal_dir = os.path.join(member, 'wal')
     db = os.path.join(member, 'snap', 'db')
     wals = sorted(f for f in os.listdir(wal_dir) if f.endswith('.wal')) if os.path.isdir(wal_dir) else []
     return {
+        'state': state,
         'exists': os.path.isdir(data_dir),
         'has_data': bool(wals) or os.path.isfile(db),
         'wal_files': len(wals),
@@ -102,9 +119,10 @@ def aside_path(data_dir: str, now: float, reason: str) -> str:
 
 def set_aside(data_dir: str, *, now: float, reason: str = 'lost', check_mode: bool = False) -> Optional[str]:
     """Move a data dir out of the way (never delete it); None when there is nothing to move."""
-    if not os.path.lexists(data_dir):
+    state = data_dir_state(data_dir)['state']
+    if state == DATA_ABSENT:
         return None
-    if os.path.isdir(data_dir) and not os.listdir(data_dir):
+    if state == DATA_EMPTY:
         if not check_mode:
             os.rmdir(data_dir)
         return None
@@ -128,10 +146,10 @@ def ensure_empty_data_dir(data_dir: str, *, check_mode: bool = False) -> bool:
 
 def reset_data_dir(data_dir: str, *, state: str, reason: str, now: float, check_mode: bool = False) -> tuple:
     """(changed, moved_to): `absent` leaves no dir, `empty` leaves an empty one; old contents are moved aside."""
-    is_empty_dir = os.path.isdir(data_dir) and not os.listdir(data_dir)
-    if state == 'empty' and is_empty_dir:
+    current = data_dir_state(data_dir)['state']
+    if state == 'empty' and current == DATA_EMPTY:
         return False, None
-    existed = os.path.lexists(data_dir)
+    existed = current != DATA_ABSENT
     moved = set_aside(data_dir, now=now, reason=reason, check_mode=check_mode)
     if state == 'empty':
         if not check_mode:

@@ -7,7 +7,10 @@ Layout `<root>/v2/<name>` + `<root>/v2/<name>.meta.json`; the legacy v1 layout
 (`<root>/v1/Backup-<unix>/<name>`) is listed too. Every object is published with
 temp file (`.<name>.tmp-<random>`, same directory) -> fsync -> rename -> fsync directory,
 so a crash leaves either nothing or a dot-file that lists as `partial`, never a half file
-under a snapshot name.
+under a snapshot name. The data is renamed into place only after its metadata: a data file
+without metadata is then never ours, which is how etcd-backup-restore's files are told apart
+(store.mark_unrecorded); a crash in between leaves orphan metadata, which is never valid. Files are 0600 from their first byte and directories we create 0700
+(private_files.py): a snapshot holds every Secret of the cluster.
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotNotFound, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import (
+    ModeNote,
+    makedirs_private,
+    open_private,
+    wide_mode_notes,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import (
     LAYOUT_V1,
     LAYOUT_V2,
@@ -35,6 +44,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import 
     STATUS_VALID,
     Snapshot,
     SnapshotStore,
+    mark_unrecorded,
 )
 
 TEMP_MARK = '.tmp-'
@@ -121,6 +131,7 @@ class LocalStore(SnapshotStore):
             raise StoreError('local store %r must be an absolute path (e.g. /var/backups/etcd)' % url)
         self.root = os.path.normpath(path)
         self.v2_dir = os.path.join(self.root, LAYOUT_V2)
+        self._pending: Dict[str, Tuple[str, bool]] = {}  # key -> (verified data under a temp name, ours to delete)
 
     def __repr__(self) -> str:
         return 'LocalStore(%r)' % self.root
@@ -130,10 +141,14 @@ class LocalStore(SnapshotStore):
 
     def ensure_dir(self) -> str:
         try:
-            os.makedirs(self.v2_dir, exist_ok=True)
+            makedirs_private(self.v2_dir)
         except OSError as exc:
             raise StoreError('cannot create snapshot directory %s: %s' % (self.v2_dir, exc)) from exc
         return self.v2_dir
+
+    def mode_notes(self) -> List[ModeNote]:
+        """Store directories that others may read or enter (left alone: the operator made them so)."""
+        return wide_mode_notes([self.root, self.v2_dir])
 
     def check(self, create: bool = True) -> None:
         """Fail early when the directory cannot hold snapshots; create it unless in check mode."""
@@ -158,7 +173,7 @@ class LocalStore(SnapshotStore):
             for entry in sorted(os.listdir(v1)):
                 if entry.startswith('Backup-') and os.path.isdir(os.path.join(v1, entry)):
                     found += self._list_dir(os.path.join(v1, entry), LAYOUT_V1 + '/' + entry)
-        return sort_snapshots(found)
+        return sort_snapshots(mark_unrecorded(found))
 
     def _list_dir(self, directory: str, rel: str) -> List[Snapshot]:
         try:
@@ -218,16 +233,18 @@ class LocalStore(SnapshotStore):
         fsync_path(os.path.dirname(final_path))
 
     def publish_data(self, name: SnapshotName, source_path: str) -> Snapshot:
+        """Phase 1 here: the data, fsynced, under a temp name in the store; publish_metadata renames it."""
         directory = self.ensure_dir()
         final_path = os.path.join(directory, str(name))
         tmp_path = source_path
         try:
+            if os.path.exists(final_path):
+                raise StoreError('%s already exists in the store; refusing to overwrite it' % final_path)
             if os.path.dirname(os.path.abspath(source_path)) != directory:
                 tmp_path = os.path.join(directory, temp_name(str(name)))
                 copy_file(source_path, tmp_path)
             else:
                 fsync_path(tmp_path)
-            self._publish_file(tmp_path, final_path)
         except OSError as exc:
             if tmp_path != source_path:
                 remove_quietly(tmp_path)
@@ -236,22 +253,27 @@ class LocalStore(SnapshotStore):
             if tmp_path != source_path:
                 remove_quietly(tmp_path)
             raise
-        st = os.stat(final_path)
-        return Snapshot(name, LAYOUT_V2 + '/' + str(name), st.st_size, st.st_mtime, STATUS_INCOMPLETE, None,
-                        'metadata not yet published')
+        st = os.stat(tmp_path)
+        key = LAYOUT_V2 + '/' + str(name)
+        self._pending[key] = (tmp_path, tmp_path != source_path)
+        return Snapshot(name, key, st.st_size, st.st_mtime, STATUS_INCOMPLETE, None, 'metadata not yet published')
 
     def publish_metadata(self, snapshot: Snapshot, metadata: Dict[str, Any]) -> Snapshot:
         data_path = self.path_of(snapshot)
+        pending = self._pending.get(snapshot.key, (data_path, False))[0]
         meta_path = data_path + METADATA_SUFFIX
         tmp_path = os.path.join(os.path.dirname(meta_path), temp_name(os.path.basename(meta_path)))
         try:
-            if not os.path.isfile(data_path):
+            if not os.path.isfile(pending):
                 raise StoreError('cannot publish metadata of %s: its data is not in the store' % data_path)
-            with open(tmp_path, 'wb') as f:
+            with open_private(tmp_path) as f:
                 f.write(json.dumps(metadata, indent=2, sort_keys=True).encode('utf-8'))
                 f.flush()
                 os.fsync(f.fileno())
             self._publish_file(tmp_path, meta_path)
+            if pending != data_path:
+                self._publish_file(pending, data_path)
+                self._pending.pop(snapshot.key, None)
         except OSError as exc:
             remove_quietly(tmp_path)
             raise StoreError('cannot write metadata %s: %s' % (meta_path, exc)) from exc
@@ -277,8 +299,9 @@ class LocalStore(SnapshotStore):
 
     def delete(self, snapshot: Snapshot) -> None:
         path = self.path_of(snapshot)
+        pending, owned = self._pending.pop(snapshot.key, (None, False))
         try:
-            for victim in (path + METADATA_SUFFIX, path):
+            for victim in (path + METADATA_SUFFIX, path) + ((pending,) if owned else ()):
                 if os.path.exists(victim):
                     os.remove(victim)
             fsync_path(os.path.dirname(path))
@@ -292,8 +315,8 @@ class LocalStore(SnapshotStore):
 
 
 def copy_file(src: str, dest: str) -> None:
-    """Copy and fsync `dest`."""
-    with open(src, 'rb') as fin, open(dest, 'wb') as fout:
+    """Copy to a new private file `dest` and fsync it."""
+    with open(src, 'rb') as fin, open_private(dest) as fout:
         shutil.copyfileobj(fin, fout, COPY_CHUNK)
         fout.flush()
         os.fsync(fout.fileno())

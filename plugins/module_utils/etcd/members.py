@@ -4,21 +4,21 @@
 """Membership changes: add (as learner), promote, remove, move leadership.
 
 Learner add / promote / move-leader are not in the Python gRPC clients, so everything here goes
-through the v3 JSON gateway. etcd refuses a change within ~5 s of the previous one ("unhealthy
-cluster") and refuses to promote a learner that has not caught up: both are retried with backoff
-until a timeout. Quorum checks run before any change; `force` skips only our own check, etcd's
+through the v3 JSON gateway. etcd refuses a change until its leader has been connected to every
+voting member for 5 s ("unhealthy cluster"), and refuses to promote a learner that has not caught up:
+both are retried every RETRY_INTERVAL until a deadline, so a change lands within a fraction of a
+second of the moment etcd allows it (recovery speed, issue 17). Quorum checks run before any change; `force` skips only our own check, etcd's
 strict reconfiguration check still applies.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, FrozenSet, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
-    UNHEALTHY_CLUSTER,
     member_id_hex,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import (
@@ -28,44 +28,41 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster impor
     members_from_raw,
     would_keep_quorum,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.initial_cluster import initial_cluster, normalize_url
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     EtcdUnavailable,
     MembershipError,
     QuorumRisk,
+    Refusal,
 )
 
-# etcd messages that mean "not now, try again later" rather than "never".
-RETRYABLE_CHANGE = (UNHEALTHY_CLUSTER, 'not enough started members', 'no leader', 'leader changed',
-                    'timed out', 'deadline exceeded')
-RETRYABLE_PROMOTE = RETRYABLE_CHANGE + ('in sync with leader', 'not started', 'is not ready')
-TOO_MANY_LEARNERS = 'too many learner'
-LEARNER_PENDING = 'is not promoted yet'
+# Refusals that mean "not now, try again later" rather than "never".
+RETRYABLE_CHANGE = frozenset({Refusal.UNHEALTHY, Refusal.NO_LEADER, Refusal.TIMEOUT})
+RETRYABLE_PROMOTE = RETRYABLE_CHANGE | {Refusal.LEARNER_NOT_READY}
+RETRYABLE_ADD = RETRYABLE_CHANGE | {Refusal.TOO_MANY_LEARNERS, Refusal.LEARNER_PENDING}
 
 
-def _retry(action: Callable[[], Any], retryable: tuple, timeout: float, what: str,
+RETRY_INTERVAL = 0.2
+
+
+def _retry(action: Callable[[], Any], retryable: FrozenSet[Refusal], timeout: float, what: str,
            sleep: Callable[[float], None] = time.sleep) -> Any:
     """Run `action` until it succeeds, a non-retryable error comes, or `timeout` seconds pass."""
     deadline = time.monotonic() + max(timeout, 0)
-    delay = 0.5
+    delay = RETRY_INTERVAL
     attempts = 0
     while True:
         attempts += 1
         try:
             return action()
         except EtcdError as exc:
-            low = str(exc).lower()
-            if not any(r in low for r in retryable):
+            if exc.refusal not in retryable:
                 raise
             if time.monotonic() + delay > deadline:
                 raise exc.__class__('%s: still refused after %d attempts in %ss: %s' % (
-                    what, attempts, timeout, exc)) from exc
+                    what, attempts, timeout, exc), exc.refusal) from exc
         sleep(delay)
-        delay = min(delay * 2, 3.0)
-
-
-def normalize_url(url: str) -> str:
-    return url.strip().rstrip('/').lower()
 
 
 def _public(member: Dict[str, Any]) -> Dict[str, Any]:
@@ -77,26 +74,6 @@ def member_list_view(members: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     view = [{'id': m['id'], 'name': m['name'], 'peer_urls': sorted(m['peer_urls']), 'is_learner': m['is_learner']}
             for m in members]
     return sorted(view, key=lambda m: (m['name'], m['peer_urls']))
-
-
-def initial_cluster(members: List[Dict[str, Any]], new_name: str, new_peer_urls: List[str]) -> str:
-    """`name=peerURL,...` (sorted) for starting the new member: every member, the new one under `new_name`.
-
-    A member that has not started yet has no name in etcd's list; the new one gets `new_name`,
-    any other unstarted one its hex id (etcd matches existing members by peer URL only).
-    """
-    wanted = {normalize_url(u) for u in new_peer_urls}
-    entries: List[tuple] = []
-    found = False
-    for m in members:
-        is_new = {normalize_url(u) for u in m['peer_urls']} == wanted
-        found = found or is_new
-        name = new_name if is_new else (m['name'] or m['id'])
-        entries.extend((name, u) for u in m['peer_urls'])
-    if not found:
-        entries.extend((new_name, u) for u in new_peer_urls)
-    # Sorted, so that check mode, the real run and later runs print the same string.
-    return ','.join('%s=%s' % e for e in sorted(entries))
 
 
 def find_member(members: List[Dict[str, Any]], *, name: Optional[str] = None, member_id: Optional[str] = None,
@@ -243,12 +220,12 @@ def _add(conn: EtcdConnection, info: Dict[str, Any], name: str, peer_urls: List[
             return {'member': existing, 'endpoint': endpoint}
         pending = [m for m in fresh['members'] if m['is_learner']]
         if pending and learner:
-            raise MembershipError('learner %r (%s) %s; etcd allows one learner at a time' % (
-                pending[0]['name'] or '(unstarted)', pending[0]['id'], LEARNER_PENDING))
+            raise MembershipError('learner %r (%s) is not promoted yet; etcd allows one learner at a time' % (
+                pending[0]['name'] or '(unstarted)', pending[0]['id']), Refusal.LEARNER_PENDING)
         with Gateway(conn) as gw:
             return {'raw': gw.call(endpoint, '/v3/cluster/member/add', body), 'endpoint': endpoint}
 
-    answer = _retry(attempt, RETRYABLE_CHANGE + (TOO_MANY_LEARNERS, LEARNER_PENDING), max(deadline - time.monotonic(), 0),
+    answer = _retry(attempt, RETRYABLE_ADD, max(deadline - time.monotonic(), 0),
                     'add member %r (%s)' % (name, ', '.join(peer_urls)))
     if 'member' in answer:
         return answer['member'], _current_members(conn, answer['endpoint'])

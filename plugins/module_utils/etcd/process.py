@@ -15,17 +15,22 @@ import dataclasses
 import json
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import time
+import urllib.request
+from urllib.parse import urlsplit
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 
-from ansible.module_utils.urls import open_url
 
 STATES = ('started', 'stopped', 'restarted')
-# How long a freshly started process must stay alive before we trust it did not fail on its config.
+# Without `wait`, a freshly started process is trusted once its client port accepts connections (etcd binds
+# it after reading its config and data dir), or after this long alive, whichever comes first.
 SETTLE_SECONDS = 1.0
+POLL_SECONDS = 0.05
 LOG_TAIL_LINES = 12
 KEY_MARKS = ('"level":"panic"', '"level":"fatal"', '"level":"error"', 'panic: ')
 
@@ -49,6 +54,8 @@ class ProcessSpec:
     ca_cert: Optional[str] = None
     client_cert: Optional[str] = None
     client_key: Optional[str] = None
+    # a throwaway etcd (replay, restore verification) dies with the thread that started it, even on SIGKILL
+    die_with_parent: bool = False
 
     def command(self) -> List[str]:
         return [str(self.binary), '--config-file', str(self.config_file)]
@@ -174,6 +181,19 @@ def log_tail(path: Optional[str], offset: int = 0) -> str:
         return '(cannot read %s: %s)' % (path, e)
 
 
+# Linux prctl(PR_SET_PDEATHSIG, SIGKILL), resolved before any fork: only this call runs in the child.
+try:
+    import ctypes
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (ImportError, OSError, AttributeError):
+    _PRCTL = None
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 # --- actions --------------------------------------------------------------------------------------
 def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep) -> int:
     """Start etcd detached from us (own session, stdin /dev/null, output to the log) and write the pid file."""
@@ -190,19 +210,32 @@ def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith('ETCD_'))
     with open(os.devnull, 'rb') as stdin, open(log_path, 'ab') as log:
         proc = subprocess.Popen(spec.command(), stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True, cwd='/', env=env)
+                                start_new_session=True, close_fds=True, cwd='/', env=env,
+                                preexec_fn=_die_with_parent if spec.die_with_parent and _PRCTL else None)
     _write_pid_file(spec.pid_file, proc.pid)
     deadline = time.time() + SETTLE_SECONDS
-    while time.time() < deadline:
+    while True:
         if proc.poll() is not None:
             _remove(spec.pid_file)
             raise ProcessError('etcd exited at once with code %s (%s); last lines of %s:\n%s'
                                % (proc.returncode, ' '.join(spec.command()), spec.log_file,
                                   log_tail(spec.log_file, offset)))
-        sleep(0.1)
+        if time.time() >= deadline or (spec.wait_url and _listening(spec.wait_url)):
+            break
+        sleep(POLL_SECONDS)
     if spec.wait and spec.wait_url:
         wait_ready(spec, proc.pid, offset, sleep)
     return proc.pid
+
+
+def _listening(url: str) -> bool:
+    """Whether something accepts TCP connections at the URL's host and port (no request is sent)."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or '127.0.0.1', parts.port or 2379), timeout=0.2):
+            return True
+    except OSError:
+        return False
 
 
 def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable[[float], None] = time.sleep) -> str:
@@ -222,14 +255,24 @@ def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable
             raise EtcdUnavailable('etcd (pid %d) is running but %s did not answer /health or /version within %ss; '
                                   'last lines of %s:\n%s' % (pid, base, spec.wait_timeout, spec.log_file,
                                                              log_tail(spec.log_file, log_offset)))
-        sleep(0.2)
+        sleep(0.1)
 
 
 def _http_get(url: str, spec: ProcessSpec) -> tuple:
+    """(status, body) of a GET; the standard library only (this module runs on every start and stop, and
+    ansible's URL helpers cost more to import than the whole poll)."""
+    context = None
+    if url.startswith('https://'):
+        try:
+            context = ssl.create_default_context(cafile=spec.ca_cert)
+            if spec.client_cert:
+                context.load_cert_chain(spec.client_cert, spec.client_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ProcessError('cannot use the TLS files (ca_cert %s, client_cert %s, client_key %s) for %s: %s' % (
+                spec.ca_cert, spec.client_cert, spec.client_key, url, exc)) from exc
     try:
-        resp = open_url(url, timeout=2, ca_path=spec.ca_cert, client_cert=spec.client_cert,
-                        client_key=spec.client_key, follow_redirects='none')
-        return resp.status, resp.read().decode('utf-8', 'replace')
+        with urllib.request.urlopen(url, timeout=2, context=context) as resp:  # nosec - our own member's URL
+            return resp.status, resp.read().decode('utf-8', 'replace')
     except Exception as e:  # HTTPError carries a status; anything else means "not answering yet"
         return getattr(e, 'code', 0) or 0, ''
 

@@ -18,6 +18,11 @@ Ansible could not reach), the decision is data, and the playbook carries it out.
 
 Unreachable hosts (powered off, network gone) are never a reason to fail: they are reported and
 left as they are; running the playbook again once they are back brings them in.
+
+Every host the plan starts gets its `--initial-cluster` here, before the first change: a joiner's is the
+membership it will find (the cluster plus the joiners added before it), a restored host's is every
+restored host. So the playbook writes every config at once and only the membership changes themselves
+run one after another, spaced as etcd requires.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.initial_cluster import initial_cluster
 
 ACTION_NONE = 'none'
 ACTION_REPLACE = 'replace_members'
@@ -44,6 +51,7 @@ class RecoveryPlan:
     foreign_members: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     findings: Dict[str, str] = dataclasses.field(default_factory=dict)
     reasons: List[str] = dataclasses.field(default_factory=list)
+    initial_cluster: Dict[str, str] = dataclasses.field(default_factory=dict)  # host -> its --initial-cluster
 
     @property
     def changes(self) -> bool:
@@ -105,8 +113,38 @@ def plan_recovery(hosts: Sequence[Dict[str, Any]], *, store_configured: bool) ->
         plan.reasons.append('no etcd host is reachable: nothing can be done')
         return plan
     if healthy:
-        return _plan_with_quorum(plan, hosts, reachable, healthy, cluster_id)
-    return _plan_without_quorum(plan, reachable, cluster_id, store_configured)
+        plan = _plan_with_quorum(plan, hosts, reachable, healthy, cluster_id)
+    else:
+        plan = _plan_without_quorum(plan, reachable, cluster_id, store_configured)
+    plan.initial_cluster = initial_clusters(plan, {h['name']: h for h in reachable})
+    return plan
+
+
+def _member_of(host: Dict[str, Any]) -> Dict[str, Any]:
+    return {'id': '', 'name': host.get('member_name') or host['name'], 'peer_urls': [host.get('peer_url') or '']}
+
+
+def initial_clusters(plan: RecoveryPlan, hosts: Dict[str, Dict[str, Any]]) -> Dict[str, str]:
+    """{host: --initial-cluster} for every host the plan starts (see the module docstring)."""
+    if plan.action == ACTION_RESTORE:
+        restored = [_member_of(hosts[name]) for name in [plan.seed] + plan.rejoin]
+        text = ','.join(sorted('%s=%s' % (m['name'], m['peer_urls'][0]) for m in restored))
+        return {name: text for name in [plan.seed] + plan.rejoin}
+    found: Dict[str, str] = {}
+    if plan.action == ACTION_FORCE_NEW:
+        current = [_member_of(hosts[plan.seed])]
+        # etcd ignores it (the survivor has data), but its config is written with the joiners' at once
+        found[plan.seed] = initial_cluster([], current[0]['name'], current[0]['peer_urls'])
+    elif plan.action == ACTION_REPLACE:
+        stale = {entry['member_id'] for entry in plan.remove}
+        current = [m for m in hosts[plan.seed].get('members', []) if m.get('id') not in stale]
+    else:
+        return {}
+    for name in plan.rejoin:
+        joiner = _member_of(hosts[name])
+        found[name] = initial_cluster(current, joiner['name'], joiner['peer_urls'])
+        current = current + [joiner]
+    return found
 
 
 def _plan_with_quorum(plan: RecoveryPlan, hosts, reachable, healthy, cluster_id) -> RecoveryPlan:

@@ -30,7 +30,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SnapshotInvalid
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, start_process, stop_process
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool import run_restore_tool
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import stream_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import verify_snapshot_file
 
 try:
@@ -40,6 +40,8 @@ except ImportError:  # reported through grpc_client
     HAS_ETCDRPC = False
 
 REPLAY_NAME = 'steward-replay'
+CHECK_REPLAY = 'replay'      # events did not land on their recorded revisions: the chain is unrestorable
+CHECK_REVISION = 'revision'  # the restored data is not at the revision the snapshot records
 TXN_TIMEOUT = 30.0
 # A scratch etcd must accept whatever the real one held: the quota only limits the replay's size.
 QUOTA_BYTES = 8 * 1024 * 1024 * 1024
@@ -90,7 +92,7 @@ class ScratchEtcd:
             json.dump(config, f)  # JSON is YAML
         spec = ProcessSpec(pid_file=os.path.join(self.work_dir, 'etcd.pid'), binary=self.binary,
                            config_file=config_file, log_file=os.path.join(self.work_dir, 'etcd.log'),
-                           wait_url=self.client_url, wait_timeout=60)
+                           wait_url=self.client_url, wait_timeout=60, die_with_parent=True)
         self.pid = start_process(spec)
         return self
 
@@ -132,13 +134,13 @@ def apply_events(client: Any, events: Iterable[Event], revision: int) -> Dict[st
         if event_revision != revision + 1:
             raise SnapshotInvalid('revision gap: the data is at revision %d but the next recorded event is at %d '
                                   '(events %d..%d are missing)' % (revision, event_revision, revision + 1,
-                                                                   event_revision - 1))
+                                                                   event_revision - 1), CHECK_REPLAY)
         request = etcdrpc.TxnRequest(success=[_request_op(e) for e in group])
         response = client.kvstub.Txn(request, TXN_TIMEOUT, credentials=client.call_credentials, metadata=client.metadata)
         landed = int(response.header.revision)
         if landed != event_revision:
             raise SnapshotInvalid('revision inconsistency: events of revision %d landed at revision %d' % (
-                event_revision, landed))
+                event_revision, landed), CHECK_REPLAY)
         revision = landed
         applied += len(group)
         transactions += 1
@@ -159,7 +161,7 @@ def replay(base_path: str, base_revision: int, delta_events: Iterable[List[Event
             # An empty database reports revision 0 in `snapshot status`, but etcd starts counting at 1.
             if start != base_revision and not (base_revision == 0 and start == 1):
                 raise SnapshotInvalid('the restored full snapshot is at revision %d, its name says %d' % (
-                    start, base_revision))
+                    start, base_revision), CHECK_REVISION)
             revision, events, transactions = start, 0, 0
             for batch in delta_events:
                 outcome = apply_events(client, batch, revision)
@@ -176,5 +178,6 @@ def replay(base_path: str, base_revision: int, delta_events: Iterable[List[Event
         hasher = stream_snapshot(scratch.connection, scratch.client_url, out_path, snapshot_timeout)
     verification = verify_snapshot_file(out_path, tool=tool, digests=hasher.result())
     if verification['revision'] != revision:
-        raise SnapshotInvalid('the rebuilt snapshot is at revision %d, expected %d' % (verification['revision'], revision))
+        raise SnapshotInvalid('the rebuilt snapshot is at revision %d, expected %d' % (verification['revision'], revision),
+                              CHECK_REPLAY)
     return ReplayResult(out_path, verification, base_revision, revision, events, transactions, compact)

@@ -31,13 +31,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     RestoreRefused,
+    SnapshotInvalid,
     SnapshotNotFound,
+    SnapshotUnrestorable,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import local_member
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import fsync_path
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.replay import replay
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.replay import CHECK_REPLAY, replay
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool import run_restore_tool
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import hash_file, verify_snapshot_file
@@ -45,9 +47,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import
 MARKER_SUFFIX = '.restore.json'
 ASIDE_REASON = 'pre-restore'
 
-STATE_ABSENT = 'absent'
-STATE_EMPTY = 'empty'
-STATE_PRESENT = 'present'
+STATE_ABSENT = local_member.DATA_ABSENT
+STATE_EMPTY = local_member.DATA_EMPTY
+STATE_PRESENT = local_member.DATA_PRESENT
 
 
 # --- choosing a snapshot ---------------------------------------------------------------------------
@@ -134,13 +136,11 @@ def read_marker(data_dir: str) -> Optional[Dict[str, Any]]:
 
 
 def data_dir_state(data_dir: str) -> Dict[str, Any]:
-    """What is at the data dir now: absent / empty / present, and which snapshot it was restored from."""
-    if not os.path.lexists(data_dir):
-        state = STATE_ABSENT
-    elif not os.path.isdir(data_dir) or os.path.islink(data_dir):
+    """What is at the data dir now (local_member.data_dir_state: absent / empty / present), and which snapshot
+    it was restored from."""
+    state = local_member.data_dir_state(data_dir)['state']
+    if state == local_member.DATA_NOT_A_DIRECTORY:
         raise RestoreRefused('data_dir %s exists and is not a directory: refusing to touch it' % data_dir)
-    else:
-        state = STATE_PRESENT if os.listdir(data_dir) else STATE_EMPTY
     marker = read_marker(data_dir) if state == STATE_PRESENT else None
     return {'path': data_dir, 'state': state,
             'restored_from': marker.get('snapshot') if marker else None,
@@ -225,6 +225,7 @@ def _restore(source: Source, *, name: str, data_dir: str, initial_cluster: str, 
     staging = None
     try:
         snapshot_file, verification = source.prepare(work)
+        result.update(source.details)  # a restore that stopped at a failed delta says so
         result['verification'] = verification
         sha256 = source.sha256 or verification['sha256']
         after = {'path': data_dir, 'state': STATE_PRESENT, 'restored_from': source.name, 'restored_sha256': sha256}
@@ -261,16 +262,17 @@ def restore_plan(store: SnapshotStore, snapshot: Snapshot, apply_deltas: bool = 
     if not snapshot.valid or not snapshot.is_full:
         raise RestoreRefused('snapshot %s is %s%s: only valid full snapshots are restored' % (
             _label(snapshot), snapshot.status, '' if snapshot.is_full else ' and not a full snapshot'))
-    if not (snapshot.metadata or {}).get('sha256'):
+    if snapshot.metadata is not None and not snapshot.recorded:
         raise RestoreRefused('snapshot %s has no sha256 in its metadata: cannot verify it, refusing to restore'
                              % _label(snapshot))
     if not apply_deltas:
         return Chain(snapshot, [], snapshot.name.end_revision)
     chain = plan_chain(store.list(), base=snapshot)
     if chain.gap and not stop_at_gap:
-        raise RestoreRefused('cannot restore %s with its deltas: %s; restoring would lose the writes after revision '
-                             '%d. Set stop_at_gap to restore up to revision %d anyway, or apply_deltas=false for the '
-                             'full snapshot only' % (_label(snapshot), chain.gap, chain.tip, chain.tip))
+        raise SnapshotUnrestorable(
+            'cannot restore %s with its deltas: %s; restoring would lose the writes after revision %d. Set stop_at_gap '
+            'to restore up to revision %d anyway, or apply_deltas=false for the full snapshot only' % (
+                _label(snapshot), chain.gap, chain.tip, chain.tip))
     if last_delta:
         wanted = last_delta.rsplit('/', 1)[-1]
         names = [_label(d) for d in chain.deltas]
@@ -288,29 +290,63 @@ def restore_member(store: SnapshotStore, snapshot: Snapshot, *, name: str, data_
                    check_mode: bool = False, apply_deltas: bool = True, stop_at_gap: bool = False,
                    last_delta: Optional[str] = None, etcd_binary: Optional[str] = None) -> Dict[str, Any]:
     """Restore one member's data dir from a full snapshot of a store and (by default) the delta
-    snapshots after it. Returns {changed, snapshot, deltas, revision, data_dir, moved_aside, diff...}."""
+    snapshots after it. Returns {changed, snapshot, deltas, revision, data_dir, moved_aside, diff...}.
+
+    A delta that fails verification ends the chain like a gap: refused, or with `stop_at_gap` the
+    restore stops before it and names it in `skipped_deltas`."""
     chain = restore_plan(store, snapshot, apply_deltas, stop_at_gap, last_delta)
-    last = chain.deltas[-1] if chain.deltas else None
-    label = _label(snapshot) + (' + %d deltas to %s' % (len(chain.deltas), _label(last)) if last else '')
-    sha = (snapshot.metadata or {})['sha256'] + ((':' + (last.metadata or {}).get('sha256', '')) if last else '')
+    details: Dict[str, Any] = {'deltas': [_label(d) for d in chain.deltas], 'revision': chain.tip,
+                               'gap': chain.gap or None, 'skipped_deltas': []}
+    label, key = _chain_key(snapshot, chain.deltas)
+    source = Source(label, '%s/%s' % (store.url.rstrip('/'), snapshot.key), key, lambda work: prepare(work), details)
 
     def prepare(work: str) -> Tuple[str, Dict[str, Any]]:
         base_path, verification = fetch_full(store, snapshot, work, tool)
         if not chain.deltas:
             return base_path, verification
-        batches = (fetch_delta(store, d, work) for d in chain.deltas)
-        replayed = replay(base_path, snapshot.name.end_revision, batches, os.path.join(work, 'replayed.db'),
+        used: List[Snapshot] = []
+
+        def batches():
+            for delta in chain.deltas:
+                try:
+                    events = fetch_delta(store, delta, work)
+                except SnapshotInvalid as exc:
+                    if not stop_at_gap:
+                        raise
+                    details['skipped_deltas'] = [skipped_entry(delta, exc)] + [
+                        {'name': _label(d), 'status': 'not-applied', 'failed_check': None,
+                         'reason': 'after %s, which failed verification' % _label(delta)}
+                        for d in chain.deltas[chain.deltas.index(delta) + 1:]]
+                    details['gap'] = 'delta snapshot %s failed verification (%s): restored up to the one before' % (
+                        _label(delta), exc.check or 'content')
+                    return
+                used.append(delta)
+                yield events
+
+        replayed = replay(base_path, snapshot.name.end_revision, batches(), os.path.join(work, 'replayed.db'),
                           work_dir=work, etcd_binary=etcd_binary, tool=tool)
+        if len(used) < len(chain.deltas):
+            source.name, source.sha256 = _chain_key(snapshot, used)
+            details.update(deltas=[_label(d) for d in used], revision=replayed.revision)
         return replayed.path, dict(replayed.verification, base=verification, replayed_events=replayed.events)
 
-    details = {'deltas': [_label(d) for d in chain.deltas], 'revision': chain.tip, 'gap': chain.gap or None}
-    source = Source(label, '%s/%s' % (store.url.rstrip('/'), snapshot.key), sha, prepare, details)
     result = _restore(source, name=name, data_dir=data_dir, initial_cluster=initial_cluster,
                       initial_cluster_token=initial_cluster_token,
                       initial_advertise_peer_urls=initial_advertise_peer_urls, force=force, tool=tool,
                       tmp_dir=tmp_dir, now=now, check_mode=check_mode)
     result['snapshot'] = snapshot.to_dict()
     return result
+
+
+def _chain_key(snapshot: Snapshot, deltas: Sequence[Snapshot]) -> Tuple[str, str]:
+    """(label, idempotence key) of a full snapshot and the deltas applied: recorded hashes, or for
+    unrecorded (etcd-backup-restore) snapshots their names and sizes."""
+    last = deltas[-1] if deltas else None
+    label = _label(snapshot) + (' + %d deltas to %s' % (len(deltas), _label(last)) if last else '')
+    key = (snapshot.metadata or {}).get('sha256') or 'unrecorded:%s:%d' % (_label(snapshot), snapshot.size)
+    if last:
+        key += ':' + ((last.metadata or {}).get('sha256') or 'unrecorded:%s:%d' % (_label(last), last.size))
+    return label, key
 
 
 def restore_file(path: str, *, name: str, data_dir: str, initial_cluster: str, initial_cluster_token: str,
@@ -334,3 +370,36 @@ def restore_file(path: str, *, name: str, data_dir: str, initial_cluster: str, i
     result['snapshot'] = {'name': os.path.basename(path), 'key': path, 'sha256': sha256,
                           'size': os.path.getsize(path), 'valid': True, 'status': 'file'}
     return result
+
+
+# --- fallback on total loss ------------------------------------------------------------------------
+def skipped_entry(snapshot: Snapshot, exc: EtcdError) -> Dict[str, Any]:
+    """Why a snapshot was passed over: corrupt (a content check failed, named) or unrestorable (why)."""
+    corrupt = isinstance(exc, SnapshotInvalid) and exc.check not in ('', CHECK_REPLAY)
+    return {'name': _label(snapshot), 'status': 'corrupt' if corrupt else 'unrestorable',
+            'failed_check': getattr(exc, 'check', '') or None, 'reason': str(exc)}
+
+
+def restore_with_fallback(store: SnapshotStore, *, snapshot: Optional[str] = None, fallback: bool = True,
+                          **member: Any) -> Dict[str, Any]:
+    """Restore the named snapshot, or the newest usable full snapshot with its deltas; when that one
+    (or a delta of its chain) fails verification or cannot be restored, the next older one, and so on.
+    Every snapshot passed over is named in `skipped` with the reason. Nothing is changed unless one
+    succeeds (verification and replay happen before the data dir is touched)."""
+    if snapshot or not fallback:
+        result = restore_member(store, select_snapshot(store, snapshot), **member)
+        return dict(result, skipped=result.get('skipped_deltas', []))
+    newest_first = [s for s in reversed(store.list()) if s.valid and s.is_full]
+    if not newest_first:
+        select_snapshot(store)  # raises the right error with the store's counts
+    skipped: List[Dict[str, Any]] = []
+    for candidate in newest_first:
+        try:
+            result = restore_member(store, candidate, **member)
+        except (SnapshotInvalid, SnapshotUnrestorable) as exc:
+            skipped.append(skipped_entry(candidate, exc))
+            continue
+        result['skipped'] = skipped + result.get('skipped_deltas', [])
+        return result
+    raise RestoreRefused('no snapshot in %s can be restored; nothing was changed. %s' % (
+        store.url, '; '.join('%s is %s: %s' % (s['name'], s['status'], s['reason']) for s in skipped)))

@@ -6,7 +6,8 @@
 Data goes up with `upload_file` (multipart above the threshold): S3 makes an object visible
 only when the whole upload completes, so a killed upload leaves at most an unfinished multipart
 upload (listed as `partial`), never a short object. The metadata object is put only after the
-data object's size was checked in the store.
+data object's size was checked in the store. Every object is encrypted server-side (AES256 unless
+the store is told otherwise, s3_encryption.py); SSE-C reads send the customer key again.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store i
     sort_snapshots,
     temp_name,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import make_private
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import S3Encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import (
     LAYOUT_V1,
     LAYOUT_V2,
@@ -35,6 +38,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import 
     STATUS_PARTIAL,
     Snapshot,
     SnapshotStore,
+    mark_unrecorded,
 )
 
 try:
@@ -47,6 +51,7 @@ except ImportError:  # reported by the module through missing_required_lib
     HAS_BOTO3 = False
 
 MB = 1024 * 1024
+OUR_MARK = 'steward-snapshot'  # user metadata on every data object we upload (tells ours from etcd-backup-restore's)
 CREDENTIAL_CODES = ('InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'InvalidToken',
                     'ExpiredToken', 'InvalidClientTokenId', 'UnrecognizedClientException', '403')
 MISSING_BUCKET_CODES = ('NoSuchBucket',)
@@ -72,10 +77,12 @@ class S3Store(SnapshotStore):
     def __init__(self, url: str, *, endpoint_url: Optional[str] = None, access_key: Optional[str] = None,
                  secret_key: Optional[str] = None, session_token: Optional[str] = None, region: Optional[str] = None,
                  multipart_threshold: int = 64 * MB, multipart_chunksize: int = 16 * MB, max_concurrency: int = 4,
-                 connect_timeout: float = 5.0, read_timeout: float = 60.0, max_attempts: int = 3):
+                 connect_timeout: float = 5.0, read_timeout: float = 60.0, max_attempts: int = 3,
+                 encryption: Optional[S3Encryption] = None):
         if not HAS_BOTO3:
             raise StoreError('the python library boto3 is required for s3:// stores')
         self.url = url
+        self.encryption = encryption or S3Encryption()
         self.bucket, self.prefix = split_s3_url(url)
         self.endpoint_url = (endpoint_url or os.environ.get('AWS_ENDPOINT_URL_S3')
                              or os.environ.get('AWS_ENDPOINT_URL') or None)
@@ -151,9 +158,24 @@ class S3Store(SnapshotStore):
             uploads.extend(page.get('Uploads', []) or [])
         return uploads
 
+    def _read(self, call: Any, extra_args_key: Optional[str] = None, **kwargs: Any) -> Any:
+        """A read with the SSE-C key when one is set; an object written without SSE-C (before the key
+        was configured) refuses the key with 400, so that answer is retried without it.
+        `extra_args_key`: the transfer manager takes the key inside `ExtraArgs`."""
+        extra = self.encryption.read_args()
+        if not extra:
+            return call(**kwargs)
+        with_key = dict(kwargs, **({extra_args_key: extra} if extra_args_key else extra))
+        try:
+            return call(**with_key)
+        except ClientError as exc:
+            if str(exc.response.get('Error', {}).get('Code')) not in ('400', 'InvalidRequest', 'InvalidArgument'):
+                raise
+            return call(**kwargs)
+
     def _get(self, rel: str) -> Optional[bytes]:
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self.key_of(rel))['Body'].read()
+            return self._read(self.client.get_object, Bucket=self.bucket, Key=self.key_of(rel))['Body'].read()
         except ClientError as exc:
             if exc.response.get('Error', {}).get('Code') in ('NoSuchKey', '404'):
                 return None
@@ -173,7 +195,14 @@ class S3Store(SnapshotStore):
                                       'unfinished multipart upload (interrupted or still running)'))
         except (ClientError, BotoCoreError) as exc:
             raise self.error('list snapshots', exc) from exc
-        return sort_snapshots(found)
+        return sort_snapshots(mark_unrecorded(found, self._written_by_us))
+
+    def _written_by_us(self, snapshot: Snapshot) -> bool:
+        try:
+            head = self._head(self.key_of(snapshot.key))
+        except (ClientError, BotoCoreError) as exc:
+            raise self.error('read %s' % snapshot.key, exc) from exc
+        return bool(head and OUR_MARK in (head.get('Metadata') or {}))
 
     def _classify(self, objects: Dict[str, Dict[str, Any]], v1: bool) -> List[Snapshot]:
         result: List[Snapshot] = []
@@ -206,7 +235,8 @@ class S3Store(SnapshotStore):
         try:
             if self._head(key) is not None:
                 raise StoreError('s3://%s/%s already exists; refusing to overwrite it' % (self.bucket, key))
-            self.client.upload_file(source_path, self.bucket, key, Config=self.transfer, Callback=self._progress)
+            self.client.upload_file(source_path, self.bucket, key, Config=self.transfer, Callback=self._progress,
+                                    ExtraArgs=dict(self.encryption.write_args(), Metadata={OUR_MARK: '1'}))
             head = self._head(key)
         except (ClientError, BotoCoreError) as exc:
             raise self.error('upload snapshot %s' % name, exc) from exc
@@ -220,12 +250,18 @@ class S3Store(SnapshotStore):
         if head is None or int(head['ContentLength']) != size:
             raise StoreError('uploaded s3://%s/%s has %s bytes, expected %d' % (
                 self.bucket, key, None if head is None else head['ContentLength'], size))
+        self.last_head = head
         return Snapshot(name, rel, size, head['LastModified'].timestamp(), STATUS_INCOMPLETE, None,
                         'metadata not yet published')
 
+    def encryption_confirmed(self) -> Optional[bool]:
+        """Whether the store's answer to the last upload shows the encryption asked for (None: nothing uploaded)."""
+        head = getattr(self, 'last_head', None)
+        return None if head is None else self.encryption.confirmed_by(head)
+
     def _head(self, key: str) -> Optional[Dict[str, Any]]:
         try:
-            return self.client.head_object(Bucket=self.bucket, Key=key)
+            return self._read(self.client.head_object, Bucket=self.bucket, Key=key)
         except ClientError as exc:
             if exc.response.get('Error', {}).get('Code') in ('404', 'NoSuchKey', 'NotFound'):
                 return None
@@ -239,7 +275,7 @@ class S3Store(SnapshotStore):
             if head is None:
                 raise StoreError('cannot publish metadata of s3://%s/%s: its data is not in the store' % (self.bucket, key))
             self.client.put_object(Bucket=self.bucket, Key=key + METADATA_SUFFIX, Body=body,
-                                   ContentType='application/json')
+                                   ContentType='application/json', **self.encryption.write_args())
             raw = self._get(snapshot.key + METADATA_SUFFIX)
         except (ClientError, BotoCoreError) as exc:
             raise self.error('publish metadata of %s' % snapshot.key, exc) from exc
@@ -249,7 +285,9 @@ class S3Store(SnapshotStore):
         key = self.key_of(snapshot.key)
         tmp = os.path.join(os.path.dirname(os.path.abspath(dest_path)), temp_name(os.path.basename(dest_path)))
         try:
-            self.client.download_file(self.bucket, key, tmp, Config=self.transfer)
+            self._read(self.client.download_file, 'ExtraArgs', Bucket=self.bucket, Key=key, Filename=tmp,
+                       Config=self.transfer)
+            make_private(tmp)
             os.rename(tmp, dest_path)
         except ClientError as exc:
             remove_quietly(tmp)

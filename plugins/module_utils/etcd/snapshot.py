@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
-import queue
 import shutil
 import tempfile
 import threading
@@ -23,7 +22,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression i
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
-    grpc_client,
+    hash_kv,
     member_id_hex,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
@@ -34,25 +33,29 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore, remove_quietly, temp_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import (
     METADATA_FORMAT,
     STATUS_CORRUPT,
     STATUS_INCOMPLETE,
     STATUS_ORPHAN,
     STATUS_PARTIAL,
+    STATUS_UNRECORDED,
     STATUS_VALID,
     Snapshot,
     SnapshotStore,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import (
-    SnapshotHasher,
     hash_file,
     verify_snapshot_file,
 )
 
-STATUSES = (STATUS_VALID, STATUS_INCOMPLETE, STATUS_CORRUPT, STATUS_ORPHAN, STATUS_PARTIAL)
-WRITE_BUFFER = 4 * 1024 * 1024
+STATUSES = (STATUS_VALID, STATUS_UNRECORDED, STATUS_INCOMPLETE, STATUS_CORRUPT, STATUS_ORPHAN, STATUS_PARTIAL)
+VERIFY_CONTENT = 'content'
+VERIFY_LISTING = 'listing'
+VERIFY_MODES = (VERIFY_CONTENT, VERIFY_LISTING)
 STATUS_PLANNED = 'planned'
+HASH_KV_WAIT = 120
 
 
 @dataclasses.dataclass
@@ -115,86 +118,6 @@ def pick_member(conn: EtcdConnection, gateway: Gateway) -> MemberChoice:
         raise EtcdUnavailable('no etcd member can serve a snapshot (none answered status and a quorum read): %s'
                               % '; '.join(problems))
     return max(candidates, key=lambda c: (c.applied_index, not c.is_leader))
-
-
-class _HashingWriter:
-    """File-like sink for pyetcd's snapshot(): writes each chunk and hashes it in a worker thread.
-
-    hashlib releases the GIL on large buffers, so hashing overlaps with receiving and writing
-    instead of adding its time to the stream (the file is never read back)."""
-
-    BATCH = 1024 * 1024
-
-    def __init__(self, f: Any, hasher: SnapshotHasher):
-        self.f = f
-        self.hasher = hasher
-        self._queue: 'queue.Queue[Optional[bytes]]' = queue.Queue(maxsize=64)
-        self._pending: List[bytes] = []
-        self._pending_size = 0
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, name='snapshot-hash', daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            chunk = self._queue.get()
-            if chunk is None:
-                return
-            try:
-                self.hasher.update(chunk)
-            except BaseException as exc:  # pylint: disable=broad-except
-                self._error = exc
-
-    def write(self, data: bytes) -> int:
-        written = self.f.write(data)
-        self._pending.append(data)
-        self._pending_size += len(data)
-        if self._pending_size >= self.BATCH:
-            self._flush_pending()
-        return written
-
-    def _flush_pending(self) -> None:
-        if self._pending:
-            self._queue.put(b''.join(self._pending))
-            self._pending = []
-            self._pending_size = 0
-
-    def finish(self) -> None:
-        """Hash what is left and wait for the worker; re-raise its error."""
-        self._flush_pending()
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
-def stream_snapshot(conn: EtcdConnection, endpoint: str, path: str, timeout: float) -> SnapshotHasher:
-    """Stream the member's snapshot into `path` and fsync it; a fresh client, because pyetcd applies
-    its timeout to the whole stream and poisons an endpoint after a failure."""
-    hasher = SnapshotHasher()
-    client = grpc_client(conn, endpoint, timeout=timeout)
-    try:
-        with open(path, 'wb', buffering=WRITE_BUFFER) as f:
-            writer = _HashingWriter(f, hasher)
-            try:
-                client.snapshot(writer)
-            finally:
-                writer.finish()
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as exc:
-        raise StoreError('cannot write snapshot temp file %s: %s' % (path, exc)) from exc
-    except EtcdError:
-        raise
-    except Exception as exc:  # grpc / pyetcd errors: connection lost, deadline exceeded
-        raise EtcdUnavailable('snapshot stream from %s failed after %d bytes: %s: %s' % (
-            endpoint, hasher.size, exc.__class__.__name__, exc)) from exc
-    finally:
-        try:
-            client.close()
-        except Exception:  # pylint: disable=broad-except
-            pass
-    return hasher
 
 
 def check_store(store: SnapshotStore, check_mode: bool) -> None:
@@ -288,7 +211,8 @@ def publish_full(store: SnapshotStore, path: str, verified: Dict[str, Any], memb
 
 def take_full_snapshot(conn: EtcdConnection, store: SnapshotStore, *, now: Union[float, int, datetime.datetime],
                        tmp_dir: Optional[str] = None, snapshot_timeout: float = 900, tool: Optional[str] = None,
-                       check_mode: bool = False, compression: Optional[str] = None) -> Dict[str, Any]:
+                       check_mode: bool = False, compression: Optional[str] = None,
+                       full_structure: bool = False) -> Dict[str, Any]:
     """Take, verify and publish one full snapshot. Returns {changed, snapshot, member}."""
     suffix = suffix_for(compression)
     with Gateway(conn) as gateway:
@@ -304,28 +228,71 @@ def take_full_snapshot(conn: EtcdConnection, store: SnapshotStore, *, now: Union
         return {'changed': True, 'snapshot': planned, 'member': member.to_dict()}
 
     final, member = snapshot_to_store(conn, store, now=now, tmp_dir=tmp_dir, snapshot_timeout=snapshot_timeout,
-                                      tool=tool, compression=compression, member=member)
+                                      tool=tool, compression=compression, member=member,
+                                      full_structure=full_structure)
     return {'changed': True, 'snapshot': final.to_dict(), 'member': member.to_dict()}
 
 
 def snapshot_to_store(conn: EtcdConnection, store: SnapshotStore, *, now: Union[float, int, datetime.datetime],
                       tmp_dir: Optional[str] = None, snapshot_timeout: float = 900, tool: Optional[str] = None,
-                      compression: Optional[str] = None, member: Optional[MemberChoice] = None) -> Tuple[Snapshot, MemberChoice]:
-    """Stream a snapshot from the best member, verify it, publish it; (snapshot, member)."""
+                      compression: Optional[str] = None, member: Optional[MemberChoice] = None,
+                      full_structure: bool = False) -> Tuple[Snapshot, MemberChoice]:
+    """Stream a snapshot from the best member, verify it, publish it; (snapshot, member).
+
+    `full_structure` adds a full `snapshot status` read to the trailer and bolt checks (verify.py)."""
     if member is None:
         with Gateway(conn) as gateway:
             member = pick_member(conn, gateway)
     tmp_path = temp_path_for(store, tmp_dir)
+    recorder = HashKVRecorder(conn, member)
     try:
         hasher = stream_snapshot(conn, member.endpoint, tmp_path, snapshot_timeout)
-        verified = verify_snapshot_file(tmp_path, tool=tool, digests=hasher.result())
-        return publish_full(store, tmp_path, verified, member, now, compression), member
+        verified = verify_snapshot_file(tmp_path, tool=tool, digests=hasher.result(), full_structure=full_structure)
+        extra = recorder.result(verified['revision'])
+        return publish_full(store, tmp_path, verified, member, now, compression, extra), member
     finally:
+        recorder.join()
         remove_quietly(tmp_path)
 
 
+class HashKVRecorder:
+    """etcd's HashKV of the member at the revision it reported just before the stream began, asked
+    while the snapshot streams (it costs etcd a pass over its keys; in parallel it costs no time).
+
+    The snapshot holds that revision (a snapshot is never older than the state before it was asked
+    for), so restore verification can restore it and compare HashKV at the same revision: proof that
+    the restored data is the cluster's, key for key. Recorded as metadata `hash_kv`."""
+
+    def __init__(self, conn: EtcdConnection, member: MemberChoice):
+        self.revision = member.revision
+        self.answer: Dict[str, Any] = {}
+        self.thread = threading.Thread(target=self._ask, args=(conn, member.endpoint), name='snapshot-hashkv',
+                                       daemon=True)
+        self.thread.start()
+
+    def _ask(self, conn: EtcdConnection, endpoint: str) -> None:
+        try:
+            self.answer['hash_kv'] = hash_kv(conn, endpoint, self.revision, timeout=max(conn.timeout, 60.0))
+        except EtcdError as exc:
+            self.answer['hash_kv_problem'] = str(exc)
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        self.thread.join(timeout)
+
+    def result(self, snapshot_revision: int) -> Dict[str, Any]:
+        """{hash_kv: {...}} or {hash_kv: None, hash_kv_problem: why}."""
+        self.join(HASH_KV_WAIT)
+        if self.thread.is_alive():
+            return {'hash_kv': None, 'hash_kv_problem': 'HashKV did not answer within %ds' % HASH_KV_WAIT}
+        if self.revision <= 0 or self.revision > snapshot_revision:
+            return {'hash_kv': None, 'hash_kv_problem': 'revision %d is not in the snapshot (at %d)' % (
+                self.revision, snapshot_revision)}
+        return dict({'hash_kv': None}, **self.answer)
+
+
 def recheck(store: SnapshotStore, snapshot: Snapshot, tmp_dir: Optional[str], tool: Optional[str]) -> Snapshot:
-    """Read a valid snapshot back and verify it against its metadata (and its content); corrupt on mismatch."""
+    """Read a usable snapshot back and verify its content (against its metadata when it has some);
+    corrupt, naming the check that failed, on mismatch."""
     work = tempfile.mkdtemp(prefix='steward-verify-', dir=tmp_dir)
     try:
         if snapshot.is_full:
@@ -333,17 +300,24 @@ def recheck(store: SnapshotStore, snapshot: Snapshot, tmp_dir: Optional[str], to
         else:
             fetch_delta(store, snapshot, work)
     except SnapshotInvalid as exc:
-        return dataclasses.replace(snapshot, status=STATUS_CORRUPT, problem=str(exc))
+        return dataclasses.replace(snapshot, status=STATUS_CORRUPT, problem=str(exc), failed_check=exc.check,
+                                   checked=VERIFY_CONTENT)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return snapshot
+    return dataclasses.replace(snapshot, checked=VERIFY_CONTENT)
 
 
-def list_snapshots(store: SnapshotStore, *, verify_sha256: bool = False, tmp_dir: Optional[str] = None,
+def list_snapshots(store: SnapshotStore, *, verify: str = VERIFY_CONTENT, tmp_dir: Optional[str] = None,
                    tool: Optional[str] = None) -> Dict[str, Any]:
-    """Every snapshot in restore order, the latest valid full one, and counts per status. Read-only."""
+    """Every snapshot in restore order, the latest usable full one, and counts per status. Read-only.
+
+    `verify`: 'content' reads every usable snapshot back (what "is this backup usable" needs);
+    'listing' is the cheap mode: names, sizes and metadata only, a file corrupted in place still lists
+    as valid."""
+    if verify not in VERIFY_MODES:
+        raise EtcdError('verify must be one of %s, got %r' % (', '.join(VERIFY_MODES), verify))
     snapshots = store.list()
-    if verify_sha256:
+    if verify == VERIFY_CONTENT:
         snapshots = [recheck(store, s, tmp_dir, tool) if s.valid else s for s in snapshots]
     counts = {status: 0 for status in STATUSES}
     for s in snapshots:
@@ -353,4 +327,5 @@ def list_snapshots(store: SnapshotStore, *, verify_sha256: bool = False, tmp_dir
         'snapshots': [s.to_dict() for s in snapshots],
         'latest_valid': fulls[-1].to_dict() if fulls else None,
         'counts': counts,
+        'verify': verify,
     }

@@ -10,13 +10,19 @@ Publishing is two-phase so that nothing partial can ever look valid:
    cluster id, etcd version, verification) is published the same way.
 A snapshot is *valid* only when both exist and agree. Data without metadata is *incomplete*
 (an interrupted upload or a crash between the phases) and is never restored from.
+
+etcd-backup-restore (etcd-druid's sidecar) writes the same names without metadata objects. Objects
+without metadata that are older than every snapshot with metadata (or in a store with no metadata at
+all) are its snapshots: *unrecorded*, usable once their content is verified (etcd's sha256 trailer
+and the bolt structure for a full snapshot, the trailer and the events for a delta), so an etcd-druid
+user keeps their bucket. Ours can never be older than our own first snapshot.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import SnapshotName
 
@@ -25,6 +31,10 @@ STATUS_INCOMPLETE = 'incomplete'  # data without metadata: never verified, never
 STATUS_CORRUPT = 'corrupt'        # metadata present but size or sha256 disagree
 STATUS_ORPHAN = 'orphan-metadata'  # metadata without data
 STATUS_PARTIAL = 'partial'        # a temp object of an upload that has not finished (or died)
+STATUS_UNRECORDED = 'unrecorded'  # written by etcd-backup-restore: no metadata; verified by content when read
+USABLE = (STATUS_VALID, STATUS_UNRECORDED)
+UNRECORDED_PROBLEM = ('no metadata object: written by etcd-backup-restore (or before this store had metadata); '
+                      'its content is verified whenever it is read')
 
 METADATA_FORMAT = 1
 
@@ -40,10 +50,18 @@ class Snapshot:
     status: str
     metadata: Optional[Dict[str, Any]] = None
     problem: str = ''             # why the snapshot is not valid
+    failed_check: str = ''        # the verification that failed (verify.CHECK_*), when content was checked
+    checked: str = 'listing'      # how far it was verified: 'listing' (names, sizes, metadata) or 'content'
 
     @property
     def valid(self) -> bool:
-        return self.status == STATUS_VALID
+        """Usable as far as the listing can tell (valid, or unrecorded and checked by content when read)."""
+        return self.status in USABLE
+
+    @property
+    def recorded(self) -> bool:
+        """Has metadata with a sha256 to check the stored bytes against."""
+        return bool((self.metadata or {}).get('sha256'))
 
     @property
     def is_full(self) -> bool:
@@ -63,6 +81,8 @@ class Snapshot:
             'status': self.status,
             'valid': self.valid,
             'problem': self.problem,
+            'failed_check': self.failed_check or None,
+            'checked': self.checked,
             'sha256': (self.metadata or {}).get('sha256'),
             'metadata': self.metadata,
         }
@@ -96,3 +116,25 @@ class SnapshotStore(abc.ABC):
     def latest_valid(self, full_only: bool = True) -> Optional[Snapshot]:
         candidates = [s for s in self.list() if s.valid and (s.is_full or not full_only)]
         return candidates[-1] if candidates else None
+
+
+def mark_unrecorded(snapshots: List[Snapshot],
+                    written_by_us: Optional[Callable[[Snapshot], bool]] = None) -> List[Snapshot]:
+    """Incomplete objects older than every snapshot with metadata are etcd-backup-restore's (see above).
+
+    In a store with no metadata at all, `written_by_us` is asked about the newest object without
+    metadata: when our first write there was interrupted between its phases, nothing is marked."""
+    recorded = [s.name.created for s in snapshots if s.name is not None and s.metadata is not None
+                and s.status != STATUS_PARTIAL]
+    first_recorded = min(recorded) if recorded else None
+    bare = [s for s in snapshots if s.status == STATUS_INCOMPLETE and s.name is not None]
+    if first_recorded is None and bare and written_by_us is not None and \
+            written_by_us(max(bare, key=lambda s: s.name.sort_key)):
+        return snapshots
+    marked = []
+    for snap in snapshots:
+        if snap.status == STATUS_INCOMPLETE and snap.name is not None and (
+                first_recorded is None or snap.name.created < first_recorded):
+            snap = dataclasses.replace(snap, status=STATUS_UNRECORDED, problem=UNRECORDED_PROBLEM)
+        marked.append(snap)
+    return marked

@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import S3Encryption, s3_encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import S3Store
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import SnapshotStore
 
@@ -17,14 +18,14 @@ SUPPORTED = ('/absolute/path', 'file:///absolute/path', 's3://bucket/prefix')
 
 def open_store(url: str, *, endpoint_url: Optional[str] = None, access_key: Optional[str] = None,
                secret_key: Optional[str] = None, session_token: Optional[str] = None,
-               region: Optional[str] = None) -> SnapshotStore:
+               region: Optional[str] = None, encryption: Optional[S3Encryption] = None) -> SnapshotStore:
     """The store for `url`; StoreError names the supported forms when the URL fits none."""
     url = (url or '').strip()
     if not url:
         raise StoreError('no snapshot store given; expected one of %s' % ', '.join(SUPPORTED))
     if url.startswith('s3://'):
         return S3Store(url, endpoint_url=endpoint_url, access_key=access_key, secret_key=secret_key,
-                       session_token=session_token, region=region)
+                       session_token=session_token, region=region, encryption=encryption)
     if url.startswith('file://') or url.startswith('/'):
         return LocalStore(url)
     scheme = url.split('://', 1)[0] if '://' in url else ''
@@ -33,8 +34,28 @@ def open_store(url: str, *, endpoint_url: Optional[str] = None, access_key: Opti
     raise StoreError('snapshot store %r is neither an absolute path nor a URL; expected one of %s' % (url, ', '.join(SUPPORTED)))
 
 
+def encryption_from_params(params: Dict[str, Any]) -> S3Encryption:
+    """Server-side encryption from the `etcd_store` options (checked even for local stores: a typo is a typo)."""
+    return s3_encryption(encrypt=params.get('encrypt', True), mode=params.get('encryption_mode'),
+                         kms_key_id=params.get('encryption_kms_key_id'), customer_key=params.get('sse_customer_key'))
+
+
 def store_from_params(params: Dict[str, Any]) -> SnapshotStore:
     """From the `etcd_store` argspec options."""
     return open_store(params.get('store') or '', endpoint_url=params.get('s3_endpoint_url'),
                       access_key=params.get('aws_access_key_id'), secret_key=params.get('aws_secret_access_key'),
-                      session_token=params.get('aws_session_token'), region=params.get('region'))
+                      session_token=params.get('aws_session_token'), region=params.get('region'),
+                      encryption=encryption_from_params(params))
+
+
+def store_report(store: SnapshotStore) -> Dict[str, Any]:
+    """What a module says about the store beside its own result: the encryption used (S3) and store
+    directories others may read (local; left alone, but said). Never a key."""
+    report: Dict[str, Any] = {}
+    notes = getattr(store, 'mode_notes', None)
+    if notes is not None:
+        report['store_notes'] = [n.to_dict() for n in notes()]
+    encryption = getattr(store, 'encryption', None)
+    if encryption is not None:
+        report['encryption'] = encryption.describe()
+    return report

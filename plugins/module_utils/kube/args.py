@@ -16,10 +16,10 @@ client uses the pod's service account when running in a pod, else `KUBECONFIG` o
 
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any, Dict, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import HAS_KUBERNETES, KubeClient, load_configuration
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 
@@ -49,15 +49,6 @@ ENVIRONMENT = {
 
 _TRUE = ('1', 'true', 'yes', 'on', 'y', 't')
 _FALSE = ('0', 'false', 'no', 'off', 'n', 'f')
-
-
-def argspec(*specs: Mapping[str, Any], **own: Any) -> Dict[str, Any]:
-    """Deep-copied union of shared specs plus the module's own options."""
-    merged: Dict[str, Any] = {}
-    for spec in specs:
-        merged.update(copy.deepcopy(dict(spec)))
-    merged.update(own)
-    return merged
 
 
 def connection_settings(params: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:

@@ -12,7 +12,6 @@ from "down". Shared by the controller and modules; nothing here imports kopf.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
@@ -24,6 +23,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
     KubeUnavailable,
     NotFound,
 )
+# labels_match: lab/kube_api.py imports it from here
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import (  # noqa: F401  # pylint: disable=unused-import
+    labels_match, parse_label_selector, selector_matches)
 
 try:
     import kubernetes
@@ -126,7 +128,8 @@ class KubeClient:
         items = (self.request('GET', path, query=query) or {}).get('items') or []
         # Filter here too: the selector is a contract of ours, not only a hint to the server.
         if label_selector:
-            items = [i for i in items if labels_match((i.get('metadata') or {}).get('labels') or {}, label_selector)]
+            selector = parse_label_selector(label_selector)
+            items = [i for i in items if selector_matches(selector, (i.get('metadata') or {}).get('labels') or {})]
         return items
 
     def create(self, path: str, body: Mapping[str, Any]) -> Dict[str, Any]:
@@ -149,49 +152,6 @@ class KubeClient:
             if missing_ok:
                 return None
             raise
-
-
-_SET_TERM = re.compile(r'^\s*([^\s!=,()]+)\s+(in|notin)\s+\(([^)]*)\)\s*$')
-
-
-def _selector_terms(selector: str) -> List[str]:
-    """Split on commas outside parentheses (`a in (x,y),b=c` is two terms)."""
-    terms, depth, current = [], 0, ''
-    for char in selector:
-        depth += char == '('
-        depth -= char == ')'
-        if char == ',' and depth == 0:
-            terms.append(current)
-            current = ''
-        else:
-            current += char
-    terms.append(current)
-    return [t.strip() for t in terms if t.strip()]
-
-
-def labels_match(labels: Mapping[str, str], selector: str) -> bool:
-    """Kubernetes label selectors: `a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x,y)`; all must hold."""
-    for term in _selector_terms(selector):
-        match = _SET_TERM.match(term)
-        if match:
-            key, operator, values = match.group(1), match.group(2), {v.strip() for v in match.group(3).split(',')}
-            present = key in labels and labels[key] in values
-            if present != (operator == 'in'):
-                return False
-        elif '!=' in term:
-            key, value = [p.strip() for p in term.split('!=', 1)]
-            if labels.get(key) == value:
-                return False
-        elif '=' in term:
-            key, value = [p.strip() for p in term.replace('==', '=').split('=', 1)]
-            if labels.get(key) != value:
-                return False
-        elif term.startswith('!'):
-            if term[1:].strip() in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
 
 
 def error_from(method: str, path: str, status: int, reason: str, body: Any) -> KubeError:

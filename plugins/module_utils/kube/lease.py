@@ -31,8 +31,16 @@ def format_micro(now: float) -> str:
 
 
 def parse_micro(text: Optional[str]) -> Optional[float]:
+    """Seconds since the epoch of a MicroTime / RFC 3339 time (None when absent or unreadable)."""
     if not text:
         return None
+    try:   # the fast path (C code; strptime costs ~100x more: 5,000 node leases per probe)
+        parsed = datetime.datetime.fromisoformat(text[:-1] + '+00:00' if text.endswith('Z') else text)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        return parsed.timestamp()
+    except (ValueError, TypeError):
+        pass
     for fmt in (MICRO_FORMAT, '%Y-%m-%dT%H:%M:%SZ', '%Y-%m-%dT%H:%M:%S.%f%z', '%Y-%m-%dT%H:%M:%S%z'):
         try:
             parsed = datetime.datetime.strptime(text, fmt)

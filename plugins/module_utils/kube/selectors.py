@@ -3,16 +3,19 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """metav1.LabelSelector (`matchLabels` + `matchExpressions`) as the API server reads it: the one home of
 its validation (the rules of `metav1.LabelSelectorAsSelector`), its string form for `?labelSelector=`
-and its matching against a set of labels."""
+(both ways: label_selector_string, parse_label_selector) and its matching against a set of labels
+(selector_matches; labels_match for the string form)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import label_value, qualified_name
 
 OPERATORS = ('In', 'NotIn', 'Exists', 'DoesNotExist')
+_SET_TERM = re.compile(r'^([^\s!=,()]+)\s+(in|notin)\s+\(([^)]*)\)$')
 _WITH_VALUES = ('In', 'NotIn')
 
 
@@ -105,3 +108,47 @@ def selector_matches(selector: Optional[Mapping[str, Any]], labels: Mapping[str,
         if operator not in OPERATORS:
             return False
     return True
+
+
+def parse_label_selector(text: str, field: str = 'labelSelector') -> Dict[str, Any]:
+    """The `?labelSelector=` string form as a validated LabelSelector (the inverse of label_selector_string):
+    `a=b`, `a==b` (In), `a!=b` (NotIn: a missing key matches too), `a in (x,y)`, `a notin (x,y)`, `a`
+    (Exists), `!a` (DoesNotExist); terms joined by commas must all hold, '' selects everything."""
+    expressions: List[Dict[str, Any]] = []
+    for term in _selector_terms(text or ''):
+        match = _SET_TERM.match(term)
+        if match:
+            values = [v.strip() for v in match.group(3).split(',') if v.strip()]
+            expressions.append({'key': match.group(1), 'operator': 'In' if match.group(2) == 'in' else 'NotIn',
+                                'values': values})
+        elif '!=' in term:
+            key, value = [p.strip() for p in term.split('!=', 1)]
+            expressions.append({'key': key, 'operator': 'NotIn', 'values': [value]})
+        elif '=' in term:
+            key, value = [p.strip() for p in term.replace('==', '=', 1).split('=', 1)]
+            expressions.append({'key': key, 'operator': 'In', 'values': [value]})
+        elif term.startswith('!'):
+            expressions.append({'key': term[1:].strip(), 'operator': 'DoesNotExist'})
+        else:
+            expressions.append({'key': term, 'operator': 'Exists'})
+    return validate_label_selector({'matchExpressions': expressions}, field)
+
+
+def labels_match(labels: Mapping[str, str], selector: str) -> bool:
+    """Whether `labels` match the string form of a selector (see parse_label_selector)."""
+    return selector_matches(parse_label_selector(selector), labels)
+
+
+def _selector_terms(selector: str) -> List[str]:
+    """Split on commas outside parentheses (`a in (x,y),b=c` is two terms)."""
+    terms, depth, current = [], 0, ''
+    for char in selector:
+        depth += char == '('
+        depth -= char == ')'
+        if char == ',' and depth == 0:
+            terms.append(current)
+            current = ''
+        else:
+            current += char
+    terms.append(current)
+    return [t.strip() for t in terms if t.strip()]

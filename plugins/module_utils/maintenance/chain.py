@@ -21,11 +21,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, List, Mapping, Optional, Tuple, Union
 
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import MaintenanceError
+
 _OPERATOR_CHARS = '!&|()'
 
 
-class ChainSyntaxError(ValueError):
-    """`message` names the problem and the 1-based column."""
+class ChainSyntaxError(MaintenanceError):
+    """`message` names the problem and the 1-based column (the config loader turns it into a ConfigError
+    naming the field)."""
 
     def __init__(self, message: str, column: int):
         super().__init__(message)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import FrozenSet, List, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import format_duration
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import PluginParams
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields import Fields
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import (
-    WEEKDAY_NAMES, format_duration, parse_clock, parse_month_day, parse_weekday, utc_datetime)
+    WEEKDAY_NAMES, parse_clock, parse_month_day, parse_weekday, utc_datetime)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.plugin_base import (
     CheckPlugin, CheckResult, failed, passed)
 
@@ -93,8 +94,8 @@ class TimeWindow(CheckPlugin):
         start = parse_clock(fields.string('start', required=True), fields.path('start'))
         end = parse_clock(fields.string('end', required=True), fields.path('end'))
         if start > end:
-            raise ConfigError('%s: the end time %s should be after the start time %s (windows do not cross midnight)'
-                              % (fields.path('end'), fields.raw.get('end'), fields.raw.get('start')))
+            raise ConfigError(fields.path('end'), 'after-start', 'the end time %s should be after the start time %s '
+                              '(windows do not cross midnight)' % (fields.raw.get('end'), fields.raw.get('start')))
         exclude = tuple(parse_month_day(day, '%s[%d]' % (fields.path('exclude'), index))
                         for index, day in enumerate(fields.string_list('exclude')))
         return cls(start, end, weekdays, exclude)
@@ -111,6 +112,12 @@ class TimeWindow(CheckPlugin):
         return failed(reason='%s UTC is outside the window' % when.strftime('%H:%M'))
 
 
+def shown_duration(seconds: float) -> str:
+    """A wait's elapsed time and duration as the check details show them: Go's form, in whole seconds from one
+    second up (`1m30s`, not `1m30.123456789s`), in milliseconds below."""
+    return format_duration(round(seconds) if seconds >= 1 else round(seconds, 3))
+
+
 @dataclasses.dataclass(frozen=True)
 class Wait(CheckPlugin):
     """Passes once more than `duration` passed since the profile's last transition."""
@@ -124,8 +131,8 @@ class Wait(CheckPlugin):
 
     def check(self, params: PluginParams) -> CheckResult:
         elapsed = params.now - params.last_transition
-        return CheckResult(elapsed > self.duration, {'elapsed': format_duration(max(elapsed, 0)),
-                                                     'duration': format_duration(self.duration)})
+        return CheckResult(elapsed > self.duration, {'elapsed': shown_duration(max(elapsed, 0)),
+                                                     'duration': shown_duration(self.duration)})
 
 
 def _count_weekday(first: int, stop: int, weekday: int) -> int:
@@ -167,7 +174,7 @@ class WaitExclude(CheckPlugin):
 
     def check(self, params: PluginParams) -> CheckResult:
         elapsed = counted_seconds(params.last_transition, params.now, self.exclude)
-        return CheckResult(elapsed > self.duration, {'elapsed': format_duration(elapsed), 'duration': format_duration(self.duration)})
+        return CheckResult(elapsed > self.duration, {'elapsed': shown_duration(elapsed), 'duration': shown_duration(self.duration)})
 
 
 NODE_CHECKS: List[type] = [HasAnnotation, HasLabel, Condition, TimeWindow, Wait, WaitExclude]

@@ -30,13 +30,14 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.chain import (
     ChainSyntaxError, Expr, names, parse_and_list, parse_check_chain)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
     DEFAULT_PROFILE, PROFILE_SEPARATOR, STATES)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields import Fields, as_list, as_mapping
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.plugin_base import Plugin
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.registry import (
     KINDS, SCHEDULE_TYPES, UPSTREAM_ONLY, known)
@@ -134,13 +135,33 @@ def interpolate(value: Any, environ: Mapping[str, str], where: str = '') -> Any:
                 return environ[name]
             if default is not None and not error:
                 return default
-            raise ConfigError('%s: environment variable %s is not set%s' % (where or '(top)', name, ': ' + default if error and default else ''))
+            raise ConfigError(where or '(top)', 'environment', 'environment variable %s is not set%s' % (name, ': ' + default if error and default else ''))
         return _VARIABLE.sub(replace, value)
     if isinstance(value, Mapping):
         return {k: interpolate(v, environ, '%s.%s' % (where, k) if where else str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [interpolate(v, environ, '%s[%d]' % (where, i)) for i, v in enumerate(value)]
     return value
+
+
+def unset_variables(source: Any, environ: Mapping[str, str]) -> List[str]:
+    """`${VAR}` references without a default whose variable is not set in `environ` (in order, once each)."""
+    found: List[str] = []
+    if isinstance(source, bytes):
+        source = source.decode('utf-8', 'replace')
+    if isinstance(source, str):
+        for match in _VARIABLE.finditer(source):
+            name = (match.group(1) or '').strip()
+            has_default = match.group(3) is not None and not match.group(2)
+            if name and not has_default and name not in environ and name not in found:
+                found.append(name)
+    elif isinstance(source, Mapping):
+        for value in source.values():
+            found += [n for n in unset_variables(value, environ) if n not in found]
+    elif isinstance(source, (list, tuple)):
+        for value in source:
+            found += [n for n in unset_variables(value, environ) if n not in found]
+    return found
 
 
 def _warn_unknown(warnings: List[str], where: str, raw: Mapping[str, Any], allowed: Tuple[str, ...]) -> None:
@@ -156,21 +177,21 @@ def _load_instance(kind: str, index: int, raw: Any, notify_interval: Optional[fl
     item = as_mapping(raw, where)
     name = item.get('name')
     if not isinstance(name, str) or not name:
-        raise ConfigError('%s.name: required, a non-empty string' % where)
+        raise ConfigError(where + '.name', 'required', 'required, a non-empty string')
     where = '%s (name "%s")' % (where, name)
     if _NAME_FORBIDDEN.search(name):
-        raise ConfigError('%s.name: %r may not contain whitespace or any of ! & | ( )' % (where, name))
+        raise ConfigError(where + '.name', 'instance-name', '%r may not contain whitespace or any of ! & | ( )' % (name,))
     plugin_type = item.get('type')
     types = KINDS[kind]
     if plugin_type not in types:
         if plugin_type in UPSTREAM_ONLY:
-            raise ConfigError('%s: plugin type "%s" of the maintenance-controller is not supported here (known: %s)'
-                              % (where, plugin_type, ', '.join(known(kind))))
+            raise ConfigError(where, 'supported', 'plugin type "%s" of the maintenance-controller is not supported here '
+                              '(known: %s)' % (plugin_type, ', '.join(known(kind))))
         hint = ''
         for other, other_types in KINDS.items():
             if other != kind and plugin_type in other_types:
                 hint = '; "%s" is a %s plugin, list it under instances.%s' % (plugin_type, other, other)
-        raise ConfigError('%s: unknown plugin type "%s" (known: %s)%s' % (where, plugin_type, ', '.join(known(kind)), hint))
+        raise ConfigError(where, 'known', 'unknown plugin type "%s" (known: %s)%s' % (plugin_type, ', '.join(known(kind)), hint))
     allowed = ('type', 'name', 'config') + (('schedule',) if kind == 'notify' else ())
     _warn_unknown(warnings, where, item, allowed)
     fields = Fields(item.get('config'), where + '.config')
@@ -186,12 +207,12 @@ def _load_schedule(item: Mapping[str, Any], where: str, notify_interval: Optiona
     if raw is None:
         if notify_interval is not None:
             return Periodic(notify_interval)
-        raise ConfigError('%s.schedule: required (periodic, scheduled or oneshot), or set intervals.notify' % where)
+        raise ConfigError(where + '.schedule', 'required', 'required (periodic, scheduled or oneshot), or set intervals.notify')
     schedule = as_mapping(raw, where + '.schedule')
     kind = str(schedule.get('type') or '')
     cls = SCHEDULE_TYPES.get(kind.lower())
     if cls is None:
-        raise ConfigError('%s.schedule.type: unknown schedule "%s" (known: %s)' % (where, kind, ', '.join(sorted(SCHEDULE_TYPES))))
+        raise ConfigError(where + '.schedule.type', 'known', 'unknown schedule "%s" (known: %s)' % (kind, ', '.join(sorted(SCHEDULE_TYPES))))
     return cls.from_config(Fields(schedule.get('config'), where + '.schedule.config'))
 
 
@@ -204,7 +225,7 @@ def _lookup(kind: str, name: str, column: int, where: str, instances: Dict[str, 
         for other in ('check', 'trigger', 'notify'):
             if other != kind and name in instances[other]:
                 hint = ' (it is a %s instance)' % other
-        raise ConfigError('%s: unknown instance "%s" at position %d%s' % (where, name, column, hint))
+        raise ConfigError(where, 'known', 'unknown instance "%s" at position %d%s' % (name, column, hint))
     return found
 
 
@@ -212,7 +233,7 @@ def _text(value: Any, where: str) -> str:
     if value is None:
         return ''
     if isinstance(value, (Mapping, list)):
-        raise ConfigError('%s: expected a chain as a string, got %s' % (where, type(value).__name__))
+        raise ConfigError(where, 'type', 'expected a chain as a string, got %s' % (type(value).__name__,))
     return str(value)
 
 
@@ -220,7 +241,7 @@ def _and_chain(kind: str, raw: Any, where: str, instances: Dict[str, Dict[str, I
     try:
         items = parse_and_list(_text(raw, where))
     except ChainSyntaxError as exc:
-        raise ConfigError('%s: %s' % (where, exc)) from None
+        raise ConfigError(where, 'chain-syntax', str(exc)) from None
     return tuple(_lookup(kind, name, column, where, instances) for name, column in items)
 
 
@@ -229,7 +250,7 @@ def _check_chain(raw: Any, where: str, instances: Dict[str, Dict[str, Instance]]
     try:
         expr = parse_check_chain(text)
     except ChainSyntaxError as exc:
-        raise ConfigError('%s: %s' % (where, exc)) from None
+        raise ConfigError(where, 'chain-syntax', str(exc)) from None
     used: List[Instance] = []
     for ref in names(expr):
         instance = _lookup('check', ref.name, ref.column, where, instances)
@@ -248,8 +269,8 @@ def _load_state(raw: Any, where: str, instances: Dict[str, Dict[str, Instance]],
         _warn_unknown(warnings, at, entry, ('check', 'trigger', 'next'))
         following = entry.get('next')
         if following not in STATES:
-            raise ConfigError('%s.next: %s (one of %s)' % (
-                at, 'required' if following in (None, '') else 'unknown state "%s"' % following, ', '.join(STATES)))
+            raise ConfigError(at + '.next', 'required' if following in (None, '') else 'one-of', '%s (one of %s)' % (
+                'required' if following in (None, '') else 'unknown state "%s"' % following, ', '.join(STATES)))
         transitions.append(Transition(_check_chain(entry.get('check'), at + '.check', instances),
                                       _and_chain('trigger', entry.get('trigger'), at + '.trigger', instances), following))
     return StateChains(_and_chain('trigger', spec.get('enter'), where + '.enter', instances),
@@ -261,18 +282,19 @@ def _load_profile(index: int, raw: Any, instances: Dict[str, Dict[str, Instance]
     spec = as_mapping(raw, where)
     name = spec.get('name')
     if not isinstance(name, str) or not name:
-        raise ConfigError('%s.name: required, a non-empty string' % where)
+        raise ConfigError(where + '.name', 'required', 'required, a non-empty string')
     if PROFILE_SEPARATOR in name or _NAME_FORBIDDEN.search(name):
-        raise ConfigError('%s.name: %r may not contain "--" (it separates profiles in the label) or whitespace' % (where, name))
+        raise ConfigError(where + '.name', 'profile-name', '%r may not contain "--" (it separates profiles in the label) or whitespace' % (name,))
     _warn_unknown(warnings, where, spec, ('name',) + STATES)
     return Profile(name, {state: _load_state(spec.get(state), '%s.%s' % (where, state), instances, warnings) for state in STATES})
 
 
+@input_errors_as(ConfigError)
 def load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[Mapping[str, str]] = None) -> Config:
-    """Parse and validate; raises ConfigError naming the field."""
+    """Parse and validate; raises ConfigError naming the field (the shared checks' InvalidInput included)."""
     if isinstance(source, (str, bytes)):
         if not HAS_YAML:
-            raise ConfigError('the python library PyYAML is required to read maintenance.yaml')
+            raise ConfigError('', 'dependency', 'the python library PyYAML is required to read maintenance.yaml')
         try:
             loader = _GoYamlLoader(source)
             try:
@@ -280,13 +302,13 @@ def load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[
             finally:
                 loader.dispose()
         except yaml.YAMLError as exc:
-            raise ConfigError('maintenance.yaml is not valid YAML: %s' % exc) from None
+            raise ConfigError('', 'yaml', 'maintenance.yaml is not valid YAML: %s' % exc) from None
     top = as_mapping(interpolate(source, os.environ if environ is None else environ), '(top)')
     warnings: List[str] = []
     _warn_unknown(warnings, '(top)', top, ('intervals', 'instances', 'profiles', 'dashboard'))
     intervals = as_mapping(top.get('intervals'), 'intervals')
     if intervals.get('requeue') is None:
-        raise ConfigError('intervals.requeue: required (e.g. 1m)')
+        raise ConfigError('intervals.requeue', 'required', 'required (e.g. 1m)')
     requeue = parse_duration(intervals['requeue'], 'intervals.requeue')
     notify = parse_duration(intervals['notify'], 'intervals.notify') if intervals.get('notify') is not None else None
     _warn_unknown(warnings, 'intervals', intervals, ('requeue', 'notify'))
@@ -298,7 +320,8 @@ def load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[
         for index, item in enumerate(as_list(raw_instances.get(kind), 'instances.' + kind)):
             instance = _load_instance(kind, index, item, notify, warnings)
             if instance.name in instances[kind]:
-                raise ConfigError('instances.%s[%d] (name "%s"): duplicate %s instance name' % (kind, index, instance.name, kind))
+                raise ConfigError('instances.%s[%d] (name "%s")' % (kind, index, instance.name), 'unique',
+                                  'duplicate %s instance name' % kind)
             instances[kind][instance.name] = instance
 
     profiles: Dict[str, Profile] = {DEFAULT_PROFILE: Profile(DEFAULT_PROFILE, {state: StateChains() for state in STATES})}
@@ -306,9 +329,27 @@ def load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[
     for index, item in enumerate(as_list(top.get('profiles'), 'profiles')):
         profile = _load_profile(index, item, instances, warnings)
         if profile.name in seen:
-            raise ConfigError('profiles[%d] (name "%s"): duplicate profile name' % (index, profile.name))
+            raise ConfigError('profiles[%d] (name "%s")' % (index, profile.name), 'unique', 'duplicate profile name')
         seen.add(profile.name)
         profiles[profile.name] = profile
     dashboard = as_mapping(top.get('dashboard'), 'dashboard')
     label_filter = tuple(Fields(dashboard, 'dashboard').string_list('labelFilter'))
     return Config(requeue, notify, instances, profiles, tuple(warnings), label_filter)
+
+
+def load_config_for_viewing(source: Any, where: str, environ: Optional[Mapping[str, str]] = None) -> Config:
+    """load_config for looking only: a `${VAR}` the controller's environment has but this one lacks is left as
+    the text `${VAR}` (reported in the warnings) instead of failing - the info view sends nothing, so hooks,
+    tokens and passwords do not matter to it; a check option that needs the real value still fails, by name."""
+    environ = dict(os.environ if environ is None else environ)
+    missing = unset_variables(source, environ)
+    environ.update({name: '${%s}' % name for name in missing})
+    try:
+        config = load_config(source, environ)
+    except ConfigError as exc:
+        raise exc.inside(where) from None
+    if missing:
+        note = ('%s: environment variable(s) %s not set where the module runs: left as ${...} (only the controller needs '
+                'their values)' % (where, ', '.join(missing)))
+        config = dataclasses.replace(config, warnings=tuple(config.warnings) + (note,))
+    return config

@@ -10,16 +10,14 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import re
 from typing import Any, Dict, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_configmap_key, is_dns_label, is_dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 
 DEFAULT_KEY = 'maintenance.yaml'
 KINDS = {'secret': 'Secret', 'configmap': 'ConfigMap'}
-_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$')
-_KEY = re.compile(r'^[-._a-zA-Z0-9]{1,253}$')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,22 +44,24 @@ class ConfigSource:
 
 
 def parse_config_source(text: Optional[str]) -> Optional[ConfigSource]:
-    """`kind/namespace/name[/key]` -> ConfigSource; empty -> None (node maintenance off); ValueError names the part."""
+    """`kind/namespace/name[/key]` -> ConfigSource; empty -> None (node maintenance off); ConfigError names the part."""
     text = (text or '').strip()
     if not text:
         return None
     parts = text.split('/')
     if len(parts) not in (3, 4):
-        raise ValueError('%r: expected secret/<namespace>/<name>[/<key>] or configmap/<namespace>/<name>[/<key>]' % text)
+        raise ConfigError('', 'config-source', '%r: expected secret/<namespace>/<name>[/<key>] or '
+                          'configmap/<namespace>/<name>[/<key>]' % text, text)
     kind = parts[0].lower()
     if kind not in KINDS:
-        raise ValueError('%r: unknown kind %r (secret or configmap)' % (text, parts[0]))
-    for what, value in (('namespace', parts[1]), ('name', parts[2])):
-        if not _DNS_SUBDOMAIN.match(value):
-            raise ValueError('%r: %s %r is not a valid Kubernetes name' % (text, what, value))
+        raise ConfigError('', 'one-of', '%r: unknown kind %r (secret or configmap)' % (text, parts[0]), text)
+    if not is_dns_label(parts[1]):
+        raise ConfigError('', 'dns-label', '%r: namespace %r is not a valid Kubernetes name' % (text, parts[1]), text)
+    if not is_dns_subdomain(parts[2]):
+        raise ConfigError('', 'dns-subdomain', '%r: name %r is not a valid Kubernetes name' % (text, parts[2]), text)
     key = parts[3] if len(parts) == 4 else DEFAULT_KEY
-    if not _KEY.match(key):
-        raise ValueError('%r: key %r may only hold letters, digits, "-", "_" and "."' % (text, key))
+    if not is_configmap_key(key):
+        raise ConfigError('', 'configmap-key', '%r: key %r may only hold letters, digits, "-", "_" and "."' % (text, key), text)
     return ConfigSource(kind, parts[1], parts[2], key)
 
 
@@ -75,8 +75,8 @@ def extract_text(source: ConfigSource, obj: Mapping[str, Any]) -> str:
         return str(plain[source.key])
     if source.key not in encoded:
         keys = sorted(set(encoded) | set(plain))
-        raise ConfigError('%s has no key "%s" (keys: %s)' % (where, source.key, ', '.join(keys) or 'none'))
+        raise ConfigError('', 'key', '%s has no key "%s" (keys: %s)' % (where, source.key, ', '.join(keys) or 'none'))
     try:
         return base64.b64decode(str(encoded[source.key]), validate=True).decode('utf-8')
     except (binascii.Error, ValueError) as exc:
-        raise ConfigError('%s key "%s" is not base64-encoded UTF-8 text: %s' % (where, source.key, exc)) from None
+        raise ConfigError('', 'base64', '%s key "%s" is not base64-encoded UTF-8 text: %s' % (where, source.key, exc)) from None

@@ -59,13 +59,13 @@ class NodeData:
 def _fold(obj: Any, fields: List[str], what: str) -> Dict[str, Any]:
     """Go's case-insensitive field matching with DisallowUnknownFields."""
     if not isinstance(obj, Mapping):
-        raise DataError('%s: expected a JSON object, got %s' % (what, type(obj).__name__))
+        raise DataError(what, 'type', 'expected a JSON object, got %s' % (type(obj).__name__,))
     by_lower = {f.lower(): f for f in fields}
     out: Dict[str, Any] = {}
     for key, value in obj.items():
         field = by_lower.get(str(key).lower())
         if field is None:
-            raise DataError('%s: unknown field "%s"' % (what, key))
+            raise DataError(what, 'known', 'unknown field "%s"' % (key,))
         out[field] = value
     return out
 
@@ -74,7 +74,7 @@ def _map(value: Any, what: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise DataError('%s: expected a JSON object, got %s' % (what, type(value).__name__))
+        raise DataError(what, 'type', 'expected a JSON object, got %s' % (type(value).__name__,))
     return value
 
 
@@ -84,14 +84,14 @@ def _time(value: Any, what: str) -> int:
     try:
         return parse_time_ns(value)
     except ValueError as exc:
-        raise DataError('%s: %s' % (what, exc)) from None
+        raise DataError(what, 'time', str(exc)) from None
 
 
 def _state(value: Any, what: str) -> str:
     if value in (None, ''):
         return OPERATIONAL
     if value not in STATES:
-        raise DataError('%s: unknown state %r' % (what, value))
+        raise DataError(what, 'known', 'unknown state %r' % (value,))
     return value
 
 
@@ -140,9 +140,9 @@ def parse_data(text: Optional[str], labels: Optional[Mapping[str, str]] = None) 
     try:
         obj = json.loads(text)
     except ValueError as exc:
-        raise DataError('%s is not JSON: %s' % (DATA_ANNOTATION, exc)) from None
+        raise DataError(DATA_ANNOTATION, 'json', 'is not JSON: %s' % exc) from None
     if not isinstance(obj, Mapping):
-        raise DataError('%s: expected a JSON object' % DATA_ANNOTATION)
+        raise DataError(DATA_ANNOTATION, 'type', 'expected a JSON object')
     keys = {str(k).lower() for k in obj}
     if keys & {'profilestates', 'previousstates', 'lastnotificationtimes'}:
         return _parse_v1(obj)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches  # noqa: F401  (re-exported)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import MaintenanceError
 
 MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
 EVICTION_API_VERSION = 'policy/v1'
@@ -38,7 +39,7 @@ POLL_START = 0.1
 POLL_MAX = 2.0
 
 
-class DrainError(Exception):
+class DrainError(MaintenanceError):
     """The node could not be drained (missing node, refused pods, timeout); `result` holds what was done."""
 
     def __init__(self, message: str, result: Optional['DrainResult'] = None):

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import parse_duration
 
 _MISSING = object()
 
@@ -26,7 +26,7 @@ class Fields:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
-            raise ConfigError('%s: expected a mapping of options, got %s' % (where, type(raw).__name__))
+            raise ConfigError(where, 'type', 'expected a mapping of options, got %s' % (type(raw).__name__,))
         self.raw: Mapping[str, Any] = raw
         self.where = where
         self.read: List[str] = []
@@ -39,7 +39,7 @@ class Fields:
         value = self.raw.get(key, _MISSING)
         if value is _MISSING or value is None:
             if required:
-                raise ConfigError('%s: required' % self.path(key))
+                raise ConfigError(self.path(key), 'required', 'required')
             return _MISSING
         return value
 
@@ -50,10 +50,10 @@ class Fields:
         if isinstance(value, bool):
             return 'true' if value else 'false'
         if isinstance(value, (Mapping, list, tuple)):
-            raise ConfigError('%s: expected a string, got %s' % (self.path(key), type(value).__name__))
+            raise ConfigError(self.path(key), 'type', 'expected a string, got %s' % (type(value).__name__,))
         text = str(value)
         if required and text == '':
-            raise ConfigError('%s: required, must not be empty' % self.path(key))
+            raise ConfigError(self.path(key), 'required', 'required, must not be empty')
         return text
 
     def boolean(self, key: str, required: bool = False, default: bool = False) -> bool:
@@ -64,17 +64,17 @@ class Fields:
             return value
         if isinstance(value, str) and value.strip().lower() in ('true', 'false'):
             return value.strip().lower() == 'true'
-        raise ConfigError('%s: expected true or false, got %r' % (self.path(key), value))
+        raise ConfigError(self.path(key), 'type', 'expected true or false, got %r' % (value,))
 
     def integer(self, key: str, required: bool = False, default: int = 0, minimum: Optional[int] = None) -> int:
         value = self._get(key, required)
         if value is _MISSING:
             return default
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip('-').isdigit())):
-            raise ConfigError('%s: expected a whole number, got %r' % (self.path(key), value))
+            raise ConfigError(self.path(key), 'type', 'expected a whole number, got %r' % (value,))
         number = int(value)
         if minimum is not None and number < minimum:
-            raise ConfigError('%s: must be at least %d, got %d' % (self.path(key), minimum, number))
+            raise ConfigError(self.path(key), 'minimum', 'must be at least %d, got %d' % (minimum, number))
         return number
 
     def duration(self, key: str, required: bool = False, default: float = 0.0) -> float:
@@ -90,14 +90,14 @@ class Fields:
         if isinstance(value, str):
             value = [value]  # go-ucfg accepts a single value for a list
         if not isinstance(value, (list, tuple)):
-            raise ConfigError('%s: expected a list, got %s' % (self.path(key), type(value).__name__))
+            raise ConfigError(self.path(key), 'type', 'expected a list, got %s' % (type(value).__name__,))
         items = []
         for index, item in enumerate(value):
             if item is None or isinstance(item, (Mapping, list, tuple)):
-                raise ConfigError('%s[%d]: expected a string, got %r' % (self.path(key), index, item))
+                raise ConfigError('%s[%d]' % (self.path(key), index), 'type', 'expected a string, got %r' % (item,), item)
             items.append('true' if item is True else 'false' if item is False else str(item))
         if required and not items:
-            raise ConfigError('%s: required, must not be empty' % self.path(key))
+            raise ConfigError(self.path(key), 'required', 'required, must not be empty')
         return items
 
     def raw_value(self, key: str) -> Any:
@@ -112,7 +112,7 @@ def as_mapping(value: Any, where: str) -> Dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError('%s: expected a mapping, got %s' % (where, type(value).__name__))
+        raise ConfigError(where, 'type', 'expected a mapping, got %s' % (type(value).__name__,))
     return dict(value)
 
 
@@ -120,5 +120,5 @@ def as_list(value: Any, where: str) -> List[Any]:
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise ConfigError('%s: expected a list, got %s' % (where, type(value).__name__))
+        raise ConfigError(where, 'type', 'expected a list, got %s' % (type(value).__name__,))
     return list(value)

@@ -3,9 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Go's time syntaxes, as maintenance.yaml and the data annotation use them.
 
-* durations: `time.ParseDuration` (`90s`, `1h30m`, `1.5h`, `300ms`, `0`); a bare YAML number is seconds,
-  as go-ucfg reads numbers into a `time.Duration`. (The etcd area has a parser too, but importing it pulls
-  the etcd client in, and it does not take Go's sign or `.5s`.)
+* durations are not here: common/durations.py reads them for every area (`time.ParseDuration`; a bare
+  YAML number is seconds, as go-ucfg reads numbers into a `time.Duration`) and prints them as Go does.
 * instants: Go's JSON form of `time.Time` (RFC 3339 with up to nine fraction digits), kept as integer
   nanoseconds since the epoch so a round trip through the annotation is exact.
 * `hh:mm` (Go layout `15:04`), weekday names (`monday`/`mon`, any case) and `Jan 2` dates (`Dec 24`).
@@ -18,11 +17,9 @@ import datetime
 import re
 from typing import Any, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import NS
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 
-NS = 10 ** 9
-_UNITS = {'ns': 1, 'us': 10 ** 3, 'µs': 10 ** 3, 'μs': 10 ** 3, 'ms': 10 ** 6, 's': NS, 'm': 60 * NS, 'h': 3600 * NS}
-_COMPONENT = re.compile(r'(\d*)(?:\.(\d*))?([a-zµμ]+)')
 _RFC3339 = re.compile(r'^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$')
 _CLOCK = re.compile(r'^(\d{1,2}):(\d{2})$')
 WEEKDAYS = {'monday': 0, 'mon': 0, 'tuesday': 1, 'tue': 1, 'wednesday': 2, 'wed': 2, 'thursday': 3, 'thu': 3,
@@ -31,59 +28,6 @@ WEEKDAY_NAMES = ('monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturd
 MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
 ZERO_TIME_NS = -62135596800 * NS  # Go's time.Time{} ("0001-01-01T00:00:00Z")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def parse_duration_ns(value: Any, where: str) -> int:
-    """Go's time.ParseDuration in nanoseconds; negative durations are refused (no field here wants one)."""
-    if isinstance(value, bool) or value is None:
-        raise ConfigError('%s: expected a duration like 90s, 5m or 24h, got %r' % (where, value))
-    if isinstance(value, (int, float)):
-        total = int(round(value * NS))
-    else:
-        total = _parse_go_duration(str(value).strip(), where)
-    if total < 0:
-        raise ConfigError('%s: must not be negative, got %r' % (where, value))
-    return total
-
-
-def parse_duration(value: Any, where: str) -> float:
-    """The same in seconds."""
-    return parse_duration_ns(value, where) / NS
-
-
-def _parse_go_duration(text: str, where: str) -> int:
-    bad = ConfigError('%s: %r is not a Go duration (expected e.g. 300ms, 90s, 1h30m, 24h)' % (where, text))
-    body = text[1:] if text[:1] in '+-' else text
-    sign = -1 if text[:1] == '-' else 1
-    if body == '0':
-        return 0
-    if not body:
-        raise bad
-    pos, total = 0, 0
-    while pos < len(body):
-        match = _COMPONENT.match(body, pos)
-        if not match or (not match.group(1) and not match.group(2)) or match.group(3) not in _UNITS:
-            raise bad
-        unit = _UNITS[match.group(3)]
-        whole = int(match.group(1) or 0)
-        fraction = match.group(2) or ''
-        total += whole * unit + (int(fraction) * unit // 10 ** len(fraction) if fraction else 0)
-        pos = match.end()
-    return sign * total
-
-
-def format_duration(seconds: float) -> str:
-    """Go's Duration.String for whole seconds (`1h0m0s`, `5m0s`, `30s`), sub-second as `250ms`."""
-    if seconds < 1:
-        return '%dms' % round(seconds * 1000) if seconds else '0s'
-    total = int(round(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return '%dh%dm%ds' % (hours, minutes, secs)
-    if minutes:
-        return '%dm%ds' % (minutes, secs)
-    return '%ds' % secs
 
 
 # --- instants --------------------------------------------------------------------------------------
@@ -141,7 +85,7 @@ def parse_clock(value: Any, where: str) -> int:
     """Go layout `15:04` (hour 1-2 digits, minute 2 digits) -> seconds after midnight."""
     match = _CLOCK.match(str(value if value is not None else '').strip())
     if not match or int(match.group(1)) > 23 or int(match.group(2)) > 59:
-        raise ConfigError('%s: %r is not a time of day in hh:mm format (e.g. 09:30)' % (where, value))
+        raise ConfigError(where, 'clock', '%r is not a time of day in hh:mm format (e.g. 09:30)' % (value,))
     return int(match.group(1)) * 3600 + int(match.group(2)) * 60
 
 
@@ -149,7 +93,7 @@ def parse_weekday(value: Any, where: str) -> int:
     """`monday`/`mon` (any case) -> 0 (Python's numbering)."""
     day = WEEKDAYS.get(str(value).strip().lower())
     if day is None:
-        raise ConfigError('%s: %r is not a weekday (monday ... sunday, or mon ... sun)' % (where, value))
+        raise ConfigError(where, 'weekday', '%r is not a weekday (monday ... sunday, or mon ... sun)' % (value,))
     return day
 
 
@@ -159,5 +103,5 @@ def parse_month_day(value: Any, where: str) -> Tuple[int, int]:
     month = MONTHS.get(parts[0].lower()) if len(parts) == 2 else None
     day = int(parts[1]) if month and parts[1].isdigit() and 1 <= len(parts[1]) <= 2 else 0
     if not month or not 1 <= day <= calendar.monthrange(2000, month)[1]:
-        raise ConfigError('%s: %r is not a month and day like "Dec 24"' % (where, value))
+        raise ConfigError(where, 'month-day', '%r is not a month and day like "Dec 24"' % (value,))
     return month, day

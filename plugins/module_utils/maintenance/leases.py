@@ -21,11 +21,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, Conflict, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import MaintenanceError
 
 LEASE_API = 'coordination.k8s.io/v1'
 
 
-class LeaseConflict(Exception):
+class LeaseConflict(MaintenanceError):
     """Someone else created or changed the lease since it was read."""
 
 

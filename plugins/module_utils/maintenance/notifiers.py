@@ -37,7 +37,7 @@ def template(fields: Fields, key: str, required: bool = True) -> str:
     try:
         check_syntax(text)
     except TemplateError as exc:
-        raise ConfigError('%s: %s' % (fields.path(key), exc)) from None
+        raise ConfigError(fields.path(key), 'template', str(exc)) from None
     return text
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import enum
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import Config, Instance, Profile
@@ -80,6 +81,29 @@ class NotificationRecord:
     state: str
 
 
+class ErrorKind(enum.Enum):
+    """What failed in a reconcile; callers file errors by this, never by their text."""
+    DATA = 'data'                   # the data annotation cannot be read: the node is left alone
+    CHECK = 'check'                 # a check chain could not be evaluated
+    TRIGGER = 'trigger'             # an enter chain, a trigger or a check's transition hook failed: no transition
+    NOTIFICATION = 'notification'   # a notification was not sent (retried next reconcile)
+    GATE = 'gate'                   # env.gate() could not be entered: cluster-scoped transitions wait
+    COMMIT = 'commit'               # env.commit failed: nothing of this reconcile was persisted
+
+
+@dataclasses.dataclass(frozen=True)
+class ReconcileError:
+    """One failure of a reconcile: `kind` to act on, `message` for people (it names the profile, the
+    instance and the reason), `cause` the exception the environment raised (gate, commit), if any."""
+    kind: ErrorKind
+    message: str
+    profile: str = ''
+    cause: Optional[BaseException] = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return self.message
+
+
 @dataclasses.dataclass
 class ProfileOutcome:
     name: str
@@ -98,7 +122,7 @@ class ReconcileResult:
     gated: bool                             # a cluster-scoped transition was decided inside the gate
     transitions: List[TransitionRecord]
     notifications: List[NotificationRecord]
-    errors: List[str]
+    errors: List[ReconcileError]
     profiles: List[ProfileOutcome]
     requeue_after: float
     data: Optional[NodeData] = None
@@ -107,7 +131,7 @@ class ReconcileResult:
         """JSON-safe digest for logs, events and CR status."""
         return {'node': self.node, 'state': self.state, 'committed': self.committed, 'gated': self.gated,
                 'transitions': [dataclasses.asdict(t) for t in self.transitions],
-                'notifications': [dataclasses.asdict(n) for n in self.notifications], 'errors': list(self.errors),
+                'notifications': [dataclasses.asdict(n) for n in self.notifications], 'errors': [e.message for e in self.errors],
                 'profiles': [{'name': p.name, 'start': p.start, 'state': p.state, 'error': p.error,
                               'transitions': [e.as_dict() for e in p.evaluations]} for p in self.profiles]}
 
@@ -137,7 +161,7 @@ class _Reconcile:
         meta = self.working.setdefault('metadata', {})
         meta['labels'] = dict(meta.get('labels') or {})
         meta['annotations'] = dict(meta.get('annotations') or {})
-        self.errors: List[str] = []
+        self.errors: List[ReconcileError] = []
         self.transitions: List[TransitionRecord] = []
         self.notifications: List[NotificationRecord] = []
         self.outcomes: Dict[str, ProfileOutcome] = {}
@@ -151,6 +175,9 @@ class _Reconcile:
     def result(self, state: str, patch: Dict[str, Any], committed: bool, gated: bool, data: Optional[NodeData]) -> ReconcileResult:
         return ReconcileResult(self.name, state, patch, committed, gated, self.transitions, self.notifications, self.errors,
                                list(self.outcomes.values()), self.config.requeue, data)
+
+    def fail(self, kind: ErrorKind, message: str, profile: str = '', cause: Optional[BaseException] = None) -> None:
+        self.errors.append(ReconcileError(kind, message, profile, cause))
 
     def params(self, profile: Profile, state: str, cluster: ClusterView):
         entry = self.data.profiles[profile.name]
@@ -179,8 +206,8 @@ class _Reconcile:
             try:
                 instance.plugin.notify(self.params(profile, state, self.cluster))  # type: ignore[attr-defined]
             except Exception as exc:  # a failed notification is retried next reconcile, it never blocks
-                self.errors.append('profile %s: notification %s (%s) failed: %s'
-                                   % (profile.name, instance.name, instance.type, plugin_failure(exc)))
+                self.fail(ErrorKind.NOTIFICATION, 'profile %s: notification %s (%s) failed: %s'
+                          % (profile.name, instance.name, instance.type, plugin_failure(exc)), profile.name)
                 continue
             self.data.notifications[instance.name] = self.now_ns
             self.notifications.append(NotificationRecord(profile.name, instance.name, state))
@@ -190,7 +217,8 @@ class _Reconcile:
         evaluations = evaluate_transitions(transitions, self.params(profile, state, cluster))
         for evaluation in evaluations:
             if evaluation.error:
-                self.errors.append('profile %s: transition %s -> %s: %s' % (profile.name, state, evaluation.next, evaluation.error))
+                self.fail(ErrorKind.CHECK, 'profile %s: transition %s -> %s: %s' % (profile.name, state, evaluation.next, evaluation.error),
+                          profile.name)
         return evaluations, choose(evaluations)
 
     def take(self, profile: Profile, state: str, index: int, evaluation: ChainEvaluation, cluster: ClusterView, gated: bool) -> None:
@@ -208,7 +236,8 @@ class _Reconcile:
             self.working = self.run_triggers(transition.trigger, params)
         except _ChainFailed as exc:
             evaluation.error = str(exc)
-            self.errors.append('profile %s: transition %s -> %s aborted: %s' % (profile.name, state, transition.next, exc))
+            self.fail(ErrorKind.TRIGGER, 'profile %s: transition %s -> %s aborted: %s' % (profile.name, state, transition.next, exc),
+                      profile.name)
             return
         entry = self.data.profiles[profile.name]
         entry.current, entry.transition = transition.next, self.now_ns
@@ -226,7 +255,7 @@ class _Reconcile:
                 self.working = self.run_triggers(chains.enter, self.params(profile, state, self.cluster))
             except _ChainFailed as exc:
                 outcome.error = 'entering %s: %s' % (state, exc)
-                self.errors.append('profile %s: entering %s: %s' % (profile.name, state, exc))
+                self.fail(ErrorKind.TRIGGER, 'profile %s: entering %s: %s' % (profile.name, state, exc), profile.name)
                 return None   # Previous stays, so entering is tried again next time
         self.notify(profile, state, previous)
         entry.previous = state
@@ -261,7 +290,7 @@ class _Reconcile:
                 self.env.commit(self.name, patch)
                 committed = True
             except Exception as exc:  # the caller retries; nothing of this reconcile is persisted
-                self.errors.append('commit of node %s failed: %s: %s' % (self.name, type(exc).__name__, exc))
+                self.fail(ErrorKind.COMMIT, 'commit of node %s failed: %s: %s' % (self.name, type(exc).__name__, exc), cause=exc)
         return self.result(state, patch, committed, gated, self.data)
 
     def run(self) -> ReconcileResult:
@@ -269,7 +298,7 @@ class _Reconcile:
         try:
             self.data = parse_data(self.raw, labels)
         except DataError as exc:
-            self.errors.append('node %s: %s; leaving the node alone' % (self.name, exc))
+            self.fail(ErrorKind.DATA, 'node %s: %s; leaving the node alone' % (self.name, exc), cause=exc)
             return self.result(labels.get(STATE_LABEL, ''), {}, False, False, None)
         self.original = self.data.copy()
         profile_label = labels.get(PROFILE_LABEL, '')
@@ -285,7 +314,8 @@ class _Reconcile:
             except Exception as exc:  # e.g. the cluster-wide mutex timed out: keep what was done outside the gate
                 for profile, _start in deferred:
                     self.outcomes[profile.name].error = 'not decided: the gate could not be entered'
-                self.errors.append('gate: %s: %s; cluster-scoped transitions wait for the next reconcile' % (type(exc).__name__, exc))
+                self.fail(ErrorKind.GATE, 'gate: %s: %s; cluster-scoped transitions wait for the next reconcile'
+                          % (type(exc).__name__, exc), cause=exc)
                 return self.finish(False)
             self.gated_pass(deferred)
             return self.finish(True)

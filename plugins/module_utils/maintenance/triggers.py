@@ -126,7 +126,8 @@ class Eviction(TriggerPlugin):
     def from_config(cls, fields: Fields) -> 'Eviction':
         action = fields.string('action', required=True)
         if action not in ('cordon', 'uncordon', 'drain'):
-            raise ConfigError('%s: got invalid eviction action %r (one of cordon, uncordon, drain)' % (fields.path('action'), action))
+            raise ConfigError(fields.path('action'), 'one-of', 'got invalid eviction action %r (one of cordon, uncordon, drain)'
+                              % (action,), action)
         drain = Drain(fields.duration('deletionTimeout', default=600.0), fields.duration('evictionTimeout', default=600.0),
                       (), fields.boolean('forceEviction'))
         return cls(action, drain)

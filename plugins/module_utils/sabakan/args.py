@@ -6,9 +6,10 @@ and the checks of option values that Ansible's argspec cannot express."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import OptionError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import TAINT_EFFECTS
 
 # How to reach sabakan; matches the sabakan_connection doc fragment.
@@ -16,7 +17,7 @@ SABAKAN_CONNECTION_SPEC: Dict[str, Any] = {
     'url': {'type': 'str'},
     'timeout': {'type': 'float', 'default': 30.0},
     'validate_certs': {'type': 'bool', 'default': True},
-    'ca_path': {'type': 'path'},
+    'ca_path': {'type': 'path', 'aliases': ['ca_cert']},  # ca_cert: the etcd and Kubernetes options' name
     'variables': {'type': 'dict'},
 }
 
@@ -33,39 +34,26 @@ CONSTRAINTS_SPEC: Dict[str, Any] = {
 }
 
 
-def argspec(*specs: Dict[str, Any], **own: Any) -> Dict[str, Any]:
-    """Deep-copied union of shared specs plus the module's own options."""
-    merged: Dict[str, Any] = {}
-    for spec in specs:
-        merged.update(copy.deepcopy(spec))
-    merged.update(own)
-    return merged
-
-
-class OptionError(ValueError):
-    """An option value is malformed; the message names the option and the item."""
-
-
 def check_node_taints(value: Optional[Mapping[str, Any]]) -> Dict[str, List[Dict[str, str]]]:
     """`node_taints`: node name (address) -> its current Kubernetes taints [{key, value, effect}]."""
     if not value:
         return {}
     if not isinstance(value, Mapping):
-        raise OptionError(f'node_taints: expected a mapping of node name to a list of taints, got {value!r}')
+        raise OptionError('node_taints', 'type', f'expected a mapping of node name to a list of taints, got {value!r}')
     result: Dict[str, List[Dict[str, str]]] = {}
     for node, taints in value.items():
         if taints is None:
             taints = []
         if not isinstance(taints, list):
-            raise OptionError(f'node_taints[{node}]: expected a list of taints {{key, value, effect}}, got {taints!r}')
+            raise OptionError(f'node_taints[{node}]', 'type', f'expected a list of taints {{key, value, effect}}, got {taints!r}')
         checked = []
         for index, taint in enumerate(taints):
             where = f'node_taints[{node}][{index}]'
             if not isinstance(taint, Mapping) or not isinstance(taint.get('key'), str) or not taint.get('key'):
-                raise OptionError(f'{where}: expected {{key, value, effect}} with a non-empty key, got {taint!r}')
+                raise OptionError(where, 'required', f'expected {{key, value, effect}} with a non-empty key, got {taint!r}')
             effect = taint.get('effect') or ''
             if effect and effect not in TAINT_EFFECTS:
-                raise OptionError(f'{where}.effect: {effect!r} is not one of {", ".join(TAINT_EFFECTS)}')
+                raise OptionError(f'{where}.effect', 'one-of', f'{effect!r} is not one of {", ".join(TAINT_EFFECTS)}')
             checked.append({'key': taint['key'], 'value': str(taint.get('value') or ''), 'effect': effect})
         result[str(node)] = checked
     return result
@@ -73,5 +61,5 @@ def check_node_taints(value: Optional[Mapping[str, Any]]) -> Dict[str, List[Dict
 
 def check_wait_seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise OptionError(f'wait_retired_seconds: expected a number of seconds >= 0, got {value!r}')
+        raise OptionError('wait_retired_seconds', 'minimum', f'expected a number of seconds >= 0, got {value!r}', value)
     return float(value)

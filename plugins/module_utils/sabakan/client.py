@@ -24,6 +24,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
+    OptionError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
 MACHINE_PARAMS_FIELDS = ('labels', 'racks', 'roles', 'states', 'minDaysBeforeRetire')
 VARIABLE_KEYS = ('having', 'notHaving')
@@ -45,42 +47,18 @@ EXCERPT = 200
 _RFC3339 = re.compile(r'^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$')
 
 
-class SabakanError(Exception):
-    """Base of every sabakan client failure; the message says what was wrong and where."""
-
-
-class SabakanUnavailable(SabakanError):
-    """sabakan could not be reached or is failing (refused, timeout, DNS, TLS, HTTP 5xx): retry later."""
-
-
-class SabakanQueryError(SabakanError):
-    """sabakan answered with GraphQL errors (bad query, unknown serial, forbidden transition)."""
-
-    def __init__(self, message: str, messages: Optional[List[str]] = None):
-        super().__init__(message)
-        self.messages = messages or [message]
-
-
-class SabakanResponseError(SabakanError):
-    """sabakan answered, but not with what the schema promises (not JSON, wrong shape, bad field)."""
-
-
-class SabakanVariablesError(SabakanError, ValueError):
-    """Query variables given by the user are malformed; nothing was sent."""
-
-
 # --- query variables ------------------------------------------------------------------------------
 def _check_params(value: Any, where: str) -> Optional[Dict[str, Any]]:
     """One MachineParams object, checked field by field the way sabakan's schema would coerce it."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise SabakanVariablesError('%s must be an object (MachineParams) or null, got %s: %r'
-                                    % (where, type(value).__name__, value))
+        raise SabakanVariablesError(where, 'type', 'must be an object (MachineParams) or null, got %s: %r'
+                                    % (type(value).__name__, value), value)
     unknown = sorted(set(value) - set(MACHINE_PARAMS_FIELDS))
     if unknown:
-        raise SabakanVariablesError('%s has unknown field(s) %s; MachineParams fields are %s'
-                                    % (where, ', '.join(repr(k) for k in unknown), ', '.join(MACHINE_PARAMS_FIELDS)))
+        raise SabakanVariablesError(where, 'known', 'unknown field(s) %s; MachineParams fields are %s'
+                                    % (', '.join(repr(k) for k in unknown), ', '.join(MACHINE_PARAMS_FIELDS)))
     params: Dict[str, Any] = {}
     for key in MACHINE_PARAMS_FIELDS:
         if key not in value:
@@ -90,11 +68,11 @@ def _check_params(value: Any, where: str) -> Optional[Dict[str, Any]]:
             params[key] = None
         elif key == 'minDaysBeforeRetire':
             if isinstance(item, bool) or not isinstance(item, int):
-                raise SabakanVariablesError('%s must be an integer (days) or null, got %r' % (field, item))
+                raise SabakanVariablesError(field, 'type', 'must be an integer (days) or null, got %r' % (item,), item)
             params[key] = item
         else:
             if not isinstance(item, list):
-                raise SabakanVariablesError('%s must be a list or null, got %s: %r' % (field, type(item).__name__, item))
+                raise SabakanVariablesError(field, 'type', 'must be a list or null, got %s: %r' % (type(item).__name__, item), item)
             params[key] = [_check_item(key, element, '%s[%d]' % (field, i)) for i, element in enumerate(item)]
     return params
 
@@ -103,22 +81,22 @@ def _check_item(key: str, element: Any, where: str) -> Any:
     if key == 'labels':
         if not isinstance(element, Mapping) or set(element) != {'name', 'value'} or \
                 not all(isinstance(element[k], str) for k in ('name', 'value')):
-            raise SabakanVariablesError('%s must be {"name": string, "value": string}, got %r' % (where, element))
+            raise SabakanVariablesError(where, 'type', 'must be {"name": string, "value": string}, got %r' % (element,), element)
         return {'name': element['name'], 'value': element['value']}
     if key == 'racks':
         if isinstance(element, bool) or not isinstance(element, int):
-            raise SabakanVariablesError('%s must be an integer rack number, got %r' % (where, element))
+            raise SabakanVariablesError(where, 'type', 'must be an integer rack number, got %r' % (element,), element)
         return element
     if key == 'roles':
         if not isinstance(element, str):
-            raise SabakanVariablesError('%s must be a role name (string), got %r' % (where, element))
+            raise SabakanVariablesError(where, 'type', 'must be a role name (string), got %r' % (element,), element)
         return element
     if element not in MACHINE_STATES:
         hint = ''
         if isinstance(element, str) and element.upper() in MACHINE_STATES:
             hint = ' (states are upper case: did you mean %r?)' % element.upper()
-        raise SabakanVariablesError('%s: %r is not a machine state; one of %s%s'
-                                    % (where, element, ', '.join(MACHINE_STATES), hint))
+        raise SabakanVariablesError(where, 'one-of', '%r is not a machine state; one of %s%s'
+                                    % (element, ', '.join(MACHINE_STATES), hint), element)
     return element
 
 
@@ -136,16 +114,16 @@ def query_variables(variables: Union[Mapping[str, Any], str, None], defaults: Ma
         try:
             variables = json.loads(text) if text else None
         except ValueError as e:
-            raise SabakanVariablesError('query variables are not valid JSON: %s' % e) from None
+            raise SabakanVariablesError('', 'json', 'query variables are not valid JSON: %s' % e) from None
     result = {key: copy.deepcopy(defaults.get(key)) for key in VARIABLE_KEYS}
     if variables is None:
         return result
     if not isinstance(variables, Mapping):
-        raise SabakanVariablesError('query variables must be an object with "having" and/or "notHaving", got %s: %r'
-                                    % (type(variables).__name__, variables))
+        raise SabakanVariablesError('', 'type', 'query variables must be an object with "having" and/or "notHaving", '
+                                    'got %s: %r' % (type(variables).__name__, variables), variables)
     unknown = sorted(set(variables) - set(VARIABLE_KEYS))
     if unknown:
-        raise SabakanVariablesError('query variables have unknown key(s) %s; allowed: having, notHaving'
+        raise SabakanVariablesError('', 'known', 'query variables have unknown key(s) %s; allowed: having, notHaving'
                                     % ', '.join(repr(k) for k in unknown))
     for key in VARIABLE_KEYS:
         if key in variables:
@@ -231,10 +209,10 @@ def _check_status(status: Any, where: str) -> Dict[str, Any]:
 def graphql_url(url: str) -> str:
     """Full GraphQL endpoint: `/graphql` is appended when the URL has no path."""
     if not isinstance(url, str) or not url.strip():
-        raise SabakanError('sabakan url must be a non-empty string like http://sabakan:10080, got %r' % (url,))
+        raise OptionError('url', 'url', 'the sabakan URL must be a non-empty string like http://sabakan:10080, got %r' % (url,), url)
     parts = urlsplit(url.strip())
     if parts.scheme not in ('http', 'https') or not parts.netloc:
-        raise SabakanError('sabakan url %r must start with http:// or https:// and name a host' % url)
+        raise OptionError('url', 'url', '%r must start with http:// or https:// and name a host' % url, url)
     path = parts.path if parts.path not in ('', '/') else '/graphql'
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ''))
 
@@ -246,7 +224,7 @@ class SabakanClient:
                  ca_path: Optional[str] = None, headers: Optional[Mapping[str, str]] = None):
         self.url = graphql_url(url)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise SabakanError('sabakan timeout must be a positive number of seconds, got %r' % (timeout,))
+            raise OptionError('timeout', 'positive', 'must be a positive number of seconds, got %r' % (timeout,), timeout)
         self.timeout = float(timeout)
         self.headers = {'Content-Type': 'application/json', 'Accept': 'application/json'}
         self.headers.update(headers or {})
@@ -260,7 +238,7 @@ class SabakanClient:
         try:
             context = ssl.create_default_context(cafile=ca_path) if validate_certs else ssl.create_default_context()
         except (OSError, ssl.SSLError) as e:
-            raise SabakanError('cannot load CA certificates from %s: %s' % (ca_path, e)) from e
+            raise OptionError('ca_path', 'readable', 'cannot load CA certificates from %s: %s' % (ca_path, e), ca_path) from e
         if not validate_certs:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
@@ -363,7 +341,8 @@ class SabakanClient:
     def set_machine_state(self, serial: str, state: str) -> Dict[str, Any]:
         """Move a machine along sabakan's lifecycle; a forbidden transition is a SabakanQueryError."""
         if state not in MACHINE_STATES:
-            raise SabakanVariablesError('state %r is not a machine state; one of %s' % (state, ', '.join(MACHINE_STATES)))
+            raise SabakanVariablesError('state', 'one-of', '%r is not a machine state; one of %s' % (state, ', '.join(MACHINE_STATES)),
+                                        state)
         data = self.execute(SET_STATE_MUTATION, {'serial': serial, 'state': state}, 'setMachineState')
         return _check_status(data.get('setMachineState'), '%s: setMachineState(%s)' % (self.url, serial))
 

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import TemplateError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import FileError, dump_yaml, parse_document
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ClusterConfigMapError, FileError, TemplateError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import dump_yaml, parse_document
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_cluster
 
 ANNOTATION_TEMPLATE_HASH = 'cluster.steward.io/template-hash'
 ANNOTATION_OPERATION = 'cluster.steward.io/operation'
 ANNOTATION_INTEGRATION = 'cluster.steward.io/sabakan-integration'
 MANAGED_BY = {'app.kubernetes.io/managed-by': 'steward-controller'}
-
-
-class ClusterConfigMapError(ValueError):
-    """The ConfigMap holds something that is not a usable cluster; nothing is written over it."""
 
 
 def cluster_from_configmap(configmap: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
@@ -33,18 +29,18 @@ def cluster_from_configmap(configmap: Optional[Mapping[str, Any]], key: str) -> 
     if text is None:
         return None
     if not text.strip():
-        raise ClusterConfigMapError(f'{where}: is empty; delete the key to generate a new cluster from the '
+        raise ClusterConfigMapError(where, 'required', 'is empty; delete the key to generate a new cluster from the '
                                     'template, or restore it')
     try:
         data = parse_document(text, 'cluster', where)
     except FileError as exc:
-        raise ClusterConfigMapError(str(exc)) from None
+        raise exc.recast(ClusterConfigMapError) from None
     if not isinstance(data, dict):
-        raise ClusterConfigMapError(f'{where}: expected a mapping (CKE cluster.yml), got {type(data).__name__}')
+        raise ClusterConfigMapError(where, 'type', f'expected a mapping (CKE cluster.yml), got {type(data).__name__}')
     try:
         validate_cluster(data)
     except TemplateError as exc:
-        raise ClusterConfigMapError(f'{where}: {exc}') from None
+        raise exc.at(where).recast(ClusterConfigMapError) from None
     return data
 
 

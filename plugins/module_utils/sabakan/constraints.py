@@ -35,15 +35,15 @@ class Constraints:
 
 def _as_int(key: str, value: Any) -> int:
     if isinstance(value, bool):
-        raise ConstraintsError(f'constraint {key}: expected an integer, got {value!r}')
+        raise ConstraintsError(key, 'integer', f'expected an integer, got {value!r}', value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and value.strip().lstrip('-').isdigit():
         value = int(value.strip())
     if not isinstance(value, int):
-        raise ConstraintsError(f'constraint {key}: expected an integer, got {value!r}')
+        raise ConstraintsError(key, 'integer', f'expected an integer, got {value!r}', value)
     if value < 0:
-        raise ConstraintsError(f'constraint {key}: must not be negative, got {value}')
+        raise ConstraintsError(key, 'non-negative', f'must not be negative, got {value}', value)
     return value
 
 
@@ -54,21 +54,21 @@ def load_constraints(data: Union[None, Mapping[str, Any], Constraints]) -> Const
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise ConstraintsError(f'constraints must be a mapping, got {type(data).__name__}')
+        raise ConstraintsError('', 'type', f'constraints must be a mapping, got {type(data).__name__}')
     unknown = sorted(set(data) - set(DEFAULT_CONSTRAINTS))
     if unknown:
         raise ConstraintsError(
-            f'unknown constraint(s) {", ".join(map(str, unknown))}; known: {", ".join(DEFAULT_CONSTRAINTS)}')
+            '', 'known', f'unknown constraint(s) {", ".join(map(str, unknown))}; known: {", ".join(DEFAULT_CONSTRAINTS)}')
     values = dict(DEFAULT_CONSTRAINTS)
     for key, value in data.items():
         values[key] = _as_int(key, value)
     if values['control-plane-count'] < 1:
-        raise ConstraintsError('constraint control-plane-count must be at least 1')
+        raise ConstraintsError('control-plane-count', 'minimum', 'must be at least 1', values['control-plane-count'])
     maximum = values['maximum-workers']
     if maximum and maximum < values['minimum-workers']:
         raise ConstraintsError(
-            f'constraint maximum-workers ({maximum}) is below minimum-workers ({values["minimum-workers"]}); '
-            'use 0 for no maximum')
+            'maximum-workers', 'minimum', f'({maximum}) is below minimum-workers ({values["minimum-workers"]}); '
+            'use 0 for no maximum', maximum)
     return Constraints(**{key.replace('-', '_'): value for key, value in values.items()})
 
 

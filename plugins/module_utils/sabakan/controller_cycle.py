@@ -17,10 +17,9 @@ from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, rfc3339, set_condition
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import check_cluster
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import GeneratorError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ConstraintViolation, GeneratorError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.generator import OP_NEW, OP_REGENERATE
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import Plan, plan_cluster
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import Plan, plan_checked_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integration_spec import IntegrationSpec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.kube_nodes import (
     NodeDeletion, NodePatch, node_taints_by_address, plan_node_deletions, plan_node_patches,
@@ -37,7 +36,7 @@ DISABLED = 'Disabled'
 SUCCESSFUL_RESULTS = (GENERATED, UPDATED, REGENERATED, UNCHANGED)
 
 CONDITION_SYNCED = 'Synced'
-CONSTRAINT_VIOLATION = 'ConstraintViolation'
+CONSTRAINT_VIOLATION = ConstraintViolation.__name__
 
 
 @dataclass(frozen=True)
@@ -89,21 +88,15 @@ def plan_cycle(spec: IntegrationSpec, template: Mapping[str, Any], machines: Seq
                current: Optional[Mapping[str, Any]], kube_nodes: Sequence[Mapping[str, Any]], *,
                integration: str, now: datetime,
                retired_machines: Optional[Sequence[Mapping[str, Any]]] = None) -> CycleOutcome:
-    """Generate / update / regenerate (integrate.plan_cluster), check the constraints, then plan the
+    """Generate / update / regenerate and check the constraints (integrate.plan_checked_cluster), then plan the
     Node patches (`spec.apply_nodes`) and deletions (`spec.delete_removed_nodes`, from
     `retired_machines`: sabakan's RETIRED machines) against the resulting cluster."""
     taints = node_taints_by_address(kube_nodes, current)
     try:
-        plan = plan_cluster(current, template, spec.constraints, machines, now=now, node_taints=taints,
-                            wait_retired_seconds=spec.wait_retired_seconds)
-    except GeneratorError as exc:
+        plan, effective = plan_checked_cluster(current, template, spec.constraints, machines, now=now, node_taints=taints,
+                                               wait_retired_seconds=spec.wait_retired_seconds)
+    except GeneratorError as exc:   # ConstraintViolation's name is the condition reason CONSTRAINT_VIOLATION
         return failed(type(exc).__name__, str(exc))
-    effective = plan.cluster if plan.changed else current
-    if effective is None:  # plan_cluster generates when there is no current cluster; never None here
-        return failed('GeneratorError', 'the generator produced no cluster')
-    violation = check_cluster(spec.constraints, effective)
-    if violation:
-        return failed(CONSTRAINT_VIOLATION, f'the cluster does not satisfy the constraints: {violation}')
     patches = plan_node_patches(effective, kube_nodes, integration) if spec.apply_nodes else []
     deletions = []
     if spec.delete_removed_nodes and retired_machines is not None:

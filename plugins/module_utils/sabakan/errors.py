@@ -1,12 +1,48 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Generator errors; the class names are stable because operators and CKE's tests match on them."""
+"""Errors of the sabakan area: one base (SabakanError), subclasses by what the caller does about them.
+
+* talking to sabakan: SabakanUnavailable (retry later), SabakanQueryError, SabakanResponseError;
+* the generator's refusals (GeneratorError): NotAvailable, TooManyNonExistent, MissingMachine,
+  ConstraintViolation - nothing was changed, and the hint says what to do;
+* bad input, also `common.errors.InvalidInput` (`field`, `rule`, `value`): TemplateError, ConstraintsError,
+  MachineError (generator inputs, so GeneratorError too), SabakanVariablesError, SourceError, FileError,
+  OptionError, SpecError, ClusterConfigMapError.
+
+The class names are stable because operators and CKE's tests match on them.
+"""
 
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional
 
-class GeneratorError(Exception):
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+
+
+class SabakanError(Exception):
+    """Base of every sabakan-area failure; the message says what was wrong and where."""
+
+
+# --- talking to sabakan ---------------------------------------------------------------------------
+class SabakanUnavailable(SabakanError):
+    """sabakan could not be reached or is failing (refused, timeout, DNS, TLS, HTTP 5xx): retry later."""
+
+
+class SabakanQueryError(SabakanError):
+    """sabakan answered with GraphQL errors (bad query, unknown serial, forbidden transition)."""
+
+    def __init__(self, message: str, messages: Optional[List[str]] = None):
+        super().__init__(message)
+        self.messages = messages or [message]
+
+
+class SabakanResponseError(SabakanError):
+    """sabakan answered, but not with what the schema promises (not JSON, wrong shape, bad field)."""
+
+
+# --- the generator --------------------------------------------------------------------------------
+class GeneratorError(SabakanError):
     """Base of every error the generator raises; nothing was changed when one is raised."""
 
     hint = ''
@@ -36,13 +72,52 @@ class MissingMachine(GeneratorError):
     hint = 'Run an update first (it removes non-existent nodes), then apply the new template.'
 
 
-class TemplateError(GeneratorError):
-    """The cluster template is malformed."""
+class ConstraintViolation(GeneratorError):
+    """The cluster that would stand after the plan does not satisfy the constraints (CKE's Constraints.Check)."""
 
 
-class ConstraintsError(GeneratorError):
-    """The constraints are malformed."""
+# --- bad input (field, rule, value) ---------------------------------------------------------------
+class TemplateError(GeneratorError, InvalidInput):
+    """The cluster template (or a cluster file) is malformed."""
 
 
-class MachineError(GeneratorError):
+class ConstraintsError(GeneratorError, InvalidInput):
+    """The constraints are malformed; `field` is the constraint's key ('' for the whole mapping)."""
+
+
+class MachineError(GeneratorError, InvalidInput):
     """A machine from sabakan is malformed."""
+
+
+class SabakanVariablesError(SabakanError, InvalidInput):
+    """Query variables given by the user are malformed (`field` is their path: having.states[0]); nothing was sent."""
+
+
+class SourceError(SabakanError, InvalidInput):
+    """The options that say where machines, template and constraints come from do not fit together."""
+
+
+class FileError(SabakanError, InvalidInput):
+    """A file (cluster, template, queue) cannot be read, parsed or written; `field` names the file."""
+
+
+class OptionError(SabakanError, InvalidInput):
+    """A module option is malformed."""
+
+
+class SpecError(SabakanError, InvalidInput):
+    """A SabakanIntegration spec cannot be acted on; `field` is its path (spec.constraints.minimum-workers)."""
+
+
+class ClusterConfigMapError(SabakanError, InvalidInput):
+    """The cluster ConfigMap holds something that is not a usable cluster; nothing is written over it."""
+
+
+def error_result(exc: SabakanError) -> Dict[str, Any]:
+    """What a module or the inventory reports for an error: `msg` led by the class name (operators and CKE's
+    tests match on it), `error` the class name, and for bad input the `field` and the `rule` it broke."""
+    name = type(exc).__name__
+    result: Dict[str, Any] = {'msg': '%s: %s' % (name, exc), 'error': name}
+    if isinstance(exc, InvalidInput):
+        result.update(field=exc.field, rule=exc.rule)
+    return result

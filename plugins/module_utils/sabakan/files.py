@@ -30,15 +30,14 @@ else:
     HAS_YAML = True
     YAML_IMPORT_ERROR = None
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import FileError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import format_rfc3339
 
 DEFAULT_FILE_MODE = 0o644
 REPAIR_STATUSES = ('queued', 'processing', 'succeeded', 'failed')
 REBOOT_STATUSES = ('queued', 'draining', 'rebooting', 'cancelled')
-
-
-class FileError(ValueError):
-    """A file is missing, unreadable or not what it should be; the message names the file and the line."""
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -48,9 +47,9 @@ def _yaml_problem(what: str, path: str, exc: Exception) -> FileError:
     context = getattr(exc, 'context', None)
     text = f'{problem} ({context})' if context else problem
     if mark is not None:
-        return FileError(f'{what} file {path}: line {mark.line + 1}, column {mark.column + 1}: '
+        return FileError(f'{what} file {path}', 'yaml', f'line {mark.line + 1}, column {mark.column + 1}: '
                          f'not valid YAML or JSON: {text}')
-    return FileError(f'{what} file {path}: not valid YAML or JSON: {text}')
+    return FileError(f'{what} file {path}', 'yaml', f'not valid YAML or JSON: {text}')
 
 
 def parse_document(text: str, what: str, path: str) -> Any:
@@ -63,7 +62,7 @@ def parse_document(text: str, what: str, path: str) -> Any:
             line, column = getattr(exc, 'lineno', 0), getattr(exc, 'colno', 0)
             msg = getattr(exc, 'msg', str(exc))
             hint = '' if path.endswith('.json') else ' (PyYAML is not installed, so only JSON can be read)'
-            raise FileError(f'{what} file {path}: line {line}, column {column}: not valid JSON: {msg}{hint}') from None
+            raise FileError(f'{what} file {path}', 'json', f'line {line}, column {column}: not valid JSON: {msg}{hint}') from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -78,14 +77,14 @@ def read_text(path: str, what: str) -> Optional[str]:
     except FileNotFoundError:
         return None
     except IsADirectoryError:
-        raise FileError(f'{what} file {path}: is a directory, expected a file') from None
+        raise FileError(f'{what} file {path}', 'file', 'is a directory, expected a file') from None
     except OSError as exc:
-        raise FileError(f'{what} file {path}: cannot read it: {exc.strerror or exc}') from None
+        raise FileError(f'{what} file {path}', 'readable', f'cannot read it: {exc.strerror or exc}') from None
     try:
         return raw.decode('utf-8')
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b'\n') + 1
-        raise FileError(f'{what} file {path}: line {line}: not UTF-8 text') from None
+        raise FileError(f'{what} file {path}', 'utf-8', f'line {line}: not UTF-8 text') from None
 
 
 def load_document(path: str, what: str, *, required: bool = True, default: Any = None) -> Any:
@@ -93,7 +92,7 @@ def load_document(path: str, what: str, *, required: bool = True, default: Any =
     text = read_text(path, what)
     if text is None:
         if required:
-            raise FileError(f'{what} file {path}: does not exist')
+            raise FileError(f'{what} file {path}', 'exists', 'does not exist')
         return default
     return parse_document(text, what, path)
 
@@ -106,16 +105,15 @@ def load_mapping(path: str, what: str, *, required: bool = True, empty_ok: bool 
     text = read_text(path, what)
     if text is None:
         if required:
-            raise FileError(f'{what} file {path}: does not exist')
+            raise FileError(f'{what} file {path}', 'exists', 'does not exist')
         return None
     data = parse_document(text, what, path)
     if data is None:
         if empty_ok:
             return None
-        raise FileError(f'{what} file {path}: is empty, expected a mapping')
+        raise FileError(f'{what} file {path}', 'required', 'is empty, expected a mapping')
     if not isinstance(data, dict):
-        raise FileError(f'{what} file {path}: line 1: expected a mapping at the top level, '
-                        f'got {_kind(data)}')
+        raise FileError(f'{what} file {path}', 'type', f'line 1: expected a mapping at the top level, got {_kind(data)}')
     return data
 
 
@@ -136,11 +134,11 @@ def load_cluster_file(path: str) -> Optional[Dict[str, Any]]:
     if text is None:
         return None
     if not text.strip():
-        raise FileError(f'cluster file {path}: is empty; delete it to generate a new cluster from the template, '
+        raise FileError(f'cluster file {path}', 'required', 'is empty; delete it to generate a new cluster from the template, '
                         'or restore it from a backup')
     data = parse_document(text, 'cluster', path)
     if not isinstance(data, dict):
-        raise FileError(f'cluster file {path}: line 1: expected a mapping (CKE cluster.yml), got {_kind(data)}')
+        raise FileError(f'cluster file {path}', 'type', f'line 1: expected a mapping (CKE cluster.yml), got {_kind(data)}')
     return data
 
 
@@ -155,7 +153,7 @@ if HAS_YAML:
 
 def dump_yaml(data: Any) -> str:
     if yaml is None:
-        raise FileError('PyYAML is required to write YAML files')
+        raise FileError('', 'dependency', 'PyYAML is required to write YAML files')
     return yaml.dump(data, Dumper=_Dumper, default_flow_style=False, sort_keys=False, allow_unicode=True,
                      width=1000)
 
@@ -175,7 +173,7 @@ def write_text_atomic(path: str, text: str, mode: Optional[int] = None) -> None:
     """
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise FileError(f'{path}: directory {directory} does not exist')
+        raise FileError(path, 'exists', f'directory {directory} does not exist')
     if mode is None:
         mode = file_mode(path)
     if mode is None:
@@ -183,7 +181,7 @@ def write_text_atomic(path: str, text: str, mode: Optional[int] = None) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', suffix='.tmp', dir=directory)
     except OSError as exc:
-        raise FileError(f'{path}: cannot create a temporary file in {directory}: {exc.strerror or exc}') from None
+        raise FileError(path, 'writable', f'cannot create a temporary file in {directory}: {exc.strerror or exc}') from None
     try:
         with os.fdopen(fd, 'wb') as handle:
             handle.write(text.encode('utf-8'))
@@ -196,7 +194,7 @@ def write_text_atomic(path: str, text: str, mode: Optional[int] = None) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise FileError(f'{path}: cannot write it: {exc.strerror or exc}') from None
+        raise FileError(path, 'writable', f'cannot write it: {exc.strerror or exc}') from None
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -216,24 +214,58 @@ def write_yaml_atomic(path: str, data: Any, mode: Optional[int] = None) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class FileUpdate:
+    """Writing one file the way the sabakan modules do: planned first (content and mode), so check mode and
+    --diff show what would change, then applied with apply_file_update (atomic rename, never a partial file)."""
+
+    path: str
+    before: str            # the current text ('' when the file does not exist)
+    after: str             # the text the file has afterwards
+    exists: bool
+    mode: Optional[int]    # wanted mode; None keeps the file's (a new file gets DEFAULT_FILE_MODE)
+    rewrite: bool          # the content is written
+    chmod: bool            # only the mode changes
+
+    @property
+    def changed(self) -> bool:
+        return self.rewrite or self.chmod
+
+    def diff(self) -> Dict[str, str]:
+        """Text diff with headers, as --diff shows files."""
+        return {'before': self.before, 'after': self.after, 'after_header': self.path,
+                'before_header': self.path if self.exists else '%s (absent)' % self.path}
+
+
+def plan_file_update(path: str, after: Optional[str], mode: Optional[int], what: str) -> FileUpdate:
+    """`after` None keeps the content (only a differing `mode` is applied); reads the file, writes nothing."""
+    text = read_text(path, what)
+    current_mode = file_mode(path)
+    rewrite = after is not None
+    chmod = not rewrite and mode is not None and current_mode is not None and current_mode != mode
+    return FileUpdate(path=path, before=text or '', after=after if rewrite else (text or ''), exists=text is not None,
+                      mode=mode, rewrite=rewrite, chmod=chmod)
+
+
+def apply_file_update(update: FileUpdate) -> None:
+    """Make the planned change (nothing when it changes nothing); FileError when the file cannot be written."""
+    if update.rewrite:
+        write_text_atomic(update.path, update.after, update.mode)
+    elif update.chmod and update.mode is not None:
+        try:
+            os.chmod(update.path, update.mode)
+        except OSError as exc:
+            raise FileError(update.path, 'writable', f'cannot change its mode: {exc.strerror or exc}') from None
+
+
 def parse_mode(value: Any) -> Optional[int]:
-    """A file mode given as an octal string (C('0644')) or an integer; None stays None."""
+    """The `mode` option (common.validate.file_mode: an octal string such as "0644", or YAML's 0644); None stays None."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise FileError(f'mode: expected an octal string such as "0644", got {value!r}')
-    if isinstance(value, int):
-        mode = value
-    elif isinstance(value, str) and value.strip():
-        try:
-            mode = int(value.strip(), 8)
-        except ValueError:
-            raise FileError(f'mode: {value!r} is not an octal mode such as "0644"') from None
-    else:
-        raise FileError(f'mode: expected an octal string such as "0644", got {value!r}')
-    if not 0 <= mode <= 0o7777:
-        raise FileError(f'mode: {value!r} is out of range (0000-7777 octal)')
-    return mode
+    try:
+        return validate.file_mode(value, 'mode')
+    except InvalidInput as exc:
+        raise exc.recast(FileError) from None
 
 
 # --- the repair queue -------------------------------------------------------------------------
@@ -270,7 +302,7 @@ class RepairQueue:
 
 def _int_field(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FileError(f'{where}: expected a non-negative integer, got {value!r}')
+        raise FileError(where, 'minimum', f'expected a non-negative integer, got {value!r}', value)
     return value
 
 
@@ -279,38 +311,38 @@ def parse_repair_queue(data: Any, path: str) -> RepairQueue:
     if data is None:
         return RepairQueue()
     if not isinstance(data, dict):
-        raise FileError(f'{what}: expected a mapping {{entries: [...], write_index: N}}, got {_kind(data)}')
+        raise FileError(what, 'type', f'expected a mapping {{entries: [...], write_index: N}}, got {_kind(data)}')
     unknown = sorted(set(data) - {'entries', 'write_index'})
     if unknown:
-        raise FileError(f'{what}: unknown key(s) {", ".join(map(str, unknown))}; expected entries and write_index')
+        raise FileError(what, 'known', f'unknown key(s) {", ".join(map(str, unknown))}; expected entries and write_index')
     entries = data.get('entries')
     if entries is None:
         entries = []
     if not isinstance(entries, list):
-        raise FileError(f'{what}: entries must be a list, got {_kind(entries)}')
+        raise FileError(what, 'type', f'entries must be a list, got {_kind(entries)}')
     indexes = set()
     for position, entry in enumerate(entries):
         where = f'{what}: entries[{position}]'
         if not isinstance(entry, dict):
-            raise FileError(f'{where}: expected a mapping with index, address, machine_type, operation, status')
+            raise FileError(where, 'type', 'expected a mapping with index, address, machine_type, operation, status')
         address = entry.get('address')
         if not isinstance(address, str) or not address:
-            raise FileError(f'{where}.address: expected the machine address (a non-empty string), got {address!r}')
+            raise FileError(f'{where}.address', 'required', f'expected the machine address (a non-empty string), got {address!r}')
         if 'index' in entry:
             index = _int_field(entry['index'], f'{where}.index')
             if index in indexes:
-                raise FileError(f'{where}.index: {index} is used by another entry')
+                raise FileError(f'{where}.index', 'unique', f'{index} is used by another entry', index)
             indexes.add(index)
         status = entry.get('status', 'queued')
         if status not in REPAIR_STATUSES:
-            raise FileError(f'{where}.status: {status!r} is not one of {", ".join(REPAIR_STATUSES)}')
+            raise FileError(f'{where}.status', 'one-of', f'{status!r} is not one of {", ".join(REPAIR_STATUSES)}')
     next_index = max(indexes) + 1 if indexes else 0
     if data.get('write_index') is None:
         write_index = max(next_index, len(entries))
     else:
         write_index = _int_field(data['write_index'], f'{what}: write_index')
         if write_index < next_index:
-            raise FileError(f'{what}: write_index {write_index} is not above the highest entry index '
+            raise FileError(what, 'write-index', f'write_index {write_index} is not above the highest entry index '
                             f'{next_index - 1}; new entries would reuse an index')
     return RepairQueue(entries=[dict(e) for e in entries], write_index=write_index)
 
@@ -326,23 +358,23 @@ def parse_reboot_queue(data: Any, path: str) -> List[Dict[str, str]]:
     if data is None:
         return []
     if not isinstance(data, dict):
-        raise FileError(f'{what}: expected a mapping {{entries: [{{node, status}}, ...]}}, got {_kind(data)}')
+        raise FileError(what, 'type', f'expected a mapping {{entries: [{{node, status}}, ...]}}, got {_kind(data)}')
     entries = data.get('entries')
     if entries is None:
         return []
     if not isinstance(entries, list):
-        raise FileError(f'{what}: entries must be a list, got {_kind(entries)}')
+        raise FileError(what, 'type', f'entries must be a list, got {_kind(entries)}')
     result = []
     for position, entry in enumerate(entries):
         where = f'{what}: entries[{position}]'
         if not isinstance(entry, dict):
-            raise FileError(f'{where}: expected a mapping with node and status')
+            raise FileError(where, 'type', 'expected a mapping with node and status')
         node = entry.get('node')
         if not isinstance(node, str) or not node:
-            raise FileError(f'{where}.node: expected the node address (a non-empty string), got {node!r}')
+            raise FileError(f'{where}.node', 'required', f'expected the node address (a non-empty string), got {node!r}')
         status = entry.get('status', 'queued')
         if not isinstance(status, str) or status.lower() not in REBOOT_STATUSES:
-            raise FileError(f'{where}.status: {status!r} is not one of {", ".join(REBOOT_STATUSES)}')
+            raise FileError(f'{where}.status', 'one-of', f'{status!r} is not one of {", ".join(REBOOT_STATUSES)}')
         result.append({'node': node, 'status': status.lower()})
     return result
 
@@ -352,6 +384,6 @@ def load_reboot_queue(path: str) -> List[Dict[str, str]]:
     machine from the repairer (it would repair a machine that is only being rebooted)."""
     text = read_text(path, 'reboot queue')
     if text is None:
-        raise FileError(f'reboot queue file {path}: does not exist; create it with "entries: []" '
+        raise FileError(f'reboot queue file {path}', 'exists', 'does not exist; create it with "entries: []" '
                         'or leave reboot_queue_file unset')
     return parse_reboot_queue(parse_document(text, 'reboot queue', path), path)

@@ -439,7 +439,7 @@ def _check_node_sources(machines: Sequence[Machine]) -> None:
             label_sets[labels] = _labels_problem([('sabakan.cke.cybozu.com/' + name, value) for name, value in labels])
         problem = ip_address_problem(machine.address) or roles[role] or places[place] or label_sets[labels]
         if problem:
-            raise TemplateError(f'the generated cluster is invalid (check the sabakan labels of its machines): '
+            raise TemplateError('', 'generated', f'the generated cluster is invalid (check the sabakan labels of its machines): '
                                 f'machine {machine.serial} ({machine.address}): {problem}')
 
 
@@ -457,17 +457,17 @@ def _labels_problem(labels: Sequence[Tuple[str, str]]) -> Optional[str]:
 def _split_nodes(current: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """Control plane and worker nodes of the current cluster, in file order."""
     if not isinstance(current, Mapping):
-        raise TemplateError(f'current cluster must be a mapping (CKE cluster.yml), got {type(current).__name__}')
+        raise TemplateError('cluster', 'type', f'current cluster must be a mapping (CKE cluster.yml), got {type(current).__name__}')
     nodes = current.get('nodes') or []
     if not isinstance(nodes, list):
-        raise TemplateError('cluster.nodes: must be a list')
+        raise TemplateError('cluster.nodes', 'type', 'must be a list')
     seen = set()
     for index, node in enumerate(nodes):
         address = node.get('address') if isinstance(node, (dict, Mapping)) else None
         if not address or not isinstance(address, str):
-            raise TemplateError(f'cluster.nodes[{index}]: every node needs an address')
+            raise TemplateError(f'cluster.nodes[{index}]', 'required', 'every node needs an address')
         if address in seen:
-            raise TemplateError(f'cluster.nodes[{index}].address: duplicate node address {address}')
+            raise TemplateError(f'cluster.nodes[{index}].address', 'unique', f'duplicate node address {address}')
         seen.add(address)
     cps = [n for n in nodes if n.get('control_plane')]
     return cps, [n for n in nodes if not n.get('control_plane')]

@@ -2,13 +2,16 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One integration cycle (CKE's integrate.go): generate, update, or regenerate on template change,
-plus a node-level diff so operators see what a cycle would do before it does it."""
+plus a node-level diff so operators see what a cycle would do before it does it. `plan_checked_cluster`
+adds CKE's constraint check: the one planner of the sabakan_cluster module and the controller."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import check_cluster
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ConstraintViolation, GeneratorError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.generator import (
     DEFAULT_WAIT_RETIRED_SECONDS, OP_REGENERATE, Generator, MissingMachine, NotAvailable,
 )
@@ -97,3 +100,21 @@ def plan_cluster(current: Optional[Mapping[str, Any]], template: Mapping[str, An
     op = outcome.operation
     return Plan(cluster=outcome.cluster, operation=op.name if op else '', changes=list(op.changes) if op else [],
                 node_changes=diff_clusters(current, outcome.cluster))
+
+
+def plan_checked_cluster(current: Optional[Mapping[str, Any]], template: Mapping[str, Any], constraints: Any,
+                         machines: Sequence[Any], *, now: TimeLike = None,
+                         node_taints: Optional[Mapping[str, Sequence[Mapping[str, Any]]]] = None,
+                         wait_retired_seconds: float = DEFAULT_WAIT_RETIRED_SECONDS) -> Tuple[Plan, Dict[str, Any]]:
+    """plan_cluster, then CKE's Constraints.Check on the cluster that stands afterwards (the new one, or the
+    current one when nothing changes): (plan, that cluster). Raises GeneratorError, ConstraintViolation
+    included, and then nothing may be written."""
+    plan = plan_cluster(current, template, constraints, machines, now=now, node_taints=node_taints,
+                        wait_retired_seconds=wait_retired_seconds)
+    effective = plan.cluster if plan.changed else current
+    if effective is None:  # plan_cluster generates when there is no current cluster; never None here
+        raise GeneratorError('the generator produced no cluster')
+    violation = check_cluster(constraints, effective)
+    if violation:
+        raise ConstraintViolation(f'the cluster does not satisfy the constraints: {violation}')
+    return plan, dict(effective)

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
+from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_configmap_key, is_dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
-    GENERATOR_VARIABLES, REPAIR_VARIABLES, SabakanError, graphql_url, query_variables,
+    GENERATOR_VARIABLES, REPAIR_VARIABLES, graphql_url, query_variables,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ConstraintsError, TemplateError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import FileError, parse_document
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
+    ConstraintsError, FileError, OptionError, SabakanVariablesError, SpecError, TemplateError,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import parse_document
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_template
 
 DEFAULT_INTERVAL = 60.0
@@ -31,15 +35,6 @@ DEFAULT_WAIT_RETIRED_SECONDS = 300.0
 DEFAULT_CLUSTER_KEY = 'cluster.yml'
 DEFAULT_TEMPLATE_KEY = 'cluster-template.yml'
 CLUSTER_CONFIGMAP_SUFFIX = '-cluster'
-
-_DURATION = re.compile(r'([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)')
-_DURATION_UNITS = {'ms': 0.001, 's': 1.0, 'm': 60.0, 'h': 3600.0}
-_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
-_CONFIGMAP_KEY = re.compile(r'^[-._a-zA-Z0-9]+$')
-
-
-class SpecError(ValueError):
-    """The spec cannot be acted on; the message starts with the field's path."""
 
 
 @dataclass(frozen=True)
@@ -65,20 +60,11 @@ class IntegrationSpec:
     repair_variables: Dict[str, Any]         # {having, notHaving} for failed machines, defaults applied
 
 
-def parse_duration(value: Any, where: str) -> float:
-    """Go-style durations as the CRD allows them: `90s`, `1m30s`, `500ms`, `1.5h`."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise SpecError(f'{where}: expected a duration such as 60s or 1m30s, got {value!r}')
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        text = value.strip()
-        parts = _DURATION.findall(text)
-        if not parts or ''.join(n + u for n, u in parts) != text:
-            raise SpecError(f'{where}: expected a duration such as 60s, 1m30s or 500ms, got {value!r}')
-        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+def _interval(value: Any, where: str) -> float:
+    """A Go duration (common/durations.py) that must be longer than 0."""
+    seconds = parse_duration(value, where)
     if seconds <= 0:
-        raise SpecError(f'{where}: must be longer than 0, got {value!r}')
+        raise SpecError(where, 'positive', f'must be longer than 0, got {value!r}', value)
     return seconds
 
 
@@ -87,7 +73,7 @@ def _bool(section: Mapping[str, Any], key: str, default: bool, where: str) -> bo
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise SpecError(f'{where}.{key}: expected true or false, got {value!r}')
+        raise SpecError(f'{where}.{key}', 'type', f'expected true or false, got {value!r}')
     return value
 
 
@@ -101,7 +87,7 @@ def _section(spec: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise SpecError(f'spec.{key}: expected an object, got {value!r}')
+        raise SpecError(f'spec.{key}', 'type', f'expected an object, got {value!r}')
     return value
 
 
@@ -114,83 +100,75 @@ def is_enabled(spec: Any) -> bool:
 def interval_of(spec: Any) -> float:
     """The cycle interval even when the rest of the spec is invalid (an invalid spec is re-checked at this pace)."""
     try:
-        return parse_duration(_or_default(spec, 'interval', '60s'), 'spec.interval')
-    except (SpecError, AttributeError):
+        return _interval(_or_default(spec, 'interval', '60s'), 'spec.interval')
+    except (InvalidInput, AttributeError):
         return DEFAULT_INTERVAL
 
 
 def _constraints(data: Any) -> Constraints:
     try:
         return load_constraints(data)
-    except ConstraintsError as exc:
-        text = str(exc)
-        match = re.match(r'^constraint ([A-Za-z0-9-]+)(?::\s*|\s+)(.*)$', text, re.S)
-        if match:
-            raise SpecError(f'spec.constraints.{match.group(1)}: {match.group(2)}') from None
-        raise SpecError('spec.constraints: ' + re.sub(r'^constraints ', '', text)) from None
+    except ConstraintsError as exc:   # its field is the constraint's key
+        raise exc.at('spec.constraints').recast(SpecError) from None
 
 
 def _variables(data: Any, defaults: Mapping[str, Any], where: str) -> Dict[str, Any]:
     try:
         return query_variables(data, defaults)
-    except SabakanError as exc:
-        text = str(exc)
-        match = re.match(r'^((?:having|notHaving)[^\s:]*):?\s+(.*)$', text, re.S)
-        if match:
-            raise SpecError(f'{where}.{match.group(1)}: {match.group(2)}') from None
-        raise SpecError(f'{where}: ' + re.sub(r'^query variables (have )?', '', text)) from None
+    except SabakanVariablesError as exc:   # its field is the path inside the variables (having.states[0])
+        raise exc.at(where).recast(SpecError) from None
 
 
 def _configmap_ref(section: Mapping[str, Any], where: str, default_name: Optional[str],
                    default_key: str) -> ConfigMapRef:
     name = section.get('name') or default_name
     key = section.get('key') or default_key
-    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-        raise SpecError(f'{where}.name: expected a ConfigMap name (lower-case DNS subdomain), got {name!r}')
-    if not isinstance(key, str) or len(key) > 253 or not _CONFIGMAP_KEY.match(key):
-        raise SpecError(f'{where}.key: expected a ConfigMap key (letters, digits, "-", "_", "."), got {key!r}')
+    if not is_dns_subdomain(name):
+        raise SpecError(f'{where}.name', 'dns-subdomain', f'expected a ConfigMap name (lower-case DNS subdomain), got {name!r}',
+                        name)
+    if not is_configmap_key(key):
+        raise SpecError(f'{where}.key', 'configmap-key', f'expected a ConfigMap key (letters, digits, "-", "_", "."), got {key!r}',
+                        key)
     return ConfigMapRef(name=name, key=key)
 
 
 def check_template(template: Any, where: str) -> Dict[str, Any]:
-    """The template checked like the modules check it; errors start with `where`."""
+    """The template checked like the modules check it; errors name fields under `where`."""
     try:
-        validate_template(template)
+        validate_template(template, where)
     except TemplateError as exc:
-        text = str(exc)
-        if text.startswith('template'):
-            text = text[len('template'):].lstrip(' .')
-            raise SpecError(f'{where}.{text}' if not text.startswith(('must', ':')) else f'{where}: {text}') from None
-        raise SpecError(f'{where}: {text}') from None
+        raise exc.recast(SpecError) from None
     return dict(template)
 
 
 def parse_template_text(text: Optional[str], where: str) -> Dict[str, Any]:
     """A template kept in a ConfigMap key (YAML or JSON)."""
     if text is None or not text.strip():
-        raise SpecError(f'{where}: is empty or missing; expected a CKE cluster template')
+        raise SpecError(where, 'required', 'is empty or missing; expected a CKE cluster template')
     try:
         data = parse_document(text, 'template', where)
     except FileError as exc:
-        raise SpecError(str(exc)) from None
+        raise exc.recast(SpecError) from None
     return check_template(data, where)
 
 
+@input_errors_as(SpecError)
 def parse_spec(spec: Any, name: str) -> IntegrationSpec:
-    """The checked spec of the SabakanIntegration `name`, with every CRD default applied."""
+    """The checked spec of the SabakanIntegration `name`, with every CRD default applied; SpecError names the
+    field (the shared checks' InvalidInput, durations included, comes as SpecError too)."""
     if not isinstance(spec, Mapping):
-        raise SpecError(f'spec: expected an object, got {spec!r}')
+        raise SpecError('spec', 'type', f'expected an object, got {spec!r}')
     url = spec.get('url')
     if not isinstance(url, str) or not url:
-        raise SpecError(f'spec.url: required, the sabakan URL such as http://sabakan:10080; got {url!r}')
+        raise SpecError('spec.url', 'required', f'required, the sabakan URL such as http://sabakan:10080; got {url!r}')
     try:
         url = graphql_url(url)
-    except SabakanError as exc:
-        raise SpecError(f'spec.url: {exc}') from None
+    except OptionError as exc:
+        raise exc.at('spec').recast(SpecError) from None
     template = spec.get('template')
     ref_section = spec.get('templateConfigMapRef')
     if (template is None) == (ref_section is None):
-        raise SpecError('spec.template, spec.templateConfigMapRef: give exactly one (the template inline, '
+        raise SpecError('spec.template, spec.templateConfigMapRef', 'exactly-one', 'give exactly one (the template inline, '
                         'or the ConfigMap key that holds it)')
     template_ref = None
     if template is not None:
@@ -200,13 +178,13 @@ def parse_spec(spec: Any, name: str) -> IntegrationSpec:
                                       DEFAULT_TEMPLATE_KEY)
     wait = _or_default(spec, 'waitRetiredSeconds', DEFAULT_WAIT_RETIRED_SECONDS)
     if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-        raise SpecError(f'spec.waitRetiredSeconds: expected a number of seconds >= 0, got {wait!r}')
+        raise SpecError('spec.waitRetiredSeconds', 'minimum', f'expected a number of seconds >= 0, got {wait!r}', wait)
     nodes = _section(spec, 'nodes')
     repair = _section(spec, 'autoRepair')
     return IntegrationSpec(
         url=url,
-        interval=parse_duration(_or_default(spec, 'interval', '60s'), 'spec.interval'),
-        timeout=parse_duration(_or_default(spec, 'timeout', '30s'), 'spec.timeout'),
+        interval=_interval(_or_default(spec, 'interval', '60s'), 'spec.interval'),
+        timeout=_interval(_or_default(spec, 'timeout', '30s'), 'spec.timeout'),
         template=template,
         template_ref=template_ref,
         constraints=_constraints(spec.get('constraints')),

@@ -38,7 +38,7 @@ def parse_time(value: TimeLike, where: str = 'time') -> datetime:
         try:
             return datetime.fromisoformat(value[:19] + '+00:00')
         except ValueError:
-            raise MachineError(f'{where}: {value!r} is not an RFC 3339 date-time') from None
+            raise MachineError(where, 'rfc3339', f'{value!r} is not an RFC 3339 date-time', value) from None
     elif isinstance(value, str) and value:
         text = value.strip()
         if text[-1:] in ('Z', 'z'):
@@ -54,9 +54,9 @@ def parse_time(value: TimeLike, where: str = 'time') -> datetime:
         try:
             result = datetime.fromisoformat(text)
         except ValueError:
-            raise MachineError(f'{where}: {value!r} is not an RFC 3339 date-time') from None
+            raise MachineError(where, 'rfc3339', f'{value!r} is not an RFC 3339 date-time', value) from None
     else:
-        raise MachineError(f'{where}: {value!r} is not an RFC 3339 date-time')
+        raise MachineError(where, 'rfc3339', f'{value!r} is not an RFC 3339 date-time', value)
     if result.tzinfo is None:
         result = result.replace(tzinfo=timezone.utc)
     return result
@@ -174,7 +174,7 @@ def _int_field(spec: Mapping[str, Any], name: str, index: Optional[int], serial:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, str) and value.strip().lstrip('-').isdigit():
             return int(value)
-        raise MachineError(f'{_where(index, serial)}: spec.{name} must be an integer, got {value!r}')
+        raise MachineError(_where(index, serial), 'type', f'spec.{name} must be an integer, got {value!r}')
     return value
 
 
@@ -300,54 +300,55 @@ def parse_machine(raw: Any, now: Optional[datetime] = None, index: Optional[int]
         return fast
     if not isinstance(raw, dict):
         if not isinstance(raw, Mapping):
-            raise MachineError(f'{_where(index)}: expected an object, got {type(raw).__name__}')
+            raise MachineError(_where(index), 'type', f'expected an object, got {type(raw).__name__}')
         raw = dict(raw)
     spec = raw.get('spec')
     status = raw.get('status')
     if not isinstance(spec, dict):
-        raise MachineError(f'{_where(index)}: missing object "spec"')
+        raise MachineError(_where(index), 'required', 'missing object "spec"')
     if not isinstance(status, dict):
-        raise MachineError(f'{_where(index)}: missing object "status"')
+        raise MachineError(_where(index), 'required', 'missing object "status"')
     # Absent (or null) fields take Go's zero values, as CKE's JSON decoding gives them; present
     # fields of the wrong type are errors that name the machine (serial, else address) and the field.
     serial = spec.get('serial')
     if serial is None:
         serial = ''
     elif not isinstance(serial, str):
-        raise MachineError(f'{_where(index)}: spec.serial must be a string, got {serial!r}')
+        raise MachineError(_where(index), 'type', f'spec.serial must be a string, got {serial!r}')
     ipv4 = spec.get('ipv4') or []
     if not isinstance(ipv4, list) or not all(isinstance(a, str) for a in ipv4):
-        raise MachineError(f'{_where(index, serial)}: spec.ipv4 must be a list of strings, got {ipv4!r}')
+        raise MachineError(_where(index, serial), 'type', f'spec.ipv4 must be a list of strings, got {ipv4!r}')
     address = ipv4[0] if ipv4 else None
     name = serial or address or ''
     role = spec.get('role')
     if role is None:
         role = ''
     elif not isinstance(role, str):
-        raise MachineError(f'{_where(index, name)}: spec.role must be a string, got {role!r}')
+        raise MachineError(_where(index, name), 'type', f'spec.role must be a string, got {role!r}')
     labels = []
     for label in spec.get('labels') or ():
         if not isinstance(label, dict) or not isinstance(label.get('name'), str) or not isinstance(label.get('value', ''), str):
-            raise MachineError(f'{_where(index, name)}: spec.labels entries must be {{name, value}} strings, got {label!r}')
+            raise MachineError(_where(index, name), 'type', f'spec.labels entries must be {{name, value}} strings, '
+                               f'got {label!r}')
         labels.append((label['name'], label.get('value', '')))
     state = status.get('state')
     if state not in STATES:
-        raise MachineError(f'{_where(index, name)}: status.state {state!r} is not one of {", ".join(STATES)}')
+        raise MachineError(_where(index, name), 'one-of', f'status.state {state!r} is not one of {", ".join(STATES)}')
     bmc = spec.get('bmc') or {}
     if not isinstance(bmc, dict):
-        raise MachineError(f'{_where(index, name)}: spec.bmc must be an object, got {bmc!r}')
+        raise MachineError(_where(index, name), 'type', f'spec.bmc must be an object, got {bmc!r}')
     bmc_type = bmc.get('bmcType', bmc.get('type'))
     if bmc_type is None:
         bmc_type = ''
     elif not isinstance(bmc_type, str):
-        raise MachineError(f'{_where(index, name)}: spec.bmc.bmcType must be a string, got {bmc_type!r}')
+        raise MachineError(_where(index, name), 'type', f'spec.bmc.bmcType must be a string, got {bmc_type!r}')
     duration = status.get('duration')
     if duration is None:
         stamp = status.get('timestamp')
         duration = ((now - parse_time(stamp, f'{_where(index, name)}: status.timestamp')).total_seconds()
                     if stamp and now else 0.0)
     elif isinstance(duration, bool) or not isinstance(duration, (int, float)):
-        raise MachineError(f'{_where(index, name)}: status.duration must be a number of seconds, got {duration!r}')
+        raise MachineError(_where(index, name), 'type', f'status.duration must be a number of seconds, got {duration!r}')
     return Machine(
         serial=serial,
         address=address,
@@ -369,7 +370,7 @@ def parse_machines(raws: Iterable[Any], now: Optional[datetime] = None) -> List[
     if raws is None:
         return []
     if isinstance(raws, (str, bytes)) or not isinstance(raws, Iterable):
-        raise MachineError('machines must be a list of sabakan machines')
+        raise MachineError('machines', 'type', 'must be a list of sabakan machines')
     return [parse_machine(raw, now, index) for index, raw in enumerate(raws)]
 
 

@@ -100,7 +100,7 @@ class NodeRenderer:
 
     def render(self, m: Machine) -> Dict[str, Any]:
         if not m.address:
-            raise MachineError(f'machine {m.serial}: spec.ipv4 is empty, so it cannot become a node')
+            raise MachineError(f'machine {m.serial}', 'required', 'spec.ipv4 is empty, so it cannot become a node')
         taints: List[Dict[str, Any]] = [_copy_taint(t) for t in self.taints]
         extra = STATE_TAINTS.get(m.state)
         if extra:

@@ -37,7 +37,7 @@ def _rack_counts(rack_count: Optional[Mapping[Any, int]]) -> Dict[int, int]:
         try:
             counts[int(key)] = int(value)
         except (TypeError, ValueError):
-            raise MachineError(f'rack_count: {key!r}: {value!r} is not a rack number and a count') from None
+            raise MachineError('rack_count', 'type', f'{key!r}: {value!r} is not a rack number and a count') from None
     return counts
 
 

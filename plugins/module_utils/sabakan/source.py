@@ -16,21 +16,17 @@ from datetime import datetime, timedelta
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
-    GENERATOR_VARIABLES, SabakanClient, SabakanError, check_machine, parse_datetime, query_variables,
+    GENERATOR_VARIABLES, SabakanClient, check_machine, parse_datetime, query_variables,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
-    ConstraintsError, MachineError, TemplateError,
+    ConstraintsError, MachineError, SabakanResponseError, SourceError, TemplateError,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     load_cluster_file, load_document, load_mapping,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import format_rfc3339, resolve_now
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_cluster, validate_template
-
-
-class SourceError(ValueError):
-    """The options name no machine source, or more than one."""
 
 
 # --- machines ---------------------------------------------------------------------------------
@@ -72,7 +68,7 @@ def _machine_list(data: Any, where: str) -> List[Any]:
                 data = found
                 break
     if not isinstance(data, list):
-        raise MachineError(f'{where}: expected a list of sabakan machines (searchMachines result), '
+        raise MachineError(where, 'type', f'expected a list of sabakan machines (searchMachines result), '
                            f'got {type(data).__name__}')
     return data
 
@@ -105,8 +101,8 @@ def offline_machines(machines: Sequence[Any], variables: Mapping[str, Any], *, n
     for index, raw in enumerate(machines):
         try:
             checked.append(check_machine(_complete_status(raw, now), f'{where}[{index}]'))
-        except SabakanError as exc:
-            raise MachineError(str(exc)) from None
+        except SabakanResponseError as exc:   # the message names the machine and the field
+            raise MachineError('', 'machine', str(exc)) from None
     return [m for m in checked if match_machine(m, variables, now)]
 
 
@@ -123,8 +119,8 @@ def machines_from(*, url: Optional[str] = None, machines: Optional[Sequence[Any]
     given = [name for name, value in (('url', url), ('machines', machines), ('machines_file', machines_file))
              if value is not None]
     if len(given) != 1:
-        raise SourceError('give exactly one machine source: url (sabakan), machines (a list) or machines_file; '
-                          + (f'got {" and ".join(given)}' if given else 'got none'))
+        raise SourceError('', 'exactly-one', 'give exactly one machine source: url (sabakan), machines (a list) or '
+                          'machines_file; ' + (f'got {" and ".join(given)}' if given else 'got none'))
     defaults = GENERATOR_VARIABLES if defaults is None else defaults
     if url is not None:
         client = SabakanClient(url, timeout=timeout, validate_certs=validate_certs, ca_path=ca_path)
@@ -147,20 +143,20 @@ def load_current_cluster(path: str) -> Optional[Dict[str, Any]]:
         try:
             validate_cluster(current)
         except TemplateError as exc:
-            raise TemplateError('cluster file %s: %s' % (path, exc)) from None
+            raise exc.inside('cluster file %s' % path) from None
     return current
 
 
 def load_template(template: Optional[Mapping[str, Any]] = None, template_file: Optional[str] = None) -> Dict[str, Any]:
     """The validated cluster template from exactly one of `template` / `template_file`."""
     if (template is None) == (template_file is None):
-        raise SourceError('give exactly one of template (a mapping) or template_file (a path)')
+        raise SourceError('', 'exactly-one', 'give exactly one of template (a mapping) or template_file (a path)')
     if template_file is not None:
         data = load_mapping(template_file, 'template')
         try:
             validate_template(data)
         except TemplateError as exc:
-            raise TemplateError(f'template file {template_file}: {exc}') from None
+            raise exc.inside(f'template file {template_file}') from None
         return data  # type: ignore[return-value]
     validate_template(template)
     return dict(template)  # type: ignore[arg-type]
@@ -170,14 +166,17 @@ def load_constraints_input(constraints: Optional[Mapping[str, Any]] = None,
                            constraints_file: Optional[str] = None) -> Constraints:
     """CKE constraints from `constraints` or `constraints_file` (not both); neither = CKE's defaults."""
     if constraints is not None and constraints_file is not None:
-        raise SourceError('give at most one of constraints (a mapping) or constraints_file (a path)')
+        raise SourceError('', 'at-most-one', 'give at most one of constraints (a mapping) or constraints_file (a path)')
     if constraints_file is not None:
         data = load_mapping(constraints_file, 'constraints', empty_ok=True)
         try:
             return load_constraints(data)
         except ConstraintsError as exc:
-            raise ConstraintsError(f'constraints file {constraints_file}: {exc}') from None
-    return load_constraints(constraints)
+            raise exc.inside(f'constraints file {constraints_file}') from None
+    try:
+        return load_constraints(constraints)
+    except ConstraintsError as exc:   # its field is the constraint's key: name the option too
+        raise exc.at('constraints') from None
 
 
 def count_by(machines: Sequence[Mapping[str, Any]]) -> Dict[str, Dict[str, int]]:

@@ -26,6 +26,11 @@ DOWN_STATES = (SCALING_DOWN, SCALED_DOWN)
 
 DEFAULT_OWNER = 'steward-watchdog-prober'
 
+# DWD stops a cluster's probe when its Cluster object is deleted, hibernated or migrating (DWD-P-01). Here the
+# cluster is represented by the watchdog's namespace: these annotations on it (value "true") stop probing.
+HIBERNATED_ANNOTATION = 'cluster.steward.io/hibernated'
+MIGRATING_ANNOTATION = 'cluster.steward.io/migrating'
+
 # --- prober config defaults (internal/prober/config.go) ----------------------------------------------------------
 DEFAULT_PROBE_INTERVAL = 10.0
 DEFAULT_PROBE_INITIAL_DELAY = 30.0

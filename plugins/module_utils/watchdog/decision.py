@@ -25,8 +25,9 @@ the counters start at zero but an operation in flight is finished rather than fo
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import leases
 
 HEALTHY = 'Healthy'
@@ -68,3 +69,20 @@ def decide(state: ProbeState, verdict: Optional[str], failure_threshold: int = 1
         return Decision(ProbeState(state.phase, 0, successes), None,
                         'lease probe succeeded %d of %d time(s) needed to scale up' % (successes, success_threshold))
     return Decision(state, None, 'probe inconclusive; nothing counted')
+
+
+def stopped_reason(namespace: Optional[Mapping[str, Any]], nodes: Optional[int] = None) -> str:
+    """Why probing is off for the cluster ('' when it is on), as DWD stops a probe for its Cluster object (DWD-P-01):
+    the watchdog's namespace is being deleted, or annotated hibernated / migrating, or the probed cluster has no
+    Nodes (`nodes` = 0: no workers). A namespace that cannot be read (None) stops nothing."""
+    meta = (namespace or {}).get('metadata') or {}
+    annotations = meta.get('annotations') or {}
+    if meta.get('deletionTimestamp'):
+        return 'the namespace is being deleted'
+    if str(annotations.get(c.HIBERNATED_ANNOTATION, '')).lower() == 'true':
+        return 'hibernated (%s)' % c.HIBERNATED_ANNOTATION
+    if str(annotations.get(c.MIGRATING_ANNOTATION, '')).lower() == 'true':
+        return 'control plane migrating (%s)' % c.MIGRATING_ANNOTATION
+    if nodes == 0:
+        return 'no workers (the probed cluster has no Nodes)'
+    return ''

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-import yaml
-
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
 
 
@@ -25,6 +23,7 @@ def load_yaml(text: Any, field: str) -> Any:
         text = text.decode('utf-8', errors='replace')
     if not isinstance(text, str):
         return text  # already parsed (a module option given as a dict)
+    import yaml  # PyYAML (an ansible-core and controller dependency); only text needs it
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

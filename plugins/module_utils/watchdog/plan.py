@@ -204,7 +204,10 @@ def _down(obs: Observation, owner: str, state: Optional[str], common: Dict[str, 
                            'again until the cluster is healthy' % replicas, **common)
     if state in (c.SCALED_DOWN, c.SCALING_DOWN, c.SCALING_UP) and replicas == 0:
         if state == c.SCALED_DOWN:
-            return Step(action=DONE, kind=K_ALREADY, replicas_after=0, reason='scaled down already', **common)
+            if observed_goal(SCALE_DOWN, 0, obs):
+                return Step(action=SKIP, kind=K_ALREADY, replicas_after=0, reason='scaled down already', **common)
+            return Step(action=DONE, kind=K_ALREADY, replicas_after=0, reason='scaled down; waiting for its pods to go',
+                        **common)
         return Step(action=ANNOTATE, kind=K_RESUME, replicas_after=0, annotations={c.STATE_ANNOTATION: c.SCALED_DOWN},
                     reason='at 0 replicas; recording it as scaled down', **common)
     if state == c.SCALING_DOWN:
@@ -271,6 +274,14 @@ def build_plan(direction: str, resources: Sequence[DependentResource], observati
                                                reason='scale-up decided'))
     levels = tuple((level, tuple(by_level[level])) for level in sorted(by_level))
     return Plan(direction=direction, reason=reason, levels=levels, prepare=tuple(prepare))
+
+
+def observed_goal(direction: str, replicas_after: Optional[int], obs: Observation) -> bool:
+    """goal_reached on an Observation (what the plan already read)."""
+    obj = {'metadata': {'generation': obs.generation},
+           'status': {'replicas': obs.status_replicas, 'readyReplicas': obs.ready_replicas,
+                      'observedGeneration': obs.observed_generation}}
+    return goal_reached(direction, replicas_after, obj)[0]
 
 
 def goal_reached(direction: str, replicas_after: Optional[int], obj: Mapping[str, Any]) -> Tuple[bool, str]:

@@ -44,7 +44,8 @@ OUTCOMES = (SUCCEEDED, SKIPPED, FAILED, TIMEOUT, BLOCKED, STOPPED)
 
 MAX_ATTEMPTS = 3          # DWD's defaultMaxResourceScalingAttempts
 CONFLICT_BACKOFF = 0.1    # DWD's defaultScaleResourceBackoff
-GATE_POLL = 0.25          # how often the completion gate reads the target
+GATE_POLL = 0.2           # the completion gate reads the target after this, then twice as long each time ...
+GATE_POLL_MAX = 1.0       # ... up to DWD's resourceCheckInterval
 _GATED_KINDS = (p.K_SCALE, p.K_RESUME, p.K_ALREADY)
 
 
@@ -60,7 +61,10 @@ class StepResult:
 
     def as_dict(self) -> Dict[str, Any]:
         out = self.step.as_dict()
-        out.update({'outcome': self.outcome, 'message': self.message, 'seconds': round(self.finished - self.started, 3)})
+        out.update({'outcome': self.outcome, 'message': self.message, 'startedAt': round(self.started, 3),
+                    'finishedAt': round(self.finished, 3)})
+        if self.scale_sent_at is not None:
+            out['scaleCallAt'] = round(self.scale_sent_at, 3)
         if self.observed:
             out['observed'] = self.observed
         return out
@@ -72,7 +76,7 @@ class Scaler:
     def __init__(self, targets: Targets, resources: Sequence[DependentResource], owner: str,
                  clock: Callable[[], float] = time.time, stop: Optional[threading.Event] = None,
                  on_result: Optional[Callable[[StepResult], None]] = None, wait_for_gates: bool = True,
-                 gate_poll: float = GATE_POLL):
+                 gate_poll: float = GATE_POLL, on_wait: Optional[Callable[[], None]] = None):
         self.targets = targets
         self.resources: Dict[TargetRef, DependentResource] = {r.ref: r for r in resources}
         self.owner = owner
@@ -81,6 +85,7 @@ class Scaler:
         self.on_result = on_result
         self.wait_for_gates = wait_for_gates
         self.gate_poll = gate_poll
+        self.on_wait = on_wait   # called at least once a second while waiting (a liveness beat)
 
     # --- reading ------------------------------------------------------------------------------
     def observe_all(self) -> Dict[TargetRef, p.Observation]:
@@ -178,6 +183,7 @@ class Scaler:
 
     def _gate(self, step: p.Step, deadline: float, result: StepResult) -> None:
         """Wait for the goal; on scale-up, our markers go once it is reached."""
+        poll = self.gate_poll
         while True:
             obj = self.targets.get(step.ref) or {}
             reached, seen = p.goal_reached(step.direction, step.replicas_after, obj)
@@ -191,9 +197,10 @@ class Scaler:
                     'status.replicas %s with a ready replica' % step.replicas_after,
                     step.initial_delay + step.timeout, seen)
                 return
-            if not self._sleep_until(min(deadline, self.clock() + self.gate_poll)):
+            if not self._sleep_until(min(deadline, self.clock() + poll)):
                 result.outcome, result.message = STOPPED, 'shutting down while waiting for the target'
                 return
+            poll = min(poll * 2, GATE_POLL_MAX)
         if step.direction == SCALE_UP and step.after:
             try:
                 self.targets.annotate(step.ref, step.after, '')
@@ -203,6 +210,8 @@ class Scaler:
     def _sleep_until(self, when: float) -> bool:
         """False when stopped before `when`."""
         while True:
+            if self.on_wait is not None:
+                self.on_wait()
             left = when - self.clock()
             if left <= 0:
                 return not self.stop.is_set()

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import durations, names, validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
 
 
 def rule_of(fn, *args, **kwargs):
@@ -48,7 +48,10 @@ def test_metav1_duration_takes_strings_only():
         durations.metav1_duration(10, 'probeInterval')
 
 
-@pytest.mark.parametrize('seconds, text', [(0, '0s'), (90, '1m30s'), (3600, '1h0m0s'), (1.5, '1.5s'), (-2, '-2s')])
+@pytest.mark.parametrize('seconds, text', [
+    (0, '0s'), (90, '1m30s'), (3600, '1h0m0s'), (1.5, '1.5s'), (-2, '-2s'), (0.25, '250ms'), (0.0003, '300µs'),
+    (1e-8, '10ns'), (0.0015, '1.5ms'), (30, '30s'), (300, '5m0s'), (5400, '1h30m0s'), (3600.5, '1h0m0.5s'),
+])
 def test_format_duration_is_go_string(seconds, text):
     assert durations.format_duration(seconds) == text
 
@@ -114,6 +117,18 @@ def test_file_mode_refuses(value):
     assert rule_of(validate.file_mode, value, 'mode') == 'file-mode'
 
 
+@pytest.mark.parametrize('check, good, bad', [
+    (names.is_label_name, ['a', 'A_b.c-9', 'x' * 63], ['', '-a', 'a-', 'x' * 64, 'a/b', 'a b', None]),
+    (names.is_qualified_name, ['node', 'cloud.sap/maintenance-state', 'k8s.io/' + 'a' * 63],
+     ['', '/a', 'a/', 'Bad_/x', 'a/b/c', 'a' * 64, 7]),
+    (names.is_label_value, ['', 'v1', 'a.b_c-d'], ['-x', 'x' * 64, 'a b', None]),
+    (names.is_configmap_key, ['maintenance.yaml', 'a_b-c.d', 'x' * 253], ['', 'a/b', 'x' * 254, 'a b', None]),
+])
+def test_name_predicates(check, good, bad):
+    assert all(check(v) for v in good), [v for v in good if not check(v)]
+    assert not any(check(v) for v in bad), [v for v in bad if check(v)]
+
+
 def test_names():
     assert names.dns_subdomain('a-b.c', 'n') == 'a-b.c' and names.dns_label('abc', 'n') == 'abc'
     for bad in ('', 'A', '-a', 'a_b', 'a' * 254, None):
@@ -133,3 +148,42 @@ def test_invalid_input_carries_and_relocates():
     moved = err.at('spec')
     assert moved.field == 'spec.replicas' and str(moved) == 'spec.replicas: must be at least 0'
     assert InvalidInput('password', 'x', 'bad', 'hunter2', secret=True).value is None
+
+
+def test_an_error_inside_a_file_keeps_its_text():
+    err = InvalidInput('template.nodes', 'minimum', 'at least two nodes', 1).inside('template file t.yml')
+    assert (err.field, err.rule, err.value) == ('template file t.yml', 'minimum', 1)
+    assert str(err) == 'template file t.yml: template.nodes: at least two nodes'
+
+
+def test_an_area_entry_point_raises_its_own_class():
+    class AreaError(Exception):
+        pass
+
+    class ConfigError(AreaError, InvalidInput):
+        pass
+
+    @input_errors_as(ConfigError)
+    def load(value):
+        if value == 'own':
+            raise ConfigError('x', 'own', 'the area said no')
+        return durations.parse_duration(value, 'spec.interval')
+
+    assert load('5s') == 5.0 and load.__name__ == 'load'
+    with pytest.raises(ConfigError) as info:
+        load('soon')
+    assert (info.value.field, info.value.rule, info.value.value) == ('spec.interval', 'duration', 'soon')
+    with pytest.raises(ConfigError, match='^x: the area said no$'):
+        load('own')
+
+
+def test_relocating_keeps_the_area_class():
+    class AreaError(Exception):
+        pass
+
+    class SpecError(AreaError, InvalidInput):
+        pass
+
+    moved = SpecError('interval', 'duration', 'not a duration', 'x').at('spec')
+    assert isinstance(moved, SpecError) and isinstance(moved, AreaError)
+    assert (moved.field, moved.rule, moved.value, str(moved)) == ('spec.interval', 'duration', 'x', 'spec.interval: not a duration')

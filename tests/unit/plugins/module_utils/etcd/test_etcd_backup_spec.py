@@ -5,8 +5,9 @@ import calendar
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import full_snapshot_reason
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
-    SpecError, parse_backup_spec, parse_duration, parse_quantity)
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import parse_backup_spec, parse_quantity
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import full_name
@@ -16,16 +17,21 @@ BASE = {'etcd': {'endpoints': ['https://10.0.0.1:2379']},
         'store': {'provider': 'S3', 'container': 'bucket', 'prefix': 'etcd/main'}}
 
 
+# Durations are read by the one parser (common/durations.py); these rows pin what EtcdBackup specs take.
 @pytest.mark.parametrize('text, seconds', [('20s', 20), ('1m30s', 90), ('300ms', 0.3), ('24h', 86400), ('0', 0),
                                            ('0s', 0), (15, 15), ('1.5h', 5400)])
 def test_durations(text, seconds):
-    assert parse_duration(text, 'f') == pytest.approx(seconds)
+    spec = parse_backup_spec(dict(BASE, deltaSnapshotRetentionPeriod=text))
+    assert spec.policy.delta_retention == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize('text', ['20', '1x', 's', '-5s', '5 s', True, -1])
-def test_bad_durations(text):
-    with pytest.raises(SpecError, match='^f: '):
-        parse_duration(text, 'f')
+@pytest.mark.parametrize('text, rule', [('20', 'duration'), ('1x', 'duration'), ('s', 'duration'), ('-5s', 'non-negative'),
+                                        ('5 s', 'duration'), (True, 'duration'), (-1, 'non-negative')])
+def test_bad_durations(text, rule):
+    with pytest.raises(SpecError, match='^spec.deltaSnapshotRetentionPeriod: ') as info:
+        parse_backup_spec(dict(BASE, deltaSnapshotRetentionPeriod=text))
+    assert isinstance(info.value, EtcdError) and isinstance(info.value, InvalidInput)
+    assert (info.value.field, info.value.rule, info.value.value) == ('spec.deltaSnapshotRetentionPeriod', rule, text)
 
 
 @pytest.mark.parametrize('text, size', [('100Mi', 100 * 2 ** 20), ('1Gi', 2 ** 30), ('500M', 500 * 10 ** 6),
@@ -79,8 +85,9 @@ def test_local_store_and_options():
     ({'etcd': {'endpoints': ['x'], 'tlsSecretRef': {}}}, '^spec.etcd.tlsSecretRef'),
 ])
 def test_errors_name_the_field(change, message):
-    with pytest.raises(SpecError, match=message):
+    with pytest.raises(SpecError, match=message) as info:
         parse_backup_spec(dict(BASE, **change))
+    assert info.value.field.startswith('spec.') and info.value.rule
 
 
 def full(created, revision=10):
@@ -102,3 +109,33 @@ def test_full_snapshot_reasons():
         Chain(full(now - 3600), [], 10), now, daily, cluster={'cluster_id': 'def', 'revision': 50})
     assert 'beyond the cluster' in full_snapshot_reason(Chain(full(now - 3600), [], 10), now, daily,
                                                         cluster={'cluster_id': 'abc', 'revision': 9})
+
+
+@pytest.mark.parametrize('encryption, mode, key_id', [
+    (None, 'AES256', None),
+    ({'mode': 'aws:kms', 'kmsKeyId': 'alias/etcd'}, 'aws:kms', 'alias/etcd'),
+    ({'mode': 'None'}, 'none', None),
+], ids=['default-aes256', 'kms', 'off'])
+def test_store_encryption(encryption, mode, key_id):
+    store = dict(BASE['store'], **({'encryption': encryption} if encryption else {}))
+    spec = parse_backup_spec(dict(BASE, store=store))
+    assert (spec.encryption_mode, spec.kms_key_id) == (mode, key_id)
+
+
+@pytest.mark.parametrize('store, message', [
+    ({'encryption': {'mode': 'rot13'}}, r'^spec.store.encryption.mode: expected one of AES256, aws:kms, SSE-C, None'),
+    ({'encryption': {'mode': 'AES256', 'kmsKeyId': 'k'}}, r'^spec.store.encryption.kmsKeyId: only used with mode aws:kms'),
+    ({'encryption': {'mode': 'SSE-C'}}, r'^spec.store.secretRef: required for encryption mode SSE-C'),
+], ids=['unknown-mode', 'key-id-without-kms', 'sse-c-without-secret'])
+def test_store_encryption_errors_name_the_field(store, message):
+    with pytest.raises(SpecError, match=message):
+        parse_backup_spec(dict(BASE, store=dict(BASE['store'], **store)))
+
+
+def test_restore_verification_is_daily_by_default_and_can_be_turned_off_or_rescheduled():
+    assert parse_backup_spec(BASE).policy.verify_schedule.expr == '30 0 * * *'
+    assert parse_backup_spec(dict(BASE, restoreVerification={'enabled': False})).policy.verify_schedule is None
+    hourly = parse_backup_spec(dict(BASE, restoreVerification={'schedule': '15 * * * *'}))
+    assert hourly.policy.verify_schedule.expr == '15 * * * *'
+    with pytest.raises(SpecError, match='^spec.restoreVerification.schedule: '):
+        parse_backup_spec(dict(BASE, restoreVerification={'schedule': '61 * * * *'}))

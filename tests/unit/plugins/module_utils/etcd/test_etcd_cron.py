@@ -4,7 +4,8 @@ import calendar
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronError, parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import CronError
 
 
 def ts(y, mo, d, h=0, mi=0):

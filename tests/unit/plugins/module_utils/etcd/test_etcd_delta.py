@@ -60,18 +60,38 @@ def test_group_by_revision():
     assert [(rev, [e.key for e in evs]) for rev, evs in groups] == [(3, [b'a', b'b']), (4, [b'c']), (6, [b'd'])]
 
 
+def held(buf):
+    return [r for chunk in buf.chunks for r in chunk.revisions]
+
+
 def test_buffer_skips_repeats_take_restore_and_advance():
     buf = DeltaBuffer(10)
     assert buf.add([ev(9), ev(10), ev(11), ev(12)]) == 2  # a resumed watch may repeat old revisions
     assert buf.last_revision == 12 and buf.size > 0
     start, events = buf.take()
-    assert start == 11 and [e.revision for e in events] == [11, 12] and len(buf) == 0 and buf.after_revision == 12
+    assert start == 11 and list(events.revisions()) == [11, 12] and len(buf) == 0 and buf.after_revision == 12
     buf.restore(start, events)  # the write failed: nothing lost
-    assert buf.after_revision == 10 and [e.revision for e in buf.events] == [11, 12]
+    assert buf.after_revision == 10 and held(buf) == [11, 12] and len(buf) == 2
     buf.add([ev(13)])
     buf.advance_to(12)  # a full snapshot at 12 holds 11 and 12
-    assert buf.after_revision == 12 and [e.revision for e in buf.events] == [13]
+    assert buf.after_revision == 12 and held(buf) == [13]
     assert buf.take()[0] == 13
+
+
+def test_events_are_encoded_once_exactly_as_stored_and_kept_without_objects():
+    """The buffer holds the JSON a delta stores (byte for byte what decode_events reads back), one bytes
+    object per watch response and two integer arrays, whatever the number of events."""
+    events = [ev(5, 'a', 'b'), ev(5, 'c', ''), ev(6, 'a', type_=EVENT_DELETE),
+              Event(EVENT_PUT, b'k\xff', b'\x00v', 7, 3, 2, 1234, '2026-01-01T00:00:00.000000001Z')]
+    buf = DeltaBuffer(4)
+    buf.add(events)
+    chunk = buf.chunks[0]
+    assert len(buf.chunks) == 1 and list(chunk.revisions) == [5, 5, 6, 7] and len(buf) == 4
+    data = b'[' + chunk.data + b']'
+    assert decode_events(data + hashlib.sha256(data).digest()) == events
+    assert encode_events(events) == data + hashlib.sha256(data).digest()  # the same bytes as the Event path
+    buf.advance_to(5)
+    assert list(buf.chunks[0].revisions) == [6, 7] and buf.chunks[0].data.startswith(b'{"etcdEvent":{"type":1')
 
 
 def snap(name, valid=True):
@@ -103,3 +123,18 @@ def test_chain_without_full_and_with_a_given_base():
     newer = snap(full_name(20, 200))
     chain = plan_chain([older, snap(delta_name(11, 20, 150)), newer, snap(delta_name(21, 30, 250))], base=older)
     assert chain.base is older and chain.tip == 30 and len(chain.deltas) == 2
+
+
+def test_a_large_watch_response_is_encoded_in_chunks_cut_only_between_revisions(monkeypatch):
+    from types import SimpleNamespace
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd import delta_encoding
+    monkeypatch.setattr(delta_encoding, 'CHUNK_BYTES', 300)
+    pb = [SimpleNamespace(type=0, kv=SimpleNamespace(key=b'k%d' % i, value=b'v' * 100, create_revision=0,
+                                                     mod_revision=10 + i // 3, version=1, lease=0)) for i in range(12)]
+    chunks = list(delta_encoding.encode_response(pb, '2026-01-01T00:00:00Z'))
+    assert len(chunks) > 1 and sum(len(c) for c in chunks) == 12
+    for before, after in zip(chunks, chunks[1:]):
+        assert before.revisions[-1] < after.revisions[0], 'a revision split across chunks'
+    data = b'[' + b','.join(c.data for c in chunks) + b']'
+    decoded = decode_events(data + hashlib.sha256(data).digest())
+    assert [(e.key, e.revision) for e in decoded] == [(b'k%d' % i, 10 + i // 3) for i in range(12)]

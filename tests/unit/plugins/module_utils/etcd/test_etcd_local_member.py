@@ -20,12 +20,18 @@ def make_data_dir(path):
 
 def test_data_dir_state(tmp_path):
     d = str(tmp_path / 'data')
-    assert data_dir_state(d) == {'exists': False, 'has_data': False, 'wal_files': 0, 'db_size': 0}
+    assert data_dir_state(d) == {'state': 'absent', 'exists': False, 'has_data': False, 'wal_files': 0, 'db_size': 0}
     os.makedirs(d)
-    assert data_dir_state(d)['has_data'] is False
+    assert data_dir_state(d)['has_data'] is False and data_dir_state(d)['state'] == 'empty'
     make_data_dir(os.path.join(d, 'x'))
+    assert data_dir_state(d)['state'] == 'present' and data_dir_state(d)['has_data'] is False   # something, not etcd's
     make_data_dir(str(tmp_path / 'full'))
-    assert data_dir_state(str(tmp_path / 'full')) == {'exists': True, 'has_data': True, 'wal_files': 1, 'db_size': 2}
+    assert data_dir_state(str(tmp_path / 'full')) == {'state': 'present', 'exists': True, 'has_data': True, 'wal_files': 1,
+                                                      'db_size': 2}
+    (tmp_path / 'file').write_text('x')
+    os.symlink(str(tmp_path / 'full'), str(tmp_path / 'link'))
+    assert data_dir_state(str(tmp_path / 'file'))['state'] == 'not-a-directory'
+    assert data_dir_state(str(tmp_path / 'link'))['state'] == 'not-a-directory' and data_dir_state(str(tmp_path / 'link'))['exists']
 
 
 def test_reset_moves_aside_and_is_idempotent(tmp_path):

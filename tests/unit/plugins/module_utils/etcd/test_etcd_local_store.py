@@ -25,7 +25,10 @@ def meta(data=DATA, name=NAME, **over):
 
 @pytest.mark.parametrize('files, expected', [
     ({NAME: DATA, NAME + '.meta.json': meta()}, [(NAME, 'valid')]),
-    ({NAME: DATA}, [(NAME, 'incomplete')]),
+    ({NAME: DATA}, [(NAME, 'unrecorded')]),  # etcd-backup-restore writes no metadata
+    ({NAME: DATA, 'Full-00000000-00000050-1600000000': DATA, 'Full-00000000-00000050-1600000000.meta.json':
+      meta(name='Full-00000000-00000050-1600000000')},
+     [('Full-00000000-00000050-1600000000', 'valid'), (NAME, 'incomplete')]),  # newer than ours: ours, unfinished
     ({NAME: DATA + b'x', NAME + '.meta.json': meta()}, [(NAME, 'corrupt')]),
     ({NAME: DATA, NAME + '.meta.json': b'{not json'}, [(NAME, 'corrupt')]),
     ({NAME: DATA, NAME + '.meta.json': meta(name='Full-00000000-00000001-1')}, [(NAME, 'corrupt')]),
@@ -37,7 +40,7 @@ def meta(data=DATA, name=NAME, **over):
     ({'Full-00000000-00000200-1700000100': DATA, 'Full-00000000-00000200-1700000100.meta.json':
       meta(name='Full-00000000-00000200-1700000100'), NAME: DATA, NAME + '.meta.json': meta()},
      [(NAME, 'valid'), ('Full-00000000-00000200-1700000100', 'valid')]),
-], ids=['valid', 'incomplete', 'size-mismatch', 'bad-json', 'wrong-name', 'no-sha', 'orphan', 'partial-named',
+], ids=['valid', 'unrecorded', 'incomplete', 'size-mismatch', 'bad-json', 'wrong-name', 'no-sha', 'orphan', 'partial-named',
         'partial-unnamed', 'foreign-files', 'restore-order'])
 def test_listing_classifies(tmp_path, files, expected):
     v2 = tmp_path / 'v2'
@@ -47,8 +50,8 @@ def test_listing_classifies(tmp_path, files, expected):
     listed = LocalStore(str(tmp_path)).list()
     assert [(str(s.name) if s.name else None, s.status) for s in listed] == expected
     for s in listed:
-        assert s.valid == (s.status == 'valid')
-        assert (s.problem == '') == s.valid
+        assert s.valid == (s.status in ('valid', 'unrecorded'))
+        assert (s.problem == '') == (s.status == 'valid')
 
 
 def test_legacy_v1_layout_is_listed(tmp_path):
@@ -56,7 +59,7 @@ def test_legacy_v1_layout_is_listed(tmp_path):
     backup.mkdir(parents=True)
     (backup / 'Full-00000000-00000050-1600000000').write_bytes(DATA)
     listed = LocalStore(str(tmp_path)).list()
-    assert [(s.key, s.status) for s in listed] == [('v1/Backup-1600000000/Full-00000000-00000050-1600000000', 'incomplete')]
+    assert [(s.key, s.status) for s in listed] == [('v1/Backup-1600000000/Full-00000000-00000050-1600000000', 'unrecorded')]
 
 
 def test_publish_is_two_phase_and_leaves_no_temp(tmp_path):
@@ -65,7 +68,7 @@ def test_publish_is_two_phase_and_leaves_no_temp(tmp_path):
     src.write_bytes(DATA)
     name = full_name(100, 1700000000)
     snap = store.publish_data(name, str(src))
-    assert [s.status for s in store.list()] == ['incomplete']
+    assert [s.status for s in store.list()] == ['partial']  # renamed into place only after its metadata
     final = store.publish_metadata(snap, json.loads(meta()))
     assert final.valid
     assert sorted(os.listdir(tmp_path / 'store' / 'v2')) == [NAME, NAME + '.meta.json']

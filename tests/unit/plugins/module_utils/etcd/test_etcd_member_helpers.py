@@ -2,9 +2,12 @@
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import MembershipError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import gateway_error
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable, MembershipError, Refusal
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import (
+    RETRYABLE_ADD,
     RETRYABLE_CHANGE,
+    RETRYABLE_PROMOTE,
     _retry,
     find_member,
     initial_cluster,
@@ -60,7 +63,7 @@ def test_retry_gives_up_with_numbers_and_keeps_class():
 
     def refuse():
         calls.append(1)
-        raise MembershipError('etcdserver: unhealthy cluster')
+        raise gateway_error('http://e1:2379/v3/cluster/member/add', 400, 'etcdserver: unhealthy cluster')
 
     with pytest.raises(MembershipError, match='still refused after'):
         _retry(refuse, RETRYABLE_CHANGE, 2, 'add member', sleep=lambda s: None)
@@ -72,8 +75,42 @@ def test_retry_does_not_retry_permanent_errors():
 
     def refuse():
         calls.append(1)
-        raise MembershipError('etcdserver: Peer URLs already exists')
+        raise gateway_error('http://e1:2379/v3/cluster/member/add', 400, 'etcdserver: Peer URLs already exists')
 
-    with pytest.raises(MembershipError, match='already exists'):
+    with pytest.raises(EtcdError, match='already exists'):
         _retry(refuse, RETRYABLE_CHANGE, 30, 'add member', sleep=lambda s: None)
     assert calls == [1]
+
+
+@pytest.mark.parametrize('status, message, cls, refusal', [
+    pytest.param(400, 'etcdserver: unhealthy cluster', MembershipError, Refusal.UNHEALTHY, id='strict-reconfig'),
+    pytest.param(503, 'etcdserver: no leader', EtcdUnavailable, Refusal.NO_LEADER, id='no-leader'),
+    pytest.param(500, 'etcdserver: leader changed', EtcdError, Refusal.NO_LEADER, id='leader-changed'),
+    pytest.param(504, 'etcdserver: request timed out', EtcdUnavailable, Refusal.TIMEOUT, id='timeout'),
+    pytest.param(400, 'etcdserver: can only promote a learner member which is in sync with leader', MembershipError,
+                 Refusal.LEARNER_NOT_READY, id='learner-behind'),
+    pytest.param(400, 'etcdserver: too many learner members in cluster', MembershipError, Refusal.TOO_MANY_LEARNERS,
+                 id='one-learner'),
+    pytest.param(400, 'etcdserver: Peer URLs already exists', EtcdError, None, id='permanent'),
+    pytest.param(401, 'etcdserver: user name is empty', None, None, id='other'),
+])
+def test_gateway_errors_are_typed_once(status, message, cls, refusal):
+    """etcd's answer text is read in one place (client.gateway_error); callers match the type and `refusal`."""
+    error = gateway_error('http://e1:2379/v3/x', status, message)
+    assert (cls is None or error.__class__ is cls) and error.refusal is refusal
+    assert message in str(error)
+
+
+def test_retryable_sets():
+    assert Refusal.LEARNER_NOT_READY in RETRYABLE_PROMOTE and Refusal.LEARNER_NOT_READY not in RETRYABLE_CHANGE
+    assert {Refusal.TOO_MANY_LEARNERS, Refusal.LEARNER_PENDING} <= RETRYABLE_ADD
+    assert RETRYABLE_CHANGE <= RETRYABLE_ADD and RETRYABLE_CHANGE <= RETRYABLE_PROMOTE
+
+
+def test_retry_keeps_the_refusal_when_it_gives_up():
+    def refuse():
+        raise MembershipError('learner x is not promoted yet', Refusal.LEARNER_PENDING)
+
+    with pytest.raises(MembershipError, match='still refused after') as info:
+        _retry(refuse, RETRYABLE_ADD, 1, 'add member', sleep=lambda s: None)
+    assert info.value.refusal is Refusal.LEARNER_PENDING

@@ -74,3 +74,20 @@ def test_foreign_members_are_reported_not_removed():
     assert plan.action == 'none'
     assert [m['id'] for m in plan.foreign_members] == ['ff']
     assert plan.remove == []
+
+
+def test_every_started_host_gets_its_initial_cluster_before_the_first_change():
+    # quorum lost: the survivor starts alone; each joiner finds the survivor and the joiners before it
+    plan = plan_recovery([host(1, responding=True), host(2, data=False), host(3, data=False)], store_configured=False)
+    assert plan.initial_cluster == {
+        'etcd1': 'etcd1=http://10.0.0.1:2380',
+        'etcd2': 'etcd1=http://10.0.0.1:2380,etcd2=http://10.0.0.2:2380',
+        'etcd3': 'etcd1=http://10.0.0.1:2380,etcd2=http://10.0.0.2:2380,etcd3=http://10.0.0.3:2380'}
+    # a quorum is healthy: the stale entry of the lost member is gone when it rejoins
+    plan = plan_recovery([host(1, healthy=True), host(2, healthy=True), host(3, data=False)], store_configured=False)
+    assert plan.initial_cluster == {
+        'etcd3': 'etcd1=http://10.0.0.1:2380,etcd2=http://10.0.0.2:2380,etcd3=http://10.0.0.3:2380'}
+    # everything lost: every restored host starts with every restored host, together
+    plan = plan_recovery([host(1, data=False), host(2, data=False), host(3, reachable=False)], store_configured=True)
+    assert plan.initial_cluster == {'etcd1': 'etcd1=http://10.0.0.1:2380,etcd2=http://10.0.0.2:2380',
+                                    'etcd2': 'etcd1=http://10.0.0.1:2380,etcd2=http://10.0.0.2:2380'}

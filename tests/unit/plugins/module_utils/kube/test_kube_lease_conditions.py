@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path, labels_match
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import (
     ACQUIRE, HOLD, WAIT, decide, format_micro, parse_micro)
@@ -46,16 +46,6 @@ def test_condition_transition_time_moves_only_on_flips():
     c3 = set_condition(c2, 'BackupReady', 'False', 'FullBackupFailed', 'no', 300)
     flipped = [x for x in c3 if x['type'] == 'BackupReady'][0]
     assert flipped['lastTransitionTime'] == flipped['lastUpdateTime'] and [x['type'] for x in c3] == ['BackupReady', 'Other']
-
-
-@pytest.mark.parametrize('selector, expected', [
-    ('a=1', True), ('a==1', True), ('a=2', False), ('a!=2', True), ('a!=1', False), ('b', True), ('!b', False),
-    ('c', False), ('!c', True), ('a=1,b', True), ('a=1,c', False), ('', True),
-    ('a in (1,2)', True), ('a in (2,3)', False), ('a notin (2,3)', True), ('a notin (1)', False),
-    ('c notin (1)', True), ('c in (1)', False), ('a in (1, 2),b', True), ('a in (2),b', False),
-])
-def test_labels_match(selector, expected):
-    assert labels_match({'a': '1', 'b': ''}, selector) is expected
 
 
 def test_api_path():

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, MaintenanceError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.schedules import Periodic, Scheduled
 
 from support.maintenance import FLATCAR
@@ -90,14 +91,14 @@ def test_default_profile_does_nothing_unless_configured():
      'profiles[0].operational.transitions[0].next: unknown state "maintenance" (one of operational, maintenance-required, in-maintenance)'),
     ({'profiles/0/operational/transitions/0/next': DELETE}, 'profiles[0].operational.transitions[0].next: required'),
     ({'instances/check/1/config': {'duration': 'soon'}},
-     "instances.check[1] (name \"settle\").config.duration: 'soon' is not a Go duration"),
+     "instances.check[1] (name \"settle\").config.duration: 'soon' is not a duration"),
     ({'instances/check/1/config': {}}, 'instances.check[1] (name "settle").config.duration: required'),
     ({'instances/check/0/config': {'value': 'x'}}, 'instances.check[0] (name "approved").config.key: required'),
     ({'instances/check/1/name': 'approved'}, 'instances.check[1] (name "approved"): duplicate check instance name'),
     ({'instances/check/1/name': 'has space'}, "may not contain whitespace"),
     ({'instances/check/1/name': DELETE}, 'instances.check[1].name: required'),
     ({'intervals/requeue': DELETE}, 'intervals.requeue: required'),
-    ({'intervals/requeue': 'often'}, "intervals.requeue: 'often' is not a Go duration"),
+    ({'intervals/requeue': 'often'}, "intervals.requeue: 'often' is not a duration"),
     ({'instances/notify/0/schedule': DELETE}, 'instances.notify[0] (name "tell").schedule: required'),
     ({'instances/notify/0/schedule': {'type': 'hourly'}}, 'instances.notify[0] (name "tell").schedule.type: unknown schedule "hourly"'),
     ({'instances/notify/0/config': {'hook': 'h', 'channel': 'c', 'message': '{{ .State '}},
@@ -108,6 +109,22 @@ def test_errors_name_the_field(changes, message):
     with pytest.raises(ConfigError) as err:
         load_config(base(**changes))
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize('changes, field, rule, value', [
+    ({'intervals/requeue': 'often'}, 'intervals.requeue', 'duration', 'often'),
+    ({'intervals/requeue': DELETE}, 'intervals.requeue', 'required', None),
+    ({'profiles/0/operational/transitions/0/next': 'maintenance'}, 'profiles[0].operational.transitions[0].next', 'one-of', None),
+    ({'instances/check/1/name': 'approved'}, 'instances.check[1] (name "approved")', 'unique', None),
+])
+def test_config_errors_carry_field_and_rule(changes, field, rule, value):
+    """Shared checks (durations) and the loader's own raise the same type: a ConfigError, which is a
+    MaintenanceError and an InvalidInput, with the field, the rule and the value."""
+    with pytest.raises(ConfigError) as err:
+        load_config(base(**changes))
+    assert isinstance(err.value, MaintenanceError) and isinstance(err.value, InvalidInput)
+    assert (err.value.field, err.value.rule, err.value.value) == (field, rule, value)
+    assert str(err.value).startswith(field + ': ')
 
 
 def test_duplicate_profiles():

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The write side of node_maintenance (maintenance/ansible_view.py): key and value rules, the state shortcuts,
+"""The write side of node_maintenance (maintenance/node_edit.py): key and value rules, the state shortcuts,
 profile label editing and the merge patch with its before/after."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import connection_settings, describe_target
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.ansible_view import (
-    OptionError, as_value, changes_from, check_key, edit_profile_label, plan_node_change, shortcut_changes)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import OptionError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_edit import (
+    as_value, changes_from, check_key, edit_profile_label, plan_node_change, shortcut_changes)
 
 PROFILE = 'cloud.sap/maintenance-profile'
 STATE = 'cloud.sap/maintenance-state'

@@ -169,4 +169,4 @@ def test_stagger_holds_even_without_the_gate_thanks_to_compare_and_swap():
     assert api.count('maintenance-required') == 1
     refused = [r for r in results if r.errors]
     assert len(refused) == NODES - 1
-    assert all('one_per_hour' in r.errors[0] and 'aborted' in r.errors[0] for r in refused)
+    assert all('one_per_hour' in r.errors[0].message and 'aborted' in r.errors[0].message for r in refused)

@@ -15,7 +15,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import parse_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import format_time_ns, seconds_to_ns
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import metadata_patch, reconcile
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import ErrorKind, metadata_patch, reconcile
 
 from support.maintenance import (
     APPROVED, FLATCAR, REBOOT_NEEDED, REBOOT_OK, T0, FakeHttp, MemoryApi, apply_patch, make_node)
@@ -51,6 +51,10 @@ class Sim:
 
     def data(self):
         return parse_data(self.annotations[DATA])
+
+
+def messages(result):
+    return [e.message for e in result.errors]
 
 
 def test_flatcar_example_end_to_end():
@@ -210,8 +214,9 @@ profiles:
     result = sim.step()
     assert calls == ['w']
     assert result.transitions == [] and sim.labels[STATE] == 'operational' and 'marked' not in sim.labels
-    assert result.errors == ['profile p: transition operational -> in-maintenance aborted: trigger cordon (cordon) failed: '
-                             'cordon w: node w does not exist']
+    assert {e.kind for e in result.errors} == {ErrorKind.TRIGGER}
+    assert messages(result) == ['profile p: transition operational -> in-maintenance aborted: trigger cordon (cordon) failed: '
+                                'cordon w: node w does not exist']
     monkeypatch.setattr(eviction, 'cordon', lambda client, name: True)
     result = sim.step()
     assert sim.labels[STATE] == 'in-maintenance' and sim.labels['marked'] == 'yes'
@@ -236,8 +241,9 @@ profiles:
     sim = Sim(config, make_node('w', {PROFILE: 'broken--fine', 'go': 'y'}))
     result = sim.step()
     assert states(sim) == {'broken': 'operational', 'fine': 'maintenance-required'}
-    assert result.errors == ['profile broken: transition operational -> maintenance-required: check newer (clusterSemver) '
-                             'failed: node does not have label version containing a version']
+    assert {e.kind for e in result.errors} == {ErrorKind.CHECK}
+    assert messages(result) == ['profile broken: transition operational -> maintenance-required: check newer (clusterSemver) '
+                                'failed: node does not have label version containing a version']
     evaluations = result.profiles[0].evaluations
     assert [e.passed for e in evaluations] == [False, True] and evaluations[0].checks['newer']['error']
 
@@ -271,7 +277,8 @@ profiles:
     assert calls == [] and states(sim) == {'p': 'operational'}
     result = sim.step()                           # entering operational: uncordon fails
     assert calls == ['w'] and 'entered' not in sim.labels
-    assert result.errors == ['profile p: entering operational: trigger uncordon (uncordon) failed: RuntimeError: API down']
+    assert {e.kind for e in result.errors} == {ErrorKind.TRIGGER}
+    assert messages(result) == ['profile p: entering operational: trigger uncordon (uncordon) failed: RuntimeError: API down']
     assert sim.data().profiles['p'].previous == 'in-maintenance'
     sim.step()                                    # retried, succeeds
     assert calls == ['w', 'w'] and sim.labels['entered'] == '1'
@@ -305,7 +312,8 @@ def test_failing_notifications_are_reported_retried_and_never_block():
     sim = Sim(NOTIFY, make_node('w', {PROFILE: 'p', 'go': 'y'}), Environment(http=http))
     sim.step()
     result = sim.step()
-    assert result.errors == [
+    assert {e.kind for e in result.errors} == {ErrorKind.NOTIFICATION}
+    assert messages(result) == [
         "profile p: notification broken (slack) failed: template: line 1, column 4: can't evaluate field NoSuchField in type plugin.Parameters",
         'profile p: notification hello (slack) failed: slack webhook answered 500: down']
     assert sim.data().notifications == {}
@@ -336,7 +344,8 @@ def test_unreadable_data_leaves_the_node_alone():
     node = make_node('w', {PROFILE: 'flatcar'}, {REBOOT_NEEDED: 'true', DATA: '{"Profiles": 5}'})
     result = reconcile(node, load_config(FLATCAR), T0, Environment())
     assert result.patch == {} and result.transitions == []
-    assert result.errors == ['node w: data.Profiles: expected a JSON object, got int; leaving the node alone']
+    assert {e.kind for e in result.errors} == {ErrorKind.DATA}
+    assert messages(result) == ['node w: data.Profiles: expected a JSON object, got int; leaving the node alone']
 
 
 def test_wait_counts_from_the_profiles_own_transition():
@@ -372,7 +381,8 @@ def test_commit_gets_the_patch_and_failures_are_reported():
     node = make_node('v', {PROFILE: 'flatcar'}, {REBOOT_NEEDED: 'true'})
     result = reconcile(node, load_config(FLATCAR), T0, Environment(commit=refuse))
     assert not result.committed
-    assert result.errors == ['commit of node v failed: ConnectionError: API server went away']
+    assert {e.kind for e in result.errors} == {ErrorKind.COMMIT}
+    assert messages(result) == ['commit of node v failed: ConnectionError: API server went away']
 
 
 def test_metadata_patch():
@@ -416,8 +426,9 @@ def test_gated_transitions_wait_when_the_gate_cannot_be_entered():
     result = reconcile(api.get('w'), load_config(GATED), T0, env)
     assert [(t.profile, t.gated) for t in result.transitions] == [('local', False)]
     assert result.committed and not result.gated
-    assert result.errors == ['gate: Timeout: lease kube-system/maintenance is held by replica-2; '
-                             'cluster-scoped transitions wait for the next reconcile']
+    assert {e.kind for e in result.errors} == {ErrorKind.GATE}
+    assert messages(result) == ['gate: Timeout: lease kube-system/maintenance is held by replica-2; '
+                                'cluster-scoped transitions wait for the next reconcile']
     stored = parse_data(api.get('w')['metadata']['annotations'][DATA])
     assert {n: p.current for n, p in stored.profiles.items()} == {'local': 'maintenance-required', 'cluster': 'operational'}
     env.gate = Environment().gate

@@ -506,7 +506,7 @@ def test_check_error_fails_the_chain_and_blocks_every_transition():
     """Upstream: an erroring check fails its transition and, while any transition errors, none is taken."""
     result, node = run_once('{check: "yes_ && broken", next: in-maintenance}, {check: yes_, next: maintenance-required}')
     assert node['metadata']['labels'][STATE] == 'operational' and result.transitions == []
-    assert len(result.errors) == 1 and 'broken' in result.errors[0]
+    assert len(result.errors) == 1 and 'broken' in result.errors[0].message
     assert [e.passed for e in result.profiles[0].evaluations] == [False, True]
 
 
@@ -518,7 +518,7 @@ def test_trigger_chain_runs_in_order_and_a_failure_aborts_it():
     result, node = run_once('{check: yes_, trigger: "mark_a && failing && mark_b", next: maintenance-required}')
     labels = node['metadata']['labels']
     assert labels[STATE] == 'operational' and 'a' not in labels and 'b' not in labels   # none of the chain's changes
-    assert len(result.errors) == 1 and 'failing' in result.errors[0]
+    assert len(result.errors) == 1 and 'failing' in result.errors[0].message
 
 
 def data_for(current, previous, note_sent=None):
@@ -554,7 +554,7 @@ def test_failing_notification_is_reported_but_does_not_block():
     config_text = CHAIN_CONFIG.replace('enter: enter_mark\n', 'transitions: [{check: yes_, next: operational}]\n') % ''
     node = make_node('n', {PROFILE: 'p', 'present': 'x'}, {DATA: format_data(data_for('maintenance-required', 'operational'))})
     result = reconcile(node, load_config(config_text, environ={}), NOW, Environment(http=http))
-    assert len(http.calls) == 1 and any('note' in e for e in result.errors)
+    assert len(http.calls) == 1 and any('note' in e.message for e in result.errors)
     assert [(t.source, t.target) for t in result.transitions] == [('maintenance-required', 'operational')]
 
 

@@ -67,8 +67,8 @@ def test_integers_as_strings_or_whole_floats(value, expected):
     ({'minimum-workers': True}, 'minimum-workers: expected an integer'),
     ({'minimum-workers': None}, 'minimum-workers: expected an integer'),
     ({'minimum-workers': [1]}, 'minimum-workers: expected an integer'),
-    ({'control-plane-count': 0}, 'control-plane-count must be at least 1'),
-    ({'minimum-workers': 5, 'maximum-workers': 4}, r'maximum-workers \(4\) is below minimum-workers \(5\)'),
+    ({'control-plane-count': 0}, '^control-plane-count: must be at least 1'),
+    ({'minimum-workers': 5, 'maximum-workers': 4}, r'^maximum-workers: \(4\) is below minimum-workers \(5\)'),
     ('control-plane-count: 3', 'constraints must be a mapping'),
     ([('control-plane-count', 3)], 'constraints must be a mapping'),
 ])

@@ -14,6 +14,8 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.controller_cycle import (
     CONSTRAINT_VIOLATION, FAILED, GENERATED, REGENERATED, UNCHANGED, UPDATED, failed, integration_status, plan_cycle,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ConstraintViolation
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_checked_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integration_spec import parse_spec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.kube_nodes import INTEGRATION_ANNOTATION
 
@@ -193,6 +195,18 @@ def test_unchanged_cluster_that_violates_the_constraints_is_a_failure(first):
     assert (nxt.result, nxt.error) == (FAILED, CONSTRAINT_VIOLATION)
     assert nxt.reason == 'the cluster does not satisfy the constraints: number of worker nodes is less than the minimum'
     assert nxt.cluster is None and nxt.node_patches == []
+
+
+def test_the_modules_planner_is_the_controllers(first):
+    """sabakan_cluster and the inventory call plan_checked_cluster, the planner under plan_cycle: same cluster,
+    same refusal (constraint check included)."""
+    outcome, _kube_nodes = first
+    plan, cluster = plan_checked_cluster(None, TEMPLATE, spec().constraints, MACHINES, now=NOW)
+    assert cluster == outcome.cluster and plan.operation == outcome.plan.operation and plan.changes == outcome.plan.changes
+    only_members = [m for m in MACHINES if m['spec']['ipv4'][0] in {'10.0.0.2', '10.0.0.3', '10.1.0.2'}]
+    with pytest.raises(ConstraintViolation, match='^the cluster does not satisfy the constraints: number of worker nodes'):
+        plan_checked_cluster(outcome.cluster, TEMPLATE, {'control-plane-count': 1, 'minimum-workers': 3}, only_members,
+                             now=NOW)
 
 
 def test_tainted_node_is_not_made_a_control_plane():

@@ -20,7 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors imp
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     FileError, RepairQueue, dump_yaml, load_cluster_file, load_document, load_mapping, load_reboot_queue,
-    load_repair_queue, parse_mode, write_text_atomic, write_yaml_atomic,
+    apply_file_update, load_repair_queue, parse_mode, plan_file_update, write_text_atomic, write_yaml_atomic,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     SourceError, count_by, load_constraints_input, load_template, machines_from, match_machine,
@@ -143,6 +143,23 @@ def test_yaml_output_has_no_aliases_and_keeps_key_order():
     text = dump_yaml({'nodes': [{'address': '10.0.0.2', 'taints': [shared]}, {'address': '10.0.0.1', 'taints': [shared]}]})
     assert '&' not in text and '*' not in text
     assert text.index('10.0.0.2') < text.index('10.0.0.1')
+
+
+def test_file_update_plans_content_and_mode_then_applies(tmp_path):
+    """The write/diff flow both sabakan file modules share: plan (what check mode and --diff show), then apply."""
+    path = str(tmp_path / 'queue.yml')
+    new = plan_file_update(path, 'entries: []\n', None, 'repair queue')
+    assert new.changed and new.rewrite and not new.exists and new.diff() == {
+        'before': '', 'after': 'entries: []\n', 'before_header': path + ' (absent)', 'after_header': path}
+    apply_file_update(new)
+    assert open(path).read() == 'entries: []\n' and stat.S_IMODE(os.stat(path).st_mode) == 0o644
+    same = plan_file_update(path, None, None, 'repair queue')
+    assert not same.changed and same.after == same.before == 'entries: []\n'
+    chmod = plan_file_update(path, None, 0o600, 'repair queue')
+    assert chmod.changed and chmod.chmod and not chmod.rewrite and chmod.diff()['before'] == chmod.diff()['after']
+    apply_file_update(chmod)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and open(path).read() == 'entries: []\n'
+    assert not plan_file_update(path, None, 0o600, 'repair queue').changed
 
 
 @pytest.mark.parametrize('value, expected', [(None, None), ('0644', 0o644), ('600', 0o600), (0o640, 0o640)])

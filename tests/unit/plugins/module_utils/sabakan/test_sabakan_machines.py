@@ -118,7 +118,7 @@ def test_the_index_of_the_bad_machine_is_named():
 
 @pytest.mark.parametrize('raws', ['machines', b'x', 42], ids=['str', 'bytes', 'int'])
 def test_machines_must_be_a_list(raws):
-    with pytest.raises(MachineError, match='machines must be a list'):
+    with pytest.raises(MachineError, match='^machines: must be a list'):
         parse_machines(raws, NOW)
 
 

@@ -124,7 +124,7 @@ def test_valid_templates(tmpl):
     (template(worker(), control_plane_tolerations='example.com/x'), 'control_plane_tolerations: must be a list'),
     (template(worker(), control_plane_tolerations=['bad key']), r'control_plane_tolerations\[0\]'),
     (template(worker(), cp={'control_plane': 'yes'}), r'template.nodes\[0\].control_plane: must be true or false'),
-    (['not', 'a', 'mapping'], 'template must be a mapping'),
+    (['not', 'a', 'mapping'], 'template: must be a mapping'),
     (template(worker(), nodes=[{'user': 'u', 'control_plane': True}, 'worker']), r'template.nodes\[1\]: a node must be'),
 ], ids=lambda value: value if isinstance(value, str) else None)
 def test_invalid_templates(tmpl, message):

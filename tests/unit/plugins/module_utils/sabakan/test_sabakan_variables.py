@@ -10,17 +10,17 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES,
     REPAIR_VARIABLES,
     SEARCH_QUERY,
     SabakanClient,
-    SabakanError,
-    SabakanVariablesError,
     graphql_url,
     parse_datetime,
     query_variables,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, SabakanVariablesError
 
 
 # --- the defaults are CKE's (seeds 000 and 001) ------------------------------------------------------
@@ -93,26 +93,27 @@ def test_result_is_a_copy():
     (['having'], 'must be an object'),
     ({'having': {}, 'nothaving': {}}, "unknown key(s) 'nothaving'"),
     ({'filter': {}}, "unknown key(s) 'filter'"),
-    ({'having': ['HEALTHY']}, 'having must be an object (MachineParams)'),
-    ({'having': {'state': ['HEALTHY']}}, "having has unknown field(s) 'state'"),
-    ({'notHaving': {'role': 'boot'}}, "notHaving has unknown field(s) 'role'"),
+    ({'having': ['HEALTHY']}, 'having: must be an object (MachineParams)'),
+    ({'having': {'state': ['HEALTHY']}}, "having: unknown field(s) 'state'"),
+    ({'notHaving': {'role': 'boot'}}, "notHaving: unknown field(s) 'role'"),
     ({'having': {'states': ['HEALTHY', 'BROKEN']}}, "having.states[1]: 'BROKEN' is not a machine state"),
     ({'having': {'states': ['healthy']}}, "did you mean 'HEALTHY'?"),
-    ({'having': {'states': 'HEALTHY'}}, 'having.states must be a list'),
-    ({'notHaving': {'roles': ['boot', 3]}}, 'notHaving.roles[1] must be a role name'),
-    ({'having': {'racks': ['1']}}, 'having.racks[0] must be an integer'),
-    ({'having': {'racks': [True]}}, 'having.racks[0] must be an integer'),
-    ({'having': {'minDaysBeforeRetire': '30'}}, 'having.minDaysBeforeRetire must be an integer'),
-    ({'having': {'minDaysBeforeRetire': 1.5}}, 'having.minDaysBeforeRetire must be an integer'),
-    ({'having': {'labels': [{'name': 'a'}]}}, 'having.labels[0] must be {"name": string, "value": string}'),
-    ({'having': {'labels': [{'name': 'a', 'value': 1}]}}, 'having.labels[0] must be'),
-    ({'having': {'labels': [{'name': 'a', 'value': 'b', 'op': 'eq'}]}}, 'having.labels[0] must be'),
+    ({'having': {'states': 'HEALTHY'}}, 'having.states: must be a list'),
+    ({'notHaving': {'roles': ['boot', 3]}}, 'notHaving.roles[1]: must be a role name'),
+    ({'having': {'racks': ['1']}}, 'having.racks[0]: must be an integer'),
+    ({'having': {'racks': [True]}}, 'having.racks[0]: must be an integer'),
+    ({'having': {'minDaysBeforeRetire': '30'}}, 'having.minDaysBeforeRetire: must be an integer'),
+    ({'having': {'minDaysBeforeRetire': 1.5}}, 'having.minDaysBeforeRetire: must be an integer'),
+    ({'having': {'labels': [{'name': 'a'}]}}, 'having.labels[0]: must be {"name": string, "value": string}'),
+    ({'having': {'labels': [{'name': 'a', 'value': 1}]}}, 'having.labels[0]: must be'),
+    ({'having': {'labels': [{'name': 'a', 'value': 'b', 'op': 'eq'}]}}, 'having.labels[0]: must be'),
 ])
 def test_bad_variables_are_rejected_with_the_path(given, fragment):
     with pytest.raises(SabakanVariablesError) as info:
         query_variables(given, GENERATOR_VARIABLES)
     assert fragment in str(info.value)
-    assert isinstance(info.value, SabakanError) and isinstance(info.value, ValueError)
+    assert isinstance(info.value, SabakanError) and isinstance(info.value, InvalidInput)
+    assert str(info.value).startswith(info.value.field + ': ' if info.value.field else 'query variables ')
 
 
 def test_every_machine_state_is_accepted():
@@ -135,14 +136,16 @@ def test_graphql_url(url, expected):
 
 @pytest.mark.parametrize('url', ['', 'sabakan:10080', 'ftp://sabakan/graphql', 'http:///graphql', None])
 def test_bad_url_is_rejected(url):
-    with pytest.raises(SabakanError, match='sabakan url'):
+    with pytest.raises(SabakanError, match='^url: ') as info:
         SabakanClient(url)
+    assert (info.value.field, info.value.rule) == ('url', 'url')
 
 
 @pytest.mark.parametrize('timeout', [0, -1, 'ten', True])
 def test_bad_timeout_is_rejected(timeout):
-    with pytest.raises(SabakanError, match='timeout must be a positive number'):
+    with pytest.raises(SabakanError, match='^timeout: must be a positive number') as info:
         SabakanClient('http://sabakan:10080', timeout=timeout)
+    assert (info.value.field, info.value.value) == ('timeout', timeout)
 
 
 def test_set_machine_state_rejects_unknown_state_before_sending():

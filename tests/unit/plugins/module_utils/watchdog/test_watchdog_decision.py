@@ -53,3 +53,18 @@ def test_inconclusive_probes_count_nothing(phase):
 def test_restart_in_down_phase_finishes_the_scale_down_on_the_next_failure():
     actions, _ = run([F], k=3, m=3, state=ProbeState(DOWN))
     assert actions == [SCALE_DOWN]
+
+
+@pytest.mark.parametrize('namespace, nodes, stopped', [
+    ({'metadata': {'name': 'ns'}}, 3, ''),
+    (None, None, ''),
+    ({'metadata': {'deletionTimestamp': '2026-01-01T00:00:00Z'}}, 3, 'the namespace is being deleted'),
+    ({'metadata': {'annotations': {'cluster.steward.io/hibernated': 'true'}}}, 3, 'hibernated'),
+    ({'metadata': {'annotations': {'cluster.steward.io/hibernated': 'false'}}}, 3, ''),
+    ({'metadata': {'annotations': {'cluster.steward.io/migrating': 'True'}}}, 3, 'control plane migrating'),
+    ({'metadata': {}}, 0, 'no workers'),
+])
+def test_probing_stops_for_the_clusters_lifecycle(namespace, nodes, stopped):
+    from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import stopped_reason
+    reason = stopped_reason(namespace, nodes)
+    assert reason.startswith(stopped) if stopped else reason == ''

@@ -71,7 +71,9 @@ def test_scale_down_writes_intent_then_result():
     # ours: resume, done, someone else's change
     (ours(c.SCALING_DOWN, 3, 3), p.SCALE, p.K_RESUME, 0),                          # interrupted before the scale call
     (ours(c.SCALING_DOWN, 0, 3), p.ANNOTATE, p.K_RESUME, 0),                       # interrupted after it
-    (ours(c.SCALED_DOWN, 0, 3), p.DONE, p.K_ALREADY, 0),
+    (ours(c.SCALED_DOWN, 0, 3), p.SKIP, p.K_ALREADY, 0),                           # and its pods are gone
+    (p.Observation(exists=True, replicas=0, status_replicas=2, annotations={
+        c.OWNER_ANNOTATION: OWNER, c.STATE_ANNOTATION: c.SCALED_DOWN}), p.DONE, p.K_ALREADY, 0),   # pods still going
     (ours(c.SCALED_DOWN, 2, 3), p.ANNOTATE, p.K_CHANGED, 2),                       # someone scaled it back up
     (ours(c.RELEASED, 2), p.SKIP, p.K_RELEASED, 2),
     (ours(c.SCALING_UP, 0, 3), p.ANNOTATE, p.K_RESUME, 0),                         # up decided, failing again

@@ -1,0 +1,275 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The prober: one thread that probes the cluster and scales the dependent resources (DWD's prober).
+
+Timing as DWD (wait.JitterUntil, sliding): the first probe `initialDelay` after the loop starts, then one
+every `probeInterval` + up to `backoffJitterFactor` x `probeInterval`, counted from the end of the previous
+probe (a scale operation in flight delays the next probe; it never overlaps one); after an HTTP 429 the
+next probe waits at least `backoffDurationForThrottledRequests`.
+
+Each probe: is probing on for the cluster (decision.stopped_reason on the namespace); the probe itself
+(probe.probe_cluster: API server, Nodes, Leases, Machines); the hysteresis (decision.decide); if it says
+so, the plan from the targets as they are (plan.build_plan), logged and posted as an Event on the status
+ConfigMap, then applied level by level (scaler.Scaler), every step an Event on its target and a metric;
+last the status ConfigMap `<--prober-name>-status` in `--namespace`.
+
+Start (and restart) takes the phase from the targets' annotations: a target we hold down means the
+outage was on when we stopped, so the next failed probe finishes the scale-down and a scale-up needs
+`successThreshold` successes, exactly as if the process had not restarted.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import Any, Callable, Dict, Optional
+
+import kopf
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import RateLimitedClient, TokenBucket
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog import status
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import (
+    DOWN, ProbeState, decide, stopped_reason)
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.errors import ProbeError
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe import (
+    ProbeOutcome, machine_lister, probe_cluster, probed_client)
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.scaler import Scaler, first_scale_call, summarize
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.targets import Targets
+
+from steward_controller.core.runtime import Runtime
+from steward_controller.prober.report import ProberMetrics, Reporter
+
+log = logging.getLogger('steward.prober')
+HEALTH_KEY = 'prober-loop'
+STOP_SECONDS = 10.0
+
+
+def register(registry: Any, runtime: Runtime) -> None:
+    options = runtime.settings.options('prober')
+    if options is None or options.config is None:
+        log.info('the prober is off (no --prober-config)')
+        return
+    loop = ProberLoop(runtime, options)
+
+    @kopf.on.startup(registry=registry, id='prober-start')
+    def start_prober(**_: Any) -> None:
+        loop.start()
+
+    @kopf.on.cleanup(registry=registry, id='prober-stop')
+    def stop_prober(**_: Any) -> None:
+        loop.stop()
+
+
+class ProberLoop:
+    def __init__(self, runtime: Runtime, options: Any, clock: Callable[[], float] = time.time,
+                 jitter: Callable[[], float] = random.random):
+        self.runtime = runtime
+        self.config = options.config
+        self.owner = options.name
+        self.namespace = runtime.settings.namespace
+        self.clock = clock
+        self.jitter = jitter
+        self.seed = RateLimitedClient(runtime.client.configuration, TokenBucket(options.qps, options.burst),
+                                      timeout=runtime.client.timeout)
+        self.metrics = ProberMetrics(runtime.metrics.registry)
+        self.metrics.threshold.set(self.config.node_lease_failure_fraction)
+        self.reporter = Reporter(runtime, self.metrics, self.namespace)
+        self.stopped = threading.Event()
+        self.scaler = Scaler(Targets(self.seed, self.namespace), self.config.dependent_resources, self.owner,
+                             clock=clock, stop=self.stopped, on_result=self.reporter.step, on_wait=self.beat)
+        self.state = ProbeState()
+        self.off_reason: Optional[str] = None   # why probing is off ('' on; None before the first probe)
+        self.last_plan = ''
+        self.last_error = ''
+        self.last_verdict = ''
+        self.resumed = False     # the phase was taken from the targets' annotations
+        self.status_object = {'apiVersion': 'v1', 'kind': 'ConfigMap',
+                              'metadata': {'name': status.status_name(self.owner), 'namespace': self.namespace}}
+        self.thread = threading.Thread(target=self.run, name='prober', daemon=True)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        for warning in self.config.warnings:
+            log.warning('prober config: unknown field %s ignored (as DWD does)', warning)
+        log.info('prober started', extra={'namespace': self.namespace, 'owner': self.owner,
+                                          'targets': [str(r.ref) for r in self.config.dependent_resources]})
+        self.beat()
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join(STOP_SECONDS)
+
+    def beat(self) -> None:
+        self.runtime.health.beat(HEALTH_KEY)
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait, beating; False when stopping."""
+        deadline = self.clock() + seconds
+        while not self.stopped.is_set():
+            self.beat()
+            left = deadline - self.clock()
+            if left <= 0:
+                return True
+            self.stopped.wait(min(left, 1.0))
+        return False
+
+    def run(self) -> None:
+        if not self.sleep(self.config.initial_delay):
+            return
+        while not self.stopped.is_set():
+            if not self.resumed:
+                self.resumed = self.resume()
+            try:
+                wait = self.probe_once()
+            except Exception:  # a bug must not end the watchdog: log it, probe again next interval
+                log.exception('probe failed unexpectedly')
+                wait = self.config.probe_interval
+            if not self.sleep(wait):
+                return
+
+    def resume(self) -> bool:
+        """The phase from the targets: DOWN when one carries our scaled-down marker. False when a target could not
+        be read (tried again before the next probe: a held-down target must not be taken for a healthy one)."""
+        observations = self.scaler.observe_all()
+        unreadable = sorted(str(ref) for ref, obs in observations.items() if obs.error)
+        held = sorted(str(ref) for ref, obs in observations.items() if p.held_down(obs, self.owner))
+        if held:
+            self.state = ProbeState(DOWN)
+            log.info('resuming in phase %s: targets held down by %s: %s', DOWN, self.owner, ', '.join(held))
+        self.metrics.scaled_down.set(1 if self.state.phase == DOWN else 0)
+        if unreadable and not held:
+            log.warning('cannot read %s yet; their ownership markers decide the phase', ', '.join(unreadable))
+            return False
+        return True
+
+    def next_wait(self, throttled: bool) -> float:
+        interval = self.config.probe_interval
+        wait = interval + self.jitter() * self.config.backoff_jitter_factor * interval
+        return max(wait, self.config.throttled_backoff) if throttled else wait
+
+    # --- one probe ----------------------------------------------------------------------------
+    def probe_once(self) -> float:
+        """One probe and what follows from it; returns the seconds to wait before the next one."""
+        self.beat()
+        off = self.lifecycle()
+        if off:
+            self.set_off(off)
+            return self.next_wait(False)
+        if self.off_reason:           # probing comes back: as for a new probe, wait initialDelay first
+            log.info('probing resumes after %gs (initialDelay)', self.config.initial_delay)
+            self.off_reason = ''
+            self.metrics.probing.set(1)
+            return self.config.initial_delay
+        self.off_reason = ''
+        self.metrics.probing.set(1)
+        outcome = self.probe()
+        self.metrics.probes.labels(outcome.result).inc()
+        self.metrics.probe_seconds.observe(max(0.0, outcome.finished - outcome.started))
+        if outcome.error is None and outcome.nodes == 0:
+            self.set_off(stopped_reason(None, 0))
+            return self.next_wait(False)
+        self.record(outcome)
+        decision = decide(self.state, outcome.verdict.verdict if outcome.verdict is not None and outcome.error is None
+                          else None, self.config.failure_threshold, self.config.success_threshold)
+        self.state = decision.state
+        data = status.probe_data(self.state, outcome.as_dict(), self.clock())
+        if decision.action is not None:
+            data.update(self.act(decision.action, decision.reason))
+        self.metrics.scaled_down.set(1 if self.state.phase == DOWN else 0)
+        self.write_status(data)
+        return self.next_wait(outcome.error is not None and outcome.error.throttled)
+
+    def lifecycle(self) -> str:
+        try:
+            namespace = self.seed.get_or_none(api_path('v1', 'namespaces', name=self.namespace))
+        except KubeError as exc:
+            log.debug('cannot read namespace %s: %s', self.namespace, exc)
+            namespace = None
+        return stopped_reason(namespace)
+
+    def set_off(self, why: str) -> None:
+        self.metrics.probes.labels('stopped').inc()
+        self.metrics.probing.set(0)
+        if why != self.off_reason:
+            log.info('probing stopped for this cluster: %s; nothing is scaled while it lasts', why)
+            self.write_status(status.probe_data(self.state, {'result': 'stopped'}, self.clock(), stopped=why))
+        self.off_reason = why
+
+    def probe(self) -> ProbeOutcome:
+        try:
+            client = probed_client(self.seed, self.config, self.namespace)
+        except ProbeError as exc:
+            now = self.clock()
+            return ProbeOutcome(started=now, finished=now, error=exc)
+        try:
+            return probe_cluster(client, self.config, self.clock, machines=machine_lister(self.seed, self.namespace))
+        finally:
+            client.close()
+
+    def record(self, outcome: ProbeOutcome) -> None:
+        if outcome.error is not None:
+            text = str(outcome.error)
+            if text != self.last_error:
+                log.warning(text, extra={'stage': outcome.error.stage, 'throttled': outcome.error.throttled})
+            self.last_error = text
+            return
+        if self.last_error:
+            log.info('probe succeeds again')
+        self.last_error = ''
+        verdict = outcome.verdict
+        self.metrics.candidates.set(verdict.candidates)
+        self.metrics.expired.set(verdict.expired)
+        if verdict.fraction is not None:
+            self.metrics.fraction.set(verdict.fraction)
+        if verdict.verdict != self.last_verdict:   # a change of verdict is news; the same verdict again is not
+            log.info('lease probe %s: %s', verdict.verdict, verdict.reason, extra={'phase': self.state.phase})
+        else:
+            log.debug('lease probe %s: %s', verdict.verdict, verdict.reason)
+        self.last_verdict = verdict.verdict
+
+    def act(self, direction: str, reason: str) -> Dict[str, str]:
+        """Plan, log, Event, apply; returns the status keys of the plan and the operation."""
+        decided = self.clock()
+        plan = self.scaler.plan(direction, reason)
+        if all(step.action == p.SKIP for step in plan.steps):
+            return {}
+        summary = plan.summary()
+        news = bool(plan.changes) or summary != self.last_plan
+        self.last_plan = summary
+        if news:
+            log.info(summary, extra={'plan': plan.as_dict()})
+            self.reporter.plan(plan, self.status_object)
+        results = self.scaler.run(plan)
+        finished = self.clock()
+        first = first_scale_call(results)
+        if first is not None:
+            self.metrics.latency.labels(direction).observe(max(0.0, first - decided))
+        data = status.plan_data(plan.as_dict(), decided) if news else {}
+        data.update(status.operation_data(direction, [r.as_dict() for r in results], decided, finished, first))
+        if news:
+            log.info('scale %s finished: %s', direction, ', '.join('%s %d' % kv for kv in sorted(summarize(results).items())))
+        return data
+
+    def write_status(self, data: Dict[str, str]) -> None:
+        name = status.status_name(self.owner)
+        path = api_path('v1', 'configmaps', self.namespace, name)
+        try:
+            try:
+                self.seed.merge_patch(path, {'data': data})
+            except NotFound:
+                try:
+                    self.seed.create(api_path('v1', 'configmaps', self.namespace),
+                                     status.configmap(self.namespace, self.owner, data))
+                except AlreadyExists:
+                    self.seed.merge_patch(path, {'data': data})
+            self.runtime.health.api_ok()
+        except KubeError as exc:
+            log.warning('cannot write the status ConfigMap %s/%s: %s', self.namespace, name, exc)

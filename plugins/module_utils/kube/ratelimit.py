@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Client-side rate limiting as client-go's `rest.Config{QPS, Burst}`: a token bucket that holds `burst`
+tokens and refills `qps` per second; each request takes one, waiting for it if the bucket is empty.
+client-go's defaults are QPS 5 and burst 10 (also DWD's `--kube-api-qps` / `--kube-api-burst`, where 0
+means the default)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
+
+DEFAULT_QPS = 5.0
+DEFAULT_BURST = 10
+
+
+def effective(qps: float, burst: int) -> tuple:
+    """client-go's reading of the flags: 0 means the default; negative values are refused by the caller."""
+    return (float(qps) or DEFAULT_QPS, int(burst) or DEFAULT_BURST)
+
+
+class TokenBucket:
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.qps, self.burst = effective(qps, burst)
+        self.clock = clock
+        self.sleep = sleep
+        self._tokens = float(self.burst)
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> float:
+        """Take one token, waiting until there is one; returns the seconds waited."""
+        with self._lock:
+            now = self.clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            self._tokens -= 1.0
+            wait = 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+        if wait > 0:
+            self.sleep(wait)
+        return wait
+
+
+class RateLimitedClient(KubeClient):
+    """A KubeClient whose every request first takes a token from `bucket` (shared by the clients of one loop)."""
+
+    def __init__(self, configuration: Any, bucket: TokenBucket, timeout: float = 30.0):
+        super().__init__(configuration, timeout=timeout)
+        self.bucket = bucket
+
+    def request(self, method: str, path: str, body: Any = None, query: Any = None,
+                content_type: str = 'application/json') -> Any:
+        self.bucket.take()
+        return super().request(method, path, body=body, query=query, content_type=content_type)

@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The thin I/O layer of the node maintenance modules: read the maintenance.yaml from where it lives (the
+`config` option, a file, or the controller's ConfigMap/Secret) and give the checks an Environment that
+reads the cluster through the Kubernetes API. Everything they compute is pure: node_view.py (reading),
+node_edit.py (writing)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import Config, load_config_for_viewing
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import (
+    ConfigSource, extract_text, parse_config_source as parse_source_text)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, OptionError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore
+
+
+def parse_config_source(text: str) -> ConfigSource:
+    """The `config_source` option: `configmap/<ns>/<name>[/<key>]` or `secret/<ns>/<name>[/<key>]` (the controller's
+    syntax, config_source.py); OptionError."""
+    try:
+        source = parse_source_text(text)
+    except ConfigError as exc:
+        raise exc.inside('config_source').recast(OptionError) from None
+    if source is None:
+        raise OptionError('config_source', 'required', 'expected configmap/<namespace>/<name>[/<key>] or '
+                          'secret/<namespace>/<name>[/<key>], got %r' % (text,), text)
+    return source
+
+
+def config_text(obj: Mapping[str, Any], source: ConfigSource) -> str:
+    """The maintenance.yaml text out of the ConfigMap or Secret; OptionError when the key is missing or unreadable."""
+    try:
+        return extract_text(source, obj)
+    except ConfigError as exc:
+        raise exc.inside(str(source)).recast(OptionError) from None
+
+
+def read_config(config: Optional[Mapping[str, Any]], config_file: Optional[str], config_source: Optional[str],
+                client: Optional[KubeClient]) -> Tuple[Optional[Config], str]:
+    """(Config or None, where it came from). Raises OptionError (unreadable source) or ConfigError (bad content,
+    the message starting with where the config came from)."""
+    if config is not None:
+        return load_config_for_viewing(dict(config), 'config'), 'config'
+    if config_file:
+        try:
+            with open(config_file, 'rb') as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise OptionError('config_file %s' % config_file, 'readable', 'cannot read it: %s' % (exc.strerror or exc),
+                              config_file) from None
+        return load_config_for_viewing(text, config_file), config_file
+    if config_source:
+        source = parse_config_source(config_source)
+        plural = 'configmaps' if source.kind == 'configmap' else 'secrets'
+        if client is None:
+            raise OptionError('config_source %s' % source, 'client', 'no Kubernetes client')
+        try:
+            obj = client.get(api_path('v1', plural, source.namespace, source.name))
+        except NotFound:
+            raise OptionError('config_source %s' % source, 'exists', '%s %s/%s does not exist'
+                              % (source.kind, source.namespace, source.name)) from None
+        return load_config_for_viewing(config_text(obj, source), str(source)), str(source)
+    return None, ''
+
+
+def kube_environment(client: KubeClient, all_nodes: Optional[List[Dict[str, Any]]] = None) -> Environment:
+    """What the checks of the info view may read: all nodes (listed once, or `all_nodes`), pods per node, leases."""
+    cache: Dict[str, List[Dict[str, Any]]] = {} if all_nodes is None else {'nodes': all_nodes}
+
+    def nodes() -> List[Dict[str, Any]]:
+        if 'nodes' not in cache:
+            cache['nodes'] = client.list(api_path('v1', 'nodes'))
+        return cache['nodes']
+
+    def pods_on_node(node_name: str) -> List[Dict[str, Any]]:
+        return client.list(api_path('v1', 'pods'), field_selector='spec.nodeName=%s' % node_name)
+
+    return Environment(nodes=nodes, pods_on_node=pods_on_node, leases=KubeLeaseStore(client))

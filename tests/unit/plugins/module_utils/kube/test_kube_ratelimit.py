@@ -1,0 +1,32 @@
+"""client-go's rate limit: a token bucket of `burst` tokens refilled at `qps`; 0 means the default (5, 10)."""
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import TokenBucket, effective
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(round(seconds, 6))
+        self.now += seconds
+
+
+def test_defaults_for_zero():
+    assert effective(0, 0) == (5.0, 10)
+    assert effective(2.5, 3) == (2.5, 3)
+
+
+def test_burst_then_qps():
+    clock = Clock()
+    bucket = TokenBucket(5, 10, clock=clock, sleep=clock.sleep)
+    waits = [bucket.take() for _ in range(12)]
+    assert waits[:10] == [0.0] * 10                  # the burst
+    assert [round(w, 6) for w in waits[10:]] == [0.2, 0.2]   # then 5 per second
+    clock.now += 10                                  # idle: refilled up to the burst, not beyond
+    assert [bucket.take() for _ in range(10)] == [0.0] * 10
+    assert round(bucket.take(), 6) == 0.2
