@@ -143,6 +143,7 @@ bench: all
 	$(PY) bench/maintenance.py
 	$(PY) bench/watchdog.py
 	$(PY) bench/provisioning.py
+	$(PY) bench/machines.py
 
 clean: lab-down
 	rm -rf $(BUILD) dist
