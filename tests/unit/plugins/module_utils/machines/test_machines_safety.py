@@ -120,6 +120,20 @@ def test_a_terminated_instance_is_replaced_at_once_even_during_a_freeze():
     assert len(sim.machines()) == 4
 
 
+def test_listings_that_started_before_the_vm_was_known_are_no_evidence():
+    """Two listings (the scheduler's and the orphan collector's) started before a create and finished after it:
+    neither can contain the new VM, so neither counts; listings started later do."""
+    memory = safety.MissingMemory()
+    assert memory.observe('m1', 7, True, listed_at=95.0, now=100.0) == 0
+    assert memory.observe('m1', 8, True, listed_at=99.0, now=101.0) == 0
+    assert memory.observe('m1', 9, True, listed_at=102.0, now=103.0) == 1
+    assert memory.observe('m1', 9, True, listed_at=102.0, now=104.0) == 1      # the same listing counts once
+    assert memory.observe('m1', 10, True, listed_at=112.0, now=113.0) == 2
+    assert memory.observe('m1', 11, False, listed_at=122.0, now=123.0) == 0    # seen again: the count restarts
+    memory.forget(set())
+    assert memory.counts == {} and memory.known_since == {}
+
+
 def test_a_vm_missing_from_two_listings_is_replaced_but_many_missing_at_once_is_suspect():
     sim = sim_with(6)
     gone = sorted(sim.cloud.vms)[0]
