@@ -53,8 +53,8 @@ def test_a_class_change_rolls_within_surge_and_unavailability_and_priority_picks
             break
         time.sleep(0.3)
     else:
-        pytest.fail('the rollout did not finish: %s' % sorted((m['metadata']['name'], m['spec']['class']['name'])
-                                                             for m in live(bench)))
+        left = sorted((m['metadata']['name'], m['spec']['class']['name']) for m in live(bench))
+        pytest.fail('the rollout did not finish: %s' % left)
     assert most <= 4, 'more than replicas + maxSurge machines at once: %d' % most
     assert fewest_running >= 2, 'fewer than replicas - maxUnavailable Running machines: %d' % fewest_running
 

@@ -149,7 +149,7 @@ def scale_down_old(desired: int, unavailable: int, sets: Sequence[SetState], old
             replicas[s.name] -= down
             result[s.name] = replicas[s.name]
             taken += down
-    return {name: count for name, count in result.items()}
+    return dict(result)
 
 
 def _round_half_away(value: float) -> int:
