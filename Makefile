@@ -144,6 +144,7 @@ bench: all
 	$(PY) bench/lab_cloud.py
 	$(PY) bench/watchdog.py
 	$(PY) bench/provisioning.py
+	$(PY) bench/machines.py
 
 clean: lab-down
 	rm -rf $(BUILD) dist

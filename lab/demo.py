@@ -33,6 +33,7 @@ ACTS = (
     'sabakan_act',     # a cluster generated from sabakan, kept right as machines fail, retire, get replaced
     'watchdog_act',    # a partition scales the node-acting controllers down by level, no machine replaced; healing restores
     'provisioning_act',  # genesis, join, a power cut, removal and re-provisioning of the genesis node
+    'machines_act',    # a pool on EC2: an instance lost and replaced, a fleet-wide partition frozen, scaled down
 )
 
 

@@ -34,6 +34,7 @@ options:
     description: Only Machines in these phases (C(Creating) stands for the empty phase of a machine being created).
     type: list
     elements: str
+    choices: [Creating, Pending, Available, Running, Unknown, Failed, CrashLoopBackOff, Terminating]
 extends_documentation_fragment:
   - steward.cluster.kube_connection
   - ansible.builtin.action_common_attributes
@@ -143,7 +144,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.args import K
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import describe_machine, readiness
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, Phase
+
+PHASE_CHOICES = ['Creating'] + [p.value for p in Phase if p.value]
 
 
 def collect(params):
@@ -182,7 +185,7 @@ def main():
             name=dict(type='str'),
             machine_deployment=dict(type='str'),
             label_selector=dict(type='str'),
-            phase=dict(type='list', elements='str'),
+            phase=dict(type='list', elements='str', choices=PHASE_CHOICES),
         ),
         supports_check_mode=True,
     )

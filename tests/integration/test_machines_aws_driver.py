@@ -1,6 +1,8 @@
 """The AWS driver against EC2 over HTTP (moto server): create, list (one paginated call), status, initialize,
 delete, and the error codes EC2's answers become."""
 
+import http.server
+import threading
 import uuid
 
 import pytest
@@ -46,15 +48,15 @@ def test_create_tags_the_instance_and_the_listing_finds_it(aws):
     with pytest.raises(DriverError) as info:
         driver.get_machine_status(cls, machine('other'))
     assert info.value.code == Code.NOT_FOUND
-    assert [op for op, _ in requests].count('DescribeImages') == 1
+    assert [op for op, _outcome in requests].count('DescribeImages') == 1
 
 
 def test_the_ami_root_device_is_read_once(aws):
     driver, cls, _cluster, _net, _url, requests = aws
     for i in range(3):
         driver.create_machine(cls, machine('m%d' % i))
-    assert [op for op, _ in requests].count('DescribeImages') == 1
-    assert [op for op, _ in requests].count('RunInstances') == 3
+    assert [op for op, _outcome in requests].count('DescribeImages') == 1
+    assert [op for op, _outcome in requests].count('RunInstances') == 3
 
 
 def test_one_listing_pages_through_every_instance(aws):
@@ -63,7 +65,7 @@ def test_one_listing_pages_through_every_instance(aws):
         driver.create_machine(cls, machine('m%d' % i))
     del requests[:]
     assert len(driver.list_vms(cls)) == 5
-    pages = [op for op, _ in requests]
+    pages = [op for op, _outcome in requests]
     assert set(pages) == {'DescribeInstances'} and len(pages) >= 3        # page size 2: one call, several pages
 
 
@@ -111,3 +113,33 @@ def test_a_missing_subnet_is_invalid_argument(aws):
     with pytest.raises(DriverError) as info:
         driver.create_machine(bad, machine())
     assert info.value.code == Code.INVALID_ARGUMENT
+
+
+class HtmlErrorPage(http.server.BaseHTTPRequestHandler):
+    """An overloaded endpoint (or a proxy in front of it): an HTML 500 page instead of EC2's XML."""
+
+    def do_POST(self):  # noqa: N802  (http.server's name)
+        self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        body = b'<!doctype html><title>500 Internal Server Error</title><h1>Internal Server Error</h1>'
+        self.send_response(500)
+        self.send_header('Content-Type', 'text/html')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_unreadable_answer_is_unavailable_and_retried(aws):
+    _driver, cls, _cluster, _net, _url, _requests = aws
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), HtmlErrorPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        driver = AWSDriver(endpoint_url='http://127.0.0.1:%d' % server.server_address[1])
+        with pytest.raises(DriverError) as info:
+            driver.list_vms(cls)
+        assert info.value.code == Code.UNAVAILABLE and 'unreadable' in str(info.value)
+    finally:
+        server.shutdown()
+        server.server_close()

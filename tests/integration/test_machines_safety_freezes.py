@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import MachinesBench, wait_for
+from support.machines_cluster import MachinesBench, wait_for, when
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_a_fleet_wide_partition_freezes_replaces_nothing_and_heals_without_repla
     bench.wait_running(4)
     instances = {i['InstanceId'] for i in bench.running_instances()}
     bench.kubelets.partition()
-    cond = wait_for(lambda: (lambda c: c if c and '4 of 4 machines' in c['message'] else None)(frozen(bench)), 60, 1.0,
+    cond = wait_for(lambda: when(frozen(bench), lambda c: c and '4 of 4 machines' in c['message']), 60, 1.0,
                     what='Frozen condition naming 4 of 4 machines')
     assert cond['status'] == 'True' and cond['reason'] == 'FleetFreeze'
     time.sleep(25)     # past the 20 s health timeout: an unfrozen controller would be replacing machines now

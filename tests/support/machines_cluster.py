@@ -27,6 +27,11 @@ FAST_FLAGS = ['--machine-sync-period', '10s', '--machine-cloud-sync-period', '1s
               '--machine-safety-orphan-vms-period', '3s', '--machine-orphan-min-age', '2s', '--machine-drain-timeout', '30s']
 
 
+def when(value: Any, predicate) -> Any:
+    """`value` if `predicate(value)` holds, else None: what wait_for polls for when it should return the object."""
+    return value if predicate(value) else None
+
+
 def stamp(t: float) -> str:
     return format_micro(t)[:19] + 'Z'
 
@@ -164,4 +169,4 @@ class MachinesBench:
         return ec2_client(self.ec2_url, REGION, lab=True)
 
 
-__all__ = ['KEYS', 'MachinesBench', 'Kubelets', 'wait_for', 'REGION']
+__all__ = ['KEYS', 'MachinesBench', 'Kubelets', 'wait_for', 'when', 'REGION']

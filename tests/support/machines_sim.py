@@ -286,7 +286,7 @@ class MachinesSim(apply_mod.Target):
                      watchdog_marked=self.watchdog_marked, api_freeze=self.api_freeze)
 
     def step(self, dt: float = 1.0, count: int = 1) -> None:
-        for _ in range(count):
+        for _step in range(count):
             self.sync_nodes()
             world = self.world()
             plan = plan_pass(world, self.memory, self.settings, self.now)

@@ -231,7 +231,7 @@ class _Deletion:
 def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView, settings: Settings,
                   now: Callable[[], float], memory: DrainMemory) -> MachineRun:
     d = _Deletion(t, machine)
-    for _ in range(MAX_DELETION_STEPS):
+    for _step in range(MAX_DELETION_STEPS):
         if not d.apply(plan):
             return MachineRun(None, plan)
         current = d.local
@@ -310,7 +310,7 @@ def run_set(t: Target, ms: Obj, plan: SetPlan) -> Tuple[int, List[str]]:
     remaining = plan.create
     while remaining > 0 and not errors:
         size = min(batch, remaining)
-        for _ in range(size):
+        for _machine in range(size):
             try:
                 t.create(KIND_MACHINE, machine_from_template(ms))
                 created += 1

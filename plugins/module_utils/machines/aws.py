@@ -48,6 +48,7 @@ try:
     import boto3
     import botocore.config
     import botocore.exceptions
+    import botocore.parsers
     HAS_BOTO3 = True
 except ImportError:  # reported when the driver is built
     HAS_BOTO3 = False
@@ -106,6 +107,7 @@ class AWSDriver(Driver):
         self._clients: Dict[Tuple[str, str, str, Optional[str]], Any] = {}
         self._root_devices: Dict[Tuple[str, str], Optional[str]] = {}
         self._lock = threading.Lock()
+        self._image_lock = threading.Lock()      # one DescribeImages per AMI, even when workers start together
 
     # --- plumbing -------------------------------------------------------------------------------
     def _spec(self, cls: ClassContext, call: Call) -> aws_spec.AWSSpec:
@@ -157,6 +159,11 @@ class AWSDriver(Driver):
                     botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError) as exc:
                 self._count(operation, 'Unavailable')
                 code, message = Code.UNAVAILABLE, '%s: the EC2 endpoint did not answer: %s' % (operation, type(exc).__name__)
+            except (botocore.exceptions.BotoCoreError, botocore.parsers.ResponseParserError) as exc:
+                # an answer that is not EC2's (a proxy's or an overloaded endpoint's HTML 5xx page): transient
+                self._count(operation, 'Unavailable')
+                code, message = Code.UNAVAILABLE, '%s: the EC2 endpoint answered something unreadable: %s' % (
+                    operation, str(exc).splitlines()[0][:200])
             if code != Code.THROTTLED:
                 raise DriverError(code, message, call)
             backoff = jittered_backoff(attempt, self.backoff_base, self.backoff_cap, self.rng)
@@ -172,13 +179,14 @@ class AWSDriver(Driver):
 
     def _root_device(self, spec: aws_spec.AWSSpec) -> Optional[str]:
         key = (spec.region, spec.ami)
-        if key not in self._root_devices:
-            answer = self._request(spec, Call.CREATE, 'DescribeImages', ImageIds=[spec.ami])
-            images = answer.get('Images') or []
-            if not images:
-                raise DriverError(Code.NOT_FOUND, 'Image %s not found' % spec.ami, Call.CREATE)
-            self._root_devices[key] = images[0].get('RootDeviceName')
-        return self._root_devices[key]
+        with self._image_lock:
+            if key not in self._root_devices:
+                answer = self._request(spec, Call.CREATE, 'DescribeImages', ImageIds=[spec.ami])
+                images = answer.get('Images') or []
+                if not images:
+                    raise DriverError(Code.NOT_FOUND, 'Image %s not found' % spec.ami, Call.CREATE)
+                self._root_devices[key] = images[0].get('RootDeviceName')
+            return self._root_devices[key]
 
     # --- MCM's calls ------------------------------------------------------------------------------
     def create_machine(self, cls: ClassContext, machine: MachineContext) -> CreateResult:

@@ -84,11 +84,13 @@ def plan_machine(view: MachineView, now: float) -> MachinePlan:
             o.name(view.node or {}), ANNOTATION_TRIGGER_DELETION, o.name(m))))
         return plan
     phase = o.phase(m)
+    if phase == Phase.FAILED:
+        # Final: the MachineSet replaces it. Checked before the creation flow, so a Failed machine without a
+        # providerID (its VM deleted as stale, or gone before it joined) is not failed again on every pass.
+        plan.retry = Retry.SHORT
+        return plan
     if not o.provider_id(m) or phase in CREATING:
         return _creation_flow(view, plan, phase, now)
-    if phase == Phase.FAILED:
-        plan.retry = Retry.SHORT   # the MachineSet replaces it
-        return plan
     return _health(view, plan, phase, now)
 
 

@@ -127,7 +127,7 @@ class _Index:
         return o.uid(md) if md is not None else o.uid(ms)
 
 
-def _lookups(world: World, memory: Memory, settings: Settings, plan: PassPlan
+def _lookups(world: World, memory: Memory, settings: Settings, plan: PassPlan, now: float
              ) -> Tuple[Dict[str, Optional[Lookup]], Dict[str, Optional[VM]], Set[str]]:
     lookups: Dict[str, Optional[Lookup]] = {}
     vm_of: Dict[str, Optional[VM]] = {}
@@ -146,7 +146,7 @@ def _lookups(world: World, memory: Memory, settings: Settings, plan: PassPlan
         vm_of[uid] = lookup.vm if lookup.code == Code.OK else None
         if inventory.ok and o.provider_id(m) and not o.deleting(m):
             totals[class_key(m)] = totals.get(class_key(m), 0) + 1
-            count = memory.missing.observe(uid, inventory.seq, lookup.code == Code.NOT_FOUND)
+            count = memory.missing.observe(uid, inventory.seq, lookup.code == Code.NOT_FOUND, inventory.taken_at, now)
             if count >= settings.missing_confirmations:
                 missing_by_class.setdefault(class_key(m), []).append(uid)
     memory.missing.forget(set(lookups))
@@ -163,7 +163,7 @@ def _lookups(world: World, memory: Memory, settings: Settings, plan: PassPlan
 def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> PassPlan:
     plan = PassPlan()
     index = _Index(world)
-    lookups, vm_of, missing = _lookups(world, memory, settings, plan)
+    lookups, vm_of, missing = _lookups(world, memory, settings, plan, now)
     live_machines = [m for m in world.machines if not o.deleting(m)]
     fleet = safety.fleet(live_machines, world.nodes, vm_of, settings)
     plan.fleet = fleet

@@ -77,8 +77,8 @@ def strategy_values(strategy: Optional[dict]) -> Tuple[str, Any, Any]:
         surge = DEFAULT_MAX_SURGE
     if unavailable is None:
         unavailable = DEFAULT_MAX_UNAVAILABLE
-    s, _ = parse_int_or_percent(surge, 'spec.strategy.rollingUpdate.maxSurge')
-    u, _ = parse_int_or_percent(unavailable, 'spec.strategy.rollingUpdate.maxUnavailable')
+    s, _surge_is_percent = parse_int_or_percent(surge, 'spec.strategy.rollingUpdate.maxSurge')
+    u, _unavailable_is_percent = parse_int_or_percent(unavailable, 'spec.strategy.rollingUpdate.maxUnavailable')
     if kind == 'RollingUpdate' and s == 0 and u == 0:
         raise InvalidInput('spec.strategy.rollingUpdate', 'not-both-zero', 'maxSurge and maxUnavailable cannot both be 0',
                            rolling)
@@ -149,7 +149,7 @@ def scale_down_old(desired: int, unavailable: int, sets: Sequence[SetState], old
             replicas[s.name] -= down
             result[s.name] = replicas[s.name]
             taken += down
-    return {name: count for name, count in result.items()}
+    return dict(result)
 
 
 def _round_half_away(value: float) -> int:

@@ -117,14 +117,23 @@ def fleet(machines: Sequence[Obj], nodes: Mapping[str, Obj], vm_of: Mapping[str,
 
 @dataclasses.dataclass
 class MissingMemory:
-    """Per machine uid: (listing seq last counted, consecutive listings without its VM)."""
-    counts: Dict[str, Tuple[int, int]] = dataclasses.field(default_factory=dict)
+    """Per machine uid: (listing seq last counted, consecutive listings without its VM), and since when the machine
+    is known to have a VM (the first pass that saw its providerID).
 
-    def observe(self, uid: str, seq: int, missing: bool) -> int:
+    Only a listing that *started* after that moment is evidence: one started earlier (a slow listing, or the
+    orphan collector's own, finishing just after a create) cannot contain the VM, and counting it replaced
+    freshly created machines in a 200-machine scale-out."""
+    counts: Dict[str, Tuple[int, int]] = dataclasses.field(default_factory=dict)
+    known_since: Dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def observe(self, uid: str, seq: int, missing: bool, listed_at: float, now: float) -> int:
+        since = self.known_since.setdefault(uid, now)
         if not missing:
             self.counts.pop(uid, None)
             return 0
         last_seq, count = self.counts.get(uid, (0, 0))
+        if listed_at < since:
+            return count              # the listing may predate the VM: no evidence either way
         if seq != last_seq:
             count += 1
         self.counts[uid] = (seq, count)
@@ -133,6 +142,8 @@ class MissingMemory:
     def forget(self, live: Set[str]) -> None:
         for uid in [u for u in self.counts if u not in live]:
             del self.counts[uid]
+        for uid in [u for u in self.known_since if u not in live]:
+            del self.known_since[uid]
 
 
 def missing_suspect(missing: int, total: int, settings: Settings) -> Optional[Freeze]:

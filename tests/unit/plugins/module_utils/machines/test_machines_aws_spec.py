@@ -132,7 +132,7 @@ class Clock:
 def test_token_bucket_limits_the_rate_and_a_pause_empties_it():
     clock = Clock()
     bucket = TokenBucket(10, 5, clock=clock, sleep=clock.sleep)
-    for _ in range(25):
+    for _step in range(25):
         assert bucket.acquire()
     assert clock.t == pytest.approx(2.0)           # 5 from the burst, 20 at 10/s
     bucket.pause(3)
@@ -154,7 +154,7 @@ class ThrottlingClient:
         self.n = n
         self.calls = 0
 
-    def describe_instances(self, **_):
+    def describe_instances(self, **_params):
         self.calls += 1
         if self.calls <= self.n:
             raise botocore.exceptions.ClientError({'Error': {'Code': 'RequestLimitExceeded', 'Message': 'Request limit exceeded.'},

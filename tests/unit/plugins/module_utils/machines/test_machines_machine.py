@@ -213,6 +213,16 @@ def test_a_terminated_vm_fails_the_machine_at_once_even_when_gated(state):
     assert phase_of(plan) == 'Failed' and plan.failed == 'vm-gone'
 
 
+def test_a_failed_machine_without_a_provider_id_waits_for_its_set_and_is_not_failed_again():
+    """Its VM was deleted as stale or ended before it joined: the creation flow must not run again (it would find
+    the terminated VM and fail the machine, with an Event, on every pass until the set deletes it)."""
+    m = machine('Failed', '', op=('Create', 'Failed', 'VM gone before it joined'))
+    gone = Lookup(Code.OK, VM('aws:///r/i-1', 'n1', 'm1', 'u1', state=VMState.TERMINATED), 1)
+    plan = plan_machine(view(m, None, lookup=gone), T0 + 30)
+    assert plan.status is None and plan.call is None and plan.action is None and plan.events == []
+    assert plan.retry == Retry.SHORT
+
+
 def test_a_vm_missing_from_enough_listings_fails_the_machine():
     m = machine('Unknown', 'aws:///r/i-1', 'n1', since=T0)
     assert phase_of(plan_machine(view(m, None, lookup=NOT_FOUND, vm_missing=True), T0 + 1)) == 'Failed'

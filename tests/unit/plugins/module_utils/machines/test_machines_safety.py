@@ -44,7 +44,7 @@ def test_two_unknown_machines_of_one_deployment_are_replaced_one_at_a_time():
     for n in bad:
         sim.set_condition(n, 'Ready', 'False')
     most_in_flight = 0
-    for _ in range(120):
+    for _step in range(120):
         sim.step()
         for n in bad:
             if n in sim.nodes:
@@ -60,7 +60,7 @@ def test_a_cap_of_two_with_thirty_percent_bad_never_replaces_more_than_two_at_on
     bad = running_nodes(sim)[:3]
     sim.unreachable.update(bad)
     most = 0
-    for _ in range(150):
+    for _step in range(150):
         sim.step()
         most = max(most, sum(1 for m in sim.machines() if o.deleting(m) or o.phase(m).value in ('Failed', 'Terminating')))
     assert most <= 2 and frozen_condition(sim) is None
@@ -118,6 +118,20 @@ def test_a_terminated_instance_is_replaced_at_once_even_during_a_freeze():
     steps = sim.run_until(lambda: not any(o.provider_id(m) == victim['provider_id'] for m in sim.machines()), limit=30)
     assert steps < 10                      # not the 30 s health timeout
     assert len(sim.machines()) == 4
+
+
+def test_listings_that_started_before_the_vm_was_known_are_no_evidence():
+    """Two listings (the scheduler's and the orphan collector's) started before a create and finished after it:
+    neither can contain the new VM, so neither counts; listings started later do."""
+    memory = safety.MissingMemory()
+    assert memory.observe('m1', 7, True, listed_at=95.0, now=100.0) == 0
+    assert memory.observe('m1', 8, True, listed_at=99.0, now=101.0) == 0
+    assert memory.observe('m1', 9, True, listed_at=102.0, now=103.0) == 1
+    assert memory.observe('m1', 9, True, listed_at=102.0, now=104.0) == 1      # the same listing counts once
+    assert memory.observe('m1', 10, True, listed_at=112.0, now=113.0) == 2
+    assert memory.observe('m1', 11, False, listed_at=122.0, now=123.0) == 0    # seen again: the count restarts
+    memory.forget(set())
+    assert memory.counts == {} and memory.known_since == {}
 
 
 def test_a_vm_missing_from_two_listings_is_replaced_but_many_missing_at_once_is_suspect():

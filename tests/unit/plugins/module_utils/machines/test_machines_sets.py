@@ -169,7 +169,7 @@ def test_rolling_update_keeps_surge_and_availability_and_ends_at_3_0():
     assert o.annotations_of(sim.get('MachineDeployment', 'md'))['deployment.kubernetes.io/revision'] == '1'
     sim.update('MachineDeployment', 'md', {'spec': {'template': {'spec': {'class': {'name': 'c2'}}}}})
     worst_total, worst_available = 0, 3
-    for _ in range(60):
+    for _step in range(60):
         sim.step()
         live = [m for m in sim.machines() if not o.deleting(m)]
         worst_total = max(worst_total, len(live))
@@ -238,7 +238,7 @@ def test_recreate_removes_every_old_machine_before_creating_new_ones():
     settled(sim, 2)
     sim.update('MachineDeployment', 'md', {'spec': {'template': {'spec': {'class': {'name': 'c2'}}}}})
     mixed = False
-    for _ in range(40):
+    for _step in range(40):
         sim.step()
         classes = {o.class_name(o.spec(m)) for m in sim.machines()}
         mixed = mixed or classes == {'c1', 'c2'}
