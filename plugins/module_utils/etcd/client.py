@@ -19,6 +19,7 @@ import importlib.util
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     EtcdUnavailable,
@@ -61,19 +62,26 @@ class EtcdConnection:
     timeout: float = 5.0
 
     @classmethod
-    def from_params(cls, params: Dict[str, Any]) -> 'EtcdConnection':
-        """Build from the `etcd_connection` argspec options."""
-        endpoints = params.get('endpoints') or ['http://127.0.0.1:2379']
+    def from_params(cls, params: Dict[str, Any], prefix: str = '') -> 'EtcdConnection':
+        """Build from the `etcd_connection` argspec options (named `<prefix><option>`, e.g. `etcd_timeout`), checked
+        by the validation home first: endpoints are URLs or host:port, a timeout is positive and finite, given TLS
+        files exist and a client certificate comes with its key (InvalidInput names the option)."""
+        endpoints = params.get(prefix + 'endpoints') or ['http://127.0.0.1:2379']
         if isinstance(endpoints, str):
             endpoints = [e.strip() for e in endpoints.split(',') if e.strip()]
+        for index, endpoint in enumerate(endpoints):
+            validate.endpoint_url(endpoint, '%sendpoints[%d]' % (prefix, index), default_scheme='http')
+        timeout = params.get(prefix + 'timeout')
+        validate.tls_files(params.get(prefix + 'ca_cert'), params.get(prefix + 'client_cert'),
+                           params.get(prefix + 'client_key'), prefix)
         return cls(
             endpoints=tuple(endpoints),
-            ca_cert=params.get('ca_cert'),
-            client_cert=params.get('client_cert'),
-            client_key=params.get('client_key'),
-            user=params.get('user'),
-            password=params.get('password'),
-            timeout=float(params.get('timeout') or 5.0),
+            ca_cert=params.get(prefix + 'ca_cert'),
+            client_cert=params.get(prefix + 'client_cert'),
+            client_key=params.get(prefix + 'client_key'),
+            user=params.get(prefix + 'user'),
+            password=params.get(prefix + 'password'),
+            timeout=5.0 if timeout is None else validate.timeout(timeout, prefix + 'timeout'),
         )
 
     @property
