@@ -181,6 +181,7 @@ profiles:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
@@ -237,12 +238,11 @@ def main():
         supports_check_mode=True,
     )
     name = module.params['name']
-    try:
-        plan = apply(module.params, module.check_mode)
-    except OptionError as exc:
-        module.fail_json(msg=str(exc), node=name, field=exc.field, rule=exc.rule)
-    except KubeError as exc:
-        module.fail_json(msg='node %s: %s' % (name, exc), node=name)
+    with failing_cleanly(module, node=name):   # OptionError and the shared checks (InvalidInput)
+        try:
+            plan = apply(module.params, module.check_mode)
+        except KubeError as exc:
+            module.fail_json(msg='node %s: %s' % (name, exc), node=name, changed=False)
     for warning in plan.warnings:
         module.warn(warning)
     result = dict(changed=plan.changed, node=name, changes=plan.changes, patch=plan.patch, labels=plan.after['labels'],

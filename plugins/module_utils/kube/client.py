@@ -15,6 +15,7 @@ import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import (
     AlreadyExists,
     Conflict,
@@ -68,6 +69,10 @@ def load_configuration(kubeconfig: Optional[str] = None, context: Optional[str] 
         kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except (kubernetes.config.ConfigException, OSError, TypeError) as exc:
         raise KubeError('no Kubernetes credentials: not in a pod and no usable kubeconfig (%s)' % exc) from exc
+    except Exception as exc:  # PyYAML's errors and whatever a malformed file makes the loader trip over
+        raise InvalidInput('kubeconfig', 'kubeconfig', '%s is not a usable kubeconfig: %s'
+                           % (kubeconfig or 'the default kubeconfig', ' '.join(str(exc).split())[:300]),
+                           kubeconfig) from None
     return configuration
 
 

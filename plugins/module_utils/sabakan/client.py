@@ -24,6 +24,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     OptionError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
@@ -223,9 +225,10 @@ class SabakanClient:
     def __init__(self, url: str, *, timeout: float = 30.0, validate_certs: bool = True,
                  ca_path: Optional[str] = None, headers: Optional[Mapping[str, str]] = None):
         self.url = graphql_url(url)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise OptionError('timeout', 'positive', 'must be a positive number of seconds, got %r' % (timeout,), timeout)
-        self.timeout = float(timeout)
+        try:
+            self.timeout = validate.timeout(timeout, 'timeout')
+        except InvalidInput as exc:
+            raise exc.recast(OptionError) from None
         self.headers = {'Content-Type': 'application/json', 'Accept': 'application/json'}
         self.headers.update(headers or {})
         handlers: List[Any] = []
