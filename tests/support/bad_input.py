@@ -377,4 +377,3 @@ def bystander_process(here: World, pid_file: str) -> Callable[[], Optional[str]]
         proc.wait()
         return None if alive else 'the unrelated process %d named by the pid file was signalled' % proc.pid
     return check
-

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import stat
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
@@ -196,6 +196,26 @@ def endpoint_url(value: Any, field: str, schemes: Sequence[str] = ('http', 'http
     if port == 0:
         raise InvalidInput(field, 'url', 'port 0 in %s is not a port' % shown(value), value)
     return url
+
+
+def typed_mapping(value: Any, field: str, required: Mapping[str, Tuple[type, ...]],
+                  optional: Mapping[str, Tuple[type, ...]] = None) -> Mapping[str, Any]:
+    """A mapping checked like an API object: every `required` key present with one of its types, every `optional`
+    key absent, None, or one of its types (bool is never taken for int, nor a string for a bool: "no" is truthy).
+    Unknown keys pass (facts grow). InvalidInput names `field.key`."""
+    if not isinstance(value, Mapping):
+        raise InvalidInput(field, 'mapping', 'expected a mapping, got %s' % shown(value), value)
+    for key, types in list(required.items()) + list((optional or {}).items()):
+        where = '%s.%s' % (field, key)
+        if key not in value or value[key] is None:
+            if key in required:
+                raise InvalidInput(where, 'required', 'is required', None)
+            continue
+        item = value[key]
+        if not isinstance(item, types) or (isinstance(item, bool) and bool not in types):
+            raise InvalidInput(where, 'type', 'expected %s, got %s' % (' or '.join(t.__name__ for t in types),
+                                                                      shown(item)), item)
+    return value
 
 
 def one_of(value: Any, field: str, choices: Iterable[Any]) -> Any:

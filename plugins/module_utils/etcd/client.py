@@ -14,12 +14,14 @@ Two transports, each used where it is best:
 from __future__ import annotations
 
 import base64
+import json
 import dataclasses
 import importlib.util
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     EtcdUnavailable,
@@ -157,19 +159,30 @@ class Gateway:
             token = self._token(endpoint, timeout)
             if token:
                 headers['Authorization'] = token
+        deadline = Deadline(timeout, 'POST %s' % path)
         try:
             resp = self._session.post(url, json=body, timeout=timeout, headers=headers, verify=self._verify,
-                                      cert=self._cert)
+                                      cert=self._cert, stream=True)
+            # the timeout bounds the whole answer, not each read: a server dripping a byte a second is given up on
+            chunks = []
+            for chunk in resp.iter_content(65536):
+                chunks.append(chunk)
+                deadline.check(self.conn.url(endpoint))
+        except DeadlineExceeded as exc:
+            raise EtcdUnavailable(str(exc)) from exc
         except requests.exceptions.SSLError as exc:
             raise EtcdUnavailable('TLS handshake with %s failed: %s' % (url, exc)) from exc
         except requests.exceptions.RequestException as exc:
-            raise EtcdUnavailable('%s did not answer: %s' % (url, exc.__class__.__name__)) from exc
+            raise EtcdUnavailable('%s did not answer within %ss (%.1fs spent): %s' % (
+                url, timeout, deadline.spent(), exc.__class__.__name__)) from exc
         try:
-            data = resp.json()
+            data = json.loads(b''.join(chunks) or b'{}')
         except ValueError:
             data = {}
+        if not isinstance(data, dict):
+            data = {}
         if resp.status_code != 200:
-            message = data.get('message') or data.get('error') or resp.text.strip()[:300]
+            message = data.get('message') or data.get('error') or b''.join(chunks).decode('utf-8', 'replace').strip()[:300]
             raise gateway_error(url, resp.status_code, message)
         return data
 
@@ -191,7 +204,15 @@ class Gateway:
 
     # --- typed helpers used across the engine -----------------------------------------------
     def status(self, endpoint: str, timeout: Optional[float] = None) -> Dict[str, Any]:
-        return self.call(endpoint, '/v3/maintenance/status', {}, timeout)
+        """The member's status; EtcdUnavailable when the answer is not etcd's (a 200 with garbage is no member:
+        facts and recovery plans count only what answers as etcd does, with a cluster and a member id)."""
+        status = self.call(endpoint, '/v3/maintenance/status', {}, timeout)
+        header = status.get('header')
+        if not isinstance(header, dict) or not header.get('cluster_id') or not header.get('member_id') \
+                or not isinstance(status.get('version'), str):
+            raise EtcdUnavailable('%s answered /v3/maintenance/status, but not as etcd does (no cluster id, member id '
+                                  'and version)' % self.conn.url(endpoint))
+        return status
 
     def member_list(self, endpoint: Optional[str] = None, linearizable: bool = False) -> List[Dict[str, Any]]:
         body = {'linearizable': True} if linearizable else {}
