@@ -51,8 +51,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.driver im
     VMState,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
-    SabakanClient,
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import SabakanClient
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     SabakanError,
     SabakanQueryError,
     SabakanUnavailable,
