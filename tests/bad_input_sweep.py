@@ -18,24 +18,26 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from support.bad_input import OUTCOMES, BlackHole, all_cases, module_names, run_case  # noqa: E402
+from support.bad_input import OUTCOMES, Servers, all_cases, module_names, run_case  # noqa: E402
 from support.bad_input_cases import CASES  # noqa: E402
 
 
 def sweep(names, show_failures):
-    hole = BlackHole()
+    servers = Servers()
     table = collections.OrderedDict()
     try:
         for name in names:
             counts = collections.Counter()
             for case in all_cases(name, CASES[name]) if name in CASES else []:
-                outcome = run_case(name, CASES[name], case, hole)
+                if show_failures:
+                    print('.. %s %s' % (name, case.case_id), file=sys.stderr, flush=True)
+                outcome = run_case(name, CASES[name], case, servers)
                 counts[outcome.kind] += 1
                 if show_failures and outcome.kind not in ('refused', 'answered'):
                     print('%s %s: %s: %s' % (name, case.case_id, outcome.kind, outcome.detail[:200]), file=sys.stderr)
             table[name] = counts
     finally:
-        hole.close()
+        servers.close()
     return table
 
 

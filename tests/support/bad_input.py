@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import faulthandler
 import importlib
 import io
 import json
@@ -26,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 from unittest import mock
@@ -83,10 +85,11 @@ def argspec_of(name: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 # --- the scratch world a case runs in ---------------------------------------------------------------------------
 class World:
     """A scratch root with a regular file, a directory, a missing path, a kubeconfig, a closed port and a black hole
-    (a listening socket that never accepts: connections open, nothing ever answers). Placeholders in case data
+    (a listening socket that never accepts: connections open, nothing ever answers) and a drip (answers a byte every
+    half second: `{drip_url}`, `{kubeconfig_drip}`). Placeholders in case data
     (`{root}`, `{file}`, `{dir}`, `{missing}`, `{closed_url}`, `{blackhole_url}`, `{kubeconfig}`, ...) name them."""
 
-    def __init__(self, root: str, blackhole_port: int, closed_port: int):
+    def __init__(self, root: str, blackhole_port: int, closed_port: int, drip_port: int = 0):
         self.root = root
         self.values = {
             'root': root,
@@ -102,6 +105,8 @@ class World:
             'blackhole_url': 'http://127.0.0.1:%d' % blackhole_port,
             'kubeconfig': os.path.join(root, 'kubeconfig'),
             'kubeconfig_blackhole': os.path.join(root, 'kubeconfig-blackhole'),
+            'drip_url': 'http://127.0.0.1:%d' % drip_port,
+            'kubeconfig_drip': os.path.join(root, 'kubeconfig-drip'),
             'malformed_yaml': os.path.join(root, 'malformed.yml'),
             'json_list': os.path.join(root, 'list.json'),
         }
@@ -110,6 +115,7 @@ class World:
         _write(self.values['file'], 'plain text\n')
         _write(self.values['kubeconfig'], kubeconfig_text(self.values['closed_url']))
         _write(self.values['kubeconfig_blackhole'], kubeconfig_text(self.values['blackhole_url']))
+        _write(self.values['kubeconfig_drip'], kubeconfig_text(self.values['drip_url']))
         _write(self.values['malformed_yaml'], MALFORMED_YAML)
         _write(self.values['json_list'], '[1, 2, 3]\n')
 
@@ -161,16 +167,68 @@ class BlackHole:
         self.sock.close()
 
 
+class Drip:
+    """An HTTP server that answers 200 at once and then sends its body a byte every half second: a per-read socket
+    timeout never fires, only a deadline over the whole answer ends the wait."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                conn, _addr = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(5)
+            conn.recv(65536)
+            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{')
+            for _byte in range(4095):
+                if self.closed.wait(0.5):
+                    break
+                conn.sendall(b' ')
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.sock.close()
+
+
 def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
 
 
+class Servers:
+    """The misbehaving endpoints a sweep shares: a black hole and a drip."""
+
+    def __init__(self) -> None:
+        self.blackhole = BlackHole()
+        self.drip = Drip()
+
+    def close(self) -> None:
+        self.blackhole.close()
+        self.drip.close()
+
+
 @contextlib.contextmanager
-def world(blackhole: BlackHole) -> Iterator[World]:
+def world(servers: Servers) -> Iterator[World]:
     with tempfile.TemporaryDirectory(prefix='steward-bad-input-') as root:
-        yield World(root, blackhole.port, closed_port())
+        yield World(root, servers.blackhole.port, closed_port(), servers.drip.port)
 
 
 # --- cases --------------------------------------------------------------------------------------------------------
@@ -180,7 +238,8 @@ class Case:
     the stated timeout the run must end within twice of; `check_mode` runs it as --check. `setup(world)` may prepare
     state and return a callable that says what harm was done (a message) or None. `may_succeed`: the right answer
     may be a success that changes nothing (a stale pid file, an info module's unreachable endpoint); `may_remove`:
-    scratch paths the module may rightly remove (a stale pid file)."""
+    scratch paths the module may rightly remove (a stale pid file); `startup`: seconds of start-up work no timeout
+    bounds, beyond HANG_ALLOWANCE (boto3's import and client creation: about 4 s on a loaded 2-core machine)."""
 
     case_id: str
     args: Dict[str, Any]
@@ -189,6 +248,7 @@ class Case:
     setup: Optional[Callable[['World'], Callable[[], Optional[str]]]] = None
     may_succeed: bool = False
     may_remove: Tuple[str, ...] = ()
+    startup: float = 0.0
 
 
 @dataclasses.dataclass
@@ -203,7 +263,7 @@ class ModuleCases:
     base: Dict[str, Any]
     timeout: Optional[str] = None
     endpoint: Optional[str] = None
-    endpoint_values: Tuple[Any, Any] = ('{closed_url}', '{blackhole_url}')
+    endpoint_values: Tuple[Any, ...] = ('{closed_url}', '{blackhole_url}', '{drip_url}')
     files: Tuple[str, ...] = ()
     not_files: Tuple[str, ...] = ()
     dirs: Tuple[str, ...] = ()
@@ -265,9 +325,8 @@ def generated_cases(name: str, cases: ModuleCases) -> List[Case]:
             for value in BAD_NAMES:
                 out.append(Case('%s=%r' % (option, value), {option: value}))
     if cases.endpoint:
-        closed, hole = cases.endpoint_values
         bound = {cases.timeout: 1} if cases.timeout else {}
-        for label, value in (('closed', closed), ('black-hole', hole)):
+        for label, value in zip(('closed', 'black-hole', 'drip'), cases.endpoint_values):
             out.append(Case('%s-%s' % (cases.endpoint, label), dict(bound, **{cases.endpoint: value}), limit=1.0,
                             may_succeed=cases.endpoint_may_succeed))
     return out
@@ -302,6 +361,9 @@ def call_main(name: str, args: Mapping[str, Any], check_mode: bool, limit: float
     out = io.StringIO()
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
+    # the last resort when the alarm's exception cannot end the run (raised inside a lock the module then waits on):
+    # print every thread's stack and end the process, so a deadlock is a visible failure, never a stuck CI job
+    faulthandler.dump_traceback_later(limit + 30, exit=True)
     try:
         with patch_module_args(payload), contextlib.redirect_stdout(out):
             try:
@@ -313,6 +375,7 @@ def call_main(name: str, args: Mapping[str, Any], check_mode: bool, limit: float
     except Exception as exc:  # the point: anything but SystemExit is a traceback the user would see
         return 'exception', None, '%s: %s' % (type(exc).__name__, exc)
     finally:
+        faulthandler.cancel_dump_traceback_later()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     text = out.getvalue()
@@ -322,14 +385,14 @@ def call_main(name: str, args: Mapping[str, Any], check_mode: bool, limit: float
         return 'exception', None, 'no JSON result: %r' % text[-500:]
 
 
-def run_case(name: str, cases: ModuleCases, case: Case, blackhole: BlackHole) -> Outcome:
+def run_case(name: str, cases: ModuleCases, case: Case, servers: Servers) -> Outcome:
     """Run one case in a fresh scratch world and classify it."""
-    with world(blackhole) as here:
+    with world(servers) as here:
         args = {k: v for k, v in here.fill(dict(cases.base, **case.args)).items() if v is not None}
         harmed = case.setup(here) if case.setup else None
         before = here.snapshot()
         stated = case.limit
-        limit = 2 * stated + HANG_ALLOWANCE if stated else DEFAULT_LIMIT
+        limit = 2 * stated + HANG_ALLOWANCE + case.startup if stated else DEFAULT_LIMIT
         started = time.monotonic()
         how, result, text = call_main(name, args, case.check_mode, limit)
         seconds = time.monotonic() - started
@@ -338,7 +401,7 @@ def run_case(name: str, cases: ModuleCases, case: Case, blackhole: BlackHole) ->
         for path in case.may_remove:
             if path not in after:
                 before.pop(path, None)
-    if how == 'hang' or (stated and seconds > 2 * stated + HANG_ALLOWANCE):
+    if how == 'hang' or (stated and seconds > 2 * stated + HANG_ALLOWANCE + case.startup):
         return Outcome('hang', '%.1fs (stated timeout %ss)' % (seconds, stated), seconds, result)
     if how == 'exception':
         return Outcome('traceback', text, seconds)

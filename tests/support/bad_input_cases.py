@@ -13,11 +13,12 @@ from __future__ import annotations
 from support.bad_input import Case, ModuleCases, bystander_process
 
 CP = [{'name': 'cp1', 'address': '10.0.0.11'}]
-ETCD_ENDPOINTS = (['{closed_url}'], ['{blackhole_url}'])
+ETCD_ENDPOINTS = (['{closed_url}'], ['{blackhole_url}'], ['{drip_url}'])
 KUBE = {'kubeconfig': '{kubeconfig}', 'request_timeout': 1}
 KUBE_ENDPOINT = dict(endpoint='kubeconfig', timeout='request_timeout',
-                     endpoint_values=('{kubeconfig}', '{kubeconfig_blackhole}'))
+                     endpoint_values=('{kubeconfig}', '{kubeconfig_blackhole}', '{kubeconfig_drip}'))
 S3_STORE = 's3://bucket/prefix'
+BOTO3_STARTUP = 6.0   # boto3's import and S3 client creation, which no timeout bounds (about 4 s under load)
 HOST = {'name': 'etcd1', 'host_reachable': True, 'responding': True, 'healthy': True, 'member_id': 'a1',
         'cluster_id': 'c1', 'raft_index': 10, 'members': [{'id': 'a1', 'name': 'etcd1'}]}
 HOST2 = dict(HOST, name='etcd2', member_id='a2')
@@ -89,11 +90,12 @@ CASES = {
               'retry_timeout': 1, 'promote_timeout': 1},
         endpoint='endpoints', endpoint_values=ETCD_ENDPOINTS, timeout='timeout', names=('name',),
         extra=[Case('peer_urls-not-urls', {'peer_urls': ['10.0.0.14']}),
-               Case('member_id-not-hex', {'state': 'absent', 'member_id': 'zz-not-hex'})]),
+               Case('member_id-not-hex', {'state': 'absent', 'member_id': 'zz-not-hex'}),
+               Case('member_id-empty', {'state': 'absent', 'member_id': ''})]),
     'etcd_member_facts': ModuleCases(
         base={'endpoints': ['{closed_url}'], 'timeout': 1, 'probe_timeout': 1, 'name': 'etcd1',
               'data_dir': '{root}/data', 'client_url': '{closed_url}', 'peer_url': 'http://127.0.0.1:2380'},
-        endpoint='client_url', endpoint_values=('{closed_url}', '{blackhole_url}'), timeout='probe_timeout',
+        endpoint='client_url', timeout='probe_timeout',
         endpoint_may_succeed=True, names=('name',), absolute=('data_dir',),
         extra=[Case('client_url-not-a-url', {'client_url': 'nowhere'})]),
     'etcd_process': ModuleCases(
@@ -133,7 +135,7 @@ CASES = {
         endpoint='endpoints', endpoint_values=ETCD_ENDPOINTS, timeout='timeout', dirs=('tmp_dir',),
         extra=[Case('store-relative', {'store': 'relative/store'}),
                Case('s3-endpoint-black-hole', {'store': S3_STORE, 's3_endpoint_url': '{blackhole_url}',
-                                               'endpoints': ['{blackhole_url}']}, limit=1.0)]),
+                                               'endpoints': ['{blackhole_url}']}, limit=1.0, startup=BOTO3_STARTUP)]),
     'etcd_snapshot_gc': ModuleCases(
         base={'store': '{store}'},
         extra=[Case('store-missing-dir', {'store': '{missing}'}),
@@ -147,7 +149,8 @@ CASES = {
                Case('store-is-a-file', {'store': '{file}'}),
                Case('s3-endpoint-black-hole', {'store': S3_STORE, 's3_endpoint_url': '{blackhole_url}',
                                                'aws_access_key_id': 'k', 'aws_secret_access_key': 's',
-                                               'region': 'us-east-1', 'store_timeout': 3}, limit=3.0)]),
+                                               'region': 'us-east-1', 'store_timeout': 3}, limit=3.0,
+                    startup=BOTO3_STARTUP)]),
     'join_script': ModuleCases(
         base={'control_plane': CP, 'node_name': 'w7', 'address': '10.0.1.7', 'dest': '{root}/join.sh',
               'authority': {'ca.crt': 'x', 'ca.key': 'y'}},

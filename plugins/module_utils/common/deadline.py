@@ -78,5 +78,18 @@ def retry_until(deadline: Deadline, attempt: Callable[[float], _T], retry_on: Tu
             raise deadline.exceeded(endpoint, last)
 
 
+def read_within(read_some: Callable[[], bytes], deadline: Deadline, endpoint: Optional[str] = None) -> bytes:
+    """A response body, read piece by piece while the deadline allows. `read_some` returns what has arrived (a
+    urllib3 response's `read1`), b'' at the end: a socket timeout bounds each read only, so a server answering a
+    byte a second would otherwise hold the caller for as long as it likes."""
+    chunks = []
+    while True:
+        chunk = read_some()
+        if not chunk:
+            return b''.join(chunks)
+        chunks.append(chunk)
+        deadline.check(endpoint)
+
+
 def _fmt(value: float) -> str:
     return ('%d' % value) if float(value).is_integer() else ('%g' % value)

@@ -213,8 +213,8 @@ def typed_mapping(value: Any, field: str, required: Mapping[str, Tuple[type, ...
             continue
         item = value[key]
         if not isinstance(item, types) or (isinstance(item, bool) and bool not in types):
-            raise InvalidInput(where, 'type', 'expected %s, got %s' % (' or '.join(t.__name__ for t in types),
-                                                                      shown(item)), item)
+            wanted = ' or '.join(t.__name__ for t in types)
+            raise InvalidInput(where, 'type', 'expected %s, got %s' % (wanted, shown(item)), item)
     return value
 
 

@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     EtcdUnavailable,
@@ -164,10 +164,7 @@ class Gateway:
             resp = self._session.post(url, json=body, timeout=timeout, headers=headers, verify=self._verify,
                                       cert=self._cert, stream=True)
             # the timeout bounds the whole answer, not each read: a server dripping a byte a second is given up on
-            chunks = []
-            for chunk in resp.iter_content(65536):
-                chunks.append(chunk)
-                deadline.check(self.conn.url(endpoint))
+            raw = read_within(lambda: resp.raw.read1(65536, decode_content=True), deadline, self.conn.url(endpoint))
         except DeadlineExceeded as exc:
             raise EtcdUnavailable(str(exc)) from exc
         except requests.exceptions.SSLError as exc:
@@ -176,13 +173,13 @@ class Gateway:
             raise EtcdUnavailable('%s did not answer within %ss (%.1fs spent): %s' % (
                 url, timeout, deadline.spent(), exc.__class__.__name__)) from exc
         try:
-            data = json.loads(b''.join(chunks) or b'{}')
+            data = json.loads(raw or b'{}')
         except ValueError:
             data = {}
         if not isinstance(data, dict):
             data = {}
         if resp.status_code != 200:
-            message = data.get('message') or data.get('error') or b''.join(chunks).decode('utf-8', 'replace').strip()[:300]
+            message = data.get('message') or data.get('error') or raw.decode('utf-8', 'replace').strip()[:300]
             raise gateway_error(url, resp.status_code, message)
         return data
 

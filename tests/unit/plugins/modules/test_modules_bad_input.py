@@ -25,7 +25,7 @@ from support.bad_input import (
     CASES_FILE,
     PASSING,
     WEEK,
-    BlackHole,
+    Servers,
     Case,
     all_cases,
     argspec_of,
@@ -42,10 +42,10 @@ HOW_TO_ADD = ('add an entry %r: ModuleCases(base={...}) to %s: `base` holds the 
 
 
 @pytest.fixture(scope='module')
-def blackhole():
-    hole = BlackHole()
-    yield hole
-    hole.close()
+def servers():
+    running = Servers()
+    yield running
+    running.close()
 
 
 def test_every_module_has_bad_input_cases():
@@ -62,12 +62,12 @@ def test_known_gaps_name_real_cases():
 
 
 @pytest.mark.parametrize('name', MODULES)
-def test_module_refuses_bad_input(name, blackhole):
+def test_module_refuses_bad_input(name, servers):
     if name not in CASES:
         pytest.fail('%s has no bad-input cases: %s' % (name, HOW_TO_ADD % (name, CASES_FILE)))
     failures, fixed = [], []
     for case in all_cases(name, CASES[name]):
-        outcome = run_case(name, CASES[name], case, blackhole)
+        outcome = run_case(name, CASES[name], case, servers)
         known = (name, case.case_id) in KNOWN_GAPS
         if outcome.kind not in PASSING and not known:
             failures.append('%s: %s (%.1fs): %s' % (case.case_id, outcome.kind, outcome.seconds, outcome.detail))
@@ -115,14 +115,14 @@ def bad_value_strategies(name):
 @settings(max_examples=12, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
-def test_module_refuses_drawn_bad_values(name, blackhole, data):
+def test_module_refuses_drawn_bad_values(name, servers, data):
     strategies = bad_value_strategies(name)
     if not strategies:
         return
     option = data.draw(st.sampled_from(sorted(strategies)), label='option')
     value = data.draw(strategies[option], label='value')
     case = Case('drawn-%s' % option, {option: value})
-    outcome = run_case(name, CASES[name], case, blackhole)
+    outcome = run_case(name, CASES[name], case, servers)
     assert outcome.kind in PASSING, '%s %s=%r: %s: %s' % (name, option, value, outcome.kind, outcome.detail)
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import (
-    Deadline, DeadlineExceeded, retry_until,
+    Deadline, DeadlineExceeded, read_within, retry_until,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
@@ -69,6 +69,21 @@ def test_retry_until_returns_the_first_success_and_does_not_retry_other_errors()
     assert retry_until(Deadline(5, 'x', clock=clock), attempt, (ConnectionError,), sleep=clock.sleep) == 'ok'
     with pytest.raises(KeyError):
         retry_until(Deadline(5, 'x', clock=clock), lambda left: {}['missing'], (ConnectionError,), sleep=clock.sleep)
+
+
+def test_read_within_gives_up_on_a_dripping_body():
+    clock = Clock()
+    deadline = Deadline(2, 'GET /v3/status', clock=clock)
+
+    def one_byte():
+        clock.sleep(0.5)       # a byte every half second: no socket timeout ever fires
+        return b'x'
+
+    with pytest.raises(DeadlineExceeded) as caught:
+        read_within(one_byte, deadline, 'http://e:2379')
+    assert caught.value.spent == pytest.approx(2.0) and 'http://e:2379' in str(caught.value)
+    pieces = iter([b'{"a"', b': 1}', b''])
+    assert read_within(lambda: next(pieces), Deadline(2, 'x', clock=clock)) == b'{"a": 1}'
 
 
 class FakeModule:
