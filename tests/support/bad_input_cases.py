@@ -29,6 +29,12 @@ def _hosts(**change):
     return [dict(HOST, **change), HOST2, HOST3]
 
 
+CKE_TEMPLATE = {'name': 'dc1', 'service_subnet': '10.68.0.0/16', 'nodes': [{'user': 'cybozu', 'control_plane': True,
+                                          'labels': {'cke.cybozu.com/role': 'cs'}},
+                                         {'user': 'cybozu', 'labels': {'cke.cybozu.com/role': 'cs'}}]}
+PROBER_CONFIG = {'kcmNodeMonitorGraceDuration': '40s', 'dependentResourceInfos': [
+    {'ref': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': 'kube-controller-manager'}, 'optional': False,
+     'scaleUp': {'level': 0}, 'scaleDown': {'level': 0}}]}
 PROVISIONING = {'control_plane': CP, 'node_name': 'cp1', 'address': '10.0.0.11', 'root': '{root}', 'wait': False,
                 'lb_validate': False, 'manage_kubelet': False}
 
@@ -178,8 +184,7 @@ CASES = {
     'node_maintenance': ModuleCases(
         base=dict(KUBE, name='node-1', annotations={'example.com/maintenance': 'yes'}), names=('name',),
         **KUBE_ENDPOINT,
-        extra=[Case('annotation-value-null', {'annotations': {'example.com/a': None}}),
-               Case('annotation-300KiB', {'annotations': {'example.com/a': 'x' * 300 * 1024}}),
+        extra=[Case('annotation-300KiB', {'annotations': {'example.com/a': 'x' * 300 * 1024}}),
                Case('annotation-key-invalid', {'annotations': {'bad key!': 'v'}})]),
     'node_maintenance_info': ModuleCases(
         base=dict(KUBE), **KUBE_ENDPOINT,
@@ -197,12 +202,10 @@ CASES = {
         absolute=('root',),
         extra=[Case('root-is-a-file', {'root': '{file}'})]),
     'sabakan_cluster': ModuleCases(
-        base={'url': '{closed_url}', 'timeout': 1, 'cluster_file': '{root}/cluster.yml',
-              'template_file': '{file}'},
+        base={'url': '{closed_url}', 'timeout': 1, 'cluster_file': '{root}/cluster.yml', 'template': CKE_TEMPLATE},
         endpoint='url', timeout='timeout', files=('machines_file', 'constraints_file', 'template_file'),
         extra=[Case('mode-decimal-644', {'mode': 644}),
-               Case('template_file-malformed-yaml', {'template_file': '{malformed_yaml}'}),
-               Case('constraints-as-text', {'constraints': {'control-plane-count': '3'}}),
+               Case('template_file-malformed-yaml', {'template': None, 'template_file': '{malformed_yaml}'}),
                Case('wait_retired_seconds-negative', {'wait_retired_seconds': -1})]),
     'sabakan_machine_info': ModuleCases(
         base={'url': '{closed_url}', 'timeout': 1},
@@ -214,9 +217,10 @@ CASES = {
         endpoint='url', timeout='timeout', files=('machines_file', 'constraints_file', 'cluster_file'),
         extra=[Case('mode-decimal-644', {'mode': 644})]),
     'watchdog_probe': ModuleCases(
-        base=dict(KUBE, namespace='kube-system', config_file='{file}'),
+        base=dict(KUBE, namespace='kube-system', config=PROBER_CONFIG),
         files=('config_file',), **KUBE_ENDPOINT,
-        extra=[Case('config_file-malformed-yaml', {'config_file': '{malformed_yaml}'}),
+        extra=[Case('config_file-malformed-yaml', {'config': None, 'config_file': '{malformed_yaml}'}),
+               Case('config-not-a-mapping', {'config': {'dependentResourceInfos': 'x'}}),
                Case('namespace-invalid', {'namespace': 'Not A Namespace'})]),
 }
 
