@@ -181,6 +181,7 @@ profiles:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import names
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
@@ -201,8 +202,8 @@ def wanted_changes(params):
 
 
 def apply(params, check_mode):
+    name = names.dns_subdomain(params['name'], 'name')    # a Node name, before any call
     annotations, labels = wanted_changes(params)
-    name = params['name']
     client = client_from_params(params)
     try:
         path = api_path('v1', 'nodes', name=name)
