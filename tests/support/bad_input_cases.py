@@ -29,9 +29,9 @@ def _hosts(**change):
     return [dict(HOST, **change), HOST2, HOST3]
 
 
-CKE_TEMPLATE = {'name': 'dc1', 'service_subnet': '10.68.0.0/16', 'nodes': [{'user': 'cybozu', 'control_plane': True,
-                                          'labels': {'cke.cybozu.com/role': 'cs'}},
-                                         {'user': 'cybozu', 'labels': {'cke.cybozu.com/role': 'cs'}}]}
+CKE_NODES = [{'user': 'cybozu', 'control_plane': True, 'labels': {'cke.cybozu.com/role': 'cs'}},
+             {'user': 'cybozu', 'labels': {'cke.cybozu.com/role': 'cs'}}]
+CKE_TEMPLATE = {'name': 'dc1', 'service_subnet': '10.68.0.0/16', 'nodes': CKE_NODES}
 PROBER_CONFIG = {'kcmNodeMonitorGraceDuration': '40s', 'dependentResourceInfos': [
     {'ref': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': 'kube-controller-manager'}, 'optional': False,
      'scaleUp': {'level': 0}, 'scaleDown': {'level': 0}}]}
