@@ -32,7 +32,7 @@ def _hosts(**change):
 CKE_NODES = [{'user': 'cybozu', 'control_plane': True, 'labels': {'cke.cybozu.com/role': 'cs'}},
              {'user': 'cybozu', 'labels': {'cke.cybozu.com/role': 'cs'}}]
 CKE_TEMPLATE = {'name': 'dc1', 'service_subnet': '10.68.0.0/16', 'nodes': CKE_NODES}
-PROBER_CONFIG = {'kcmNodeMonitorGraceDuration': '40s', 'dependentResourceInfos': [
+PROBER_CONFIG = {'kcmNodeMonitorGraceDuration': '40s', 'probeTimeout': '1s', 'dependentResourceInfos': [
     {'ref': {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'name': 'kube-controller-manager'}, 'optional': False,
      'scaleUp': {'level': 0}, 'scaleDown': {'level': 0}}]}
 PROVISIONING = {'control_plane': CP, 'node_name': 'cp1', 'address': '10.0.0.11', 'root': '{root}', 'wait': False,
@@ -218,7 +218,7 @@ CASES = {
         extra=[Case('mode-decimal-644', {'mode': 644})]),
     'watchdog_probe': ModuleCases(
         base=dict(KUBE, namespace='kube-system', config=PROBER_CONFIG),
-        files=('config_file',), **KUBE_ENDPOINT,
+        files=('config_file',), endpoint_may_succeed=True, **KUBE_ENDPOINT,
         extra=[Case('config_file-malformed-yaml', {'config': None, 'config_file': '{malformed_yaml}'}),
                Case('config-not-a-mapping', {'config': {'dependentResourceInfos': 'x'}}),
                Case('namespace-invalid', {'namespace': 'Not A Namespace'})]),
