@@ -25,7 +25,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time

@@ -249,7 +249,7 @@ def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = 
     """A fresh single-endpoint gRPC client (never reused after a failure: pyetcd marks it failed)."""
     if not HAS_PYETCD:
         raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required')
-    import pyetcd  # pylint: disable=import-outside-toplevel (see HAS_PYETCD)
+    import pyetcd  # pylint: disable=import-outside-toplevel  # see HAS_PYETCD
     host, port = conn.host_port(endpoint)
     return pyetcd.client(
         host=host, port=port,
