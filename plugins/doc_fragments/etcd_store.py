@@ -67,6 +67,13 @@ options:
       - SSE-C customer key (AES-256), 32 characters as etcd-backup-restore's C(sseCustomerKey), or base64.
       - The store never keeps it; every read needs it again. Lose it and the backups are lost.
     type: str
+  store_timeout:
+    description:
+      - Seconds one store request may take, retries included (an S3 endpoint that accepts connections and never
+        answers is given up on after this long; the error names the endpoint).
+      - Positive, at most a week.
+    type: float
+    default: 30
 requirements:
   - boto3 (for s3:// stores)
 '''

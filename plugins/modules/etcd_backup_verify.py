@@ -139,7 +139,7 @@ gap:
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_dir
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_verify import summary, verify_backup
@@ -164,17 +164,13 @@ def main():
         module.fail_json(msg=missing_required_lib('etcd-sdk-python'))
     if p['store'].startswith('s3://') and not HAS_BOTO3:
         module.fail_json(msg=missing_required_lib('boto3'))
-    try:
+    with failing_cleanly(module, EtcdError):
         if p['tmp_dir']:
             existing_dir(p['tmp_dir'], 'tmp_dir')
         tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'])
         store = store_from_params(p)
         result = verify_backup(store, work_dir=p['tmp_dir'], snapshot=p['snapshot'], apply_deltas=p['apply_deltas'],
                                check_older=p['check_older'], tool=tools.snapshot_tool, etcd_binary=tools.etcd)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     result.update(store_report(store), msg=summary(result), changed=False)
     if not result['ok']:
         module.fail_json(**result)

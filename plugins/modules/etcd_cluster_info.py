@@ -116,6 +116,8 @@ learners:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info, wait_until_healthy
@@ -129,7 +131,8 @@ def main():
     if not HAS_REQUESTS:
         module.fail_json(msg=missing_required_lib('requests'))
     p = module.params
-    try:
+    with failing_cleanly(module, EtcdError):
+        validate.number(p['wait_healthy'], 'wait_healthy', minimum=0, maximum=validate.MAX_TIMEOUT_SECONDS)
         conn = EtcdConnection.from_params(p)
         if p['wait_healthy'] and p['wait_healthy'] > 0:
             info, why = wait_until_healthy(conn, p['wait_healthy'], discover=p['discover'])
@@ -138,8 +141,6 @@ def main():
                                  changed=False, **info)
         else:
             info = cluster_info(conn, discover=p['discover'])
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **info)
 
 

@@ -97,7 +97,7 @@ path:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import file_mode
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import apply_config
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -114,17 +114,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
+    with failing_cleanly(module, EtcdError):
         directories = [{'path': d.get('path'), 'mode': file_mode(d.get('mode'), 'directories[%d].mode' % i)}
                        for i, d in enumerate(p['directories'])]
         result = apply_config(path=p['path'], config=p['config'], mode=file_mode(p['mode'], 'mode'),
                               directories=directories, fingerprint_path=p['fingerprint_path'],
                               fingerprint=p['fingerprint'], owner=p['owner'], group=p['group'],
                               check_mode=module.check_mode)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     diff = result.pop('diff')
     if module._diff and result['config_changed']:
         result['diff'] = diff

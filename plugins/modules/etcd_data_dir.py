@@ -67,6 +67,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import (
     data_dir_state,
@@ -84,12 +86,10 @@ def main():
         supports_check_mode=True,
     )
     path, state = module.params['path'], module.params['state']
-    before = data_dir_state(path)
-    try:
+    with failing_cleanly(module, EtcdError, OSError, path=path):
+        before = data_dir_state(validate.safe_target_dir(path, 'path'))
         changed, moved = reset_data_dir(path, state=state, reason=module.params['reason'], now=time.time(),
                                         check_mode=module.check_mode)
-    except (EtcdError, OSError) as exc:
-        module.fail_json(msg='could not set %s aside: %s' % (path, exc))
     result = dict(changed=changed, moved_to=moved)
     if module._diff:
         result['diff'] = dict(before={'path': path, 'exists': before['exists'], 'has_data': before['has_data']},

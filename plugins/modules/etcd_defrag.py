@@ -73,6 +73,8 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.defrag import rolling_defrag
@@ -86,12 +88,12 @@ def main():
                            supports_check_mode=True)
     if not HAS_REQUESTS:
         module.fail_json(msg=missing_required_lib('requests'))
-    try:
+    with failing_cleanly(module, EtcdError):
+        validate.number(module.params['min_fragmentation_ratio'], 'min_fragmentation_ratio', minimum=0, maximum=1)
+        validate.timeout(module.params['defrag_timeout'], 'defrag_timeout')
         result = rolling_defrag(EtcdConnection.from_params(module.params),
                                 min_fragmentation_ratio=module.params['min_fragmentation_ratio'],
                                 defrag_timeout=module.params['defrag_timeout'], check_mode=module.check_mode)
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     if result['postponed']:
         module.warn(result['reason'])
     module.exit_json(**result)

@@ -120,6 +120,8 @@ member:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -142,12 +144,17 @@ def main():
     if not HAS_REQUESTS:
         module.fail_json(msg=missing_required_lib('requests'))
     p = module.params
-    try:
+    with failing_cleanly(module, EtcdError):
+        validate.text(p['name'], 'name')
+        validate.absolute_path(p['data_dir'], 'data_dir')
+        validate.endpoint_url(p['client_url'], 'client_url')
+        validate.endpoint_url(p['peer_url'], 'peer_url')
+        if p['pid_file'] is not None:
+            validate.absolute_path(p['pid_file'], 'pid_file')
+        validate.timeout(p['probe_timeout'], 'probe_timeout')
         member = inspect_member(EtcdConnection.from_params(p), name=p['name'], data_dir=p['data_dir'],
                                 client_url=p['client_url'], peer_url=p['peer_url'], pid_file=p['pid_file'],
                                 probe_timeout=p['probe_timeout'])
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     module.exit_json(changed=False, member=member, ansible_facts={'etcd_member': member})
 
 

@@ -128,6 +128,7 @@ signal:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, ensure_process
 
@@ -155,10 +156,8 @@ def main():
     p = module.params
     spec = ProcessSpec(**dict((k, p[k]) for k in ('pid_file', 'binary', 'config_file', 'log_file', 'wait', 'wait_url',
                                                   'wait_timeout', 'stop_timeout', 'ca_cert', 'client_cert', 'client_key')))
-    try:
+    with failing_cleanly(module, EtcdError):
         result = ensure_process(spec, p['state'], check_mode=module.check_mode)
-    except EtcdError as e:
-        module.fail_json(msg=str(e))
     before, after = result.pop('before'), result.pop('after')
     if module._diff and result['changed']:
         result['diff'] = {'before': before, 'after': after}

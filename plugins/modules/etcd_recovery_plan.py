@@ -124,6 +124,8 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
+
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
 
 
@@ -135,10 +137,8 @@ def main():
         ),
         supports_check_mode=True,
     )
-    missing = [i for i, h in enumerate(module.params['hosts']) if not h.get('name')]
-    if missing:
-        module.fail_json(msg='hosts entries %s have no name' % missing)
-    plan = plan_recovery(module.params['hosts'], store_configured=module.params['store_configured'])
+    with failing_cleanly(module):
+        plan = plan_recovery(module.params['hosts'], store_configured=module.params['store_configured'])
     module.exit_json(changed=False, plan=plan.to_dict(), msg='; '.join(plan.reasons))
 
 

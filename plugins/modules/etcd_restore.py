@@ -247,7 +247,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -277,7 +278,13 @@ def main():
                            required_one_of=[('store', 'snapshot_file')],
                            mutually_exclusive=[('store', 'snapshot_file'), ('snapshot', 'snapshot_file')])
     p = module.params
-    try:
+    with failing_cleanly(module, EtcdError):
+        if p['tmp_dir'] is not None:
+            validate.existing_dir(p['tmp_dir'], 'tmp_dir')
+        validate.safe_target_dir(p['data_dir'], 'data_dir')     # check mode too: never /etc, a file or a symlink
+        validate.text(p['name'], 'name', max_length=253)
+        if p['snapshot_file'] is not None:
+            validate.existing_file(p['snapshot_file'], 'snapshot_file')
         tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'])
         member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
                       initial_cluster_token=p['initial_cluster_token'],
@@ -291,10 +298,6 @@ def main():
                                            apply_deltas=p['apply_deltas'], stop_at_gap=p['stop_at_gap'],
                                            last_delta=p['last_delta'], etcd_binary=tools.etcd, **member)
             result.update(store_report(store))
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     for skipped in result.get('skipped', []):
         module.warn('skipped snapshot %s (%s): %s' % (skipped['name'], skipped['status'], skipped['reason']))
     diff = result.pop('diff')

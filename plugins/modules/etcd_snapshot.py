@@ -167,7 +167,8 @@ member:
 import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_CONNECTION_SPEC,
     ETCD_STORE_SPEC,
@@ -198,17 +199,15 @@ def main():
             module.fail_json(msg=missing_required_lib(lib))
     if module.params['store'].startswith('s3://') and not HAS_BOTO3:
         module.fail_json(msg=missing_required_lib('boto3'))
-    try:
+    with failing_cleanly(module, EtcdError):
+        if module.params['tmp_dir'] is not None:
+            validate.existing_dir(module.params['tmp_dir'], 'tmp_dir')
         tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'])
-        store = store_from_params(module.params)
+        store = store_from_params(module.params, must_exist=False)
         result = take_full_snapshot(EtcdConnection.from_params(module.params), store,
                                     now=time.time(), tmp_dir=module.params['tmp_dir'],
                                     snapshot_timeout=module.params['snapshot_timeout'],
                                     tool=tools.snapshot_tool, check_mode=module.check_mode)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     result.update(store_report(store))
     for note in result.get('store_notes', []):
         module.warn(note['message'])

@@ -136,7 +136,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES, apply_gc, plan_gc
@@ -155,17 +155,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    try:
+    with failing_cleanly(module, EtcdError):
         store = store_from_params(p)
         before = store.list()
         plan = plan_gc(before, p['policy'], now=time.time(), max_backups=p['max_backups'],
                        delta_retention_seconds=p['delta_snapshot_retention_period'],
                        incomplete_grace_seconds=p['incomplete_grace_period'])
         result = apply_gc(store, plan, check_mode=module.check_mode)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     if module._diff:
         gone = set(d['key'] for d in result['deleted'])
         names = [s.to_dict()['name'] for s in before]

@@ -152,7 +152,8 @@ store_notes:
 '''
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -182,15 +183,13 @@ def main():
         module.deprecate('verify_sha256 is replaced by verify (content or listing)', version='2.0.0',
                          collection_name='steward.cluster')
         verify = VERIFY_CONTENT if p['verify_sha256'] else VERIFY_LISTING
-    try:
+    with failing_cleanly(module, EtcdError):
+        if p['tmp_dir'] is not None:
+            validate.existing_dir(p['tmp_dir'], 'tmp_dir')
         tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs']).snapshot_tool \
             if verify == VERIFY_CONTENT else None
         store = store_from_params(p)
         result = list_snapshots(store, verify=verify, tmp_dir=p['tmp_dir'], tool=tool)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except EtcdError as exc:
-        module.fail_json(msg=str(exc))
     result.update(store_report(store))
     module.exit_json(changed=False, **result)
 

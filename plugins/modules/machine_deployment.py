@@ -208,6 +208,7 @@ readiness:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
@@ -223,6 +224,7 @@ def run(module):
     desired = desired_deployment(params)
     namespace, name = desired['metadata']['namespace'], desired['metadata']['name']
     path = api_path(API_VERSION, 'machinedeployments', namespace, name)
+    validate.timeout(params['wait_timeout'], 'wait_timeout')     # checked with or without wait, before any call
     client = client_from_params(params)
     result = dict(changed=False)
     try:

@@ -143,6 +143,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import parse_label_selector
 from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import describe_machine, readiness
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, Phase
 
@@ -151,6 +152,8 @@ PHASE_CHOICES = ['Creating'] + [p.value for p in Phase if p.value]
 
 def collect(params):
     namespace = names.dns_label(params['namespace'], 'namespace')
+    if params['label_selector']:
+        parse_label_selector(params['label_selector'], 'label_selector')   # refused here, not by the API server
     client = client_from_params(params)
     try:
         machines = client.list(api_path(API_VERSION, 'machines', namespace), label_selector=params['label_selector'])

@@ -181,6 +181,8 @@ profiles:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import names
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
@@ -200,8 +202,8 @@ def wanted_changes(params):
 
 
 def apply(params, check_mode):
+    name = names.dns_subdomain(params['name'], 'name')    # a Node name, before any call
     annotations, labels = wanted_changes(params)
-    name = params['name']
     client = client_from_params(params)
     try:
         path = api_path('v1', 'nodes', name=name)
@@ -237,12 +239,11 @@ def main():
         supports_check_mode=True,
     )
     name = module.params['name']
-    try:
-        plan = apply(module.params, module.check_mode)
-    except OptionError as exc:
-        module.fail_json(msg=str(exc), node=name, field=exc.field, rule=exc.rule)
-    except KubeError as exc:
-        module.fail_json(msg='node %s: %s' % (name, exc), node=name)
+    with failing_cleanly(module, node=name):   # OptionError and the shared checks (InvalidInput)
+        try:
+            plan = apply(module.params, module.check_mode)
+        except KubeError as exc:
+            module.fail_json(msg='node %s: %s' % (name, exc), node=name, changed=False)
     for warning in plan.warnings:
         module.warn(warning)
     result = dict(changed=plan.changed, node=name, changes=plan.changes, patch=plan.patch, labels=plan.after['labels'],

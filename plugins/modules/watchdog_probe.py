@@ -166,6 +166,7 @@ replicas:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_file, text
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
@@ -210,14 +211,12 @@ def main():
         module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
     for warning in config.warnings:
         module.warn('config: unknown field %s ignored (as DWD does)' % warning)
-    try:
+    with failing_cleanly(module, KubeError):   # and the connection's InvalidInput (kubeconfig, request_timeout)
         client = client_from_params(params)
         try:
             result = run_once(client, config, namespace, owner, params['action'], module.check_mode, params['wait'])
         finally:
             client.close()
-    except KubeError as exc:
-        module.fail_json(msg=str(exc))
     if module._diff:
         result['diff'] = {'before': result['replicas']['before'], 'after': result['replicas']['after']}
     if result['failed_steps']:

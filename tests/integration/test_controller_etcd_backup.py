@@ -29,10 +29,15 @@ def revision(cluster):
     return int(r.json()['header']['revision'])
 
 
-def s3_secret(kube, name='s3-credentials'):
+USABLE_BY_CONTROLLER = 'cluster.steward.io/usable-by-controller'   # the documented label, spelled out
+OPTED_IN = {USABLE_BY_CONTROLLER: 'true'}
+
+
+def s3_secret(kube, name='s3-credentials', labels=None):
     data = {'accessKeyID': 'testing', 'secretAccessKey': 'testing', 'region': 'us-east-1'}
     kube.create('/api/v1/namespaces/%s/secrets' % NS, {
-        'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': name, 'namespace': NS},
+        'apiVersion': 'v1', 'kind': 'Secret',
+        'metadata': {'name': name, 'namespace': NS, 'labels': OPTED_IN if labels is None else labels},
         'data': {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})
 
 
@@ -221,11 +226,19 @@ def test_on_demand_full_snapshot_and_invalid_specs(backup_env, tmp_path, etcd1):
     with pytest.raises(Invalid, match='provider'):
         kube.create(BACKUPS, backup_body('bad-provider', etcd1, endpoint, bucket,
                                          store={'provider': 'Floppy', 'prefix': 'x'}))
-    # ... and the controller what it cannot: a schedule that does not parse, a missing bucket, a missing Secret.
+    # ... and the controller what it cannot: a schedule that does not parse, a missing bucket, a missing Secret,
+    # a Secret its owner did not mark for the controller (issue 19 §5: creating an EtcdBackup must not be a way to
+    # send any Secret of the namespace to an endpoint of one's choice).
     kube.create(BACKUPS, backup_body('bad-cron', etcd1, endpoint, bucket, fullSnapshotSchedule='61 * * * *'))
     kube.create(BACKUPS, backup_body('no-secret', etcd1, endpoint, bucket, store={
         'provider': 'S3', 'container': bucket, 'prefix': 'x', 'endpoint': endpoint, 'secretRef': {'name': 'missing'}}))
-    for name, message in (('bad-cron', 'spec.fullSnapshotSchedule'), ('no-secret', 'missing')):
+    s3_secret(kube, 'not-opted-in', labels={})
+    kube.create(BACKUPS, backup_body('not-opted-in', etcd1, endpoint, bucket, store={
+        'provider': 'S3', 'container': bucket, 'prefix': 'x', 'endpoint': endpoint,
+        'secretRef': {'name': 'not-opted-in'}}))
+    for name, message in (('bad-cron', 'spec.fullSnapshotSchedule'), ('no-secret', 'missing'),
+                          ('not-opted-in', 'spec.store.secretRef: secret %s/not-opted-in does not carry the label '
+                           '%s=true' % (NS, USABLE_BY_CONTROLLER))):
         cond = wait_for(lambda name=name: condition(get_backup(kube, name), 'SpecValid'), 30, what=name)
         assert cond['status'] == 'False' and message in cond['message']
         assert condition(get_backup(kube, name), 'BackupReady')['status'] == 'False'
@@ -248,7 +261,8 @@ def test_tls_etcd_with_client_certificates_from_a_secret(backup_env, tmp_path, e
             with open(path, 'rb') as f:
                 data[key] = base64.b64encode(f.read()).decode()
         kube.create('/api/v1/namespaces/%s/secrets' % NS, {'apiVersion': 'v1', 'kind': 'Secret', 'type': 'kubernetes.io/tls',
-                                                           'metadata': {'name': 'etcd-client', 'namespace': NS},
+                                                           'metadata': {'name': 'etcd-client', 'namespace': NS,
+                                                                        'labels': OPTED_IN},
                                                            'data': data})
         start()
         body = backup_body('tls', cluster, endpoint, bucket)

@@ -219,7 +219,8 @@ def test_info_errors(cluster, kubeconfig, tmp_path):
                                    '"x.yaml" (keys: maintenance.yaml)')
     assert msgs['bad source'] == "config_source: 'deployment/x/y': unknown kind 'deployment' (secret or configmap)"
     assert msgs['unreachable'].startswith('GET %s/api/v1/nodes: the API server did not answer' % unreachable)
-    assert msgs['no kubeconfig'] == 'kubeconfig %s does not exist' % (tmp_path / 'none')
+    assert msgs['no kubeconfig'] == "kubeconfig: '%s' does not exist" % (tmp_path / 'none')
+    assert (result.result('no kubeconfig')['field'], result.result('no kubeconfig')['rule']) == ('kubeconfig', 'exists')
     assert 'mutually exclusive' in msgs['two sources']
 
 

@@ -34,6 +34,7 @@ class Settings:
     health_port: int = 0                                # /healthz and /readyz also here (0: only on http_port)
     controllers: Tuple[str, ...] = ()                   # the loops this process runs (--controllers)
     loop_options: Dict[str, Any] = dataclasses.field(default_factory=dict)  # each loop's own validated flags
+    secret_opt_in: bool = True     # use only Secrets labelled cluster.steward.io/usable-by-controller=true
 
     def enabled(self, loop: str) -> bool:
         return loop in self.controllers
@@ -79,6 +80,10 @@ def build_parser(loops: Sequence[Loop]) -> argparse.ArgumentParser:
                         help='seconds between renewals / acquisition attempts')
     parser.add_argument('--log-format', choices=('json', 'plain'), default=env_default('STEWARD_LOG_FORMAT', 'json'))
     parser.add_argument('--log-level', default=env_default('STEWARD_LOG_LEVEL', 'INFO'))
+    parser.add_argument('--secret-opt-in', dest='secret_opt_in', action=argparse.BooleanOptionalAction,
+                        default=env_default('STEWARD_SECRET_OPT_IN', 'true').lower() not in ('0', 'false', 'no', 'off'),
+                        help='use only Secrets labelled cluster.steward.io/usable-by-controller=true when a custom '
+                             'resource names one (default on; --no-secret-opt-in uses any Secret a resource names)')
     parser.add_argument('--work-dir', default=env_default('STEWARD_WORK_DIR', '/tmp'),
                         help='scratch directory for snapshots being taken or rebuilt')
     for loop in loops:
@@ -110,7 +115,8 @@ def parse(argv: Optional[Sequence[str]] = None) -> Settings:
                     leader_election=args.leader_election, lease_name=args.lease_name,
                     lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
                     retry_period=args.retry_period, log_format=args.log_format, log_level=args.log_level.upper(),
-                    work_dir=args.work_dir, health_port=args.health_port, controllers=controllers, loop_options=options)
+                    work_dir=args.work_dir, health_port=args.health_port, controllers=controllers, loop_options=options,
+                    secret_opt_in=args.secret_opt_in)
 
 
 def _pod_namespace() -> str:

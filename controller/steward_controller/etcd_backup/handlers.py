@@ -27,6 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec i
     BackupSpec, parse_backup_spec, secret_value)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
@@ -243,11 +244,17 @@ def forget_snapshot_leases(runtime: Runtime, body: Mapping[str, Any]) -> None:
         log.warning('cannot remove snapshot leases: %s', exc, extra={'object': resource_label(body)})
 
 
-def read_secret(runtime: Runtime, namespace: str, name: str) -> Dict[str, str]:
+def read_secret(runtime: Runtime, namespace: str, name: str, field: str = '') -> Dict[str, str]:
+    """The Secret's data, when it exists and (with --secret-opt-in, the default) carries the opt-in label: the
+    right to create an EtcdBackup must not be the right to send any Secret of the namespace to any endpoint."""
     try:
         secret = runtime.client.get(api_path('v1', 'secrets', namespace, name))
     except NotFound:
-        raise SpecError('', 'exists', 'secret %s/%s does not exist' % (namespace, name)) from None
+        raise SpecError(field, 'exists', 'secret %s/%s does not exist' % (namespace, name)) from None
+    try:
+        require_opt_in(secret, field, required=runtime.settings.secret_opt_in)
+    except InvalidInput as exc:
+        raise exc.recast(SpecError) from None
     return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
 
 
@@ -263,13 +270,13 @@ def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -
     """(EtcdConnection, store) from the spec and its Secrets."""
     ca = cert = key = user = password = None
     if spec.tls_secret:
-        data = read_secret(runtime, namespace, spec.tls_secret.name)
+        data = read_secret(runtime, namespace, spec.tls_secret.name, 'spec.etcd.tlsSecretRef')
         ca = _write_private(work_dir, 'ca.crt', secret_value(data, ['ca.crt'], spec.tls_secret.name, 'CA certificate'))
         if data.get('tls.crt') or data.get('tls.key'):
             cert = _write_private(work_dir, 'tls.crt', secret_value(data, ['tls.crt'], spec.tls_secret.name, 'certificate'))
             key = _write_private(work_dir, 'tls.key', secret_value(data, ['tls.key'], spec.tls_secret.name, 'key'))
     if spec.auth_secret:
-        data = read_secret(runtime, namespace, spec.auth_secret.name)
+        data = read_secret(runtime, namespace, spec.auth_secret.name, 'spec.etcd.authSecretRef')
         user = secret_value(data, ['username', 'user'], spec.auth_secret.name, 'user name')
         password = secret_value(data, ['password'], spec.auth_secret.name, 'password')
     conn = EtcdConnection(endpoints=tuple(spec.endpoints), ca_cert=ca, client_cert=cert, client_key=key,
@@ -277,7 +284,7 @@ def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -
     access = secret = token = customer_key = None
     region = spec.region
     if spec.store_secret:
-        data = read_secret(runtime, namespace, spec.store_secret.name)
+        data = read_secret(runtime, namespace, spec.store_secret.name, 'spec.store.secretRef')
         access = secret_value(data, ['accessKeyID', 'AWS_ACCESS_KEY_ID'], spec.store_secret.name, 'access key')
         secret = secret_value(data, ['secretAccessKey', 'AWS_SECRET_ACCESS_KEY'], spec.store_secret.name, 'secret key')
         token = data.get('sessionToken') or data.get('AWS_SESSION_TOKEN')

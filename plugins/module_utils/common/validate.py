@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import os
 import stat
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 
@@ -160,6 +161,61 @@ def file_mode(value: Any, field: str) -> int:
             if mode <= 0o7777:
                 return mode
     raise InvalidInput(field, 'file-mode', 'expected an octal mode such as "0600", got %s' % shown(value), value)
+
+
+def optional_file(value: Any, field: str) -> Optional[str]:
+    """None when the option was not given; else an existing readable regular file (an empty string is refused)."""
+    return None if value is None else existing_file(value, field)
+
+
+def tls_files(ca_cert: Any, client_cert: Any, client_key: Any, prefix: str = '') -> None:
+    """The TLS files an option group names: each given one an existing readable file, and a client certificate
+    only with its key (and a key only with its certificate). `prefix` names the group (`etcd_` -> `etcd_ca_cert`)."""
+    for name, value in (('ca_cert', ca_cert), ('client_cert', client_cert), ('client_key', client_key)):
+        optional_file(value, prefix + name)
+    if bool(client_cert) != bool(client_key):
+        have, missing = ('client_cert', 'client_key') if client_cert else ('client_key', 'client_cert')
+        raise InvalidInput(prefix + missing, 'key-pair', 'is required with %s%s: a client certificate needs its key'
+                           % (prefix, have))
+
+
+def endpoint_url(value: Any, field: str, schemes: Sequence[str] = ('http', 'https'), default_scheme: str = '') -> str:
+    """A URL with one of `schemes`, a host and a valid port (`host:port` alone is read with `default_scheme` when
+    one is given). Returns it as given (or with the default scheme prepended)."""
+    url = text(value, field)
+    if '://' not in url and default_scheme:
+        url = '%s://%s' % (default_scheme, url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput(field, 'url', '%s is not a valid URL: %s' % (shown(value), exc), value) from None
+    if parts.scheme not in schemes or not parts.hostname:
+        raise InvalidInput(field, 'url', 'expected a URL such as %s://host:port, got %s' % (schemes[0], shown(value)),
+                           value)
+    if port == 0:
+        raise InvalidInput(field, 'url', 'port 0 in %s is not a port' % shown(value), value)
+    return url
+
+
+def typed_mapping(value: Any, field: str, required: Mapping[str, Tuple[type, ...]],
+                  optional: Mapping[str, Tuple[type, ...]] = None) -> Mapping[str, Any]:
+    """A mapping checked like an API object: every `required` key present with one of its types, every `optional`
+    key absent, None, or one of its types (bool is never taken for int, nor a string for a bool: "no" is truthy).
+    Unknown keys pass (facts grow). InvalidInput names `field.key`."""
+    if not isinstance(value, Mapping):
+        raise InvalidInput(field, 'mapping', 'expected a mapping, got %s' % shown(value), value)
+    for key, types in list(required.items()) + list((optional or {}).items()):
+        where = '%s.%s' % (field, key)
+        if key not in value or value[key] is None:
+            if key in required:
+                raise InvalidInput(where, 'required', 'is required', None)
+            continue
+        item = value[key]
+        if not isinstance(item, types) or (isinstance(item, bool) and bool not in types):
+            wanted = ' or '.join(t.__name__ for t in types)
+            raise InvalidInput(where, 'type', 'expected %s, got %s' % (wanted, shown(item)), item)
+    return value
 
 
 def one_of(value: Any, field: str, choices: Iterable[Any]) -> Any:

@@ -32,6 +32,7 @@ ETCD_STORE_SPEC: Dict[str, Any] = {
     'encryption_mode': {'type': 'str', 'default': 'AES256', 'choices': ['AES256', 'aws:kms', 'SSE-C']},
     'encryption_kms_key_id': {'type': 'str'},
     'sse_customer_key': {'type': 'str', 'no_log': True},
+    'store_timeout': {'type': 'float', 'default': 30.0},
 }
 
 # Where etcd's own binaries are (binaries.resolve_tools); matches the etcd_tools doc fragment.

@@ -14,11 +14,14 @@ Two transports, each used where it is best:
 from __future__ import annotations
 
 import base64
+import json
 import dataclasses
 import importlib.util
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     EtcdUnavailable,
@@ -61,19 +64,26 @@ class EtcdConnection:
     timeout: float = 5.0
 
     @classmethod
-    def from_params(cls, params: Dict[str, Any]) -> 'EtcdConnection':
-        """Build from the `etcd_connection` argspec options."""
-        endpoints = params.get('endpoints') or ['http://127.0.0.1:2379']
+    def from_params(cls, params: Dict[str, Any], prefix: str = '') -> 'EtcdConnection':
+        """Build from the `etcd_connection` argspec options (named `<prefix><option>`, e.g. `etcd_timeout`), checked
+        by the validation home first: endpoints are URLs or host:port, a timeout is positive and finite, given TLS
+        files exist and a client certificate comes with its key (InvalidInput names the option)."""
+        endpoints = params.get(prefix + 'endpoints') or ['http://127.0.0.1:2379']
         if isinstance(endpoints, str):
             endpoints = [e.strip() for e in endpoints.split(',') if e.strip()]
+        for index, endpoint in enumerate(endpoints):
+            validate.endpoint_url(endpoint, '%sendpoints[%d]' % (prefix, index), default_scheme='http')
+        timeout = params.get(prefix + 'timeout')
+        validate.tls_files(params.get(prefix + 'ca_cert'), params.get(prefix + 'client_cert'),
+                           params.get(prefix + 'client_key'), prefix)
         return cls(
             endpoints=tuple(endpoints),
-            ca_cert=params.get('ca_cert'),
-            client_cert=params.get('client_cert'),
-            client_key=params.get('client_key'),
-            user=params.get('user'),
-            password=params.get('password'),
-            timeout=float(params.get('timeout') or 5.0),
+            ca_cert=params.get(prefix + 'ca_cert'),
+            client_cert=params.get(prefix + 'client_cert'),
+            client_key=params.get(prefix + 'client_key'),
+            user=params.get(prefix + 'user'),
+            password=params.get(prefix + 'password'),
+            timeout=5.0 if timeout is None else validate.timeout(timeout, prefix + 'timeout'),
         )
 
     @property
@@ -149,19 +159,27 @@ class Gateway:
             token = self._token(endpoint, timeout)
             if token:
                 headers['Authorization'] = token
+        deadline = Deadline(timeout, 'POST %s' % path)
         try:
             resp = self._session.post(url, json=body, timeout=timeout, headers=headers, verify=self._verify,
-                                      cert=self._cert)
+                                      cert=self._cert, stream=True)
+            # the timeout bounds the whole answer, not each read: a server dripping a byte a second is given up on
+            raw = read_within(lambda: resp.raw.read1(65536, decode_content=True), deadline, self.conn.url(endpoint))
+        except DeadlineExceeded as exc:
+            raise EtcdUnavailable(str(exc)) from exc
         except requests.exceptions.SSLError as exc:
             raise EtcdUnavailable('TLS handshake with %s failed: %s' % (url, exc)) from exc
         except requests.exceptions.RequestException as exc:
-            raise EtcdUnavailable('%s did not answer: %s' % (url, exc.__class__.__name__)) from exc
+            raise EtcdUnavailable('%s did not answer within %ss (%.1fs spent): %s' % (
+                url, timeout, deadline.spent(), exc.__class__.__name__)) from exc
         try:
-            data = resp.json()
+            data = json.loads(raw or b'{}')
         except ValueError:
             data = {}
+        if not isinstance(data, dict):
+            data = {}
         if resp.status_code != 200:
-            message = data.get('message') or data.get('error') or resp.text.strip()[:300]
+            message = data.get('message') or data.get('error') or raw.decode('utf-8', 'replace').strip()[:300]
             raise gateway_error(url, resp.status_code, message)
         return data
 
@@ -183,7 +201,15 @@ class Gateway:
 
     # --- typed helpers used across the engine -----------------------------------------------
     def status(self, endpoint: str, timeout: Optional[float] = None) -> Dict[str, Any]:
-        return self.call(endpoint, '/v3/maintenance/status', {}, timeout)
+        """The member's status; EtcdUnavailable when the answer is not etcd's (a 200 with garbage is no member:
+        facts and recovery plans count only what answers as etcd does, with a cluster and a member id)."""
+        status = self.call(endpoint, '/v3/maintenance/status', {}, timeout)
+        header = status.get('header')
+        if not isinstance(header, dict) or not header.get('cluster_id') or not header.get('member_id') \
+                or not isinstance(status.get('version'), str):
+            raise EtcdUnavailable('%s answered /v3/maintenance/status, but not as etcd does (no cluster id, member id '
+                                  'and version)' % self.conn.url(endpoint))
+        return status
 
     def member_list(self, endpoint: Optional[str] = None, linearizable: bool = False) -> List[Dict[str, Any]]:
         body = {'linearizable': True} if linearizable else {}

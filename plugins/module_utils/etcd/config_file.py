@@ -20,6 +20,8 @@ import re
 import tempfile
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 HEADER = ('# Ansible managed (steward.cluster.etcd role); etcd runs as `etcd --config-file %s`.\n'
@@ -109,7 +111,14 @@ def _write_atomic(path: str, content: str, mode: int) -> None:
 def apply_config(*, path: str, config: Dict[str, Any], mode: int, directories: List[Dict[str, Any]],
                  fingerprint_path: str, fingerprint: str, owner: Optional[str] = None, group: Optional[str] = None,
                  check_mode: bool = False) -> Dict[str, Any]:
-    """Bring directories, config file and fingerprint file to the wanted state; the same plan in check mode."""
+    """Bring directories, config file and fingerprint file to the wanted state; the same plan in check mode.
+    Every path is checked (absolute, the files not directories) before anything is written."""
+    for field, target in (('path', path), ('fingerprint_path', fingerprint_path)):
+        if os.path.isdir(validate.absolute_path(target, field)):
+            raise InvalidInput(field, 'file', '%s is a directory' % target, target)
+    for index, entry in enumerate(directories):
+        validate.absolute_path(entry.get('path'), 'directories[%d].path' % index)
+    validate.text(fingerprint, 'fingerprint')
     uid, gid = _ids(owner, group)
     actions: List[str] = []
     for entry in directories:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
     member_id_hex,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, RestoreRefused
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_alive, read_pid_file
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, running_pid
 
 
 DATA_ABSENT = 'absent'
@@ -53,11 +55,12 @@ def data_dir_state(data_dir: str) -> Dict[str, Any]:
 
 
 def pid_alive(pid_file: Optional[str]) -> Optional[bool]:
-    """True/False from the pid file; None when there is no pid file to ask (e.g. systemd hosts)."""
+    """True/False from the pid file; None when there is no pid file to ask (e.g. systemd hosts). True only when
+    the pid is an etcd that started when the pid file says (process.running_pid's rule): facts must not call a
+    recycled pid, a `sleep` for instance, the running member."""
     if not pid_file:
         return None
-    pid = read_pid_file(pid_file)
-    return pid is not None and process_alive(pid)
+    return running_pid(ProcessSpec(pid_file=pid_file)) is not None
 
 
 def inspect_member(conn: EtcdConnection, *, name: str, data_dir: str, client_url: str, peer_url: str,
@@ -118,7 +121,11 @@ def aside_path(data_dir: str, now: float, reason: str) -> str:
 
 
 def set_aside(data_dir: str, *, now: float, reason: str = 'lost', check_mode: bool = False) -> Optional[str]:
-    """Move a data dir out of the way (never delete it); None when there is nothing to move."""
+    """Move a data dir out of the way (never delete it); None when there is nothing to move. Only a real
+    directory (absolute, not a symlink, not a system directory, never a regular file) is moved, and only beside
+    itself: `reason` is one name (no `/`, `..` or newline), checked in check mode too."""
+    data_dir = validate.safe_target_dir(data_dir, 'data_dir')
+    validate.path_component(reason, 'reason')
     state = data_dir_state(data_dir)['state']
     if state == DATA_ABSENT:
         return None
@@ -145,7 +152,10 @@ def ensure_empty_data_dir(data_dir: str, *, check_mode: bool = False) -> bool:
 
 
 def reset_data_dir(data_dir: str, *, state: str, reason: str, now: float, check_mode: bool = False) -> tuple:
-    """(changed, moved_to): `absent` leaves no dir, `empty` leaves an empty one; old contents are moved aside."""
+    """(changed, moved_to): `absent` leaves no dir, `empty` leaves an empty one; old contents are moved aside.
+    InvalidInput (field `path` or `reason`) before anything moves, for the rules of set_aside."""
+    data_dir = validate.safe_target_dir(data_dir, 'path')
+    validate.path_component(reason, 'reason')
     current = data_dir_state(data_dir)['state']
     if state == 'empty' and current == DATA_EMPTY:
         return False, None

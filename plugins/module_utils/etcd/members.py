@@ -97,7 +97,10 @@ def find_member(members: List[Dict[str, Any]], *, name: Optional[str] = None, me
         return None
     member = list(unique.values())[0]
     if member_id is not None and int(member['id'], 16) != int(member_id, 16):
-        return None
+        # the name (or peer URL) names a member, the id another one or none: a typo, never "nothing to do"
+        raise MembershipError('member_id %s matches no member, but %s names member %s (%s): they disagree' % (
+            member_id, 'name=%r' % name if name and member['name'] == name else 'peer_urls=%r' % (peer_urls,),
+            member['name'] or '(unstarted)', member['id']))
     if name and member['name'] and member['name'] != name:
         raise MembershipError('member %s with peer URLs %s is named %r, not %r' % (
             member['id'], ', '.join(member['peer_urls']), member['name'], name))

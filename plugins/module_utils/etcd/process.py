@@ -3,10 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One detached etcd process with a pid file, for hosts without systemd (the lab, containers).
 
-The process is identified by its pid file *and* its command line: a pid file whose process is gone,
-or whose pid now belongs to another program, is stale and counts as stopped. etcd is always run as
-`etcd --config-file <file>` (etcd ignores every other flag when --config-file is given), so the
-config file path is what tells two members on one host apart.
+The process is identified by its pid file *and* its identity: the pid file records the pid and the process's
+start time (/proc/<pid>/stat field 22), and a process is ours only when it is alive, started at that time, and its
+command line runs etcd (the given binary and config file when given). A pid file whose process is gone, or whose pid
+now belongs to another program (a reboot recycles pids), is stale: it counts as stopped and nothing is signalled.
+A pid file without a start time (written before it was recorded) is trusted only when both binary and config_file
+are given and match. etcd is always run as `etcd --config-file <file>` (etcd ignores every other flag when
+--config-file is given), so the config file path is what tells two members on one host apart.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import urllib.request
 from urllib.parse import urlsplit
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 
 
@@ -94,6 +99,25 @@ def cmdline_matches(argv: List[str], binary: Optional[str], config_file: Optiona
     return True
 
 
+def stat_start_time(stat_text: str) -> Optional[int]:
+    """The start time in clock ticks since boot (field 22 of /proc/<pid>/stat), None when unreadable."""
+    rest = stat_text[stat_text.rfind(')') + 1:].split()
+    return int(rest[19]) if len(rest) > 19 and rest[19].isdigit() else None
+
+
+def parse_start_time(text: Optional[str]) -> Optional[int]:
+    """The start time recorded on a pid file's second line (`start <ticks>`), None when absent."""
+    lines = (text or '').splitlines()
+    if len(lines) > 1 and lines[1].startswith('start ') and lines[1][6:].strip().isdigit():
+        return int(lines[1][6:].strip())
+    return None
+
+
+def is_etcd_argv(argv: List[str]) -> bool:
+    """The program is an etcd binary (`etcd`, or a versioned name such as `etcd-3.5`)."""
+    return bool(argv) and os.path.basename(argv[0]).split('-')[0] == 'etcd'
+
+
 def stat_state(stat_text: str) -> str:
     """The one-letter state from /proc/<pid>/stat ('R', 'S', 'Z', ...); the comm field may hold spaces."""
     closing = stat_text.rfind(')')
@@ -125,9 +149,23 @@ def health_ok(path: str, status: int, body: str) -> bool:
 
 # --- /proc access ---------------------------------------------------------------------------------
 def read_pid_file(path: str) -> Optional[int]:
+    return read_pid_record(path)[0]
+
+
+def read_pid_record(path: str) -> tuple:
+    """(pid, recorded start time) from a pid file; (None, None) when it cannot be read."""
     try:
         with open(path) as f:
-            return parse_pid(f.read())
+            text = f.read()
+    except (IOError, OSError, ValueError):
+        return None, None
+    return parse_pid(text), parse_start_time(text)
+
+
+def process_start_time(pid: int, proc_root: str = '/proc') -> Optional[int]:
+    try:
+        with open(os.path.join(proc_root, str(pid), 'stat')) as f:
+            return stat_start_time(f.read())
     except (IOError, OSError):
         return None
 
@@ -154,11 +192,18 @@ def process_argv(pid: int, proc_root: str = '/proc') -> List[str]:
 
 
 def running_pid(spec: ProcessSpec, proc_root: str = '/proc') -> Optional[int]:
-    """The pid of our running etcd, or None when the pid file is missing or stale."""
-    pid = read_pid_file(spec.pid_file)
+    """The pid of our running etcd, or None when the pid file is missing or stale (see the module docstring:
+    alive, the recorded start time, an etcd command line matching the given binary and config file)."""
+    pid, started = read_pid_record(spec.pid_file)
     if pid is None or not process_alive(pid, proc_root):
         return None
-    if not cmdline_matches(process_argv(pid, proc_root), spec.binary, spec.config_file):
+    argv = process_argv(pid, proc_root)
+    if not cmdline_matches(argv, spec.binary, spec.config_file):
+        return None
+    if started is None:
+        # a pid file from before start times were recorded: only a full match on binary and config file
+        return pid if spec.binary and spec.config_file else None
+    if process_start_time(pid, proc_root) != started or not (spec.binary or is_etcd_argv(argv)):
         return None
     return pid
 
@@ -224,7 +269,14 @@ def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep
             break
         sleep(POLL_SECONDS)
     if spec.wait and spec.wait_url:
-        wait_ready(spec, proc.pid, offset, sleep)
+        try:
+            wait_ready(spec, proc.pid, offset, sleep)
+        except EtcdError as exc:
+            # a failed run leaves nothing behind: stop the etcd this run started and remove its pid file
+            ended = stop_process(proc.pid, spec.stop_timeout) if process_alive(proc.pid) else 'gone'
+            _remove(spec.pid_file)
+            raise type(exc)('%s; stopped the etcd this run started (pid %d, %s) and removed %s'
+                            % (exc, proc.pid, ended, spec.pid_file)) from exc
     return proc.pid
 
 
@@ -295,10 +347,15 @@ def stop_process(pid: int, stop_timeout: int = 10, sleep: Callable[[float], None
 
 
 def _write_pid_file(path: str, pid: int) -> None:
+    """The pid and, on the second line, the process's start time: what later proves the pid is still ours."""
+    started = process_start_time(pid)
     tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
-        f.write('%d\n' % pid)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, 'w') as f:
+            f.write('%d\n' % pid + ('start %d\n' % started if started is not None else ''))
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)
 
 
 def _remove(path: str) -> None:
@@ -309,12 +366,35 @@ def _remove(path: str) -> None:
 
 
 # --- engine entry point ---------------------------------------------------------------------------
-def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool = False) -> Dict[str, Any]:
-    """Bring the process to `state`. Same decision in check mode; only the actions are skipped."""
-    if state not in STATES:
-        raise ProcessError('state must be one of %s, got %r' % (', '.join(STATES), state))
+def check_spec(spec: ProcessSpec, state: str) -> None:
+    """Every check the real run makes, before anything acts (check mode included); InvalidInput names the option."""
+    validate.one_of(state, 'state', STATES)
+    pid_file = validate.absolute_path(spec.pid_file, 'pid_file')
+    if os.path.isdir(pid_file):
+        raise InvalidInput('pid_file', 'file', '%s is a directory' % pid_file, pid_file)
+    if spec.log_file is not None:
+        validate.absolute_path(spec.log_file, 'log_file')
+        if os.path.isdir(spec.log_file):
+            raise InvalidInput('log_file', 'file', '%s is a directory' % spec.log_file, spec.log_file)
     if state in ('started', 'restarted') and (not spec.binary or not spec.config_file):
-        raise ProcessError('state=%s needs binary and config_file' % state)
+        raise InvalidInput('binary' if not spec.binary else 'config_file', 'required',
+                           'state=%s needs binary and config_file' % state)
+    if spec.binary is not None:
+        validate.existing_file(spec.binary, 'binary')
+        if not os.access(spec.binary, os.X_OK):
+            raise InvalidInput('binary', 'executable', '%s is not executable' % spec.binary, spec.binary)
+    validate.optional_file(spec.config_file, 'config_file')
+    validate.tls_files(spec.ca_cert, spec.client_cert, spec.client_key)
+    if spec.wait_url is not None:
+        validate.endpoint_url(spec.wait_url, 'wait_url')
+    validate.timeout(spec.wait_timeout, 'wait_timeout')
+    validate.timeout(spec.stop_timeout, 'stop_timeout')
+
+
+def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool = False) -> Dict[str, Any]:
+    """Bring the process to `state`. Same decision and the same checks in check mode; only the actions are
+    skipped. A pid file naming a process that is not provably ours is stale: nothing is signalled."""
+    check_spec(spec, state)
     before = running_pid(spec)
     stale = before is None and os.path.exists(spec.pid_file)
     result: Dict[str, Any] = {'changed': False, 'pid': before, 'state': state,
@@ -326,7 +406,9 @@ def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool =
                 result['signal'] = stop_process(before, spec.stop_timeout)
                 _remove(spec.pid_file)
         else:
-            result['msg'] = 'etcd is not running' + (' (stale pid file removed)' if stale else '')
+            result['msg'] = 'etcd is not running' + (
+                ' (stale pid file: its pid is not the etcd this module started; nothing was signalled, the file %s'
+                % ('would be removed' if check_mode else 'was removed') + ')' if stale else '')
             if stale and not check_mode:
                 _remove(spec.pid_file)
     elif state == 'started' and before is not None:

@@ -31,6 +31,8 @@ import dataclasses
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.initial_cluster import initial_cluster
 
 ACTION_NONE = 'none'
@@ -98,9 +100,39 @@ def classify(host: Dict[str, Any], cluster_id: Optional[str]) -> str:
     return 'down-without-data'
 
 
+# The host facts a plan is built from (`inspect_member` output, or {name, host_reachable: False}): this input
+# decides what is wiped and re-added, so it is checked like an API object before anything is planned.
+HOST_REQUIRED = {'name': (str,), 'host_reachable': (bool,)}
+HOST_OPTIONAL = {'responding': (bool,), 'healthy': (bool,), 'is_learner': (bool,), 'data_has_data': (bool,),
+                 'process_running': (bool,), 'member_id': (str,), 'cluster_id': (str,), 'member_name': (str,),
+                 'raft_index': (int,), 'raft_term': (int,), 'members': (list,), 'peer_url': (str,)}
+MEMBER_OPTIONAL = {'id': (str,), 'name': (str,), 'peer_urls': (list,), 'client_urls': (list,), 'is_learner': (bool,)}
+
+
+def check_hosts(hosts: Any) -> List[Dict[str, Any]]:
+    """The host facts, or InvalidInput naming the host and key that is wrong (`hosts[1].raft_index`)."""
+    if not isinstance(hosts, (list, tuple)) or not hosts:
+        raise InvalidInput('hosts', 'non-empty', 'expected a non-empty list of host facts, got %r' % (hosts,), hosts)
+    seen: Dict[str, int] = {}
+    for index, host in enumerate(hosts):
+        where = 'hosts[%d]' % index
+        validate.typed_mapping(host, where, HOST_REQUIRED, HOST_OPTIONAL)
+        name = validate.text(host['name'], where + '.name', max_length=253)
+        if name in seen:
+            raise InvalidInput(where + '.name', 'unique', 'host %r appears twice (hosts[%d] and hosts[%d])'
+                               % (name, seen[name], index), name)
+        seen[name] = index
+        if isinstance(host.get('raft_index'), int) and host['raft_index'] < 0:
+            raise InvalidInput(where + '.raft_index', 'minimum', 'must not be negative', host['raft_index'])
+        for position, member in enumerate(host.get('members') or []):
+            validate.typed_mapping(member, '%s.members[%d]' % (where, position), {}, MEMBER_OPTIONAL)
+    return list(hosts)
+
+
 def plan_recovery(hosts: Sequence[Dict[str, Any]], *, store_configured: bool) -> RecoveryPlan:
-    """`hosts` in inventory order; each is `inspect_member` output or {name, host_reachable: False}."""
-    hosts = list(hosts)
+    """`hosts` in inventory order; each is `inspect_member` output or {name, host_reachable: False}.
+    InvalidInput (see check_hosts) before anything is planned."""
+    hosts = check_hosts(hosts)
     reachable = [h for h in hosts if h.get('host_reachable', False)]
     healthy = [h for h in reachable if h.get('healthy') and not h.get('is_learner')]
     cluster_id = _majority_cluster(healthy) or _majority_cluster([h for h in reachable if h.get('responding')])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import S3Encryption, s3_encryption
@@ -18,14 +19,17 @@ SUPPORTED = ('/absolute/path', 'file:///absolute/path', 's3://bucket/prefix')
 
 def open_store(url: str, *, endpoint_url: Optional[str] = None, access_key: Optional[str] = None,
                secret_key: Optional[str] = None, session_token: Optional[str] = None,
-               region: Optional[str] = None, encryption: Optional[S3Encryption] = None) -> SnapshotStore:
-    """The store for `url`; StoreError names the supported forms when the URL fits none."""
+               region: Optional[str] = None, encryption: Optional[S3Encryption] = None,
+               timeout: float = 30.0) -> SnapshotStore:
+    """The store for `url`; StoreError names the supported forms when the URL fits none. `timeout` bounds one S3
+    request with its retries: half of it per attempt, two attempts (botocore's max_attempts counts the retries)."""
     url = (url or '').strip()
     if not url:
         raise StoreError('no snapshot store given; expected one of %s' % ', '.join(SUPPORTED))
     if url.startswith('s3://'):
         return S3Store(url, endpoint_url=endpoint_url, access_key=access_key, secret_key=secret_key,
-                       session_token=session_token, region=region, encryption=encryption)
+                       session_token=session_token, region=region, encryption=encryption,
+                       connect_timeout=min(5.0, timeout / 2), read_timeout=timeout / 2, max_attempts=1)
     if url.startswith('file://') or url.startswith('/'):
         return LocalStore(url)
     scheme = url.split('://', 1)[0] if '://' in url else ''
@@ -40,12 +44,20 @@ def encryption_from_params(params: Dict[str, Any]) -> S3Encryption:
                          kms_key_id=params.get('encryption_kms_key_id'), customer_key=params.get('sse_customer_key'))
 
 
-def store_from_params(params: Dict[str, Any]) -> SnapshotStore:
-    """From the `etcd_store` argspec options."""
-    return open_store(params.get('store') or '', endpoint_url=params.get('s3_endpoint_url'),
-                      access_key=params.get('aws_access_key_id'), secret_key=params.get('aws_secret_access_key'),
-                      session_token=params.get('aws_session_token'), region=params.get('region'),
-                      encryption=encryption_from_params(params))
+def store_from_params(params: Dict[str, Any], must_exist: bool = True) -> SnapshotStore:
+    """From the `etcd_store` argspec options. A local store must exist unless the caller creates it (`must_exist`
+    False: etcd_snapshot): a typo must not read as "no backup" during a recovery."""
+    timeout = params.get('store_timeout')
+    timeout = 30.0 if timeout is None else validate.timeout(timeout, 'store_timeout')
+    if params.get('s3_endpoint_url'):
+        validate.endpoint_url(params['s3_endpoint_url'], 's3_endpoint_url')
+    store = open_store(params.get('store') or '', endpoint_url=params.get('s3_endpoint_url'),
+                       access_key=params.get('aws_access_key_id'), secret_key=params.get('aws_secret_access_key'),
+                       session_token=params.get('aws_session_token'), region=params.get('region'),
+                       encryption=encryption_from_params(params), timeout=timeout)
+    if must_exist and isinstance(store, LocalStore):
+        validate.existing_dir(store.root, 'store')
+    return store
 
 
 def store_report(store: SnapshotStore) -> Dict[str, Any]:

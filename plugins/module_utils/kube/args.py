@@ -20,6 +20,7 @@ import os
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import HAS_KUBERNETES, KubeClient, load_configuration
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 
@@ -67,7 +68,8 @@ def connection_settings(params: Mapping[str, Any], environ: Optional[Mapping[str
             elif option in ('kubeconfig', 'ca_cert'):
                 value = os.path.expanduser(value)
         settings[option] = value
-    settings['request_timeout'] = float(params.get('request_timeout') or 30.0)
+    timeout = params.get('request_timeout')
+    settings['request_timeout'] = 30.0 if timeout is None else validate.timeout(timeout, 'request_timeout')
     return settings
 
 
@@ -87,8 +89,10 @@ def client_from_params(params: Mapping[str, Any], environ: Optional[Mapping[str,
         raise KubeError('the python library kubernetes is required')
     settings = connection_settings(params, environ)
     kubeconfig, context, host = settings['kubeconfig'], settings['context'], settings['host']
-    if kubeconfig and not os.path.exists(kubeconfig):
-        raise KubeError('kubeconfig %s does not exist' % kubeconfig)
+    if kubeconfig:
+        validate.existing_file(kubeconfig, 'kubeconfig')
+    if settings['ca_cert']:
+        validate.existing_file(settings['ca_cert'], 'ca_cert')
     if host and not kubeconfig:
         configuration = kubernetes.client.Configuration()
     else:
@@ -106,4 +110,6 @@ def client_from_params(params: Mapping[str, Any], environ: Optional[Mapping[str,
         configuration.verify_ssl = settings['validate_certs']
     if settings['ca_cert']:
         configuration.ssl_ca_cert = settings['ca_cert']
+    # one attempt per request: request_timeout is the time a call may take, not the time of each of urllib3's retries
+    configuration.retries = 0
     return KubeClient(configuration, timeout=settings['request_timeout'])

@@ -15,6 +15,8 @@ import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import (
     AlreadyExists,
     Conflict,
@@ -68,6 +70,10 @@ def load_configuration(kubeconfig: Optional[str] = None, context: Optional[str] 
         kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except (kubernetes.config.ConfigException, OSError, TypeError) as exc:
         raise KubeError('no Kubernetes credentials: not in a pod and no usable kubeconfig (%s)' % exc) from exc
+    except Exception as exc:  # PyYAML's errors and whatever a malformed file makes the loader trip over
+        raise InvalidInput('kubeconfig', 'kubeconfig', '%s is not a usable kubeconfig: %s'
+                           % (kubeconfig or 'the default kubeconfig', ' '.join(str(exc).split())[:300]),
+                           kubeconfig) from None
     return configuration
 
 
@@ -97,16 +103,21 @@ class KubeClient:
     def request(self, method: str, path: str, body: Any = None, query: Optional[Iterable[Tuple[str, Any]]] = None,
                 content_type: str = 'application/json') -> Any:
         headers = {'Accept': 'application/json', 'Content-Type': content_type}
+        deadline = Deadline(self.timeout, '%s %s%s' % (method, self.host, path))
         try:
             response = self.api.call_api(
                 path, method, query_params=list(query or []), header_params=headers, body=body,
                 auth_settings=['BearerToken'], _preload_content=False, _request_timeout=self.timeout)
+            answer = response[0] if isinstance(response, tuple) else response
+            raw = read_within(lambda: answer.read1(65536, decode_content=True), deadline)
+            answer.release_conn()
         except ApiException as exc:
             raise error_from(method, path, exc.status, exc.reason, exc.body) from None
+        except DeadlineExceeded as exc:
+            raise KubeUnavailable('%s: the API server did not finish its answer' % exc) from None
         except Exception as exc:  # urllib3 connection errors, timeouts
-            raise KubeUnavailable('%s %s%s: the API server did not answer: %s' % (
-                method, self.host, path, exc.__class__.__name__)) from exc
-        raw = response[0].data if isinstance(response, tuple) else response.data
+            raise KubeUnavailable('%s %s%s: the API server did not answer within %ss (%.1fs spent): %s' % (
+                method, self.host, path, self.timeout, deadline.spent(), exc.__class__.__name__)) from exc
         return json.loads(raw) if raw else None
 
     # --- verbs ---------------------------------------------------------------------------------

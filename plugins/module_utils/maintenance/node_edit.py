@@ -57,13 +57,21 @@ def check_label_value(value: Optional[str], where: str) -> Optional[str]:
                       '"_" and ".", starting and ending with a letter or digit' % (value,), value)
 
 
+# Kubernetes' limit on all of an object's annotations together (apimachinery TotalAnnotationSizeLimitB).
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+
 def changes_from(option: str, mapping: Optional[Mapping[str, Any]], labels: bool = False) -> Dict[str, Optional[str]]:
-    """A `{key: value-or-None}` option, checked."""
+    """A `{key: value-or-None}` option, checked: keys, label values, and annotations within the API's 256 KiB."""
     out: Dict[str, Optional[str]] = {}
     for key, value in (mapping or {}).items():
         check_key(key, option)
         text = as_value(value, '%s[%s]' % (option, key))
         out[key] = check_label_value(text, '%s[%s]' % (option, key)) if labels else text
+    size = sum(len(k.encode('utf-8')) + len((v or '').encode('utf-8')) for k, v in out.items())
+    if not labels and size > ANNOTATIONS_MAX_BYTES:
+        raise OptionError(option, 'max-size', 'annotations total %d bytes; the API server accepts at most %d (256 KiB) '
+                          'on an object' % (size, ANNOTATIONS_MAX_BYTES), None)
     return out
 
 

@@ -19,6 +19,8 @@ import stat
 import tempfile
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import FileSpec
 
@@ -43,10 +45,13 @@ class Change:
 
 
 class Root:
-    """A node's filesystem below `root` ('/' on a real host)."""
+    """A node's filesystem below `root` ('/' on a real host): an absolute path that, when it exists, is a
+    directory (InvalidInput on `root` otherwise, before anything is read or written)."""
 
     def __init__(self, root: str):
-        self.root = root
+        self.root = validate.absolute_path(root, 'root')
+        if os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise InvalidInput('root', 'directory', '%s exists and is not a directory' % root, root)
 
     def host(self, path: str) -> str:
         return layout.host_path(self.root, path)

@@ -39,7 +39,7 @@ def provision_request(params: Mapping[str, Any], *, bootstrap: bool) -> Request:
     validate.one_of(node_params['role'], 'role', ROLES)
     node = parse_node(node_params, cluster)
     check_registration_labels(node.labels)
-    root = validate.absolute_path(params.get('root') or '/', 'root')
+    root = validate.absolute_path('/' if params.get('root') is None else params['root'], 'root')
     command = params.get('lb_validate_command') or list(lb.DEFAULT_VALIDATE_COMMAND)
     if not any('{config}' in part for part in command):
         raise InvalidInput('lb_validate_command', 'placeholder', 'must contain {config} (the file to check), got %s'

@@ -24,6 +24,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Union
 from urllib.parse import urlsplit, urlunsplit
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     OptionError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
@@ -223,9 +226,10 @@ class SabakanClient:
     def __init__(self, url: str, *, timeout: float = 30.0, validate_certs: bool = True,
                  ca_path: Optional[str] = None, headers: Optional[Mapping[str, str]] = None):
         self.url = graphql_url(url)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise OptionError('timeout', 'positive', 'must be a positive number of seconds, got %r' % (timeout,), timeout)
-        self.timeout = float(timeout)
+        try:
+            self.timeout = validate.timeout(timeout, 'timeout')
+        except InvalidInput as exc:
+            raise exc.recast(OptionError) from None
         self.headers = {'Content-Type': 'application/json', 'Accept': 'application/json'}
         self.headers.update(headers or {})
         handlers: List[Any] = []
@@ -306,15 +310,12 @@ class SabakanClient:
             raise SabakanUnavailable('sabakan at %s: connection failed: %s' % (self.url, e)) from None
 
     def _read(self, response: Any, deadline: float) -> bytes:
-        """Read the body in chunks; the per-read timeout alone would let a trickling server run forever."""
-        chunks = []
-        while True:
-            chunk = response.read(65536)
-            if not chunk:
-                return b''.join(chunks)
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                raise socket.timeout('body not complete after %gs' % self.timeout)
+        """Read the body as it arrives (read1); the per-read timeout alone would let a trickling server run forever."""
+        clock = Deadline(max(deadline - time.monotonic(), 0), 'reading the answer of %s' % self.url)
+        try:
+            return read_within(lambda: response.read1(65536), clock)
+        except DeadlineExceeded:
+            raise socket.timeout('body not complete after %gs' % self.timeout) from None
 
     # -- operations
     def search_machines(self, having: Optional[Mapping[str, Any]] = None,

@@ -50,3 +50,12 @@ def test_controllers_flag_and_environment(monkeypatch):
 def test_loop_options_are_parsed_even_when_the_loop_is_not_selected():
     parsed = settings.parse(['--controllers', 'etcd-backup', '--maintenance-workers', '2'])
     assert parsed.options('maintenance').workers == 2 and not parsed.enabled('maintenance')
+
+
+def test_secret_opt_in_is_on_by_default_and_can_be_turned_off(monkeypatch):
+    monkeypatch.delenv('STEWARD_SECRET_OPT_IN', raising=False)
+    assert settings.parse([]).secret_opt_in is True
+    assert settings.parse(['--no-secret-opt-in']).secret_opt_in is False
+    monkeypatch.setenv('STEWARD_SECRET_OPT_IN', 'false')
+    assert settings.parse([]).secret_opt_in is False
+    assert settings.parse(['--secret-opt-in']).secret_opt_in is True

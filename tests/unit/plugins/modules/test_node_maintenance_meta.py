@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.steward.cluster.plugins.doc_fragments.kube_connection import ModuleDocFragment
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 
@@ -97,7 +98,8 @@ def test_client_from_kubeconfig_context_and_overrides(tmp_path):
         assert client.host == 'http://c.example' and bearer(client) == 'Bearer over'
     finally:
         client.close()
-    with pytest.raises(KubeError, match='kubeconfig .*/nope does not exist'):
+    with pytest.raises(InvalidInput, match='kubeconfig: .*/nope. does not exist') as caught:
         client_from_params({'kubeconfig': str(tmp_path / 'nope')}, environ={})
+    assert (caught.value.field, caught.value.rule) == ('kubeconfig', 'exists')
     with pytest.raises(KubeError, match='tried kubeconfig .* context missing'):
         client_from_params({'kubeconfig': str(kubeconfig), 'context': 'missing'}, environ={})

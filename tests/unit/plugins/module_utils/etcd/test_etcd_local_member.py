@@ -1,7 +1,10 @@
 """Setting data dirs aside never deletes anything; data detection matches etcd's layout."""
 
 import os
+import shutil
+import subprocess
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_start_time
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import (
     data_dir_state,
     pid_alive,
@@ -61,7 +64,18 @@ def test_pid_alive(tmp_path):
     pid_file = tmp_path / 'etcd.pid'
     assert pid_alive(str(pid_file)) is False
     pid_file.write_text(str(os.getpid()))
-    assert pid_alive(str(pid_file)) is True
+    assert pid_alive(str(pid_file)) is False        # alive, but not etcd: facts must not call it the member
+    fake_etcd = tmp_path / 'etcd'
+    fake_etcd.symlink_to(shutil.which('sleep'))
+    proc = subprocess.Popen([str(fake_etcd), '60'])
+    try:
+        pid_file.write_text('%d\nstart %d\n' % (proc.pid, process_start_time(proc.pid)))
+        assert pid_alive(str(pid_file)) is True
+        pid_file.write_text('%d\nstart 1\n' % proc.pid)   # recorded for an earlier process with this pid
+        assert pid_alive(str(pid_file)) is False
+    finally:
+        proc.kill()
+        proc.wait()
     pid_file.write_text('999999999')
     assert pid_alive(str(pid_file)) is False
     pid_file.write_text('garbage')

@@ -37,6 +37,9 @@ def test_find_member(kwargs, expected):
     pytest.param({'name': 'e1', 'peer_urls': ['http://h2:2380']}, 'different members', id='name-and-url-disagree'),
     pytest.param({'name': 'e1', 'peer_urls': ['http://h9:2380']}, 'remove it first', id='same-name-other-url'),
     pytest.param({'name': 'x', 'peer_urls': ['http://h1:2380']}, "named 'e1'", id='same-url-other-name'),
+    pytest.param({'name': 'e1', 'member_id': 'b2'}, 'different members', id='name-and-id-disagree'),
+    pytest.param({'name': 'e1', 'member_id': 'ff'}, 'member_id ff matches no member, but name=.e1. names member e1',
+                 id='name-and-unknown-id'),
 ])
 def test_find_member_conflicts(kwargs, message):
     with pytest.raises(MembershipError, match=message):

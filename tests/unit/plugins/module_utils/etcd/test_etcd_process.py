@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import process
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (
     ProcessSpec, cmdline_matches, ensure_process, health_ok, parse_pid, running_pid, split_cmdline, stat_state,
@@ -88,21 +90,24 @@ def test_tail_lines_keeps_the_panic_reason_ahead_of_the_stack():
     assert len(out) == 7  # reason, '...', 5 tail lines
 
 
-def fake_proc(root, pid, argv, state='S'):
+def fake_proc(root, pid, argv, state='S', start=777):
     d = root / str(pid)
     d.mkdir(parents=True)
     (d / 'cmdline').write_bytes(b'\0'.join(a.encode() for a in argv) + b'\0')
-    (d / 'stat').write_text('%d (%s) %s 1 1 1' % (pid, os.path.basename(argv[0]), state))
+    # fields 3..22 of /proc/<pid>/stat: state, 18 others, the start time
+    (d / 'stat').write_text('%d (%s) %s %s %d' % (pid, os.path.basename(argv[0]), state, ' '.join(['1'] * 18), start))
 
 
 @pytest.mark.parametrize('pid_text,proc,expected', [
-    ('4242\n', {4242: ([BIN, '--config-file', CONF], 'S')}, 4242),
+    ('4242\n', {4242: ([BIN, '--config-file', CONF], 'S')}, 4242),                # legacy file, full match
+    ('4242\nstart 777\n', {4242: ([BIN, '--config-file', CONF], 'S')}, 4242),
+    ('4242\nstart 5\n', {4242: ([BIN, '--config-file', CONF], 'S')}, None),      # same argv, started later
     ('4242\n', {}, None),                                                   # process gone
     ('4242\n', {4242: (['/bin/sleep', '1000'], 'S')}, None),                # pid reused
     ('4242\n', {4242: ([BIN, '--config-file', CONF], 'Z')}, None),          # zombie
     ('garbage', {4242: ([BIN, '--config-file', CONF], 'S')}, None),
     (None, {4242: ([BIN, '--config-file', CONF], 'S')}, None),              # no pid file
-], ids=['running', 'dead', 'reused', 'zombie', 'garbage-file', 'no-file'])
+], ids=['running-legacy', 'running', 'restarted-since', 'dead', 'reused', 'zombie', 'garbage-file', 'no-file'])
 def test_running_pid_detects_stale_pid_files(tmp_path, pid_text, proc, expected):
     root = tmp_path / 'proc'
     root.mkdir()
@@ -127,19 +132,35 @@ def test_ensure_process_plans_the_same_in_check_mode(monkeypatch, tmp_path, stat
     monkeypatch.setattr(process, 'running_pid', lambda spec, proc_root='/proc': 4242 if running else None)
     for name in ('start_process', 'stop_process', 'wait_ready'):
         monkeypatch.setattr(process, name, lambda *a, **k: pytest.fail('check mode acted'))
-    spec = ProcessSpec(pid_file=str(tmp_path / 'x.pid'), binary=BIN, config_file=CONF, wait_url='http://x:2379')
+    binary, conf = real_files(tmp_path)
+    spec = ProcessSpec(pid_file=str(tmp_path / 'x.pid'), binary=binary, config_file=conf, wait_url='http://x:2379')
     result = ensure_process(spec, state, check_mode=True)
     assert result['changed'] is changed
     assert result['after']['running'] is (state != 'stopped')
 
 
-@pytest.mark.parametrize('state,spec_kwargs,message', [
-    ('bogus', {}, 'state must be one of'),
-    ('started', {'binary': None}, 'needs binary and config_file'),
-    ('restarted', {'config_file': None}, 'needs binary and config_file'),
-], ids=['bad-state', 'start-without-binary', 'restart-without-config'])
-def test_ensure_process_rejects_bad_input(tmp_path, state, spec_kwargs, message):
-    kwargs = dict(pid_file=str(tmp_path / 'x.pid'), binary=BIN, config_file=CONF)
+def real_files(tmp_path):
+    binary, conf = tmp_path / 'etcd', tmp_path / 'etcd.conf.yml'
+    binary.write_text('#!/bin/sh\n')
+    binary.chmod(0o755)
+    conf.write_text('name: m1\n')
+    return str(binary), str(conf)
+
+
+@pytest.mark.parametrize('state,spec_kwargs,field,rule', [
+    ('bogus', {}, 'state', 'choice'),
+    ('started', {'binary': None}, 'binary', 'required'),
+    ('restarted', {'config_file': None}, 'config_file', 'required'),
+    ('started', {'binary': '/nonexistent/etcd'}, 'binary', 'exists'),
+    ('stopped', {'pid_file': 'relative.pid'}, 'pid_file', 'absolute-path'),
+    ('stopped', {'stop_timeout': 0}, 'stop_timeout', 'minimum'),
+    ('stopped', {'client_cert': '/etc/hostname'}, 'client_key', 'key-pair'),
+], ids=['bad-state', 'start-without-binary', 'restart-without-config', 'missing-binary', 'relative-pid-file',
+        'zero-stop-timeout', 'cert-without-key'])
+def test_ensure_process_rejects_bad_input_in_check_mode(tmp_path, state, spec_kwargs, field, rule):
+    binary, conf = real_files(tmp_path)
+    kwargs = dict(pid_file=str(tmp_path / 'x.pid'), binary=binary, config_file=conf)
     kwargs.update(spec_kwargs)
-    with pytest.raises(process.ProcessError, match=message):
+    with pytest.raises(InvalidInput) as caught:
         ensure_process(ProcessSpec(**kwargs), state, check_mode=True)
+    assert (caught.value.field, caught.value.rule) == (field, rule)

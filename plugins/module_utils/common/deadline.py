@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every timeout is a deadline: one clock started when the module (or the controller's step) starts, shared by
+every attempt, so "gives up within twice its stated timeout, retries included" holds by construction. Each attempt
+gets at most what is left (`remaining()`) as its own socket timeout, and a retry loop asks `expired()` before it
+tries again. The error names what was being done, the endpoint and the time spent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional, Tuple, Type, TypeVar
+
+_T = TypeVar('_T')
+
+# A socket timeout below this is useless (TLS alone takes longer); the last attempt gets at least this much.
+MIN_ATTEMPT_SECONDS = 0.05
+
+
+class DeadlineExceeded(TimeoutError):
+    """The stated time ran out. `what` is the action, `endpoint` where it was waiting, `spent` the seconds used."""
+
+    def __init__(self, what: str, endpoint: Optional[str], timeout: float, spent: float, cause: Any = None):
+        self.what = what
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.spent = spent
+        where = ' at %s' % endpoint if endpoint else ''
+        last = ' (last error: %s)' % cause if cause else ''
+        super().__init__('%s%s gave up after %.1fs (timeout %ss)%s' % (what, where, spent, _fmt(timeout), last))
+
+
+class Deadline:
+    """A point in time `timeout` seconds from now, on the monotonic clock (or on `clock`, for tests)."""
+
+    def __init__(self, timeout: float, what: str = 'the request', clock: Callable[[], float] = time.monotonic):
+        self.timeout = float(timeout)
+        self.what = what
+        self.clock = clock
+        self.started = clock()
+        self.at = self.started + self.timeout
+
+    def spent(self) -> float:
+        return self.clock() - self.started
+
+    def remaining(self, cap: Optional[float] = None) -> float:
+        """Seconds left (never below MIN_ATTEMPT_SECONDS, so it can be a socket timeout), at most `cap`."""
+        left = max(self.at - self.clock(), MIN_ATTEMPT_SECONDS)
+        return min(left, cap) if cap is not None else left
+
+    def expired(self) -> bool:
+        return self.clock() >= self.at
+
+    def exceeded(self, endpoint: Optional[str] = None, cause: Any = None) -> DeadlineExceeded:
+        """The error to raise when it ran out (the caller raises it, possibly as its area's type)."""
+        return DeadlineExceeded(self.what, endpoint, self.timeout, self.spent(), cause)
+
+    def check(self, endpoint: Optional[str] = None, cause: Any = None) -> None:
+        if self.expired():
+            raise self.exceeded(endpoint, cause)
+
+
+def retry_until(deadline: Deadline, attempt: Callable[[float], _T], retry_on: Tuple[Type[BaseException], ...],
+                endpoint: Optional[str] = None, pause: float = 0.2, sleep: Callable[[float], None] = time.sleep) -> _T:
+    """Call `attempt(seconds_left)` until it returns, retrying the `retry_on` errors while time is left; pauses
+    double from `pause` up to 2s and never outlast the deadline. Raises DeadlineExceeded naming the last error."""
+    while True:
+        try:
+            return attempt(deadline.remaining())
+        except retry_on as exc:
+            if deadline.expired():
+                raise deadline.exceeded(endpoint, exc) from exc
+            last = exc
+        sleep(min(pause, max(deadline.at - deadline.clock(), 0)))
+        pause = min(pause * 2, 2.0)
+        if deadline.expired():
+            raise deadline.exceeded(endpoint, last)
+
+
+def read_within(read_some: Callable[[], bytes], deadline: Deadline, endpoint: Optional[str] = None) -> bytes:
+    """A response body, read piece by piece while the deadline allows. `read_some` returns what has arrived (a
+    urllib3 response's `read1`), b'' at the end: a socket timeout bounds each read only, so a server answering a
+    byte a second would otherwise hold the caller for as long as it likes."""
+    chunks = []
+    while True:
+        chunk = read_some()
+        if not chunk:
+            return b''.join(chunks)
+        chunks.append(chunk)
+        deadline.check(endpoint)
+
+
+def _fmt(value: float) -> str:
+    return ('%d' % value) if float(value).is_integer() else ('%g' % value)
