@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from support.etcd_cluster import EtcdCluster, etcd_bin_dirs, free_port  # noqa: E402
+from support.etcd_cluster import EtcdCluster, etcd_bin_dirs  # noqa: E402
 
 ETCD_DIRS = etcd_bin_dirs()
 

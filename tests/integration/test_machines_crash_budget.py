@@ -4,7 +4,6 @@ machine; a scale-out under an EC2 request limit is never throttled and lists ins
 
 import time
 
-import pytest
 
 from support.machines_cluster import MachinesBench, wait_for
 

@@ -100,7 +100,7 @@ def test_machine_pool_playbook_creates_scales_and_removes_a_pool(kube, kubeconfi
         assert len(result.result('The machines')['machines']) == 2 and len(bench.running_instances()) == 2
         secret = result.result('The machine secret (user data and credentials)')
         assert 'steward-test-secret' not in str(secret)                       # no_log
-        _, scaled = run(kubeconfig, 'machine_deployment', name='workers', namespace=NS, replicas=1, wait=True, wait_timeout=300)
+        _rc, scaled = run(kubeconfig, 'machine_deployment', name='workers', namespace=NS, replicas=1, wait=True, wait_timeout=300)
         assert scaled['readiness']['ready'] and scaled['readiness']['available'] == 1
         wait_for(lambda: len(bench.running_instances()) == 1, 120, 1.0, what='one instance left')
         result = run_playbook('steward.cluster.machine_pool', extra_vars=dict(pool, pool_state='absent'))

@@ -323,7 +323,8 @@ def _http_get(url: str, spec: ProcessSpec) -> tuple:
             raise ProcessError('cannot use the TLS files (ca_cert %s, client_cert %s, client_key %s) for %s: %s' % (
                 spec.ca_cert, spec.client_cert, spec.client_key, url, exc)) from exc
     try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as resp:  # nosec - our own member's URL
+        opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
+        with opener.open(url, timeout=2) as resp:  # nosec - our own member's URL
             return resp.status, resp.read().decode('utf-8', 'replace')
     except Exception as e:  # HTTPError carries a status; anything else means "not answering yet"
         return getattr(e, 'code', 0) or 0, ''

@@ -154,7 +154,8 @@ def _creation_flow(view: MachineView, plan: MachinePlan, phase: Phase, now: floa
         plan.retry = Retry.SHORT
         return plan
     vm = lookup.vm
-    assert vm is not None
+    if vm is None:
+        raise AssertionError('machine_step: a VM lookup without a VM reached the existing-VM branch')
     if vm.state.gone:
         plan.status = {'currentStatus': current_status(Phase.FAILED, now),
                        'lastOperation': last_operation(OpType.CREATE, OpState.FAILED, 'VM %s of machine %s is %s: the '
