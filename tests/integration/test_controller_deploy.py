@@ -36,6 +36,9 @@ WORKLOAD = [
     (RBAC, 'clusterrolebindings', False, 'steward-controller-machine-claims'),
     (RBAC, 'roles', True, 'steward-controller-leases'),
     (RBAC, 'rolebindings', True, 'steward-controller-leases'),
+    (RBAC, 'clusterroles', False, 'steward-cluster-view'),
+    (RBAC, 'clusterroles', False, 'steward-cluster-edit'),
+    (RBAC, 'clusterroles', False, 'steward-cluster-edit-resources'),
     ('apps/v1', 'deployments', True, 'steward-controller'),
     ('v1', 'services', True, 'steward-controller-metrics'),
     ('policy/v1', 'poddisruptionbudgets', True, 'steward-controller'),
@@ -142,7 +145,10 @@ def test_check_mode_creates_nothing(cluster):
     listed = task(result, 'Objects that would be created in the new namespace')
     assert listed.get('changed') and 'Deployment steward-controller' in listed['msg']
     assert sorted(changed_items(result)) == sorted(['CustomResourceDefinition %s' % n for n in CRDS] + [
-        'ClusterRole steward-controller', 'ClusterRoleBinding steward-controller', 'Namespace steward-system'])
+        'ClusterRole steward-controller', 'ClusterRoleBinding steward-controller',
+        'ClusterRole steward-controller-machine-claims', 'ClusterRoleBinding steward-controller-machine-claims',
+        'ClusterRole steward-cluster-view', 'ClusterRole steward-cluster-edit', 'ClusterRole steward-cluster-edit-resources',
+        'Namespace steward-system'])
 
 
 def test_deploy_is_idempotent_patches_changes_and_removes_all_but_the_crds(cluster):

@@ -148,6 +148,14 @@ S3_NAMES = ('access_key', 'secret_key', 'session_token', 'endpoint_url', 'region
 NOT_PRIMARY = {'verify_ssl': 'validate_certs', 'ssl_ca_cert': 'ca_cert', 'kube_config': 'kubeconfig',
                'kubeconfig_path': 'kubeconfig', 'kube_context': 'context', 'timeout_wait': 'wait_timeout',
                'insecure': 'validate_certs', 'verify': 'validate_certs'}
+# `verify` is a TLS switch only when it is a bool (etcd_snapshot_info's verify chooses how snapshots are checked).
+TLS_ONLY_WHEN_BOOL = ('verify', 'insecure')
+# Options naming a CA certificate file (ca_days, a CA's validity, is not one).
+CA_FILE = re.compile(r'^ca_(path|file|bundle|crt|cert_file)$')
+# Modules whose wait is bounded by something else than a wait_timeout option, and why.
+WAIT_BOUNDED_ELSEWHERE = {
+    'steward.cluster.watchdog_probe': "each level's wait is bounded by the prober config's per-target timeout (DWD's field)",
+}
 
 
 def test_option_names_follow_kubernetes_core_and_amazon_aws(installed_collection):
@@ -160,16 +168,18 @@ def test_option_names_follow_kubernetes_core_and_amazon_aws(installed_collection
         names = {name: set([name] + list(option.get('aliases') or [])) for name, option in options.items()}
         known = set().union(*names.values()) if names else set()
         for name in options:
+            if name in TLS_ONLY_WHEN_BOOL and options[name].get('type') != 'bool':
+                continue
             if name in NOT_PRIMARY:
                 problems.append('%s: option %s should be %s (keep %s as an alias)' % (fqcn, name, NOT_PRIMARY[name], name))
         if 'kubeconfig' in known:
             problems += ['%s: no %s option (kubernetes.core name)' % (fqcn, n) for n in KUBE_NAMES if n not in known]
         if 'store' in options:
             problems += ['%s: no %s option or alias (amazon.aws name)' % (fqcn, n) for n in S3_NAMES if n not in known]
-        if 'wait' in options and 'wait_timeout' not in options:
+        if 'wait' in options and 'wait_timeout' not in options and fqcn not in WAIT_BOUNDED_ELSEWHERE:
             problems.append('%s: has wait but no wait_timeout' % fqcn)
         for name in options:
-            if name.startswith('ca_') and 'ca_cert' not in known:
+            if CA_FILE.match(name) and 'ca_cert' not in known:
                 problems.append('%s: CA option %s has no ca_cert alias' % (fqcn, name))
     assert not problems, '\n'.join(problems)
 
