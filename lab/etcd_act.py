@@ -49,7 +49,7 @@ def read_all(url: str) -> Dict[str, str]:
 def lose_for_good(host: Dict) -> None:
     """SIGKILL the member and wipe its data dir: the machine is gone."""
     with open(host['etcd_pid_file']) as f:
-        pid = int(f.read().strip())
+        pid = int(f.read().split()[0])   # the pid file's first line; etcd_process adds its start time
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:

@@ -229,7 +229,7 @@ def test_etcd_member_module_check_mode_idempotence_and_diff(etcd3):
     assert res.result('add again')['changed'] is False
     check_rm = res.result('check remove')
     assert check_rm['changed'] is True and check_rm['removed'] is True
-    assert res.result('bad')['failed'] is True and 'not a hexadecimal' in res.result('bad')['msg']
+    assert res.result('bad')['failed'] is True and 'member_id: expected a member id in hex' in res.result('bad')['msg']
     # check mode changed nothing: etcd2 is still there; the only change is the learner.
     members = requests.post(etcd3.endpoints[0] + '/v3/cluster/member/list', json={}, timeout=5).json()['members']
     assert len(members) == 4 and {m.get('name') for m in members} >= {'etcd1', 'etcd2', 'etcd3'}

@@ -89,4 +89,4 @@ def test_etcd_defrag_module_check_mode_then_real(etcd3):
     done = res.result('defrag')
     assert done['changed'] is True and [m['id'] for m in done['members']] == [m['id'] for m in plan['members']]
     assert all(m['status'] == 'defragmented' for m in done['members'])
-    assert res.result('bad')['failed'] is True and 'between 0.0 and 1.0' in res.result('bad')['msg']
+    assert res.result('bad')['failed'] is True and 'min_fragmentation_ratio: must be at most 1' in res.result('bad')['msg']

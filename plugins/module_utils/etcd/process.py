@@ -367,8 +367,11 @@ def _remove(path: str) -> None:
 
 
 # --- engine entry point ---------------------------------------------------------------------------
-def check_spec(spec: ProcessSpec, state: str) -> None:
-    """Every check the real run makes, before anything acts (check mode included); InvalidInput names the option."""
+def check_spec(spec: ProcessSpec, state: str, check_mode: bool = False) -> None:
+    """Every check the real run makes, before anything acts (check mode included); InvalidInput names the option.
+
+    In check mode the config file may be missing: the task that writes it (the role's etcd_config) ran in check
+    mode too and wrote nothing, so only its path is checked; the real run requires the file."""
     validate.one_of(state, 'state', STATES)
     pid_file = validate.absolute_path(spec.pid_file, 'pid_file')
     if os.path.isdir(pid_file):
@@ -384,7 +387,10 @@ def check_spec(spec: ProcessSpec, state: str) -> None:
         validate.existing_file(spec.binary, 'binary')
         if not os.access(spec.binary, os.X_OK):
             raise InvalidInput('binary', 'executable', '%s is not executable' % spec.binary, spec.binary)
-    validate.optional_file(spec.config_file, 'config_file')
+    if check_mode and spec.config_file is not None and not os.path.exists(spec.config_file):
+        validate.absolute_path(spec.config_file, 'config_file')
+    else:
+        validate.optional_file(spec.config_file, 'config_file')
     validate.tls_files(spec.ca_cert, spec.client_cert, spec.client_key)
     if spec.wait_url is not None:
         validate.endpoint_url(spec.wait_url, 'wait_url')
@@ -395,7 +401,7 @@ def check_spec(spec: ProcessSpec, state: str) -> None:
 def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool = False) -> Dict[str, Any]:
     """Bring the process to `state`. Same decision and the same checks in check mode; only the actions are
     skipped. A pid file naming a process that is not provably ours is stale: nothing is signalled."""
-    check_spec(spec, state)
+    check_spec(spec, state, check_mode)
     before = running_pid(spec)
     stale = before is None and os.path.exists(spec.pid_file)
     result: Dict[str, Any] = {'changed': False, 'pid': before, 'state': state,
