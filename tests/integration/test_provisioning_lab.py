@@ -139,7 +139,7 @@ def test_join_check_mode_changes_nothing_then_join_builds_etcd_of_three_with_tls
     check = lab.play('steward.cluster.node_join', check=True, diff=True)
     assert lab.snapshot() == before
     assert sorted(lab.members('cp1')) == ['cp1']
-    assert check.result(ROLE + 'Join cp2 as control-plane', 'cp2')['etcd']['actions'] == [
+    assert check.result(ROLE + 'Join the node - cp2 as control-plane', 'cp2')['etcd']['actions'] == [
         "add member 'cp2' (https://%s:2380) as learner" % lab.ips['cp2']]
 
     result = lab.play('steward.cluster.node_join')
@@ -253,7 +253,7 @@ def test_cert_renew_renews_only_what_is_due(lab):
     changed = sorted(k for k in after if after[k] != before.get(k))
     assert changed == ['cp2:etc/kubernetes/manifests/kube-apiserver.yaml', 'cp2:etc/kubernetes/pki/front-proxy-client.crt',
                        'cp2:etc/kubernetes/pki/front-proxy-client.key', 'w2:var/lib/kubelet/pki/kubelet-client-current.pem']
-    renewed = {h: [c['name'] for c in result.result(ROLE + 'Join %s as %s' % (h, role), h)['certificates'] if c['action'] != 'keep']
+    renewed = {h: [c['name'] for c in result.result(ROLE + 'Join the node - %s as %s' % (h, role), h)['certificates'] if c['action'] != 'keep']
                for h, role in (('cp2', 'control-plane'), ('w2', 'worker'), ('cp1', 'control-plane'))}
     assert renewed == {'cp2': ['front-proxy-client'], 'w2': ['kubelet-client'], 'cp1': []}
     for host, path in due:
@@ -291,7 +291,7 @@ def test_removal_that_would_break_quorum_is_refused_and_changes_nothing(lab):
     result = run_playbook('steward.cluster.node_remove', inventory=lab.inventory,
                           extra_vars={'provisioning_remove_node': 'cp10'}, timeout=600)
     assert result.rc != 0
-    failure = result.result(ROLE + 'Drain cp10, remove its etcd member and its Node', 'cp10')
+    failure = result.result(ROLE + 'Drain the node, remove its etcd member and its Node - cp10', 'cp10')
     assert failure['rule'] == 'etcd-quorum', failure
     assert sorted(lab.members('cp10')) == members
     assert 'cp10' in _node_names(lab)
