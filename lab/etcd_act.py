@@ -24,6 +24,7 @@ sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
 from demo_context import changes  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import read_pid_file  # noqa: E402
 
 TITLE = 'back up etcd, lose a majority of its members for good, recover, verify every key'
 
@@ -48,8 +49,9 @@ def read_all(url: str) -> Dict[str, str]:
 
 def lose_for_good(host: Dict) -> None:
     """SIGKILL the member and wipe its data dir: the machine is gone."""
-    with open(host['etcd_pid_file']) as f:
-        pid = int(f.read().split()[0])   # the pid file's first line; etcd_process adds its start time
+    pid = read_pid_file(host['etcd_pid_file'])   # etcd_process's record: the pid and its start time
+    if pid is None:
+        raise RuntimeError('no readable pid in %s' % host['etcd_pid_file'])
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
