@@ -335,8 +335,7 @@ class MachinesController:
             driver = self.driver_for(str(cls.get('provider') or ''))
             problem = '' if driver is not None else 'MachineClass %s: provider %r is not supported (AWS, Sabakan)' % (
                 o.key(cls), cls.get('provider'))
-            classes[o.key(cls)] = ClassState(cls, problem, self.inventories.get(o.key(cls)),
-                                             idempotent_create=bool(driver is not None and driver.idempotent_create))
+            classes[o.key(cls)] = ClassState(cls, problem, self.inventories.get(o.key(cls)))
         now = time.monotonic()
         with self.lock:
             waiting = {uid for uid, t in self.not_before.items() if t > now}

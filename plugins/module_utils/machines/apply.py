@@ -7,8 +7,9 @@ The controller applies plans against the Kubernetes API and the drivers; tests a
 same plans against an in-memory world. Both implement `Target` (object writes, driver access, the few
 cluster actions a deletion needs), so the order below is the only one there is:
 
-* a machine: metadata, then spec, then the driver call or cluster action, then status. A deleting machine
-  goes through as many deletion steps as it can in one go (each transition written before the next step);
+* a machine: metadata, then spec, then the driver call or cluster action, then status; a new VM's providerID and
+  node are written before InitializeMachine (MCM's order). A deleting machine goes through as many deletion
+  steps as it can in one go (each transition written before the next step);
 * a set: adopt orphans, create machines in slow-start batches (1, 2, 4, ... stop at the first failure),
   delete machines, then status and finalizer;
 * a deployment: create its new set, patch sets, delete sets, patch itself, status, finalizer.
@@ -174,7 +175,13 @@ def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings:
         gone = dict(current, spec=dict(o.spec(current), providerID=outcome.provider_id))
         _call(t, Call.DELETE, gone)
         after.call = None
-    return MachineRun(_write(t, current, after), after)
+    stored = _write(t, current, after)
+    if after.call == Call.INITIALIZE and plan.call == Call.CREATE and stored is not None:
+        # MCM: the new VM's providerID and node are written, then InitializeMachine, in the same reconcile
+        outcome, _provider = _call(t, Call.INITIALIZE, stored)
+        after = after_call(dataclasses.replace(view, machine=stored), Call.INITIALIZE, outcome, now())
+        stored = _write(t, stored, after)
+    return MachineRun(stored, after)
 
 
 def merge_patch(base: Any, patch: Any) -> Any:
