@@ -130,18 +130,11 @@ def test_orphans_are_collected_on_positive_evidence_only(bench):
     bench.controller()
     bench.wait_running(1)
     ec2 = bench.ec2()
-    tags = {'kubernetes.io/cluster/%s' % bench.cluster: '1', 'kubernetes.io/role/node': '1'}
-
-    def run(extra):
-        answer = ec2.run_instances(ImageId=bench.net['ami'], InstanceType='m5.large', MinCount=1, MaxCount=1,
-                                   SubnetId=bench.net['subnet'], TagSpecifications=[{'ResourceType': 'instance', 'Tags': [
-                                       {'Key': k, 'Value': v} for k, v in dict(tags, **extra).items()]}])
-        return answer['Instances'][0]['InstanceId']
-    orphan = run({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
-                  'machine.steward.io/class-uid': cls['metadata']['uid']})
-    hand_made = run({'Name': 'made-by-hand'})
-    foreign = run({'Name': 'other-controller', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
-                   'machine.steward.io/class-uid': str(uuid.uuid4())})
+    orphan = bench.launch({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                           'machine.steward.io/class-uid': cls['metadata']['uid']})
+    hand_made = bench.launch({'Name': 'made-by-hand'})
+    foreign = bench.launch({'Name': 'other-controller', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                            'machine.steward.io/class-uid': str(uuid.uuid4())})
 
     def state(instance):
         return ec2.describe_instances(InstanceIds=[instance])['Reservations'][0]['Instances'][0]['State']['Name']
