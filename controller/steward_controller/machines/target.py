@@ -241,11 +241,12 @@ class KubeTarget(Target):
         for pod in plan.evict:
             md = pod.get('metadata') or {}
             path = api_path('v1', 'pods', md.get('namespace') or 'default', md.get('name'), 'eviction')
+            ids = volume_ids.get(pod_ref(pod), ())
             try:
                 self.client.create(path, eviction_body(pod))
-                record_eviction(memory, pod, True, now)
+                record_eviction(memory, pod, True, now, volume_ids=ids)
             except NotFound:
-                record_eviction(memory, pod, True, now)
+                record_eviction(memory, pod, True, now, volume_ids=ids)
             except KubeError as exc:
                 record_eviction(memory, pod, False, now, str(exc))
         for pod in plan.delete + [p for p in plan.evict if pod_ref(p) in plan.exhausted]:
