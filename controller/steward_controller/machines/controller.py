@@ -137,7 +137,7 @@ class MachinesController:
         self.pool = concurrent.futures.ThreadPoolExecutor(self.settings.concurrent_syncs, thread_name_prefix='machines')
         self.target = KubeTarget(self.client, self.caches, self.metrics, self.settings, self.driver_for,
                                  clock=runtime.clock, on_api_ok=runtime.health.api_ok,
-                                 secret_opt_in=runtime.settings.secret_opt_in)
+                                 secret_opt_in=runtime.settings.secret_opt_in, vm_gone=self.vm_gone)
         self.thread: Optional[threading.Thread] = None
         self.safety_thread: Optional[threading.Thread] = None
         self.rng = random.Random()
@@ -167,6 +167,14 @@ class MachinesController:
             from ansible_collections.steward.cluster.plugins.module_utils.machines.sabakan_driver import SabakanDriver
             return SabakanDriver(self.client, default_url=self.opts.sabakan_url)
         return None
+
+    def vm_gone(self, provider_id: str) -> bool:
+        """A class listing shows this VM terminated (positive evidence)."""
+        for inventory in list(self.inventories.values()):
+            vm = inventory.by_provider_id.get(provider_id)
+            if vm is not None and vm.state.gone:
+                return True
+        return False
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -472,7 +480,7 @@ class MachinesController:
 
     def _machine_job(self, machine: Mapping[str, Any], plan: MachinePlan) -> None:
         timeouts = machine_timeouts(o.spec(machine), self.settings)
-        node = self.caches.nodes.get(o.node_name(machine)) if o.node_name(machine) else None
+        node = o.node_of(machine, self.caches.nodes)
         lookup = None
         inventory = self.inventories.get('%s/%s' % (o.namespace(machine), o.class_name(o.spec(machine))))
         if inventory is not None:

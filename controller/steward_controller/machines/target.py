@@ -59,8 +59,10 @@ def decode_secret(secret: Mapping[str, Any]) -> Dict[str, str]:
 class KubeTarget(Target):
     def __init__(self, client: KubeClient, caches: Caches, metrics: MachineMetrics, settings: Settings,
                  drivers: Callable[[str], Optional[Driver]], clock: Callable[[], float] = time.time,
-                 on_api_ok: Callable[[], None] = lambda: None, secret_opt_in: bool = True):
+                 on_api_ok: Callable[[], None] = lambda: None, secret_opt_in: bool = True,
+                 vm_gone: Callable[[str], bool] = lambda provider_id: False):
         self.client = client
+        self._vm_gone = vm_gone               # the latest cloud listings: is this VM terminated?
         self.secret_opt_in = secret_opt_in    # --secret-opt-in: only Secrets labelled usable-by-controller
         self.caches = caches
         self.metrics = metrics
@@ -185,6 +187,9 @@ class KubeTarget(Target):
     # --- the cluster side of a deletion ------------------------------------------------------------
     def node(self, name: str) -> Optional[Mapping[str, Any]]:
         return self.caches.nodes.get(name)
+
+    def vm_gone(self, provider_id: str) -> bool:
+        return self._vm_gone(provider_id)
 
     def delete_node(self, name: str) -> None:
         self.client.delete(api_path('v1', 'nodes', name=name))

@@ -79,6 +79,10 @@ class Target:
     def node(self, name: str) -> Optional[Obj]:
         raise NotImplementedError
 
+    def vm_gone(self, provider_id: str) -> bool:
+        """Whether the cloud's latest listing shows this VM terminated (positive evidence; False when unknown)."""
+        return False
+
     def delete_node(self, name: str) -> None:
         raise NotImplementedError
 
@@ -168,7 +172,11 @@ def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings:
     if isinstance(outcome, CreateResult):
         t.created(current, outcome)
         node = t.node(outcome.node_name) if outcome.node_name else None
-        if node is not None and o.spec(node).get('providerID') not in (None, '', outcome.provider_id):
+        other = str(o.spec(node).get('providerID') or '') if node is not None else ''
+        # MCM's stale-node guard: a Node already has the new VM's name. Not when the cloud says that Node's own VM
+        # is terminated (EC2 reused its private IP): that Node goes with its machine, and this machine waits for
+        # its own (o.owns_node), instead of losing VM after VM to the same name.
+        if other and other != outcome.provider_id and not t.vm_gone(other):
             stale = node
     after = after_call(dataclasses.replace(view, machine=current), plan.call, outcome, now(), stale_node=stale)
     if after.call == Call.DELETE and isinstance(outcome, CreateResult):
@@ -247,7 +255,7 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             outcome, _provider = _call(t, Call.DELETE, current)
             plan = after_step(view, plan.step, outcome if isinstance(outcome, DriverError) else None, now())
         elif plan.action == ClusterAction.DRAIN:
-            node = t.node(o.node_name(current))
+            node = _own_node(t, current)
             if node is None:
                 plan = after_drain(view, DrainPlan(done=True, message='node gone'), '', now())
             else:
@@ -261,8 +269,8 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
         elif plan.action == ClusterAction.DELETE_VOLUME_ATTACHMENTS:
             plan = after_step(view, plan.step, _attempt(lambda: t.delete_volume_attachments(o.node_name(current))), now())
         elif plan.action == ClusterAction.DELETE_NODE:
-            name = o.node_name(current)
-            plan = after_step(view, plan.step, _attempt(lambda: t.delete_node(name) if name else None), now())
+            mine = _own_node(t, current)    # a Node of that name that another VM registered since is not deleted
+            plan = after_step(view, plan.step, _attempt(lambda: t.delete_node(o.name(mine)) if mine else None), now())
         elif plan.action == ClusterAction.REMOVE_FINALIZER:
             finalizers = [f for f in o.meta(current).get('finalizers') or [] if f != FINALIZER]
             t.event(current, Event('MachineDeleted', 'machine %s deleted (VM and node gone)' % o.name(current)))
@@ -277,6 +285,12 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             return d.flush(plan)
         plan = plan_deletion(dataclasses.replace(view, machine=d.local), now())
     return d.flush(plan)
+
+
+def _own_node(t: Target, machine: Obj) -> Optional[Obj]:
+    name = o.node_name(machine)
+    node = t.node(name) if name else None
+    return node if node is not None and o.owns_node(machine, node) else None
 
 
 def _attempt(fn: Callable[[], Any]) -> Optional[Exception]:

@@ -4,6 +4,7 @@ and positive evidence from the cloud."""
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Retry
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import Settings, machine_timeouts
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import VM, CreateResult, VMState
@@ -320,3 +321,45 @@ def test_a_driver_without_initialize_machine_goes_on_as_normal():
     sim.run_until(lambda: sim.phases() == ['Running'])
     assert (sim.cloud.calls[Call.CREATE.value], sim.cloud.calls[Call.INITIALIZE.value]) == (1, 1)
     assert not [e for e in sim.events if e[1] == 'MachineCreateFailed']
+
+
+# --- a node name reused by a new VM (EC2 hands a terminated instance's private IP to the next one) --------------
+
+def test_a_node_of_another_vm_is_not_the_machines_node():
+    m = machine('Pending', 'aws:///r/i-new', 'n1', op=('Create', 'Processing', 'Creating machine on cloud provider'))
+    other = dict(node(), spec={'providerID': 'aws:///r/i-old'})
+    assert o.node_of(m, {'n1': other}) is None and o.node_of(m, {'n1': dict(node(), spec={'providerID': 'aws:///r/i-new'})})
+    assert o.node_of(machine(), {'n1': other}) is None          # no node label yet
+    plan = plan_machine(view(m, o.node_of(m, {'n1': other})), T0 + 90)
+    assert phase_of(plan) is None                                 # still Pending: the old Node's Ready is not its own
+
+
+class ReusedNames(MachinesSim):
+    """The next VM gets the node name of an old VM whose Node is still there."""
+
+    def __init__(self, old_vm_gone: bool):
+        super().__init__()
+        self.old_vm_gone = old_vm_gone
+
+    def vm_gone(self, provider_id):
+        return self.old_vm_gone and provider_id == 'fake:///vm-old'
+
+
+@pytest.mark.parametrize('gone', [True, False])
+def test_a_reused_node_name_is_stale_only_while_the_old_vm_lives(gone):
+    sim = ReusedNames(old_vm_gone=gone)
+    sim.add_class('c1')
+    sim.nodes['node-00001'] = {'metadata': {'name': 'node-00001'}, 'spec': {'providerID': 'fake:///vm-old'},
+                               'status': {'conditions': [sim._ready('True')]}}
+    sim.add_deployment(replicas=1, cls='c1')
+    sim.run_until(lambda: sim.cloud.calls.get(Call.CREATE.value))
+    [first] = [m for m in sim.machines()]
+    if not gone:      # MCM's stale-node guard: that VM is deleted and the machine replaced
+        assert o.phase(first).value == 'Failed' and 'old node obj' in o.last_operation(first)['description']
+        return
+    assert o.phase(first).value == 'Pending' and first['spec']['providerID'] == 'fake:///vm-00001'
+    sim.step(count=5)
+    assert o.phase(sim.machines()[0]).value == 'Pending'          # the old Node's Ready is not its own
+    del sim.nodes['node-00001']                                   # the old VM's Node goes (its machine, the cloud)
+    sim.run_until(lambda: sim.phases() == ['Running'])
+    assert sim.cloud.calls[Call.CREATE.value] == 1 and sim.nodes['node-00001']['spec']['providerID'] == 'fake:///vm-00001'
