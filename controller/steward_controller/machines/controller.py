@@ -126,7 +126,9 @@ class MachinesController:
         self.api_thawed = False
         self.watchdog_marked: Dict[str, List[str]] = {}
         self.busy: Set[str] = set()
-        self.not_before: Dict[str, float] = {}
+        # machine uid -> (monotonic time before which it waits, whether it was being deleted then): a retry period
+        # of the creation flow does not hold up the machine's deletion
+        self.not_before: Dict[str, Tuple[float, bool]] = {}
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -392,13 +394,16 @@ class MachinesController:
             problem = unsupported(cls) if driver is None else self.class_problems.get(o.key(cls), '')
             classes[o.key(cls)] = ClassState(cls, problem, self.inventories.get(o.key(cls)))
         now = time.monotonic()
+        machines = self.caches.all(KIND_MACHINE)
+        deleting = {o.uid(m) for m in machines if o.deleting(m)}
         with self.lock:
-            waiting = {uid for uid, t in self.not_before.items() if t > now}
+            waiting = {uid for uid, (until, while_deleting) in self.not_before.items()
+                       if until > now and (while_deleting or uid not in deleting)}
             busy = set(self.busy) | waiting
             api_freeze = self.api.freeze()
             thawed, self.api_thawed = self.api_thawed, False
         return World(deployments=self.caches.all(KIND_DEPLOYMENT), sets=self.caches.all(KIND_SET),
-                     machines=self.caches.all(KIND_MACHINE), classes=classes, nodes=self.caches.node_map(),
+                     machines=machines, classes=classes, nodes=self.caches.node_map(),
                      watchdog_marked=dict(self.watchdog_marked), api_freeze=api_freeze, api_thawed=thawed,
                      busy=busy, synced=self.synced)
 
@@ -497,7 +502,7 @@ class MachinesController:
         last = result.last
         if ((last.status or {}).get('lastOperation') or {}).get('state') == 'Failed':
             with self.lock:     # MCM's requeue after a failed action: the machine waits out its retry period
-                self.not_before[o.uid(machine)] = time.monotonic() + self.delay(last)
+                self.not_before[o.uid(machine)] = (time.monotonic() + self.delay(last), o.deleting(machine))
         else:
             with self.lock:
                 self.not_before.pop(o.uid(machine), None)

@@ -230,6 +230,7 @@ def after_call(view: MachineView, call: Call, outcome: Outcome, now: float,
                        'lastOperation': last_operation(OpType.CREATE, OpState.FAILED, 'VM using old node obj %s' % o.name(stale_node), now)}
         plan.call = Call.DELETE
         plan.failed = 'stale-node'
+        plan.retry = Retry.SHORT          # MCM: ShortRetry (the MachineSet replaces it at once)
         plan.events.append(Event('MachineFailed', 'VM %s was given node name %s, which an existing Node (%s) already '
                                  'has: the VM is deleted and the machine replaced' % (
                                      outcome.provider_id, o.name(stale_node), o.spec(stale_node).get('providerID') or 'no providerID'),

@@ -141,6 +141,7 @@ def test_stale_node_fails_the_machine_and_deletes_the_new_vm():
     stale = dict(node(), spec={'providerID': 'aws:///r/i-old'})
     plan = after_call(view(machine()), Call.CREATE, CreateResult('aws:///r/i-9', 'n1'), T0, stale_node=stale)
     assert phase_of(plan) == 'Failed' and plan.call == Call.DELETE and plan.failed == 'stale-node'
+    assert plan.retry == Retry.SHORT           # MCM: ShortRetry; the set replaces it at once
 
 
 # --- initialization (acceptance 16) ------------------------------------------------------------------
