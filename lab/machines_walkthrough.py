@@ -175,7 +175,7 @@ def cmd_gone(lab: Lab) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('check', choices=('running', 'replaced', 'frozen', 'healed', 'instances', 'gone'))
     parser.add_argument('value', nargs='?', help='a count (running, instances) or an instance id (replaced)')
     parser.add_argument('--namespace', default='shoot--demo')

@@ -116,7 +116,7 @@ def test_initialize_right_after_create_uses_the_provider_id_not_a_listing(aws, e
     assert driver.list_vms(nat) == []
     del requests[:]
     done = driver.initialize_machine(nat, MachineContext('ns', m.name, m.uid, created.provider_id, created.node_name))
-    assert done.provider_id == created.provider_id and [op for op, _ in requests] == ['ModifyInstanceAttribute']
+    assert done.provider_id == created.provider_id and [request[0] for request in requests] == ['ModifyInstanceAttribute']
     instance = created.provider_id.rsplit('/', 1)[1]
     attribute = ec2_client(url, REGION, lab=True).describe_instance_attribute(InstanceId=instance, Attribute='sourceDestCheck')
     assert attribute['SourceDestCheck']['Value'] is False

@@ -62,7 +62,7 @@ def test_get_machine_status_adopts_an_existing_vm_creates_a_missing_one_and_refu
     """Acceptance 3 (and MCM migration: a VM made by MCM has its Name tag and none of ours)."""
     bench.create_class()
     made_by_mcm = bench.launch({'Name': 'adopted'})
-    twins = {bench.launch({'Name': 'twin'}) for _ in range(2)}
+    twins = {bench.launch({'Name': 'twin'}), bench.launch({'Name': 'twin'})}
     for name in ('adopted', 'twin', 'fresh'):
         standalone_machine(bench, name)
     ec2.reset_counts()

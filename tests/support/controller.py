@@ -63,10 +63,10 @@ class ControllerProcess:
         env = dict(os.environ, KUBECONFIG=kubeconfig, STEWARD_NAMESPACE='steward-system', **self.extra_env)
         env['PYTHONPATH'] = os.pathsep.join([repo_path('.build', 'collections'), repo_path('controller'),
                                              env.get('PYTHONPATH', '')])
-        cmd = [sys.executable] + ([self.program] if self.program else ['-m', 'steward_controller']) + [
-               '--identity', self.identity, '--http-host', '127.0.0.1',
-               '--http-port', str(self.port), '--work-dir', self.work_dir, '--lease-duration', '6',
-               '--renew-deadline', '4', '--retry-period', '1'] + self.args
+        program = [self.program] if self.program else ['-m', 'steward_controller']
+        cmd = [sys.executable] + program + [
+            '--identity', self.identity, '--http-host', '127.0.0.1', '--http-port', str(self.port), '--work-dir',
+            self.work_dir, '--lease-duration', '6', '--renew-deadline', '4', '--retry-period', '1'] + self.args
         log = open(self.log_path, 'ab')
         self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()

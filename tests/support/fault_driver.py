@@ -46,8 +46,8 @@ class InitFaultDriver(Driver):
                             config=Config(retries={'max_attempts': 1}))
 
     @staticmethod
-    def _pid(cls: ClassContext, instance_id: str) -> str:
-        return 'aws:///%s/%s' % (cls.provider_spec['region'], instance_id)
+    def _pid(machine_class: ClassContext, instance_id: str) -> str:
+        return 'aws:///%s/%s' % (machine_class.provider_spec['region'], instance_id)
 
     def create_machine(self, cls: ClassContext, machine: MachineContext) -> CreateResult:
         tags = dict(cls.provider_spec['tags'], Name=machine.name, **{OWNER_TAG: machine.uid, CLASS_TAG: cls.uid})

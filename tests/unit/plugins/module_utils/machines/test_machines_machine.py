@@ -354,7 +354,7 @@ def test_a_reused_node_name_is_stale_only_while_the_old_vm_lives(gone):
                                'status': {'conditions': [sim._ready('True')]}}
     sim.add_deployment(replicas=1, cls='c1')
     sim.run_until(lambda: sim.cloud.calls.get(Call.CREATE.value))
-    [first] = [m for m in sim.machines()]
+    [first] = sim.machines()
     if not gone:      # MCM's stale-node guard: that VM is deleted and the machine replaced
         assert o.phase(first).value == 'Failed' and 'old node obj' in o.last_operation(first)['description']
         return
