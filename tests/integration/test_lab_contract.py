@@ -25,8 +25,12 @@ GRACE = 2.0
 
 
 def lab(state, *args, check=True):
+    """lab.py as from a user's shell without KUBECONFIG or a ~/.kube/config: the parts find the API through
+    the state dir's kubeconfig only."""
+    env = {k: v for k, v in os.environ.items() if k != 'KUBECONFIG'}
+    env['HOME'] = str(state) + '-home'
     result = subprocess.run([sys.executable, LAB] + list(args) + ['--state', str(state)], capture_output=True,
-                            text=True, timeout=300, cwd=repo_path(), check=False)
+                            text=True, timeout=300, cwd=repo_path(), check=False, env=env)
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -121,6 +125,9 @@ def test_the_lab_contract(state):
         '--grace', str(GRACE), '--delete-after', '1')
     assert records(state) == first
     wait_for(lambda: os.path.getsize(state / 'controller.log') > 0, 30, 0.2, 'controller log lines')
+    # its watches log in with --kubeconfig too (kopf alone reads only $KUBECONFIG or ~/.kube/config)
+    log = (state / 'controller.log').read_text(errors='replace')
+    assert 'Cannot authenticate' not in log and 'LoginError' not in log, log[-3000:]
     kube.close()
 
     stopped = lab(state, 'down')

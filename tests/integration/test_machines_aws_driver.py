@@ -106,6 +106,26 @@ def test_initialize_turns_the_source_destination_check_off(aws):
     assert info.value.code == Code.UNIMPLEMENTED
 
 
+def test_initialize_right_after_create_uses_the_provider_id_not_a_listing(aws, ec2):
+    """The controller initializes a new VM in the same action as CreateMachine, before any listing shows it."""
+    driver, cls, _cluster, _net, url, requests = aws
+    ec2.set_describe_lag(60)                          # listings do not show the new instance
+    nat = ClassContext('ns', 'nat', cls.uid, 'AWS', dict(cls.provider_spec, srcAndDstChecksEnabled=False), cls.secret)
+    m = machine()
+    created = driver.create_machine(nat, m)
+    assert driver.list_vms(nat) == []
+    del requests[:]
+    done = driver.initialize_machine(nat, MachineContext('ns', m.name, m.uid, created.provider_id, created.node_name))
+    assert done.provider_id == created.provider_id and [request[0] for request in requests] == ['ModifyInstanceAttribute']
+    instance = created.provider_id.rsplit('/', 1)[1]
+    attribute = ec2_client(url, REGION, lab=True).describe_instance_attribute(InstanceId=instance, Attribute='sourceDestCheck')
+    assert attribute['SourceDestCheck']['Value'] is False
+    gone = 'aws:///%s/i-0123456789abcdef0' % REGION    # an instance EC2 does not know (yet): retried, not skipped
+    with pytest.raises(DriverError) as info:
+        driver.initialize_machine(nat, MachineContext('ns', m.name, m.uid, gone, ''))
+    assert info.value.code == Code.UNINITIALIZED
+
+
 def test_a_missing_subnet_is_invalid_argument(aws):
     driver, cls, _cluster, _net, _url, _requests = aws
     spec = dict(cls.provider_spec, networkInterfaces=[{'subnetID': 'subnet-00000000', 'securityGroupIDs': ['sg-0']}])

@@ -19,9 +19,13 @@ def test_sigkill_between_run_instances_and_the_status_write_never_makes_a_second
         bench.create_class()
         bench.create_deployment(replicas=4)
         for attempt in range(10):
+            before = ec2.calls('RunInstances')
             proc = bench.controller(env={'STEWARD_MACHINES_CRASH_AFTER_CREATE': '1'})
             wait_for(lambda: proc.proc.poll() is not None, 120, 0.5, what='crash %d after RunInstances' % (attempt + 1))
+            # killed by itself at the crash point (RunInstances answered, the status not written), every time
             assert proc.proc.returncode == -9, proc.log()[-2000:]
+            assert proc.log().count('test crash point: SIGKILL after CreateMachine (aws:///') == attempt + 1
+            assert ec2.calls('RunInstances') > before
         runs = ec2.calls('RunInstances')
         assert runs >= 10
         machines = bench.machines()

@@ -14,7 +14,7 @@ def bench(kube, ec2, tmp_path):
     b.stop()
 
 
-def test_a_pool_of_three_runs_scales_and_is_deleted(bench):
+def test_a_pool_of_three_runs_scales_and_is_deleted(bench, ec2):
     bench.create_class()
     bench.create_deployment(replicas=3)
     proc = bench.controller()
@@ -26,6 +26,7 @@ def test_a_pool_of_three_runs_scales_and_is_deleted(bench):
         op = m['status']['lastOperation']
         assert (op['type'], op['state']) == ('Create', 'Successful') and op['description'].startswith('Machine is now ready')
         assert 'machine.sapcloud.io/operator' in m['metadata']['finalizers']
+    assert ec2.calls('RunInstances') == 3                          # CreateMachine once per machine
     tagged = {t['Value'] for i in bench.running_instances() for t in i['Tags'] if t['Key'] == 'Name'}
     assert tagged == {m['metadata']['name'] for m in machines}
     md = wait_for(lambda: when(bench.kube.get(bench.path('machinedeployments', 'pool')),

@@ -1,16 +1,19 @@
-"""A MachineDeployment rollout end to end (inventory §2 acceptance 11 and 10): the real controller, the API
-emulator, EC2 with fidelity and kubelets. Changing the template's class creates a new MachineSet `<md>-<hash>`;
+"""MachineDeployment rollouts end to end (inventory §2 acceptance 10-13): the real controller, the API emulator,
+EC2 with fidelity and kubelets. Changing the template's class creates a new MachineSet `<md>-<hash>`;
 throughout, at most replicas + maxSurge machines exist and at least replicas - maxUnavailable are Running; the old
 set ends at 0 and is kept, the revision annotation moves to 2. Then a scale-down removes the machine an operator
-gave `machinepriority.machine.sapcloud.io: "1"`."""
+gave `machinepriority.machine.sapcloud.io: "1"`. Scaling mid-rollout, pause, resume and rollback below."""
 
 import time
 
 import pytest
 
-from support.machines_cluster import MachinesBench, wait_for
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+
+from support.machines_cluster import Kubelets, MachinesBench, wait_for, when
 
 REVISION = 'deployment.kubernetes.io/revision'
+DESIRED = 'deployment.kubernetes.io/desired-replicas'
 
 
 @pytest.fixture
@@ -72,3 +75,64 @@ def test_a_class_change_rolls_within_surge_and_unavailability_and_priority_picks
     bench.kube.merge_patch(bench.path('machinedeployments', 'pool'), {'spec': {'replicas': 2}})
     wait_for(lambda: victim not in {m['metadata']['name'] for m in bench.machines()}, 90, 0.5, what='the priority-1 machine gone')
     assert len(bench.wait_running(2)) == 2
+
+
+def replicas_by_class(bench):
+    return {c: (s['spec']['replicas'], s['metadata']['annotations'].get(DESIRED)) for c, s in sets_by_class(bench).items()}
+
+
+def test_scaling_mid_rollout_is_proportional_pause_holds_and_rollback_restores(bench):
+    """Acceptance 13 (scale 4 -> 2 mid-rollout: both sets shrink by their share; 2 -> 4: only the new set grows;
+    desired-replicas annotations follow) and 12 (paused: a rollout that could go on does not; resumed: it
+    finishes; rollbackTo.revision 0: the previous template comes back and the field is cleared). The new class's
+    instances carry another cluster tag, whose kubelets start only when the test wants them Ready: the rollout
+    stalls where the arithmetic says (maxSurge 1, maxUnavailable 1: old 3, new 2)."""
+    cluster_b = bench.cluster + '-b'
+    bench.create_class('nodes')
+    bench.create_class('nodes-b', tags={'kubernetes.io/cluster/%s' % cluster_b: '1', 'kubernetes.io/role/node': '1'})
+    bench.create_deployment(replicas=4)
+    bench.controller('--machine-creation-timeout', '10m')
+    bench.wait_running(4)
+    md_path = bench.path('machinedeployments', 'pool')
+
+    bench.kube.merge_patch(md_path, {'spec': {'template': {'spec': {'class': {'kind': 'MachineClass', 'name': 'nodes-b'}}}}})
+    wait_for(lambda: replicas_by_class(bench) == {'nodes': (3, '4'), 'nodes-b': (2, '4')}, 90, 0.5,
+             what='the rollout stalled at old 3 / new 2 (new machines never Ready)')
+    bench.kube.merge_patch(md_path, {'spec': {'paused': True}})
+    bench.kube.merge_patch(md_path, {'spec': {'replicas': 2}})
+    wait_for(lambda: replicas_by_class(bench) == {'nodes': (2, '2'), 'nodes-b': (1, '2')}, 60, 0.5,
+             what='scale 4 -> 2: old 3 -> 2 and new 2 -> 1 (allowed 2 + surge 1 = 3, each set its share)')
+    bench.kube.merge_patch(md_path, {'spec': {'replicas': 4}})
+    wait_for(lambda: replicas_by_class(bench) == {'nodes': (2, '4'), 'nodes-b': (3, '4')}, 60, 0.5,
+             what='scale 2 -> 4: only the new set grows (1 -> 3)')
+    wait_for(lambda: len(live(bench)) == 5, 60, 0.5, what='5 machines (2 old, 3 new)')
+
+    kubelets_b = Kubelets(bench.kube, bench.ec2_url, cluster_b).start()
+    try:
+        wait_for(lambda: sorted(m['spec']['class']['name'] for m in running(live(bench))) == ['nodes'] * 2 + ['nodes-b'] * 3,
+                 90, 0.5, what='the new machines Running (the rollout could go on)')
+        held = replicas_by_class(bench)
+        names = {m['metadata']['name'] for m in live(bench)}
+        time.sleep(5)                                          # several passes: paused, nothing moves
+        assert replicas_by_class(bench) == held and {m['metadata']['name'] for m in live(bench)} == names
+        md = bench.kube.get(md_path)
+        assert {c['type']: c['reason'] for c in md['status']['conditions']}['Progressing'] == 'DeploymentPaused'
+
+        bench.kube.merge_patch(md_path, {'spec': {'paused': None}})
+        wait_for(lambda: replicas_by_class(bench) == {'nodes': (0, '4'), 'nodes-b': (4, '4')} and len(live(bench)) == 4
+                 and sorted(m['spec']['class']['name'] for m in running(live(bench))) == ['nodes-b'] * 4, 120, 0.5,
+                 what='resumed: the rollout finishes on nodes-b')
+        assert bench.kube.get(md_path)['metadata']['annotations'][REVISION] == '2'
+
+        bench.kube.merge_patch(md_path, {'spec': {'rollbackTo': {'revision': 0}}})
+        md = wait_for(lambda: when(bench.kube.get(md_path), lambda d: 'rollbackTo' not in d['spec']), 60, 0.5,
+                      what='rollbackTo cleared')
+        assert md['spec']['template']['spec']['class']['name'] == 'nodes'
+        wait_for(lambda: sorted(m['spec']['class']['name'] for m in running(live(bench))) == ['nodes'] * 4
+                 and len(live(bench)) == 4, 120, 0.5, what='rolled back to the nodes class')
+        assert bench.kube.get(md_path)['metadata']['annotations'][REVISION] == '3'
+        assert replicas_by_class(bench)['nodes-b'][0] == 0
+        rollback = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'DeploymentRollback']
+        assert rollback and 'to revision 1' in rollback[0]['message']
+    finally:
+        kubelets_b.stop()

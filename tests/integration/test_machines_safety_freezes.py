@@ -1,4 +1,4 @@
-"""Safety beyond MCM, end to end (machines.md §(f)2-3, inventory §2 acceptance 5, 14, 15): the real controller,
+"""Safety beyond MCM, end to end (machines.md §(f)2-3, inventory §2 acceptance 4, 5, 14, 15): the real controller,
 the API emulator, EC2 on moto over HTTP and kubelets. Timings come from the controller's flags (health timeout 6 s,
 orphan period 3 s)."""
 
@@ -9,7 +9,8 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import MachinesBench, wait_for, when
+from support.machines_cluster import MachinesBench, stamp, wait_for, when
+from support.netcut import CuttableLink
 
 
 @pytest.fixture
@@ -130,18 +131,11 @@ def test_orphans_are_collected_on_positive_evidence_only(bench):
     bench.controller()
     bench.wait_running(1)
     ec2 = bench.ec2()
-    tags = {'kubernetes.io/cluster/%s' % bench.cluster: '1', 'kubernetes.io/role/node': '1'}
-
-    def run(extra):
-        answer = ec2.run_instances(ImageId=bench.net['ami'], InstanceType='m5.large', MinCount=1, MaxCount=1,
-                                   SubnetId=bench.net['subnet'], TagSpecifications=[{'ResourceType': 'instance', 'Tags': [
-                                       {'Key': k, 'Value': v} for k, v in dict(tags, **extra).items()]}])
-        return answer['Instances'][0]['InstanceId']
-    orphan = run({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
-                  'machine.steward.io/class-uid': cls['metadata']['uid']})
-    hand_made = run({'Name': 'made-by-hand'})
-    foreign = run({'Name': 'other-controller', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
-                   'machine.steward.io/class-uid': str(uuid.uuid4())})
+    orphan = bench.launch({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                           'machine.steward.io/class-uid': cls['metadata']['uid']})
+    hand_made = bench.launch({'Name': 'made-by-hand'})
+    foreign = bench.launch({'Name': 'other-controller', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                            'machine.steward.io/class-uid': str(uuid.uuid4())})
 
     def state(instance):
         return ec2.describe_instances(InstanceIds=[instance])['Reservations'][0]['Instances'][0]['State']['Name']
@@ -180,3 +174,54 @@ def test_overshoot_freezes_scale_up_until_the_count_is_back(bench):
         bench.kube.merge_patch(bench.path('machines', 'extra-%d' % i), {'metadata': {'finalizers': None}})
     wait_for(lambda: 'freeze' not in labels('machinesets', ms['metadata']['name']), 120, 1.0, what='thaw')
     wait_for(lambda: bench.phases() == ['Running'] and len(bench.running_instances()) == 1, 120, 1.0, what='1 machine')
+
+
+def test_an_unreachable_api_server_freezes_every_mutation_and_the_health_clock_restarts_after(bench, ec2):
+    """Acceptance 14, second half (MCM's API-server freeze): the controller's link to the API server is cut
+    (support/netcut.py; the test still reaches the emulator). After --machine-safety-apiserver-statuscheck-timeout
+    of failed probes the machines freeze: no cloud call changes anything (an orphan-looking VM is kept, no machine
+    is failed) although a machine's health timeout passes meanwhile. When the link is back, that machine's health
+    clock restarts instead of it being failed at once; it recovers and stays (acceptance 4: back to Running); the
+    orphan is collected only now. The lease renew deadline is set above the outage, as the freeze needs: with the
+    default 10 s a leader cut off from its API server for longer stops (docs/machines.md, Safety limits)."""
+    link = CuttableLink(bench.kube.server.url).start()
+    try:
+        cls = bench.create_class()
+        bench.create_deployment(replicas=3)
+        proc = bench.controller('--machine-health-timeout', '15s', '--lease-duration', '120', '--renew-deadline', '90',
+                                api=link)
+        bench.wait_running(3)
+        victim = bench.kubelets.node_names()[0]
+        machine = next(m['metadata']['name'] for m in bench.machines() if m['metadata']['labels']['node'] == victim)
+        bench.kubelets.partition([victim])              # 1 of 3: no fleet freeze, its 15 s health clock runs
+        wait_for(lambda: (((bench.machine_named(machine) or {}).get('status') or {}).get('currentStatus') or {}).get('phase')
+                 == 'Unknown', 30, 0.2, what='the partitioned machine Unknown')
+        unknown_since = time.time()
+        link.cut()
+        wait_for(lambda: proc.metric('steward_machines_apiserver_frozen') == 1.0, 30, 0.5, what='the API-server freeze')
+        ec2.reset_counts()
+        orphan = bench.launch({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                               'machine.steward.io/class-uid': cls['metadata']['uid']})
+        while time.time() < unknown_since + 15 + 10:    # past the health timeout, and 3+ orphan cycles (3 s)
+            time.sleep(1)
+        assert ec2.calls('TerminateInstances') == 0 and ec2.calls('RunInstances') == 0
+        assert orphan in {i['InstanceId'] for i in bench.running_instances()}
+        assert 'API server unreachable' in proc.log()
+        restored = time.time()
+        link.restore()
+        wait_for(lambda: proc.metric('steward_machines_apiserver_frozen') == 0.0, 60, 0.5, what='the freeze ends')
+        status = wait_for(lambda: when(bench.machine_named(machine)['status']['currentStatus'],
+                                       lambda s: s['lastUpdateTime'] >= stamp(restored)), 30, 0.5,
+                          what='a fresh health clock for the Unknown machine')
+        assert status['phase'] == 'Unknown'
+        time.sleep(5)                                   # its original deadline is long gone: an unfrozen clock would fail it
+        assert replaced_or_failing(bench) == [] and machine in {m['metadata']['name'] for m in bench.machines()}
+        bench.kubelets.heal()
+        wait_for(lambda: bench.phases() == ['Running'] * 3, 60, 0.5, what='the machine back to Running')
+        assert machine in {m['metadata']['name'] for m in bench.machines()}
+        assert proc.metric('steward_machines_replacements_total') is None
+        wait_for(lambda: orphan not in {i['InstanceId'] for i in bench.running_instances()}, 60, 0.5,
+                 what='the orphan collected once the freeze is over')
+    finally:
+        bench.stop()                                    # while its API server is reachable: a clean, quick stop
+        link.stop()

@@ -41,11 +41,14 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: f
 
 
 class ControllerProcess:
-    """One replica. `extra_env` reaches the process (e.g. AWS credentials, STEWARD_* settings)."""
+    """One replica. `extra_env` reaches the process (e.g. AWS credentials, STEWARD_* settings); `program`, a
+    script to run instead of `-m steward_controller` (one that registers a test driver, then runs main());
+    `kube` is anything with write_kubeconfig(path) (the emulator, or a cuttable link in front of it)."""
 
     def __init__(self, kube: KubeServer, work_dir: str, identity: str = 'replica-0', args: Optional[List[str]] = None,
-                 extra_env: Optional[Dict[str, str]] = None):
+                 extra_env: Optional[Dict[str, str]] = None, program: Optional[str] = None):
         self.kube = kube
+        self.program = program
         self.work_dir = work_dir
         self.identity = identity
         self.port = free_port()
@@ -60,9 +63,10 @@ class ControllerProcess:
         env = dict(os.environ, KUBECONFIG=kubeconfig, STEWARD_NAMESPACE='steward-system', **self.extra_env)
         env['PYTHONPATH'] = os.pathsep.join([repo_path('.build', 'collections'), repo_path('controller'),
                                              env.get('PYTHONPATH', '')])
-        cmd = [sys.executable, '-m', 'steward_controller', '--identity', self.identity, '--http-host', '127.0.0.1',
-               '--http-port', str(self.port), '--work-dir', self.work_dir, '--lease-duration', '6',
-               '--renew-deadline', '4', '--retry-period', '1'] + self.args
+        program = [self.program] if self.program else ['-m', 'steward_controller']
+        cmd = [sys.executable] + program + [
+            '--identity', self.identity, '--http-host', '127.0.0.1', '--http-port', str(self.port), '--work-dir',
+            self.work_dir, '--lease-duration', '6', '--renew-deadline', '4', '--retry-period', '1'] + self.args
         log = open(self.log_path, 'ab')
         self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()

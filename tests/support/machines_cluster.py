@@ -19,6 +19,7 @@ from support.controller import ControllerProcess, wait_for
 from support.machines_aws import KEYS, ec2_client, instances, make_network, provider_spec, secret_data
 
 API = 'machine.sapcloud.io/v1alpha1'
+USABLE = {'cluster.steward.io/usable-by-controller': 'true'}     # the Secret opt-in (--secret-opt-in, on by default)
 REGION = 'eu-west-1'
 FAST_FLAGS = ['--machine-sync-period', '10s', '--machine-cloud-sync-period', '1s', '--machine-health-timeout', '6s',
               '--machine-creation-timeout', '90s', '--machine-short-retry', '1s', '--machine-medium-retry', '3s',
@@ -112,10 +113,13 @@ class MachinesBench:
             self.kubelets.start()
         self.controllers: List[ControllerProcess] = []
 
-    def controller(self, *flags: str, env: Optional[Dict[str, str]] = None, identity: str = 'replica-0') -> ControllerProcess:
+    def controller(self, *flags: str, env: Optional[Dict[str, str]] = None, identity: str = 'replica-0',
+                   program: Optional[str] = None, api: Any = None) -> ControllerProcess:
+        """The controller (`program`: a launcher script instead of the plain one; `api`: what its kubeconfig points
+        at, default the emulator itself)."""
         extra = {'AWS_ENDPOINT_URL': self.ec2_url, 'AWS_DEFAULT_REGION': REGION}
         extra.update(env or {})
-        proc = ControllerProcess(self.kube.server, self.work_dir, identity=identity,
+        proc = ControllerProcess(api or self.kube.server, self.work_dir, identity=identity, program=program,
                                  args=['--controllers', 'machines'] + FAST_FLAGS + list(flags), extra_env=extra).start()
         self.controllers.append(proc)
         return proc
@@ -128,14 +132,20 @@ class MachinesBench:
     def path(self, plural: str, name: Optional[str] = None, status: bool = False) -> str:
         return api_path(API, plural, self.namespace, name, 'status' if status else None)
 
-    def create_class(self, name: str = 'nodes', **spec_changes: Any) -> Dict[str, Any]:
-        data = {k: base64.b64encode(v.encode()).decode() for k, v in secret_data().items()}
-        self.kube.create(api_path('v1', 'secrets', self.namespace), {
-            'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': name + '-secret', 'namespace': self.namespace},
-            'type': 'Opaque', 'data': data})
+    def create_secret(self, name: str, data: Dict[str, str], usable: bool = True) -> Dict[str, Any]:
+        """A Secret of the namespace; `usable`: labelled for the controller (its --secret-opt-in is on by default)."""
+        return self.kube.create(api_path('v1', 'secrets', self.namespace), {
+            'apiVersion': 'v1', 'kind': 'Secret', 'type': 'Opaque',
+            'metadata': {'name': name, 'namespace': self.namespace, 'labels': dict(USABLE) if usable else {}},
+            'data': {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})
+
+    def create_class(self, name: str = 'nodes', provider: str = 'AWS', spec: Optional[Dict[str, Any]] = None,
+                     **spec_changes: Any) -> Dict[str, Any]:
+        """A Secret `<name>-secret` and an MCM-style MachineClass (AWS: the bench's network; `spec` replaces it)."""
+        self.create_secret(name + '-secret', secret_data())
         return self.kube.create(self.path('machineclasses'), {
             'apiVersion': API, 'kind': 'MachineClass', 'metadata': {'name': name, 'namespace': self.namespace},
-            'provider': 'AWS', 'providerSpec': provider_spec(self.net, REGION, self.cluster, **spec_changes),
+            'provider': provider, 'providerSpec': spec or provider_spec(self.net, REGION, self.cluster, **spec_changes),
             'secretRef': {'name': name + '-secret', 'namespace': self.namespace}})
 
     def create_deployment(self, name: str = 'pool', replicas: int = 3, cls: str = 'nodes', **spec: Any) -> Dict[str, Any]:
@@ -167,6 +177,18 @@ class MachinesBench:
     def ec2(self):
         """The test's own EC2 client (not counted against the controller's API budget)."""
         return ec2_client(self.ec2_url, REGION, lab=True)
+
+    def launch(self, tags: Dict[str, str]) -> str:
+        """An instance made out of band (by hand, by MCM, by another controller) with the cluster and role tags
+        plus `tags`; its id."""
+        tags = dict({'kubernetes.io/cluster/%s' % self.cluster: '1', 'kubernetes.io/role/node': '1'}, **tags)
+        answer = self.ec2().run_instances(ImageId=self.net['ami'], InstanceType='m5.large', MinCount=1, MaxCount=1,
+                                          SubnetId=self.net['subnet'], TagSpecifications=[{
+                                              'ResourceType': 'instance', 'Tags': [{'Key': k, 'Value': v} for k, v in tags.items()]}])
+        return answer['Instances'][0]['InstanceId']
+
+    def machine_named(self, name: str) -> Optional[Dict[str, Any]]:
+        return self.kube.get_or_none(self.path('machines', name))
 
 
 __all__ = ['KEYS', 'MachinesBench', 'Kubelets', 'wait_for', 'when', 'REGION']

@@ -17,13 +17,29 @@ from steward_controller.core.runtime import Runtime
 log = logging.getLogger('steward.operator')
 
 
+def connection_info(configuration: Any, trust_env: bool = False) -> kopf.ConnectionInfo:
+    """kopf's credentials from the kubernetes client Configuration our own client was built from (as kopf's
+    login_via_client reads the client library's default one)."""
+    header = configuration.get_api_key_with_prefix('BearerToken') or configuration.get_api_key_with_prefix('authorization')
+    parts = header.split(' ', 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return kopf.ConnectionInfo(server=configuration.host, ca_path=configuration.ssl_ca_cert,
+                               insecure=not configuration.verify_ssl, username=configuration.username or None,
+                               password=configuration.password or None, scheme=scheme, token=token,
+                               certificate_path=configuration.cert_file, private_key_path=configuration.key_file,
+                               trust_env=trust_env)
+
+
 def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> Any:
-        # The same credentials as our own client: in-cluster service account or kubeconfig.
-        return kopf.login_via_client(**kwargs)
+    def login(settings: kopf.OperatorSettings, **kwargs: Any) -> Any:
+        """kopf's watches use the credentials of our own client: with --kubeconfig that file (kopf alone would read
+        only $KUBECONFIG or ~/.kube/config, and prefer a pod's service account), else what kopf finds itself."""
+        if runtime.settings.kubeconfig:
+            return connection_info(runtime.client.configuration, settings.networking.trust_env)
+        return kopf.login_via_client(settings=settings, **kwargs)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -26,7 +26,7 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import kopf
 
@@ -35,7 +35,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines import safety
 from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import run_deployment, run_machine, run_set
-from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Retry
+from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Retry
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import machine_timeouts
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     ANNOTATION_WATCHDOG_MELTDOWN,
@@ -70,6 +70,20 @@ MIN_PASS_GAP = 0.2           # seconds between passes however many events arrive
 MAX_TICK = 5.0               # the scheduler wakes at least this often (health beat)
 FROZEN_PROBE_PERIOD = 6.0    # MCM re-checks a frozen API server every 6 s
 STOP_SECONDS = 10.0
+BUILT_IN_PROVIDERS = ('AWS', 'Sabakan')
+# provider -> factory(controller) -> Driver, for providers beyond the built-in ones: a program that embeds the
+# controller registers them (register_driver) before main() runs; the tests' fault-injecting drivers come this way.
+DRIVER_FACTORIES: Dict[str, Callable[['MachinesController'], Driver]] = {}
+
+
+def register_driver(provider: str, factory: Callable[['MachinesController'], Driver]) -> None:
+    """Serve MachineClasses with `provider: <provider>` by the driver `factory(controller)` makes (once)."""
+    DRIVER_FACTORIES[provider] = factory
+
+
+def unsupported(cls: Mapping[str, Any]) -> str:
+    return 'MachineClass %s: provider %r is not supported (%s)' % (
+        o.key(cls), cls.get('provider'), ', '.join(BUILT_IN_PROVIDERS + tuple(sorted(DRIVER_FACTORIES))))
 
 
 def register(registry: Any, runtime: Runtime) -> None:
@@ -104,6 +118,7 @@ class MachinesController:
         self.metrics = MachineMetrics(runtime.metrics.registry)
         self.memory = Memory()
         self.inventories: Dict[str, Inventory] = {}
+        self.class_problems: Dict[str, str] = {}      # class key -> why its machines cannot be created (Secret refused, ...)
         self.listing_seq: Dict[str, int] = {}
         self.orphan_memory: Dict[str, safety.OrphanMemory] = {}
         self.drain_memory: Dict[str, DrainMemory] = {}
@@ -111,7 +126,9 @@ class MachinesController:
         self.api_thawed = False
         self.watchdog_marked: Dict[str, List[str]] = {}
         self.busy: Set[str] = set()
-        self.not_before: Dict[str, float] = {}
+        # machine uid -> (monotonic time before which it waits, whether it was being deleted then): a retry period
+        # of the creation flow does not hold up the machine's deletion
+        self.not_before: Dict[str, Tuple[float, bool]] = {}
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -121,7 +138,8 @@ class MachinesController:
         self._drivers: Dict[str, Driver] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(self.settings.concurrent_syncs, thread_name_prefix='machines')
         self.target = KubeTarget(self.client, self.caches, self.metrics, self.settings, self.driver_for,
-                                 clock=runtime.clock, on_api_ok=runtime.health.api_ok)
+                                 clock=runtime.clock, on_api_ok=runtime.health.api_ok,
+                                 secret_opt_in=runtime.settings.secret_opt_in, vm_gone=self.vm_gone)
         self.thread: Optional[threading.Thread] = None
         self.safety_thread: Optional[threading.Thread] = None
         self.rng = random.Random()
@@ -137,6 +155,8 @@ class MachinesController:
             return driver
 
     def _make_driver(self, provider: str) -> Optional[Driver]:
+        if provider in DRIVER_FACTORIES:
+            return DRIVER_FACTORIES[provider](self)
         if provider == 'AWS':
             from ansible_collections.steward.cluster.plugins.module_utils.machines.aws import AWSDriver
 
@@ -149,6 +169,14 @@ class MachinesController:
             from ansible_collections.steward.cluster.plugins.module_utils.machines.sabakan_driver import SabakanDriver
             return SabakanDriver(self.client, default_url=self.opts.sabakan_url)
         return None
+
+    def vm_gone(self, provider_id: str) -> bool:
+        """A class listing shows this VM terminated (positive evidence)."""
+        for inventory in list(self.inventories.values()):
+            vm = inventory.by_provider_id.get(provider_id)
+            if vm is not None and vm.state.gone:
+                return True
+        return False
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -269,12 +297,14 @@ class MachinesController:
             self.client.request('GET', api_path('v1', 'nodes'), query=[('limit', '1')])
         except KubeError as exc:
             ok, error = False, str(exc)
-        change = self.api.observe(ok, time.monotonic(), error)
+        with self.lock:     # a pass sees the freeze and its end together (never "not frozen, not thawed" in between)
+            change = self.api.observe(ok, time.monotonic(), error)
+            if change is False:
+                self.api_thawed = True
         if change is True:
             log.error('API server unreachable for %ss: machines frozen (only deletions proceed)', int(self.api.timeout))
         elif change is False:
             log.info('API server answers again: machines unfrozen; Unknown machines get a fresh health clock')
-            self.api_thawed = True
         self.metrics.api_frozen.set(1 if self.api.frozen else 0)
 
     def check_watchdog(self) -> None:
@@ -309,7 +339,7 @@ class MachinesController:
         """List the class's VMs now (one driver call) and keep the result as its inventory."""
         key = o.key(cls)
         started = self.runtime.clock()
-        vms, error = self._listing(cls)
+        vms, error, problem = self._listing(cls)
         with self.lock:
             seq = self.listing_seq.get(key, 0) + 1
             self.listing_seq[key] = seq
@@ -317,34 +347,64 @@ class MachinesController:
         self.inventories[key] = inventory
         if error is not None:
             log.warning('cloud listing of class %s failed: %s', key, error)
+        self.class_problem(cls, problem)
         return inventory
 
-    def _listing(self, cls: Mapping[str, Any]) -> Tuple[list, Optional[DriverError]]:
+    def _listing(self, cls: Mapping[str, Any]) -> Tuple[list, Optional[DriverError], str]:
+        """(VMs, the listing's error, the class's own problem): a class that is not ready (its Secret missing or
+        refused, ...) is a problem of the class, shown as such on its machines, not a cloud error."""
         try:
             driver, ctx = self.target.driver_for_class(cls)
-            return driver.list_vms(ctx), None
+            return driver.list_vms(ctx), None, ''
         except ClassNotReady as exc:
-            return [], DriverError(3, str(exc))
+            return [], DriverError(Code.INVALID_ARGUMENT, str(exc), Call.LIST, o.key(cls)), str(exc)
         except DriverError as exc:
-            return [], exc
+            return [], exc, ''
+
+    def class_problem(self, cls: Mapping[str, Any], problem: str) -> None:
+        """Record why the class's machines cannot be created; a Warning Event on the class when that starts or
+        changes, a Normal one when it ends. Either way its machines are looked at again at once (not after their
+        MediumRetry): their status shows the class as it is now."""
+        key = o.key(cls)
+        with self.lock:
+            before = self.class_problems.get(key, '')
+            if problem:
+                self.class_problems[key] = problem
+            else:
+                self.class_problems.pop(key, None)
+        if problem == before:
+            return
+        involved = dict(cls, kind='MachineClass', apiVersion=API_VERSION)
+        if problem:
+            self.target.event(involved, Event('MachineClassNotReady', problem, warning=True))
+        else:
+            self.target.event(involved, Event('MachineClassReady', 'MachineClass %s and its Secrets are usable again' % key))
+        uids = {o.uid(m) for m in self.caches.all(KIND_MACHINE)
+                if o.namespace(m) == o.namespace(cls) and o.class_name(o.spec(m)) == o.name(cls)}
+        with self.lock:
+            for uid in uids:
+                self.not_before.pop(uid, None)
+        self.wake.set()
 
     # --- the pass -------------------------------------------------------------------------------------
     def world(self) -> World:
         classes: Dict[str, ClassState] = {}
         for cls in self.caches.all('MachineClass'):
             driver = self.driver_for(str(cls.get('provider') or ''))
-            problem = '' if driver is not None else 'MachineClass %s: provider %r is not supported (AWS, Sabakan)' % (
-                o.key(cls), cls.get('provider'))
-            classes[o.key(cls)] = ClassState(cls, problem, self.inventories.get(o.key(cls)),
-                                             idempotent_create=bool(driver is not None and driver.idempotent_create))
+            problem = unsupported(cls) if driver is None else self.class_problems.get(o.key(cls), '')
+            classes[o.key(cls)] = ClassState(cls, problem, self.inventories.get(o.key(cls)))
         now = time.monotonic()
+        machines = self.caches.all(KIND_MACHINE)
+        deleting = {o.uid(m) for m in machines if o.deleting(m)}
         with self.lock:
-            waiting = {uid for uid, t in self.not_before.items() if t > now}
+            waiting = {uid for uid, (until, while_deleting) in self.not_before.items()
+                       if until > now and (while_deleting or uid not in deleting)}
             busy = set(self.busy) | waiting
-        thawed, self.api_thawed = self.api_thawed, False
+            api_freeze = self.api.freeze()
+            thawed, self.api_thawed = self.api_thawed, False
         return World(deployments=self.caches.all(KIND_DEPLOYMENT), sets=self.caches.all(KIND_SET),
-                     machines=self.caches.all(KIND_MACHINE), classes=classes, nodes=self.caches.node_map(),
-                     watchdog_marked=dict(self.watchdog_marked), api_freeze=self.api.freeze(), api_thawed=thawed,
+                     machines=machines, classes=classes, nodes=self.caches.node_map(),
+                     watchdog_marked=dict(self.watchdog_marked), api_freeze=api_freeze, api_thawed=thawed,
                      busy=busy, synced=self.synced)
 
     def run_pass(self) -> float:
@@ -425,7 +485,7 @@ class MachinesController:
 
     def _machine_job(self, machine: Mapping[str, Any], plan: MachinePlan) -> None:
         timeouts = machine_timeouts(o.spec(machine), self.settings)
-        node = self.caches.nodes.get(o.node_name(machine)) if o.node_name(machine) else None
+        node = o.node_of(machine, self.caches.nodes)
         lookup = None
         inventory = self.inventories.get('%s/%s' % (o.namespace(machine), o.class_name(o.spec(machine))))
         if inventory is not None:
@@ -442,7 +502,7 @@ class MachinesController:
         last = result.last
         if ((last.status or {}).get('lastOperation') or {}).get('state') == 'Failed':
             with self.lock:     # MCM's requeue after a failed action: the machine waits out its retry period
-                self.not_before[o.uid(machine)] = time.monotonic() + self.delay(last)
+                self.not_before[o.uid(machine)] = (time.monotonic() + self.delay(last), o.deleting(machine))
         else:
             with self.lock:
                 self.not_before.pop(o.uid(machine), None)

@@ -18,9 +18,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.events import NORMAL, WARNING, post_event
+from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import Target
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
@@ -57,8 +59,11 @@ def decode_secret(secret: Mapping[str, Any]) -> Dict[str, str]:
 class KubeTarget(Target):
     def __init__(self, client: KubeClient, caches: Caches, metrics: MachineMetrics, settings: Settings,
                  drivers: Callable[[str], Optional[Driver]], clock: Callable[[], float] = time.time,
-                 on_api_ok: Callable[[], None] = lambda: None):
+                 on_api_ok: Callable[[], None] = lambda: None, secret_opt_in: bool = True,
+                 vm_gone: Callable[[str], bool] = lambda provider_id: False):
         self.client = client
+        self._vm_gone = vm_gone               # the latest cloud listings: is this VM terminated?
+        self.secret_opt_in = secret_opt_in    # --secret-opt-in: only Secrets labelled usable-by-controller
         self.caches = caches
         self.metrics = metrics
         self.settings = settings
@@ -111,37 +116,47 @@ class KubeTarget(Target):
                    default_namespace=o.namespace(obj) or 'default')
 
     # --- drivers ------------------------------------------------------------------------------------
-    def secret(self, namespace: str, name: str) -> Optional[Dict[str, str]]:
-        """A Secret's data, decoded; cached for SECRET_TTL (credentials rotate rarely; a missing one is re-read)."""
+    def secret(self, namespace: str, name: str, field: str = 'secretRef') -> Optional[Dict[str, str]]:
+        """A Secret's data, decoded, None when it does not exist. With --secret-opt-in (the default) only a Secret
+        its owner labelled cluster.steward.io/usable-by-controller=true is used (kube/secrets.require_opt_in,
+        InvalidInput rule `secret-opt-in` naming `field`): the right to create a MachineClass must not be the
+        right to send any Secret of the namespace to a cloud endpoint. A usable Secret is cached for SECRET_TTL
+        (credentials rotate rarely); a missing or refused one is read again on the next use."""
         key = (namespace, name)
         now = time.monotonic()
         with self._lock:
             cached = self._secrets.get(key)
-        if cached is not None and now - cached[0] < SECRET_TTL and cached[1] is not None:
+        if cached is not None and now - cached[0] < SECRET_TTL:
             return cached[1]
         body = self.client.get_or_none(api_path('v1', 'secrets', namespace, name))
-        data = decode_secret(body) if body is not None else None
+        if body is None:
+            return None
+        require_opt_in(body, field, required=self.secret_opt_in)
+        data = decode_secret(body)
         with self._lock:
             self._secrets[key] = (now, data)
         return data
 
     def class_context(self, cls: Mapping[str, Any]) -> ClassContext:
-        """The class and its Secret(s); raises ClassNotReady naming what is missing."""
+        """The class and its Secret(s); raises ClassNotReady naming what is missing or refused."""
         ns = o.namespace(cls)
         data: Dict[str, str] = {}
         for field in ('secretRef', 'credentialsSecretRef'):
             ref = cls.get(field) or {}
             if not ref.get('name'):
                 if field == 'secretRef':
-                    raise ClassNotReady('MachineClass %s has no secretRef' % o.key(cls), o.key(cls))
+                    raise ClassNotReady('MachineClass %s has no secretRef' % o.key(cls), o.key(cls), field, 'required')
                 continue
             try:
-                secret = self.secret(ref.get('namespace') or ns, ref['name'])
+                secret = self.secret(ref.get('namespace') or ns, ref['name'], field)
             except KubeError as exc:
                 raise ClassNotReady('MachineClass %s: cannot read Secret %s: %s' % (o.key(cls), ref['name'], exc), o.key(cls)) from None
+            except InvalidInput as exc:
+                raise ClassNotReady('MachineClass %s: %s (rule %s; the controller runs with --secret-opt-in)' % (
+                    o.key(cls), exc, exc.rule), o.key(cls), exc.field, exc.rule) from None
             if secret is None:
                 raise ClassNotReady('MachineClass %s: Secret %s/%s not found' % (o.key(cls), ref.get('namespace') or ns, ref['name']),
-                                    o.key(cls))
+                                    o.key(cls), field, 'exists')
             data.update(secret)
         return ClassContext(namespace=ns, name=o.name(cls), uid=o.uid(cls), provider=str(cls.get('provider') or ''),
                             provider_spec=cls.get('providerSpec') or {}, secret=data, node_template=cls.get('nodeTemplate') or {})
@@ -155,8 +170,8 @@ class KubeTarget(Target):
     def driver_for_class(self, cls: Mapping[str, Any]) -> Tuple[Driver, ClassContext]:
         driver = self.drivers(str(cls.get('provider') or ''))
         if driver is None:
-            raise ClassNotReady('MachineClass %s: provider %r is not supported (AWS, Sabakan)' % (o.key(cls), cls.get('provider')),
-                                o.key(cls))
+            raise ClassNotReady('MachineClass %s: provider %r is not supported' % (o.key(cls), cls.get('provider')),
+                                o.key(cls), 'provider', 'supported')
         return driver, self.class_context(cls)
 
     def created(self, machine: Mapping[str, Any], result: CreateResult) -> None:
@@ -172,6 +187,9 @@ class KubeTarget(Target):
     # --- the cluster side of a deletion ------------------------------------------------------------
     def node(self, name: str) -> Optional[Mapping[str, Any]]:
         return self.caches.nodes.get(name)
+
+    def vm_gone(self, provider_id: str) -> bool:
+        return self._vm_gone(provider_id)
 
     def delete_node(self, name: str) -> None:
         self.client.delete(api_path('v1', 'nodes', name=name))
@@ -228,11 +246,12 @@ class KubeTarget(Target):
         for pod in plan.evict:
             md = pod.get('metadata') or {}
             path = api_path('v1', 'pods', md.get('namespace') or 'default', md.get('name'), 'eviction')
+            ids = volume_ids.get(pod_ref(pod), ())
             try:
                 self.client.create(path, eviction_body(pod))
-                record_eviction(memory, pod, True, now)
+                record_eviction(memory, pod, True, now, volume_ids=ids)
             except NotFound:
-                record_eviction(memory, pod, True, now)
+                record_eviction(memory, pod, True, now, volume_ids=ids)
             except KubeError as exc:
                 record_eviction(memory, pod, False, now, str(exc))
         for pod in plan.delete + [p for p in plan.evict if pod_ref(p) in plan.exhausted]:

@@ -7,8 +7,9 @@ The controller applies plans against the Kubernetes API and the drivers; tests a
 same plans against an in-memory world. Both implement `Target` (object writes, driver access, the few
 cluster actions a deletion needs), so the order below is the only one there is:
 
-* a machine: metadata, then spec, then the driver call or cluster action, then status. A deleting machine
-  goes through as many deletion steps as it can in one go (each transition written before the next step);
+* a machine: metadata, then spec, then the driver call or cluster action, then status; a new VM's providerID and
+  node are written before InitializeMachine (MCM's order). A deleting machine goes through as many deletion
+  steps as it can in one go (each transition written before the next step);
 * a set: adopt orphans, create machines in slow-start batches (1, 2, 4, ... stop at the first failure),
   delete machines, then status and finalizer;
 * a deployment: create its new set, patch sets, delete sets, patch itself, status, finalizer.
@@ -77,6 +78,10 @@ class Target:
 
     def node(self, name: str) -> Optional[Obj]:
         raise NotImplementedError
+
+    def vm_gone(self, provider_id: str) -> bool:
+        """Whether the cloud's latest listing shows this VM terminated (positive evidence; False when unknown)."""
+        return False
 
     def delete_node(self, name: str) -> None:
         raise NotImplementedError
@@ -167,14 +172,24 @@ def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings:
     if isinstance(outcome, CreateResult):
         t.created(current, outcome)
         node = t.node(outcome.node_name) if outcome.node_name else None
-        if node is not None and o.spec(node).get('providerID') not in (None, '', outcome.provider_id):
+        other = str(o.spec(node).get('providerID') or '') if node is not None else ''
+        # MCM's stale-node guard: a Node already has the new VM's name. Not when the cloud says that Node's own VM
+        # is terminated (EC2 reused its private IP): that Node goes with its machine, and this machine waits for
+        # its own (o.owns_node), instead of losing VM after VM to the same name.
+        if other and other != outcome.provider_id and not t.vm_gone(other):
             stale = node
     after = after_call(dataclasses.replace(view, machine=current), plan.call, outcome, now(), stale_node=stale)
     if after.call == Call.DELETE and isinstance(outcome, CreateResult):
         gone = dict(current, spec=dict(o.spec(current), providerID=outcome.provider_id))
         _call(t, Call.DELETE, gone)
         after.call = None
-    return MachineRun(_write(t, current, after), after)
+    stored = _write(t, current, after)
+    if after.call == Call.INITIALIZE and plan.call == Call.CREATE and stored is not None:
+        # MCM: the new VM's providerID and node are written, then InitializeMachine, in the same reconcile
+        outcome, _provider = _call(t, Call.INITIALIZE, stored)
+        after = after_call(dataclasses.replace(view, machine=stored), Call.INITIALIZE, outcome, now())
+        stored = _write(t, stored, after)
+    return MachineRun(stored, after)
 
 
 def merge_patch(base: Any, patch: Any) -> Any:
@@ -240,7 +255,7 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             outcome, _provider = _call(t, Call.DELETE, current)
             plan = after_step(view, plan.step, outcome if isinstance(outcome, DriverError) else None, now())
         elif plan.action == ClusterAction.DRAIN:
-            node = t.node(o.node_name(current))
+            node = _own_node(t, current)
             if node is None:
                 plan = after_drain(view, DrainPlan(done=True, message='node gone'), '', now())
             else:
@@ -254,8 +269,8 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
         elif plan.action == ClusterAction.DELETE_VOLUME_ATTACHMENTS:
             plan = after_step(view, plan.step, _attempt(lambda: t.delete_volume_attachments(o.node_name(current))), now())
         elif plan.action == ClusterAction.DELETE_NODE:
-            name = o.node_name(current)
-            plan = after_step(view, plan.step, _attempt(lambda: t.delete_node(name) if name else None), now())
+            mine = _own_node(t, current)    # a Node of that name that another VM registered since is not deleted
+            plan = after_step(view, plan.step, _attempt(lambda: t.delete_node(o.name(mine)) if mine else None), now())
         elif plan.action == ClusterAction.REMOVE_FINALIZER:
             finalizers = [f for f in o.meta(current).get('finalizers') or [] if f != FINALIZER]
             t.event(current, Event('MachineDeleted', 'machine %s deleted (VM and node gone)' % o.name(current)))
@@ -270,6 +285,12 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             return d.flush(plan)
         plan = plan_deletion(dataclasses.replace(view, machine=d.local), now())
     return d.flush(plan)
+
+
+def _own_node(t: Target, machine: Obj) -> Optional[Obj]:
+    name = o.node_name(machine)
+    node = t.node(name) if name else None
+    return node if node is not None and o.owns_node(machine, node) else None
 
 
 def _attempt(fn: Callable[[], Any]) -> Optional[Exception]:

@@ -10,7 +10,8 @@
 * DeleteMachine: TerminateInstances of the providerID's instance (or, without one, of the instances tagged
   with the machine's UID); `InvalidInstanceID.NotFound` is success.
 * list_vms (the wave): one DescribeInstances filtered by the class's cluster and role tag keys, paginated.
-* InitializeMachine: turns the source/destination check off when `srcAndDstChecksEnabled: false` (NAT).
+* InitializeMachine: turns the source/destination check off when `srcAndDstChecksEnabled: false` (NAT); called
+  right after CreateMachine, as MCM does, and answers UNIMPLEMENTED without a call when there is nothing to do.
 
 Every call first takes a token from the account/region's shared bucket (ratelimit.py). Botocore's own
 retries are off: a throttled answer (`RequestLimitExceeded`, `Throttling`) pauses the bucket and is retried
@@ -85,7 +86,6 @@ def map_error(error_code: str, status: int) -> Code:
 
 class AWSDriver(Driver):
     provider = 'AWS'
-    idempotent_create = True      # the ClientToken
 
     def __init__(self, rate: float = 10.0, burst: int = 20, endpoint_url: Optional[str] = None,
                  max_throttle_retries: int = 4, backoff_base: float = 0.5, backoff_cap: float = 20.0,
@@ -205,12 +205,27 @@ class AWSDriver(Driver):
                             (inst.get('State') or {}).get('Name') or '')
 
     def initialize_machine(self, cls: ClassContext, machine: MachineContext) -> CreateResult:
+        """The instance named by the machine's providerID (right after CreateMachine: no listing, which may not
+        show it yet); an instance EC2 does not know yet (eventual consistency) is UNINITIALIZED, retried soon."""
         spec = self._spec(cls, Call.INITIALIZE)
         if spec.src_dst_checks is not False:
             raise DriverError(Code.UNIMPLEMENTED, 'nothing to initialize', Call.INITIALIZE)
-        vm = self._status(spec, machine)
-        _region, instance = aws_spec.instance_id(vm.provider_id)
-        self._request(spec, Call.INITIALIZE, 'ModifyInstanceAttribute', InstanceId=instance, SourceDestCheck={'Value': False})
+        if machine.provider_id:
+            vm = VM(provider_id=machine.provider_id, node_name=machine.node_name)
+        else:
+            vm = self._status(spec, machine)
+        try:
+            _region, instance = aws_spec.instance_id(vm.provider_id)
+        except InvalidInput as exc:
+            raise DriverError(Code.INVALID_ARGUMENT, str(exc), Call.INITIALIZE) from None
+        try:
+            self._request(spec, Call.INITIALIZE, 'ModifyInstanceAttribute', InstanceId=instance,
+                          SourceDestCheck={'Value': False})
+        except DriverError as exc:
+            if exc.code != Code.NOT_FOUND:
+                raise
+            raise DriverError(Code.UNINITIALIZED, '%s: the instance is not visible yet; source/destination check not '
+                              'turned off' % exc.args[0], Call.INITIALIZE) from None
         return CreateResult(vm.provider_id, vm.node_name)
 
     def delete_machine(self, cls: ClassContext, machine: MachineContext) -> str:

@@ -37,7 +37,9 @@ FORCED_GRACE = 60.0       # MCM: a forced drain gets one minute, then the VM is 
 
 @dataclasses.dataclass
 class DrainMemory:
-    evicted: Dict[str, Tuple[str, float, bool]] = dataclasses.field(default_factory=dict)  # ref -> (uid, when, volumes)
+    # ref -> (uid, when, has volumes, its PV volume IDs): the IDs are kept from the eviction, since the serial wait
+    # for them to detach runs after the pod (and what leads to them) is gone
+    evicted: Dict[str, Tuple[str, float, bool, Tuple[str, ...]]] = dataclasses.field(default_factory=dict)
     refused: Dict[str, str] = dataclasses.field(default_factory=dict)                 # ref -> refusal message
     attempts: Dict[str, int] = dataclasses.field(default_factory=dict)                # ref -> counted attempts
     counted_at: Dict[str, float] = dataclasses.field(default_factory=dict)            # ref -> last counted attempt
@@ -114,11 +116,11 @@ def plan_round(inputs: DrainInputs, memory: DrainMemory) -> DrainPlan:
     # Pods with volumes: one at a time, each until its volumes are detached (or the PV detach timeout).
     attached = set(inputs.attached)
     serial_busy = False
-    for ref, (uid, when, volumes) in sorted(memory.evicted.items()):
+    for ref, (uid, when, volumes, ids) in sorted(memory.evicted.items()):
         if volumes and inputs.now - when < inputs.pv_detach_timeout:
             pod = present.get(ref)
             still_there = pod is not None and (pod.get('metadata') or {}).get('uid') == uid
-            still_attached = _attached(inputs.volume_ids.get(ref, ()), attached)
+            still_attached = _attached(ids or tuple(inputs.volume_ids.get(ref, ())), attached)
             if still_there or still_attached:
                 serial_busy = True
                 plan.waiting.append('%s (volumes detaching)' % ref)
@@ -138,9 +140,12 @@ def plan_round(inputs: DrainInputs, memory: DrainMemory) -> DrainPlan:
             names = budgets_for(pod, inputs.pdbs)
             plan.blocked.append('%s: PodDisruptionBudget %s' % (ref, ', '.join(names)) if names
                                 else '%s: %s' % (ref, memory.refused[ref]))
-    plan.done = not present
+    plan.done = not present and not serial_busy       # MCM waits for the last volume pod's volumes to detach too
     if plan.done:
         plan.message = 'drain complete'
+    elif not present:
+        plan.message = 'waiting for the volumes of %s to detach from node %s' % (
+            ', '.join(w.split(' ')[0] for w in plan.waiting), inputs.node_name)
     elif plan.blocked:
         plan.message = 'eviction refused: %s' % '; '.join(plan.blocked)
     else:
@@ -154,10 +159,13 @@ def _attached(volume_ids: Sequence[str], attached: Set[str]) -> bool:
                for vid in volume_ids)
 
 
-def record_eviction(memory: DrainMemory, pod: Mapping[str, Any], accepted: bool, now: float, message: str = '') -> None:
+def record_eviction(memory: DrainMemory, pod: Mapping[str, Any], accepted: bool, now: float, message: str = '',
+                    volume_ids: Sequence[str] = ()) -> None:
+    """What an eviction did; `volume_ids`: the pod's PV volume IDs (GetVolumeIDs), which the next rounds wait for
+    to leave the Node's volumesAttached."""
     ref = pod_ref(pod)
     if accepted:
-        memory.evicted[ref] = ((pod.get('metadata') or {}).get('uid') or '', now, has_volumes(pod))
+        memory.evicted[ref] = ((pod.get('metadata') or {}).get('uid') or '', now, has_volumes(pod), tuple(volume_ids))
         memory.refused.pop(ref, None)
     else:
         memory.refused[ref] = message or 'eviction refused'

@@ -95,7 +95,6 @@ class Driver:
     """Base class: optional calls answer UNIMPLEMENTED, as MCM's drivers do."""
 
     provider = ''
-    idempotent_create = False     # True: CreateMachine of a machine whose VM exists returns that VM
 
     def create_machine(self, cls: ClassContext, machine: MachineContext) -> CreateResult:
         raise DriverError(Code.UNIMPLEMENTED, 'CreateMachine is not implemented', Call.CREATE)

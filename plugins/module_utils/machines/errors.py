@@ -35,7 +35,13 @@ class DriverError(MachinesError):
 
 
 class ClassNotReady(MachinesError):
-    """The MachineClass or its Secret is missing or invalid: machines of that class wait (nothing is created)."""
+    """The MachineClass or its Secret is missing, invalid or not usable: machines of that class wait (nothing is
+    created). `field` and `rule` name the broken rule when one is (`secretRef`, `secret-opt-in`)."""
+
+    def __init__(self, message: str, where: str = '', field: str = '', rule: str = ''):
+        super().__init__(message, where)
+        self.field = field
+        self.rule = rule
 
 
 class WaitTimeout(MachinesError):

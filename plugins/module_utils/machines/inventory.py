@@ -21,10 +21,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.errors im
 
 @dataclasses.dataclass(frozen=True)
 class Lookup:
-    """GetMachineStatus from a listing: `vm` when exactly one matches, else `code` (NOT_FOUND / OUT_OF_RANGE)."""
+    """GetMachineStatus from a listing: `vm` when exactly one matches, else `code` (NOT_FOUND / OUT_OF_RANGE, or
+    the failed listing's code with its `message`)."""
     code: Code
     vm: Optional[VM] = None
     candidates: int = 0
+    message: str = ''
 
 
 class Inventory:
@@ -52,7 +54,7 @@ class Inventory:
 
     def lookup(self, machine: MachineContext) -> Lookup:
         if self.error is not None:
-            return Lookup(self.error.code)
+            return Lookup(self.error.code, message=str(self.error.args[0]) if self.error.args else '')
         live = [vm for vm in self.by_owner.get(machine.uid, []) if not vm.state.gone]
         if not live:
             # VMs made before the owner tag existed (MCM): the Name tag, if no other machine owns them.

@@ -6,11 +6,11 @@
 `plan_machine` looks at the machine, its Node, what the class's latest cloud listing says about its VM and
 what the safety gates allow, and returns a MachinePlan:
 
-* creation flow (no providerID, or phase '' / CrashLoopBackOff): the listing answers GetMachineStatus
-  (for a driver whose CreateMachine is idempotent, a machine created since the last listing needs none).
-  NotFound -> CreateMachine (the shell makes the call and hands the outcome to `after_call`); found ->
+* creation flow (no providerID, or phase '' / CrashLoopBackOff): the listing answers GetMachineStatus (no
+  listing yet: wait for it; a failed one: CrashLoopBackOff with the cloud's message). NotFound -> CreateMachine
+  (the shell makes the call and hands the outcome to `after_call`), then InitializeMachine, as MCM does; found ->
   adopt it (providerID, `node` label, Pending); several -> OutOfRange, never a second create; a VM that needs
-  it -> InitializeMachine.
+  it, or whose initialization failed -> InitializeMachine.
 * health (phase set and a node label): Node conditions copied into status; Pending/Unknown -> Running when
   healthy (and, for Pending, without the critical-components-not-ready taint); Running -> Unknown when not;
   Pending past creationTimeout -> Failed; Unknown past healthTimeout -> Failed **only if the safety gates
@@ -66,7 +66,6 @@ class MachineView:
     may_fail: bool = True                    # the safety gates allow Unknown -> Failed now
     gate: str = ''                           # why they do not (names the rule)
     frozen: str = ''                         # API-server freeze: only deletions proceed (names the rule)
-    idempotent_create: bool = False          # the driver's CreateMachine returns an existing VM (no listing needed)
 
 
 def plan_machine(view: MachineView, now: float) -> MachinePlan:
@@ -130,10 +129,8 @@ def _creation_flow(view: MachineView, plan: MachinePlan, phase: Phase, now: floa
         return _create_failed(plan, view, view.class_problem, Code.INVALID_ARGUMENT, Retry.MEDIUM, now)
     lookup = view.lookup
     if lookup is None:
-        if view.idempotent_create and not o.provider_id(m):
-            plan.call = Call.CREATE   # CreateMachine itself answers "it exists" (a ClientToken, a claim)
-            plan.retry = Retry.SHORT
-            return plan
+        # GetMachineStatus first, always (MCM): even a driver whose CreateMachine is idempotent for its own VMs
+        # (a ClientToken) would make a second VM for one made by someone else (MCM's, found by its Name tag).
         plan.retry = Retry.SHORT      # no listing of the class yet: the next pass has one
         plan.waiting = 'waiting for the first cloud listing of the class'
         return plan
@@ -143,12 +140,17 @@ def _creation_flow(view: MachineView, plan: MachinePlan, phase: Phase, now: floa
                               'another (the extra VMs are for orphan collection or an operator)' % (lookup.candidates, o.name(m)),
                               Code.OUT_OF_RANGE, retry, now)
     if step in (Next.RETRY, Next.FAIL):
-        plan.retry = retry
-        plan.waiting = 'cloud listing failed (%s); nothing is created without it' % lookup.code.mcm_name
-        return plan
+        # MCM's GetMachineStatus error: CrashLoopBackOff with the cloud's message (Failed after creationTimeout);
+        # nothing is created without an answer.
+        return _create_failed(plan, view, 'Cloud provider message - %s' % (lookup.message or 'listing the class\'s VMs failed'),
+                              lookup.code, retry, now)
     if step == Next.CREATE:
         if o.provider_id(m) and phase == Phase.CRASH_LOOP_BACK_OFF:
-            # MCM: a providerID means a VM was made; go on with it (initialization failed before).
+            # MCM: a providerID means a VM was made; go on with it. If its initialization failed, that is retried.
+            if Step.from_key(o.last_operation(m).get('step')) == Step.INSTANCE_INITIALIZATION:
+                plan.call = Call.INITIALIZE
+                plan.retry = Retry.SHORT
+                return plan
             return _adopted(plan, view, VM(provider_id=o.provider_id(m), node_name=o.node_name(m)), now)
         plan.call = Call.CREATE
         plan.retry = Retry.SHORT
@@ -228,6 +230,7 @@ def after_call(view: MachineView, call: Call, outcome: Outcome, now: float,
                        'lastOperation': last_operation(OpType.CREATE, OpState.FAILED, 'VM using old node obj %s' % o.name(stale_node), now)}
         plan.call = Call.DELETE
         plan.failed = 'stale-node'
+        plan.retry = Retry.SHORT          # MCM: ShortRetry (the MachineSet replaces it at once)
         plan.events.append(Event('MachineFailed', 'VM %s was given node name %s, which an existing Node (%s) already '
                                  'has: the VM is deleted and the machine replaced' % (
                                      outcome.provider_id, o.name(stale_node), o.spec(stale_node).get('providerID') or 'no providerID'),
@@ -237,6 +240,12 @@ def after_call(view: MachineView, call: Call, outcome: Outcome, now: float,
     if call == Call.CREATE:
         plan.events.append(Event('MachineCreated', 'VM %s created for machine %s (node %s)' % (
             outcome.provider_id, o.name(m), outcome.node_name or '?')))
+        # MCM's triggerCreationFlow: record providerID and node, then InitializeMachine (Unimplemented: nothing to
+        # do), and only then Pending.
+        _adopt_fields(plan, m, vm)
+        plan.call = Call.INITIALIZE
+        plan.retry = Retry.SHORT
+        return plan
     return _adopted(plan, view, vm, now)
 
 

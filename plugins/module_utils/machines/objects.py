@@ -143,6 +143,22 @@ def node_name(machine: Obj) -> str:
     return str(labels(machine).get(LABEL_NODE) or '')
 
 
+def owns_node(machine: Obj, node: Obj) -> bool:
+    """Whether the Node is this machine's: its providerID is the machine's (or one of them is not set yet). A
+    Node of the same name with another providerID is another VM's: EC2 gives a terminated instance's private IP,
+    and so its node name, to a new instance, and the old Node lingers until it is deleted."""
+    mine, theirs = provider_id(machine), str(spec(node).get('providerID') or '')
+    return not mine or not theirs or mine == theirs
+
+
+def node_of(machine: Obj, nodes: Any) -> Optional[Obj]:
+    """The machine's Node from `nodes` (anything with .get(name)): the one its `node` label names, if it owns it;
+    health is judged, drains run and deletions delete on this Node only."""
+    name = node_name(machine)
+    node = nodes.get(name) if name else None
+    return node if node is not None and owns_node(machine, node) else None
+
+
 def class_name(machine_or_template_spec: Mapping[str, Any]) -> str:
     return str((machine_or_template_spec.get('class') or {}).get('name') or '')
 

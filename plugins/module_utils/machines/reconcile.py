@@ -50,7 +50,6 @@ class ClassState:
     obj: Optional[Obj]                        # the MachineClass (None: missing)
     problem: str = ''                         # why machines of the class cannot be created ('' when fine)
     inventory: Optional[Inventory] = None     # its latest cloud listing
-    idempotent_create: bool = False           # its driver's CreateMachine finds an existing VM itself
 
 
 @dataclasses.dataclass
@@ -206,7 +205,7 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
             continue
         state = world.classes.get(class_key(m))
         if o.deleting(m):
-            view = DeletionView(m, world.nodes.get(o.node_name(m)), lookups.get(uid), timeouts)
+            view = DeletionView(m, o.node_of(m, world.nodes), lookups.get(uid), timeouts)
             plan.machines.append(plan_deletion(view, now))
             continue
         if (('*' in reset_scopes or o.namespace(m) in reset_scopes) and o.phase(m) == Phase.UNKNOWN
@@ -225,10 +224,9 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
                 progress.get(gate_key, 0), settings.max_replacements)
         else:
             gate = ''
-        view = MachineView(m, world.nodes.get(o.node_name(m)) if o.node_name(m) else None, lookups.get(uid), timeouts,
+        view = MachineView(m, o.node_of(m, world.nodes), lookups.get(uid), timeouts,
                            class_problem=_class_problem(state, m), vm_missing=uid in missing, may_fail=may_fail,
-                           gate=gate, frozen=world.api_freeze.text() if world.api_freeze else '',
-                           idempotent_create=state is not None and state.idempotent_create)
+                           gate=gate, frozen=world.api_freeze.text() if world.api_freeze else '')
         machine_plan = plan_machine(view, now)
         if machine_plan.failed:
             progress[gate_key] = progress.get(gate_key, 0) + 1

@@ -132,7 +132,6 @@ def choose(candidates: List[Dict[str, Any]], claimed: set, rack_load: Mapping[in
 
 class SabakanDriver(Driver):
     provider = PROVIDER
-    idempotent_create = True       # a machine's existing claim is found before any new one is made
 
     def __init__(self, kube: KubeClient, default_url: str = '', clock: Callable[[], float] = time.time):
         self.kube = kube

@@ -179,18 +179,27 @@ def test_volume_pods_go_one_at_a_time_until_their_volumes_detach():
     pods = [pod('db-0', volumes=True), pod('db-1', volumes=True), pod('web')]
     first = plan_round(inputs(pods), memory)
     assert names(first.evict) == ['db-0', 'web']
-    record_eviction(memory, pods[0], True, T0)
-    # db-0 is gone from the API but its volume is still attached: db-1 waits
-    second = plan_round(inputs(pods[1:], now=T0 + 5, attached=['kubernetes.io/csi/ebs.csi.aws.com^vol-0'],
-                               volume_ids={'shop/db-0': ['vol-0']}), memory)
+    record_eviction(memory, pods[0], True, T0, volume_ids=['vol-0'])      # its volume IDs, resolved while it existed
+    # db-0 is gone from the API (so nothing leads to its volumes any more) but its volume is still attached: db-1 waits
+    second = plan_round(inputs(pods[1:], now=T0 + 5, attached=['kubernetes.io/csi/ebs.csi.aws.com^vol-0']), memory)
     assert names(second.evict) == ['web'] and 'shop/db-1' in second.waiting
     # detached: db-1 goes
-    third = plan_round(inputs(pods[1:], now=T0 + 10, volume_ids={'shop/db-0': ['vol-0']}), memory)
+    third = plan_round(inputs(pods[1:], now=T0 + 10), memory)
     assert names(third.evict) == ['db-1', 'web']
     # or the PV detach timeout passed
-    fourth = plan_round(inputs(pods[1:], now=T0 + 121, attached=['kubernetes.io/csi/ebs.csi.aws.com^vol-0'],
-                               volume_ids={'shop/db-0': ['vol-0']}), memory)
+    fourth = plan_round(inputs(pods[1:], now=T0 + 121, attached=['kubernetes.io/csi/ebs.csi.aws.com^vol-0']), memory)
     assert names(fourth.evict) == ['db-1', 'web']
+
+
+def test_the_drain_ends_when_the_last_volume_pods_volumes_detached():
+    """MCM waits for every evicted volume pod's volumes, the last one's too, before the VM goes."""
+    memory = DrainMemory()
+    db = pod('db-0', volumes=True)
+    record_eviction(memory, db, True, T0, volume_ids=['vol-0'])
+    waiting = plan_round(inputs([], now=T0 + 5, attached=['kubernetes.io/csi/ebs.csi.aws.com^vol-0']), memory)
+    assert not waiting.done and 'shop/db-0' in waiting.message
+    assert plan_round(inputs([], now=T0 + 6), memory).done
+    assert plan_round(inputs([], now=T0 + 121, attached=['kubernetes.io/csi/ebs.csi.aws.com^vol-0']), memory).done
 
 
 def test_a_refused_eviction_names_the_pod_disruption_budget():

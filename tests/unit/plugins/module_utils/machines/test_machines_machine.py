@@ -4,6 +4,7 @@ and positive evidence from the cloud."""
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Retry
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import Settings, machine_timeouts
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import VM, CreateResult, VMState
@@ -11,6 +12,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.errors im
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Lookup
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import MachineView, after_call, plan_machine
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import ClusterAction
+
+from support.machines_sim import MachinesSim
 
 T0 = 1_700_000_000.0
 TIMEOUTS = machine_timeouts({}, Settings())
@@ -77,10 +80,25 @@ def test_several_vms_for_one_machine_surface_out_of_range_and_create_nothing():
     assert plan.status['lastOperation']['errorCode'] == 'OutOfRange' and phase_of(plan) == 'CrashLoopBackOff'
 
 
-def test_no_listing_or_a_failed_one_creates_nothing():
-    assert plan_machine(view(machine(), lookup=None), T0).call is None
-    failed = plan_machine(view(machine(), lookup=Lookup(Code.UNAVAILABLE)), T0)
-    assert failed.call is None and failed.status is None and 'cloud listing failed' in failed.waiting
+def test_no_listing_yet_creates_nothing_and_waits_for_one():
+    """GetMachineStatus first, also for drivers whose CreateMachine is idempotent for their own VMs: a VM someone
+    else made for this machine (MCM, by Name tag) would otherwise get a twin."""
+    plan = plan_machine(view(machine(), lookup=None), T0)
+    assert plan.call is None and plan.status is None and 'first cloud listing' in plan.waiting
+
+
+@pytest.mark.parametrize('code, retry', [(Code.UNAVAILABLE, Retry.SHORT), (Code.THROTTLED, Retry.THROTTLED),
+                                         (Code.PERMISSION_DENIED, Retry.MEDIUM)])
+def test_a_failed_listing_is_crash_loop_back_off_with_the_clouds_message_and_creates_nothing(code, retry):
+    """MCM: a GetMachineStatus error is Create/Failed, CrashLoopBackOff (Failed after creationTimeout)."""
+    lookup = Lookup(code, message='DescribeInstances: the EC2 endpoint did not answer')
+    plan = plan_machine(view(machine(), lookup=lookup), T0 + 60)
+    assert plan.call is None and phase_of(plan) == 'CrashLoopBackOff' and op_of(plan) == ('Create', 'Failed')
+    op = plan.status['lastOperation']
+    assert op['description'] == 'Cloud provider message - DescribeInstances: the EC2 endpoint did not answer'
+    assert op['errorCode'] == code.mcm_name and plan.retry == retry
+    late = plan_machine(view(machine(), lookup=lookup), T0 + 1201)
+    assert phase_of(late) == 'Failed' and late.failed == 'creation-timeout'
 
 
 def test_the_finalizer_is_added_first():
@@ -88,10 +106,14 @@ def test_the_finalizer_is_added_first():
     assert plan.metadata == {'finalizers': ['machine.sapcloud.io/operator']}
 
 
-def test_create_success_sets_provider_id_node_label_and_pending():
+def test_create_success_records_provider_id_and_node_then_initializes():
+    """MCM's order: providerID and `node` label written, InitializeMachine, then Pending."""
     plan = after_call(view(machine()), Call.CREATE, CreateResult('aws:///r/i-9', 'ip-10-0-0-9'), T0 + 1)
     assert plan.spec == {'providerID': 'aws:///r/i-9'} and plan.metadata == {'labels': {'node': 'ip-10-0-0-9'}}
-    assert phase_of(plan) == 'Pending' and op_of(plan) == ('Create', 'Processing')
+    assert plan.call == Call.INITIALIZE and plan.status is None
+    stored = machine('', 'aws:///r/i-9', 'ip-10-0-0-9')
+    done = after_call(view(stored), Call.INITIALIZE, CreateResult('aws:///r/i-9', 'ip-10-0-0-9'), T0 + 2)
+    assert phase_of(done) == 'Pending' and op_of(done) == ('Create', 'Processing') and done.call is None
 
 
 @pytest.mark.parametrize('code, retry', [(Code.UNAVAILABLE, Retry.SHORT), (Code.RESOURCE_EXHAUSTED, Retry.RESOURCE_EXHAUSTED),
@@ -119,6 +141,7 @@ def test_stale_node_fails_the_machine_and_deletes_the_new_vm():
     stale = dict(node(), spec={'providerID': 'aws:///r/i-old'})
     plan = after_call(view(machine()), Call.CREATE, CreateResult('aws:///r/i-9', 'n1'), T0, stale_node=stale)
     assert phase_of(plan) == 'Failed' and plan.call == Call.DELETE and plan.failed == 'stale-node'
+    assert plan.retry == Retry.SHORT           # MCM: ShortRetry; the set replaces it at once
 
 
 # --- initialization (acceptance 16) ------------------------------------------------------------------
@@ -136,7 +159,21 @@ def test_uninitialized_is_crash_loop_back_off_naming_instance_initialization():
     assert phase_of(plan) == 'CrashLoopBackOff' and (op['type'], op['state']) == ('Create', 'Failed')
     assert 'InstanceInitialization' in op['description'] and op['step'] == 'InstanceInitialization'
     assert op['errorCode'] == 'Uninitialized' and plan.retry == Retry.SHORT
-    # the next reconcile of the CrashLoopBackOff machine goes on with its providerID (no second create)
+    # the next reconcile retries InitializeMachine on the VM its providerID names (no second create), also
+    # when the listing does not show the VM yet
+    looping = machine('CrashLoopBackOff', 'aws:///r/i-1', 'n1')
+    looping['status']['lastOperation'] = op
+    again = plan_machine(view(looping, lookup=NOT_FOUND), T0 + 5)
+    assert again.call == Call.INITIALIZE and again.status is None
+    needs = Lookup(Code.OK, VM('aws:///r/i-1', 'n1', 'm1', 'u1', needs_init=True), 1)
+    assert plan_machine(view(looping, lookup=needs), T0 + 5).call == Call.INITIALIZE
+    # initialized meanwhile (the listing says so): Pending
+    done = plan_machine(view(looping), T0 + 5)
+    assert done.call is None and phase_of(done) == 'Pending'
+
+
+def test_a_crash_loop_back_off_machine_with_a_vm_whose_create_answer_was_lost_goes_on_with_it():
+    """A providerID and a failure that was not initialization: the VM exists, so Pending (no second create)."""
     again = plan_machine(view(machine('CrashLoopBackOff', 'aws:///r/i-1', 'n1'), lookup=NOT_FOUND), T0 + 5)
     assert again.call is None and phase_of(again) == 'Pending'
 
@@ -253,3 +290,77 @@ def test_an_api_freeze_acts_on_nothing():
 def test_a_missing_class_is_reported_and_nothing_is_created():
     plan = plan_machine(view(machine(), lookup=NOT_FOUND, class_problem='MachineClass ns/c not found'), T0)
     assert plan.call is None and plan.status['lastOperation']['errorCode'] == 'InvalidArgument'
+
+
+# --- the creation flow applied (apply.run_machine over the in-memory world) ---------------------------
+
+def test_initialize_machine_follows_create_machine_and_an_uninitialized_vm_is_retried_not_recreated():
+    """Acceptance 16 through apply.py: CreateMachine, then InitializeMachine in the same action; UNINITIALIZED
+    twice -> CrashLoopBackOff naming InstanceInitialization, retried by providerID; then Running on one VM."""
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.cloud.needs_init = True          # its listing says so until InitializeMachine succeeds
+    sim.cloud.fail(Call.INITIALIZE, Code.UNINITIALIZED, times=2)
+    sim.add_deployment(replicas=1, cls='c1')
+    sim.run_until(lambda: sim.cloud.calls.get(Call.CREATE.value))
+    [m] = sim.machines()
+    op = m['status']['lastOperation']
+    assert (sim.cloud.calls[Call.CREATE.value], sim.cloud.calls[Call.INITIALIZE.value]) == (1, 1)
+    assert (m['status']['currentStatus']['phase'], op['state'], op['errorCode'], op['step']) == (
+        'CrashLoopBackOff', 'Failed', 'Uninitialized', 'InstanceInitialization')
+    assert m['spec']['providerID'].startswith('fake:///') and m['metadata']['labels']['node']
+    sim.run_until(lambda: sim.phases() == ['Running'])
+    assert sim.cloud.calls[Call.CREATE.value] == 1 and sim.cloud.calls[Call.INITIALIZE.value] == 3
+    assert len(sim.cloud.vms) == 1
+
+
+def test_a_driver_without_initialize_machine_goes_on_as_normal():
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.cloud.fail(Call.INITIALIZE, Code.UNIMPLEMENTED, times=1)
+    sim.add_deployment(replicas=1, cls='c1')
+    sim.run_until(lambda: sim.phases() == ['Running'])
+    assert (sim.cloud.calls[Call.CREATE.value], sim.cloud.calls[Call.INITIALIZE.value]) == (1, 1)
+    assert not [e for e in sim.events if e[1] == 'MachineCreateFailed']
+
+
+# --- a node name reused by a new VM (EC2 hands a terminated instance's private IP to the next one) --------------
+
+def test_a_node_of_another_vm_is_not_the_machines_node():
+    m = machine('Pending', 'aws:///r/i-new', 'n1', op=('Create', 'Processing', 'Creating machine on cloud provider'))
+    other = dict(node(), spec={'providerID': 'aws:///r/i-old'})
+    assert o.node_of(m, {'n1': other}) is None and o.node_of(m, {'n1': dict(node(), spec={'providerID': 'aws:///r/i-new'})})
+    assert o.node_of(machine(), {'n1': other}) is None          # no node label yet
+    plan = plan_machine(view(m, o.node_of(m, {'n1': other})), T0 + 90)
+    assert phase_of(plan) is None                                 # still Pending: the old Node's Ready is not its own
+
+
+class ReusedNames(MachinesSim):
+    """The next VM gets the node name of an old VM whose Node is still there."""
+
+    def __init__(self, old_vm_gone: bool):
+        super().__init__()
+        self.old_vm_gone = old_vm_gone
+
+    def vm_gone(self, provider_id):
+        return self.old_vm_gone and provider_id == 'fake:///vm-old'
+
+
+@pytest.mark.parametrize('gone', [True, False])
+def test_a_reused_node_name_is_stale_only_while_the_old_vm_lives(gone):
+    sim = ReusedNames(old_vm_gone=gone)
+    sim.add_class('c1')
+    sim.nodes['node-00001'] = {'metadata': {'name': 'node-00001'}, 'spec': {'providerID': 'fake:///vm-old'},
+                               'status': {'conditions': [sim._ready('True')]}}
+    sim.add_deployment(replicas=1, cls='c1')
+    sim.run_until(lambda: sim.cloud.calls.get(Call.CREATE.value))
+    [first] = sim.machines()
+    if not gone:      # MCM's stale-node guard: that VM is deleted and the machine replaced
+        assert o.phase(first).value == 'Failed' and 'old node obj' in o.last_operation(first)['description']
+        return
+    assert o.phase(first).value == 'Pending' and first['spec']['providerID'] == 'fake:///vm-00001'
+    sim.step(count=5)
+    assert o.phase(sim.machines()[0]).value == 'Pending'          # the old Node's Ready is not its own
+    del sim.nodes['node-00001']                                   # the old VM's Node goes (its machine, the cloud)
+    sim.run_until(lambda: sim.phases() == ['Running'])
+    assert sim.cloud.calls[Call.CREATE.value] == 1 and sim.nodes['node-00001']['spec']['providerID'] == 'fake:///vm-00001'
