@@ -5,7 +5,7 @@
 
 The API server normally applies the CRD defaults, but a test double or an older object may not
 have them, so every default is applied here too. Every error names the field
-(`spec.constraints.minimum-workers: expected an integer, got 'x'`), reusing the template,
+(`spec.constraints.minimum-workers: expected a whole number, got 'x'`), reusing the template,
 constraints and query-variable checks the modules use.
 """
 

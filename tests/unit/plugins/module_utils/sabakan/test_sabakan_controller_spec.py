@@ -52,7 +52,7 @@ def test_defaults_are_the_crds():
 def test_everything_set():
     spec = parse_spec(with_(
         interval='1m30s', timeout='500ms', waitRetiredSeconds=2, template=None,
-        templateConfigMapRef={'name': 'tmpl'}, constraints={'control-plane-count': 3, 'minimum-workers': '4'},
+        templateConfigMapRef={'name': 'tmpl'}, constraints={'control-plane-count': 3, 'minimum-workers': 4},
         variables={'notHaving': {'roles': ['boot']}}, clusterConfigMap={'name': 'cke', 'key': 'c.yml'},
         nodes={'apply': False, 'deleteRemoved': True},
         autoRepair={'enabled': True, 'variables': {'having': {'states': ['UNHEALTHY']}}}), 'dc1')
@@ -77,8 +77,9 @@ def test_everything_set():
     (with_(template=dict(TEMPLATE, nodes=[TEMPLATE['nodes'][0], {'user': 'u', 'taints': [{'key': 'k', 'effect': 'Bad'}]}])),
      "spec.template.nodes[1].taints[0].effect: 'Bad' is not one of"),
     (with_(template=dict(TEMPLATE, name='')), 'spec.template.name: cluster name is empty'),
-    (with_(constraints={'minimum-workers': 'x'}), "spec.constraints.minimum-workers: expected an integer, got 'x'"),
-    (with_(constraints={'control-plane-count': -1}), 'spec.constraints.control-plane-count: must not be negative'),
+    (with_(constraints={'minimum-workers': 'x'}), "spec.constraints.minimum-workers: expected a whole number, got 'x'"),
+    (with_(constraints={'minimum-workers': '4'}), "spec.constraints.minimum-workers: expected a whole number, got '4'"),
+    (with_(constraints={'control-plane-count': -1}), 'spec.constraints.control-plane-count: must be at least 0'),
     (with_(constraints={'control-plane-count': 0}), 'spec.constraints.control-plane-count: must be at least 1'),
     (with_(constraints={'minimum-workers': 5, 'maximum-workers': 2}), 'spec.constraints.maximum-workers: (2) is below'),
     (with_(constraints={'minimum-worker': 1}), 'spec.constraints: unknown constraint(s) minimum-worker'),
