@@ -164,21 +164,26 @@ SPEC = argspec(
 
 
 def etcd_connection(p):
-    if not (p['peer_url'] or p['member_id']):
-        return None
-    if not p['etcd_endpoints']:
-        raise InvalidInput('etcd_endpoints', 'required', 'the etcd members that stay are needed to remove a member')
+    """The etcd connection when a member is to be removed, else None. Every etcd option is checked either way: a
+    wrong value is bad input even when this run would not use it (it will when the playbook runs for a control-plane
+    node)."""
+    for index, endpoint in enumerate(p['etcd_endpoints']):
+        validate.endpoint_url(endpoint, 'etcd_endpoints[%d]' % index, default_scheme='http')
+    validate.tls_files(p['etcd_ca_cert'], p['etcd_client_cert'], p['etcd_client_key'], 'etcd_')
+    timeout = validate.timeout(p['etcd_timeout'], 'etcd_timeout', maximum=300)
     if p['member_id']:
         try:
             int(p['member_id'], 16)
         except ValueError:
             raise InvalidInput('member_id', 'hex', 'expected a hexadecimal etcd member ID', p['member_id']) from None
-    for option in ('etcd_ca_cert', 'etcd_client_cert', 'etcd_client_key'):
-        if p[option]:
-            validate.existing_file(p[option], option)
+    if p['peer_url']:
+        validate.endpoint_url(p['peer_url'], 'peer_url')
+    if not (p['peer_url'] or p['member_id']):
+        return None
+    if not p['etcd_endpoints']:
+        raise InvalidInput('etcd_endpoints', 'required', 'the etcd members that stay are needed to remove a member')
     return EtcdConnection(endpoints=tuple(p['etcd_endpoints']), ca_cert=p['etcd_ca_cert'],
-                          client_cert=p['etcd_client_cert'], client_key=p['etcd_client_key'],
-                          timeout=validate.timeout(p['etcd_timeout'], 'etcd_timeout', maximum=300))
+                          client_cert=p['etcd_client_cert'], client_key=p['etcd_client_key'], timeout=timeout)
 
 
 def main():

@@ -11,8 +11,9 @@ Modules turn it into `fail_json(msg=str(exc), field=..., rule=...)`; the control
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 _F = TypeVar('_F', bound=Callable[..., Any])
 
@@ -64,6 +65,19 @@ def input_errors_as(cls: type) -> Callable[[_F], _F]:
                 raise exc.recast(cls) from None
         return checked  # type: ignore[return-value]
     return decorate
+
+
+@contextlib.contextmanager
+def about_option(option: str, path: Optional[str] = None) -> Iterator[None]:
+    """Bad input found inside the block is about the value of `option` (usually a file it names, read inside):
+    the error's field becomes the option and its message keeps where inside, with the file's `path` when the message
+    does not already say it (`constraints_file: /etc/c.yml: minimum-workers: ...`). The class stays the same."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if exc.field == option or (exc.field or '').startswith((option + '.', option + '[')):
+            raise
+        raise (exc.inside(path) if path and path not in str(exc) else exc).inside(option) from None
 
 
 def shown(value: Any, limit: int = 80) -> str:

@@ -11,8 +11,10 @@ Durations: common/durations.py. Kubernetes and DNS names: common/names.py.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
+import re
 import stat
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
@@ -21,6 +23,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 
 # Every timeout has an upper bound: a typo of 1e999 must not turn into "wait forever".
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+# A host in a URL: DNS labels (underscores tolerated, as resolvers do) or an IPv4 address; IPv6 is checked apart.
+_HOST = re.compile(r'^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*\.?$')
 # Directories never used as data dirs, stores or roots to move or delete.
 SYSTEM_DIRS = frozenset(['/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/libx32', '/media',
                          '/mnt', '/opt', '/proc', '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/var',
@@ -117,6 +121,14 @@ def existing_file(value: Any, field: str, readable: bool = True) -> str:
     return path
 
 
+def executable(value: Any, field: str) -> str:
+    """A path naming an existing regular file this process may execute (a tool: etcdutl, etcd, haproxy)."""
+    path = existing_file(value, field, readable=False)
+    if not os.access(path, os.X_OK):
+        raise InvalidInput(field, 'executable', '%s is not executable by this user' % shown(path), path)
+    return path
+
+
 def existing_dir(value: Any, field: str) -> str:
     """A path naming an existing directory."""
     path = os.path.expanduser(text(value, field))
@@ -193,9 +205,19 @@ def endpoint_url(value: Any, field: str, schemes: Sequence[str] = ('http', 'http
     if parts.scheme not in schemes or not parts.hostname:
         raise InvalidInput(field, 'url', 'expected a URL such as %s://host:port, got %s' % (schemes[0], shown(value)),
                            value)
+    if not _HOST.match(parts.hostname) and not _is_ipv6(parts.hostname):
+        raise InvalidInput(field, 'url', 'host %s in %s is not a host name or IP address' % (
+            shown(parts.hostname), shown(value)), value)
     if port == 0:
         raise InvalidInput(field, 'url', 'port 0 in %s is not a port' % shown(value), value)
     return url
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 def typed_mapping(value: Any, field: str, required: Mapping[str, Tuple[type, ...]],

@@ -18,6 +18,8 @@ import os
 import subprocess
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import BinaryNotFound
 
 SEARCH_ENV = 'STEWARD_ETCD_BIN_DIRS'
@@ -165,9 +167,23 @@ def resolve_tools(etcdutl_path: Optional[str] = None, etcd_path: Optional[str] =
                   bin_dirs: Optional[Sequence[str]] = None) -> EtcdTools:
     """The module options of the etcd_tools doc fragment -> EtcdTools; BinaryNotFound names what is missing.
 
-    An explicit path must work; the etcd in use (etcd_path, else the first etcd that runs) decides where
-    the snapshot tool is looked for first."""
+    An explicit path must work: one that is missing, not executable or does not answer its version command is
+    bad input naming its option (InvalidInput `etcdutl_path` / `etcd_path`); the etcd in use (etcd_path, else the
+    first etcd that runs) decides where the snapshot tool is looked for first."""
     dirs = list(bin_dirs or ())
-    etcd = find_binary('etcd', etcd_path) if etcd_path else _etcd_in_use(dirs)
-    tool, kind = find_snapshot_tool(etcdutl_path, dirs, etcd)
+    etcd = _given('etcd', etcd_path, 'etcd_path') if etcd_path else _etcd_in_use(dirs)
+    if etcdutl_path:
+        kind = 'etcdutl' if os.path.basename(etcdutl_path).startswith('etcdutl') else 'etcdctl'
+        tool = _given(kind, etcdutl_path, 'etcdutl_path')
+    else:
+        tool, kind = find_snapshot_tool(None, dirs, etcd)
     return EtcdTools(snapshot_tool=tool, kind=kind, etcd=etcd)
+
+
+def _given(name: str, path: str, option: str) -> str:
+    """A tool path the user named: it exists, may be executed and answers its version command."""
+    validate.executable(path, option)
+    problem = probe(path, name)
+    if problem:
+        raise InvalidInput(option, 'runs', '%s at %s cannot run: %s' % (name, path, problem), path)
+    return path

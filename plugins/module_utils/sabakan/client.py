@@ -228,6 +228,7 @@ class SabakanClient:
         self.url = graphql_url(url)
         try:
             self.timeout = validate.timeout(timeout, 'timeout')
+            validate.optional_file(ca_path, 'ca_path')   # given, it must be a file even for an http:// URL
         except InvalidInput as exc:
             raise exc.recast(OptionError) from None
         self.headers = {'Content-Type': 'application/json', 'Accept': 'application/json'}

@@ -15,12 +15,13 @@ import copy
 from datetime import datetime, timedelta
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES, SabakanClient, check_machine, parse_datetime, query_variables,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
-    ConstraintsError, MachineError, SabakanResponseError, SourceError, TemplateError,
+    ConstraintsError, MachineError, SabakanResponseError, SourceError,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     load_cluster_file, load_document, load_mapping,
@@ -129,21 +130,20 @@ def machines_from(*, url: Optional[str] = None, machines: Optional[Sequence[Any]
     current = resolve_now(now)
     if machines_file is not None:
         where = f'machines file {machines_file}'
-        data = load_document(machines_file, 'machines')
-        return offline_machines(_machine_list(data, where), merged, now=current, where=f'{where}: machines')
+        with about_option('machines_file'):
+            data = load_document(machines_file, 'machines')
+            return offline_machines(_machine_list(data, where), merged, now=current, where=f'{where}: machines')
     return offline_machines(_machine_list(machines, 'machines'), merged, now=current)
 
 
 # --- template and constraints -----------------------------------------------------------------
-def load_current_cluster(path: str) -> Optional[Dict[str, Any]]:
+def load_current_cluster(path: str, option: str = 'cluster_file') -> Optional[Dict[str, Any]]:
     """The cluster file the generator will update (None when it does not exist yet), validated as a
-    CKE cluster.yml so a hand-edited mistake is reported with the file's name before anything runs."""
-    current = load_cluster_file(path)
-    if current is not None:
-        try:
+    CKE cluster.yml so a hand-edited mistake is reported with the option and the file's name before anything runs."""
+    with about_option(option, 'cluster file %s' % path):
+        current = load_cluster_file(path)
+        if current is not None:
             validate_cluster(current)
-        except TemplateError as exc:
-            raise exc.inside('cluster file %s' % path) from None
     return current
 
 
@@ -152,11 +152,9 @@ def load_template(template: Optional[Mapping[str, Any]] = None, template_file: O
     if (template is None) == (template_file is None):
         raise SourceError('', 'exactly-one', 'give exactly one of template (a mapping) or template_file (a path)')
     if template_file is not None:
-        data = load_mapping(template_file, 'template')
-        try:
+        with about_option('template_file', f'template file {template_file}'):
+            data = load_mapping(template_file, 'template')
             validate_template(data)
-        except TemplateError as exc:
-            raise exc.inside(f'template file {template_file}') from None
         return data  # type: ignore[return-value]
     validate_template(template)
     return dict(template)  # type: ignore[arg-type]
@@ -168,11 +166,8 @@ def load_constraints_input(constraints: Optional[Mapping[str, Any]] = None,
     if constraints is not None and constraints_file is not None:
         raise SourceError('', 'at-most-one', 'give at most one of constraints (a mapping) or constraints_file (a path)')
     if constraints_file is not None:
-        data = load_mapping(constraints_file, 'constraints', empty_ok=True)
-        try:
-            return load_constraints(data)
-        except ConstraintsError as exc:
-            raise exc.inside(f'constraints file {constraints_file}') from None
+        with about_option('constraints_file', f'constraints file {constraints_file}'):
+            return load_constraints(load_mapping(constraints_file, 'constraints', empty_ok=True))
     try:
         return load_constraints(constraints)
     except ConstraintsError as exc:   # its field is the constraint's key: name the option too
