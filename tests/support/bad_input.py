@@ -9,6 +9,9 @@ cases in tests/support/bad_input_cases.py. Each run is classified:
 - harm:      a file or directory under the case's scratch root changed, or a process it must not touch died
 - silent:    exit_json (success) on input that is invalid
 - changed:   fail_json that says changed
+- unnamed:   a clean refusal that does not name what was wrong: neither its `field` nor its message names the option
+             under test (or a field path inside it: `hosts[0].raft_index`), or, for an unreachable endpoint, the
+             endpoint (the user must learn which option to fix, not only that something is wrong)
 
 Used by tests/unit/plugins/modules/test_modules_bad_input.py (asserts) and bench/bad_input_sweep.py (the table).
 """
@@ -22,13 +25,14 @@ import importlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from unittest import mock
 
 from ansible.module_utils import basic
@@ -39,7 +43,7 @@ MODULES_DIR = os.path.join(REPO, 'plugins', 'modules')
 PACKAGE = 'ansible_collections.steward.cluster.plugins.modules.'
 CASES_FILE = 'tests/support/bad_input_cases.py'
 PASSING = ('refused', 'answered')
-OUTCOMES = ('refused', 'answered', 'traceback', 'hang', 'harm', 'silent', 'changed')
+OUTCOMES = ('refused', 'answered', 'traceback', 'hang', 'harm', 'silent', 'changed', 'unnamed')
 # A module's stated timeout is doubled; this covers imports and argument parsing, which no timeout bounds.
 HANG_ALLOWANCE = 3.0
 # Without a stated timeout (validation-only cases) a run must still end: far above any clean refusal.
@@ -238,7 +242,10 @@ class Case:
     state and return a callable that says what harm was done (a message) or None. `may_succeed`: the right answer
     may be a success that changes nothing (a stale pid file, an info module's unreachable endpoint); `may_remove`:
     scratch paths the module may rightly remove (a stale pid file); `startup`: seconds of start-up work no timeout
-    bounds, beyond HANG_ALLOWANCE (boto3's import and client creation: about 4 s on a loaded 2-core machine)."""
+    bounds, beyond HANG_ALLOWANCE (boto3's import and client creation: about 4 s on a loaded 2-core machine).
+    `names`: the options the refusal must name (default: every option in `args`, any one of them will do);
+    `endpoint`: the value (a URL, or a file naming one) the refusal may name instead: an unreachable endpoint's
+    error names the endpoint."""
 
     case_id: str
     args: Dict[str, Any]
@@ -248,6 +255,8 @@ class Case:
     may_succeed: bool = False
     may_remove: Tuple[str, ...] = ()
     startup: float = 0.0
+    names: Tuple[str, ...] = ()
+    endpoint: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -327,7 +336,7 @@ def generated_cases(name: str, cases: ModuleCases) -> List[Case]:
         bound = {cases.timeout: 1} if cases.timeout else {}
         for label, value in zip(('closed', 'black-hole', 'drip'), cases.endpoint_values):
             out.append(Case('%s-%s' % (cases.endpoint, label), dict(bound, **{cases.endpoint: value}), limit=1.0,
-                            may_succeed=cases.endpoint_may_succeed))
+                            may_succeed=cases.endpoint_may_succeed, names=(cases.endpoint,), endpoint=value))
     return out
 
 
@@ -389,6 +398,7 @@ def run_case(name: str, cases: ModuleCases, case: Case, servers: Servers) -> Out
     with world(servers) as here:
         args = {k: v for k, v in here.fill(dict(cases.base, **case.args)).items() if v is not None}
         harmed = case.setup(here) if case.setup else None
+        endpoints = endpoint_names(here.fill(case.endpoint)) if case.endpoint else ()
         before = here.snapshot()
         stated = case.limit
         limit = 2 * stated + HANG_ALLOWANCE + case.startup if stated else DEFAULT_LIMIT
@@ -418,7 +428,39 @@ def run_case(name: str, cases: ModuleCases, case: Case, servers: Servers) -> Out
         return Outcome('traceback', msg[:300], seconds, result)
     if result.get('changed'):
         return Outcome('changed', 'failed but changed: %s' % msg[:200], seconds, result)
+    wanted = case.names or tuple(case.args)
+    if not names_option(result, wanted, endpoints):
+        return Outcome('unnamed', 'refusal names none of %s (field %r): %s' % (
+            ', '.join(wanted), result.get('field'), msg[:300]), seconds, result)
     return Outcome('refused', msg[:300], seconds, result)
+
+
+def names_option(result: Mapping[str, Any], options: Sequence[str], endpoints: Sequence[str] = ()) -> bool:
+    """Whether a refusal tells the user what to fix: its `field` is one of `options` or a path inside one
+    (`hosts[0].raft_index` for `hosts`), or its message names one as a word (Ansible's own argspec errors:
+    "argument 'timeout' is of type ..."), or it names one of the `endpoints` that could not be reached."""
+    msg = str(result.get('msg', ''))
+    field = str(result.get('field') or '')
+    if field and re.split(r'[.\[]', field, maxsplit=1)[0] in options:
+        return True
+    if any(re.search(r'(?<![\w-])%s(?![\w-])' % re.escape(option), msg) for option in options):
+        return True
+    return any(endpoint in msg for endpoint in endpoints)
+
+
+def endpoint_names(value: Any) -> Tuple[str, ...]:
+    """How a refusal may name an endpoint option's value: its host:port (with or without the scheme); for a
+    kubeconfig file, the file or its server's host:port."""
+    names: List[str] = []
+    for item in value if isinstance(value, list) else [value]:
+        item = str(item)
+        if os.path.isfile(item):
+            names.append(item)
+            with open(item) as handle:
+                found = re.search(r'server: "?([^"\s}]+)', handle.read())
+            item = found.group(1) if found else item
+        names.append(item.split('://')[-1].rstrip('/'))
+    return tuple(names)
 
 
 def _short(result: Mapping[str, Any]) -> str:
