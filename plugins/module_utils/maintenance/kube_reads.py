@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import Config, load_config_for_viewing
@@ -54,10 +55,8 @@ def read_config(config: Optional[Mapping[str, Any]], config_file: Optional[str],
         except OSError as exc:
             raise OptionError('config_file', 'readable', 'cannot read %s: %s' % (config_file, exc.strerror or exc),
                               config_file) from None
-        try:
+        with about_option('config_file'):   # the error's field is the file (and the path in it): name the option
             return load_config_for_viewing(text, config_file), config_file
-        except ConfigError as exc:   # its field is the file (and the path inside it): name the option first
-            raise exc.inside('config_file') from None
     if config_source:
         source = parse_config_source(config_source)
         plural = 'configmaps' if source.kind == 'configmap' else 'secrets'
@@ -68,10 +67,8 @@ def read_config(config: Optional[Mapping[str, Any]], config_file: Optional[str],
         except NotFound:
             raise OptionError('config_source', 'exists', '%s %s/%s does not exist'
                               % (source.kind, source.namespace, source.name)) from None
-        try:
+        with about_option('config_source'):   # a missing key, or the YAML inside
             return load_config_for_viewing(config_text(obj, source), str(source)), str(source)
-        except ConfigError as exc:   # OptionError included: the object, the key or the YAML inside
-            raise exc.inside('config_source') from None
     return None, ''
 
 
