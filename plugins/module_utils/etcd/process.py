@@ -27,7 +27,9 @@ from urllib.parse import urlsplit
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watched_handlers, watching
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 
 
@@ -37,6 +39,7 @@ STATES = ('started', 'stopped', 'restarted')
 SETTLE_SECONDS = 1.0
 POLL_SECONDS = 0.05
 LOG_TAIL_LINES = 12
+HEALTH_GET_SECONDS = 2.0   # one /health or /version poll, the whole answer
 KEY_MARKS = ('"level":"panic"', '"level":"fatal"', '"level":"error"', 'panic: ')
 
 
@@ -323,10 +326,12 @@ def _http_get(url: str, spec: ProcessSpec) -> tuple:
             raise ProcessError('cannot use the TLS files (ca_cert %s, client_cert %s, client_key %s) for %s: %s' % (
                 spec.ca_cert, spec.client_cert, spec.client_key, url, exc)) from exc
     try:
-        opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
-        with opener.open(url, timeout=2) as resp:  # nosec - our own member's URL
+        opener = urllib.request.build_opener(*watched_handlers(context))
+        # 2 s for the whole answer, headers included: whatever holds the port and drips is "not answering yet"
+        with watching(Deadline(HEALTH_GET_SECONDS, 'GET %s' % url), url), \
+                opener.open(url, timeout=HEALTH_GET_SECONDS) as resp:  # nosec - our own member's URL
             return resp.status, resp.read().decode('utf-8', 'replace')
-    except Exception as e:  # HTTPError carries a status; anything else means "not answering yet"
+    except Exception as e:  # HTTPError carries a status; anything else means "not answering yet""
         return getattr(e, 'code', 0) or 0, ''
 
 

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watch_pool_manager, watching
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import (
     AlreadyExists,
     Conflict,
@@ -85,6 +86,7 @@ class KubeClient:
             raise KubeError('the python library kubernetes is required')
         self.configuration = configuration
         self.api = kubernetes.client.ApiClient(configuration)
+        watch_pool_manager(self.api.rest_client.pool_manager)   # a server dripping its headers is cut at the deadline
         self.timeout = timeout
 
     @classmethod
@@ -105,12 +107,13 @@ class KubeClient:
         headers = {'Accept': 'application/json', 'Content-Type': content_type}
         deadline = Deadline(self.timeout, '%s %s%s' % (method, self.host, path))
         try:
-            response = self.api.call_api(
-                path, method, query_params=list(query or []), header_params=headers, body=body,
-                auth_settings=['BearerToken'], _preload_content=False, _request_timeout=self.timeout)
-            answer = response[0] if isinstance(response, tuple) else response
-            raw = read_within(lambda: answer.read1(65536, decode_content=True), deadline)
-            answer.release_conn()
+            with watching(deadline, self.host):
+                response = self.api.call_api(
+                    path, method, query_params=list(query or []), header_params=headers, body=body,
+                    auth_settings=['BearerToken'], _preload_content=False, _request_timeout=self.timeout)
+                answer = response[0] if isinstance(response, tuple) else response
+                raw = read_within(lambda: answer.read1(65536, decode_content=True), deadline)
+                answer.release_conn()
         except ApiException as exc:
             raise error_from(method, path, exc.status, exc.reason, exc.body) from None
         except DeadlineExceeded as exc:

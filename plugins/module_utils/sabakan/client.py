@@ -17,7 +17,6 @@ import json
 import re
 import socket
 import ssl
-import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watched_handlers, watching
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     OptionError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
@@ -233,10 +233,8 @@ class SabakanClient:
             raise exc.recast(OptionError) from None
         self.headers = {'Content-Type': 'application/json', 'Accept': 'application/json'}
         self.headers.update(headers or {})
-        handlers: List[Any] = []
-        if self.url.startswith('https://'):
-            handlers.append(urllib.request.HTTPSHandler(context=self._ssl_context(validate_certs, ca_path)))
-        self._opener = urllib.request.build_opener(*handlers)
+        context = self._ssl_context(validate_certs, ca_path) if self.url.startswith('https://') else None
+        self._opener = urllib.request.build_opener(*watched_handlers(context))   # headers bounded too
 
     @staticmethod
     def _ssl_context(validate_certs: bool, ca_path: Optional[str]) -> ssl.SSLContext:
@@ -285,10 +283,13 @@ class SabakanClient:
 
     def _send(self, request: urllib.request.Request) -> tuple:
         """(HTTP status, body bytes) for 2xx-4xx; 5xx and transport failures raise SabakanUnavailable."""
-        deadline = time.monotonic() + self.timeout
+        deadline = Deadline(self.timeout, 'POST %s' % self.url)
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
+            with watching(deadline, self.url), self._opener.open(request, timeout=self.timeout) as response:
                 return response.status, self._read(response, deadline)
+        except DeadlineExceeded as e:
+            raise SabakanUnavailable('sabakan at %s did not answer within %gs (%.1fs spent)' % (
+                self.url, self.timeout, e.spent)) from None
         except urllib.error.HTTPError as e:
             try:
                 body = self._read(e, deadline)
@@ -310,13 +311,9 @@ class SabakanClient:
         except (ConnectionError, OSError) as e:  # reset mid-answer, half-closed sockets, ...
             raise SabakanUnavailable('sabakan at %s: connection failed: %s' % (self.url, e)) from None
 
-    def _read(self, response: Any, deadline: float) -> bytes:
+    def _read(self, response: Any, deadline: Deadline) -> bytes:
         """Read the body as it arrives (read1); the per-read timeout alone would let a trickling server run forever."""
-        clock = Deadline(max(deadline - time.monotonic(), 0), 'reading the answer of %s' % self.url)
-        try:
-            return read_within(lambda: response.read1(65536), clock)
-        except DeadlineExceeded:
-            raise socket.timeout('body not complete after %gs' % self.timeout) from None
+        return read_within(lambda: response.read1(65536), deadline, self.url)
 
     # -- operations
     def search_machines(self, having: Optional[Mapping[str, Any]] = None,
