@@ -287,7 +287,7 @@ def main():
         if p['snapshot_file'] is not None:
             validate.existing_file(p['snapshot_file'], 'snapshot_file')
         store = None if p['snapshot_file'] else store_from_params(p)
-        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'])
+        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
         member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
                       initial_cluster_token=p['initial_cluster_token'],
                       initial_advertise_peer_urls=p['initial_advertise_peer_urls'], force=p['force'],

@@ -205,7 +205,8 @@ def main():
         snapshot_timeout = validate.timeout(module.params['snapshot_timeout'], 'snapshot_timeout')
         conn = EtcdConnection.from_params(module.params)
         store = store_from_params(module.params, must_exist=False)
-        tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'])
+        tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'],
+                              module.params['tool_timeout'])
         result = take_full_snapshot(conn, store, now=time.time(), tmp_dir=module.params['tmp_dir'],
                                     snapshot_timeout=snapshot_timeout,
                                     tool=tools.snapshot_tool, check_mode=module.check_mode)
