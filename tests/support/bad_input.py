@@ -57,6 +57,9 @@ NOT_A_DICT = 'not a dict'
 NOT_A_CHOICE = 'no-such-choice'
 BAD_NAMES = ('', 'line\nbreak', 'nul\x00byte')
 MALFORMED_YAML = 'apiVersion: v1\nclusters: [unclosed\n  - {{{\n'
+# An etcdutl that never exits, whose child holds its output pipes (`{hanging_tool}`): killing the script alone
+# would leave the caller waiting on the pipes.
+HANGING_TOOL = '#!/bin/sh\nsleep 300 &\nwait\n'
 
 
 def module_names() -> List[str]:
@@ -88,11 +91,13 @@ def argspec_of(name: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 # --- the scratch world a case runs in ---------------------------------------------------------------------------
 class World:
     """A scratch root with a regular file, a directory, a missing path, a kubeconfig, a closed port and a black hole
-    (a listening socket that never accepts: connections open, nothing ever answers) and a drip (answers a byte every
-    half second: `{drip_url}`, `{kubeconfig_drip}`). Placeholders in case data
+    (a listening socket that never accepts: connections open, nothing ever answers), a drip (answers a byte every
+    half second: `{drip_url}`, `{kubeconfig_drip}`) and a header drip (`{slow_headers_url}`,
+    `{kubeconfig_slow_headers}`: never finishes its status line and headers), and an etcdutl that never exits
+    (`{hanging_tool}`). Placeholders in case data
     (`{root}`, `{file}`, `{dir}`, `{missing}`, `{closed_url}`, `{blackhole_url}`, `{kubeconfig}`, ...) name them."""
 
-    def __init__(self, root: str, blackhole_port: int, closed_port: int, drip_port: int = 0):
+    def __init__(self, root: str, blackhole_port: int, closed_port: int, drip_port: int = 0, slow_headers_port: int = 0):
         self.root = root
         self.values = {
             'root': root,
@@ -110,8 +115,11 @@ class World:
             'kubeconfig_blackhole': os.path.join(root, 'kubeconfig-blackhole'),
             'drip_url': 'http://127.0.0.1:%d' % drip_port,
             'kubeconfig_drip': os.path.join(root, 'kubeconfig-drip'),
+            'slow_headers_url': 'http://127.0.0.1:%d' % slow_headers_port,
+            'kubeconfig_slow_headers': os.path.join(root, 'kubeconfig-slow-headers'),
             'malformed_yaml': os.path.join(root, 'malformed.yml'),
             'json_list': os.path.join(root, 'list.json'),
+            'hanging_tool': os.path.join(root, 'tools', 'etcdutl'),
         }
         os.makedirs(self.values['dir'])
         os.makedirs(self.values['store'])
@@ -119,8 +127,12 @@ class World:
         _write(self.values['kubeconfig'], kubeconfig_text(self.values['closed_url']))
         _write(self.values['kubeconfig_blackhole'], kubeconfig_text(self.values['blackhole_url']))
         _write(self.values['kubeconfig_drip'], kubeconfig_text(self.values['drip_url']))
+        _write(self.values['kubeconfig_slow_headers'], kubeconfig_text(self.values['slow_headers_url']))
         _write(self.values['malformed_yaml'], MALFORMED_YAML)
         _write(self.values['json_list'], '[1, 2, 3]\n')
+        os.makedirs(os.path.dirname(self.values['hanging_tool']))
+        _write(self.values['hanging_tool'], HANGING_TOOL)
+        os.chmod(self.values['hanging_tool'], 0o755)
 
     def fill(self, value: Any) -> Any:
         """Placeholders replaced in strings, lists and dicts (other values as they are)."""
@@ -171,10 +183,14 @@ class BlackHole:
 
 
 class Drip:
-    """An HTTP server that answers 200 at once and then sends its body a byte every half second: a per-read socket
-    timeout never fires, only a deadline over the whole answer ends the wait."""
+    """An HTTP server that trickles: by default it answers 200 at once and then sends its body a byte every half
+    second; with `headers=True` it sends the status line and headers themselves that way (a server that never
+    finishes its headers). A per-read socket timeout never fires; only a deadline over the whole answer ends it."""
 
-    def __init__(self) -> None:
+    HEAD = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n'
+
+    def __init__(self, headers: bool = False) -> None:
+        self.headers = headers
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(('127.0.0.1', 0))
@@ -195,11 +211,15 @@ class Drip:
         try:
             conn.settimeout(5)
             conn.recv(65536)
-            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{')
-            for _byte in range(4095):
+            if self.headers:
+                trickle = self.HEAD + b''.join(b'X-Slow-%d: %s\r\n' % (n, b'y' * 40) for n in range(100))
+            else:
+                conn.sendall(self.HEAD + b'\r\n{')
+                trickle = b' ' * 4095
+            for byte in trickle:
                 if self.closed.wait(0.5):
                     break
-                conn.sendall(b' ')
+                conn.sendall(bytes([byte]))
         except OSError:
             pass
         finally:
@@ -217,21 +237,23 @@ def closed_port() -> int:
 
 
 class Servers:
-    """The misbehaving endpoints a sweep shares: a black hole and a drip."""
+    """The misbehaving endpoints a sweep shares: a black hole, a body drip and a header drip."""
 
     def __init__(self) -> None:
         self.blackhole = BlackHole()
         self.drip = Drip()
+        self.slow_headers = Drip(headers=True)
 
     def close(self) -> None:
         self.blackhole.close()
         self.drip.close()
+        self.slow_headers.close()
 
 
 @contextlib.contextmanager
 def world(servers: Servers) -> Iterator[World]:
     with tempfile.TemporaryDirectory(prefix='steward-bad-input-') as root:
-        yield World(root, servers.blackhole.port, closed_port(), servers.drip.port)
+        yield World(root, servers.blackhole.port, closed_port(), servers.drip.port, servers.slow_headers.port)
 
 
 # --- cases --------------------------------------------------------------------------------------------------------
@@ -271,7 +293,7 @@ class ModuleCases:
     base: Dict[str, Any]
     timeout: Optional[str] = None
     endpoint: Optional[str] = None
-    endpoint_values: Tuple[Any, ...] = ('{closed_url}', '{blackhole_url}', '{drip_url}')
+    endpoint_values: Tuple[Any, ...] = ('{closed_url}', '{blackhole_url}', '{drip_url}', '{slow_headers_url}')
     files: Tuple[str, ...] = ()
     not_files: Tuple[str, ...] = ()
     dirs: Tuple[str, ...] = ()
@@ -334,7 +356,7 @@ def generated_cases(name: str, cases: ModuleCases) -> List[Case]:
                 out.append(Case('%s=%r' % (option, value), {option: value}))
     if cases.endpoint:
         bound = {cases.timeout: 1} if cases.timeout else {}
-        for label, value in zip(('closed', 'black-hole', 'drip'), cases.endpoint_values):
+        for label, value in zip(('closed', 'black-hole', 'drip', 'slow-headers'), cases.endpoint_values):
             out.append(Case('%s-%s' % (cases.endpoint, label), dict(bound, **{cases.endpoint: value}), limit=1.0,
                             may_succeed=cases.endpoint_may_succeed, names=(cases.endpoint,), endpoint=value))
     return out

@@ -14,10 +14,11 @@ from support.bad_input import Case, ModuleCases, bystander_process
 from support.tls import ca_pem
 
 CP = [{'name': 'cp1', 'address': '10.0.0.11'}]
-ETCD_ENDPOINTS = (['{closed_url}'], ['{blackhole_url}'], ['{drip_url}'])
+ETCD_ENDPOINTS = (['{closed_url}'], ['{blackhole_url}'], ['{drip_url}'], ['{slow_headers_url}'])
 KUBE = {'kubeconfig': '{kubeconfig}', 'request_timeout': 1}
 KUBE_ENDPOINT = dict(endpoint='kubeconfig', timeout='request_timeout',
-                     endpoint_values=('{kubeconfig}', '{kubeconfig_blackhole}', '{kubeconfig_drip}'))
+                     endpoint_values=('{kubeconfig}', '{kubeconfig_blackhole}', '{kubeconfig_drip}',
+                                      '{kubeconfig_slow_headers}'))
 S3_STORE = 's3://bucket/prefix'
 BOTO3_STARTUP = 15.0   # boto3's import and S3 client creation, which no timeout bounds (4-11 s on a loaded 2-core machine);
 #                        still far below the 60 s read timeout x botocore retries a black hole cost before
@@ -162,7 +163,15 @@ CASES = {
                Case('store-is-a-file', {'store': '{file}'}),
                Case('s3-endpoint-black-hole', {'store': S3_STORE, 's3_endpoint_url': '{blackhole_url}',
                                                'region': 'us-east-1', 'store_timeout': 3, **S3_KEYS}, limit=3.0,
-                    startup=BOTO3_STARTUP, names=('s3_endpoint_url',), endpoint='{blackhole_url}')]),
+                    startup=BOTO3_STARTUP, names=('s3_endpoint_url',), endpoint='{blackhole_url}'),
+               Case('s3-endpoint-slow-headers', {'store': S3_STORE, 's3_endpoint_url': '{slow_headers_url}',
+                                                 'region': 'us-east-1', 'store_timeout': 1, **S3_KEYS}, limit=1.0,
+                    startup=BOTO3_STARTUP, names=('s3_endpoint_url',), endpoint='{slow_headers_url}'),
+               Case('s3-endpoint-drip', {'store': S3_STORE, 's3_endpoint_url': '{drip_url}', 'region': 'us-east-1',
+                                         'store_timeout': 1, **S3_KEYS}, limit=1.0,
+                    startup=BOTO3_STARTUP, names=('s3_endpoint_url',), endpoint='{drip_url}'),
+               Case('etcdutl_path-never-exits', {'etcdutl_path': '{hanging_tool}', 'tool_timeout': 1}, limit=1.0,
+                    names=('etcdutl_path',))]),
     'join_script': ModuleCases(
         base={'control_plane': CP, 'node_name': 'w7', 'address': '10.0.1.7', 'dest': '{root}/join.sh',
               'authority': AUTHORITY},
