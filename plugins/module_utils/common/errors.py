@@ -30,6 +30,11 @@ class InvalidInput(ValueError):
         self.detail = message
         super().__init__('%s: %s' % (field, message) if field else message)
 
+    def explained(self) -> str:
+        """The message with its rule, as a status condition or an Event shows it: the field leads the message, the
+        value is in it (never for secrets), the rule closes it (`spec.maxBackups: ..., got 0 (rule: minimum)`)."""
+        return '%s (rule: %s)' % (self, self.rule) if self.rule else str(self)
+
     def at(self, prefix: str) -> 'InvalidInput':
         """The same error (same class) with its field placed under `prefix` (`spec` + `replicas` -> `spec.replicas`)."""
         field = prefix + ('.' + self.field if self.field and not self.field.startswith('[') else self.field)

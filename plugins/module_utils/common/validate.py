@@ -66,6 +66,13 @@ def integer(value: Any, field: str, minimum: Optional[int] = None, maximum: Opti
     return value
 
 
+def boolean(value: Any, field: str) -> bool:
+    """true or false as YAML/JSON booleans; the text "false" (truthy in Python) or 0/1 are refused."""
+    if not isinstance(value, bool):
+        raise InvalidInput(field, 'boolean', 'expected true or false, got %s' % shown(value), value)
+    return value
+
+
 def timeout(value: Any, field: str, maximum: float = MAX_TIMEOUT_SECONDS) -> float:
     """Seconds to wait: positive, finite, at most `maximum` (a week by default)."""
     return number(value, field, minimum=0, maximum=maximum, exclusive_minimum=True)
@@ -211,6 +218,15 @@ def endpoint_url(value: Any, field: str, schemes: Sequence[str] = ('http', 'http
     if port == 0:
         raise InvalidInput(field, 'url', 'port 0 in %s is not a port' % shown(value), value)
     return url
+
+
+def ip_address(value: Any, field: str) -> str:
+    """An IPv4 or IPv6 address, returned in its canonical form."""
+    text_value = text(value, field)
+    try:
+        return str(ipaddress.ip_address(text_value))
+    except ValueError:
+        raise InvalidInput(field, 'ip-address', 'expected an IPv4 or IPv6 address, got %s' % shown(value), value) from None
 
 
 def _is_ipv6(host: str) -> bool:

@@ -95,7 +95,12 @@ def test_everything_set():
     (with_(interval='10'), "spec.interval: '10' is not a duration"),
     (with_(interval='0s'), 'spec.interval: must be longer than 0'),
     (with_(timeout='5x'), "spec.timeout: '5x' is not a duration"),
-    (with_(waitRetiredSeconds=-1), 'spec.waitRetiredSeconds: expected a number of seconds >= 0, got -1'),
+    (with_(waitRetiredSeconds=-1), 'spec.waitRetiredSeconds: must be at least 0, got -1'),
+    (with_(waitRetiredSeconds=float('nan')), 'spec.waitRetiredSeconds: must be a finite number'),
+    (with_(waitRetiredSeconds=float('inf')), 'spec.waitRetiredSeconds: must be a finite number'),
+    (with_(waitRetiredSeconds='300'), "spec.waitRetiredSeconds: expected a number of seconds, got '300'"),
+    (with_(url='http://sa bakan:10080'), "spec.url: host 'sa bakan'"),
+    (with_(url='http://sabakan:0'), 'spec.url: port 0'),
     (with_(clusterConfigMap={'key': 'a/b'}), "spec.clusterConfigMap.key: expected a ConfigMap key"),
     ('nope', 'spec: expected an object'),
 ])
