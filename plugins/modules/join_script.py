@@ -114,9 +114,7 @@ SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, dest={'type': 'path', 'required': True},
 def check_dest(value):
     """`dest`: an absolute path to a file (not a directory) in a directory that exists, checked before anything
     is rendered (the script is written beside it first, then renamed into place)."""
-    dest = validate.absolute_path(value, 'dest')
-    if os.path.isdir(dest):
-        raise InvalidInput('dest', 'file', '%s is a directory; name the script file in it' % dest, dest)
+    dest = validate.regular_file_or_absent(value, 'dest')   # a directory or a FIFO: refused
     validate.existing_dir(os.path.dirname(dest), 'dest')
     return dest
 

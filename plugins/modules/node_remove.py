@@ -135,7 +135,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_subdomain
+from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label, dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
@@ -173,9 +173,11 @@ def etcd_connection(p):
     timeout = validate.timeout(p['etcd_timeout'], 'etcd_timeout', maximum=300)
     if p['member_id']:
         try:
-            int(p['member_id'], 16)
+            member_id = int(p['member_id'], 16)
         except ValueError:
             raise InvalidInput('member_id', 'hex', 'expected a hexadecimal etcd member ID', p['member_id']) from None
+        if member_id == 0:   # etcd never gives a member the ID 0
+            raise InvalidInput('member_id', 'hex', 'an etcd member ID is never 0', p['member_id'])
     if p['peer_url']:
         validate.endpoint_url(p['peer_url'], 'peer_url')
     if not (p['peer_url'] or p['member_id']):
@@ -191,6 +193,8 @@ def main():
     p = module.params
     try:
         name = dns_subdomain(p['name'], 'name')
+        for index, namespace in enumerate(p['protected_namespaces']):
+            dns_label(namespace, 'protected_namespaces[%d]' % index)
         etcd = etcd_connection(p)
         client = client_from_params(p) if p['drain'] or p['delete_node'] else None
         result = remove_node(name=name, client=client, etcd=etcd, peer_url=p['peer_url'], member_id=p['member_id'],

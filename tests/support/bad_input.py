@@ -93,11 +93,13 @@ class World:
     """A scratch root with a regular file, a directory, a missing path, a kubeconfig, a closed port and a black hole
     (a listening socket that never accepts: connections open, nothing ever answers), a drip (answers a byte every
     half second: `{drip_url}`, `{kubeconfig_drip}`) and a header drip (`{slow_headers_url}`,
-    `{kubeconfig_slow_headers}`: never finishes its status line and headers), and an etcdutl that never exits
+    `{kubeconfig_slow_headers}`: never finishes its status line and headers), a liar (`{liar_url}`,
+    `{kubeconfig_liar}`: 200 at once with JSON of the wrong shape), and an etcdutl that never exits
     (`{hanging_tool}`). Placeholders in case data
     (`{root}`, `{file}`, `{dir}`, `{missing}`, `{closed_url}`, `{blackhole_url}`, `{kubeconfig}`, ...) name them."""
 
-    def __init__(self, root: str, blackhole_port: int, closed_port: int, drip_port: int = 0, slow_headers_port: int = 0):
+    def __init__(self, root: str, blackhole_port: int, closed_port: int, drip_port: int = 0, slow_headers_port: int = 0,
+                 liar_port: int = 0):
         self.root = root
         self.values = {
             'root': root,
@@ -117,6 +119,8 @@ class World:
             'kubeconfig_drip': os.path.join(root, 'kubeconfig-drip'),
             'slow_headers_url': 'http://127.0.0.1:%d' % slow_headers_port,
             'kubeconfig_slow_headers': os.path.join(root, 'kubeconfig-slow-headers'),
+            'liar_url': 'http://127.0.0.1:%d' % liar_port,
+            'kubeconfig_liar': os.path.join(root, 'kubeconfig-liar'),
             'malformed_yaml': os.path.join(root, 'malformed.yml'),
             'json_list': os.path.join(root, 'list.json'),
             'hanging_tool': os.path.join(root, 'tools', 'etcdutl'),
@@ -128,6 +132,7 @@ class World:
         _write(self.values['kubeconfig_blackhole'], kubeconfig_text(self.values['blackhole_url']))
         _write(self.values['kubeconfig_drip'], kubeconfig_text(self.values['drip_url']))
         _write(self.values['kubeconfig_slow_headers'], kubeconfig_text(self.values['slow_headers_url']))
+        _write(self.values['kubeconfig_liar'], kubeconfig_text(self.values['liar_url']))
         _write(self.values['malformed_yaml'], MALFORMED_YAML)
         _write(self.values['json_list'], '[1, 2, 3]\n')
         os.makedirs(os.path.dirname(self.values['hanging_tool']))
@@ -230,6 +235,45 @@ class Drip:
         self.sock.close()
 
 
+class Liar:
+    """An HTTP server that answers every request at once with 200 and JSON of the wrong shape for every client here
+    (a Kubernetes list whose items are not a list, an etcd status without a header, sabakan machines that are not a
+    list): a server that lies, rather than one that fails."""
+
+    BODY = (b'{"kind": "NodeList", "apiVersion": "v1", "items": "not a list", "metadata": 5, "header": "x", '
+            b'"members": "x", "version": 5, "data": {"searchMachines": "x", "machine": 5}}')
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _addr = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(5)
+            conn.recv(65536)
+            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n'
+                         b'Connection: close\r\n\r\n%s' % (len(self.BODY), self.BODY))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(('127.0.0.1', 0))
@@ -243,8 +287,10 @@ class Servers:
         self.blackhole = BlackHole()
         self.drip = Drip()
         self.slow_headers = Drip(headers=True)
+        self.liar = Liar()
 
     def close(self) -> None:
+        self.liar.close()
         self.blackhole.close()
         self.drip.close()
         self.slow_headers.close()
@@ -253,7 +299,8 @@ class Servers:
 @contextlib.contextmanager
 def world(servers: Servers) -> Iterator[World]:
     with tempfile.TemporaryDirectory(prefix='steward-bad-input-') as root:
-        yield World(root, servers.blackhole.port, closed_port(), servers.drip.port, servers.slow_headers.port)
+        yield World(root, servers.blackhole.port, closed_port(), servers.drip.port, servers.slow_headers.port,
+                    servers.liar.port)
 
 
 # --- cases --------------------------------------------------------------------------------------------------------

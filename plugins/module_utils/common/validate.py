@@ -128,6 +128,22 @@ def existing_file(value: Any, field: str, readable: bool = True) -> str:
     return path
 
 
+def regular_file_or_absent(value: Any, field: str) -> str:
+    """An absolute path that is a regular file or nothing yet (a pid file, a file this run writes): a directory, a
+    FIFO, a socket or a device is refused before anything opens it - opening a FIFO blocks until a writer comes."""
+    path = absolute_path(value, field)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InvalidInput(field, 'exists', 'cannot read %s: %s' % (shown(path), exc.strerror), path) from None
+    if not stat.S_ISREG(st.st_mode):
+        what = 'a directory' if stat.S_ISDIR(st.st_mode) else 'not a regular file (a FIFO, socket or device)'
+        raise InvalidInput(field, 'file', '%s is %s' % (shown(path), what), path)
+    return path
+
+
 def executable(value: Any, field: str) -> str:
     """A path naming an existing regular file this process may execute (a tool: etcdutl, etcd, haproxy)."""
     path = existing_file(value, field, readable=False)
@@ -217,16 +233,25 @@ def endpoint_url(value: Any, field: str, schemes: Sequence[str] = ('http', 'http
             shown(parts.hostname), shown(value)), value)
     if port == 0:
         raise InvalidInput(field, 'url', 'port 0 in %s is not a port' % shown(value), value)
+    if parts.username is not None or parts.password is not None:   # it would end up in logs and error messages
+        raise InvalidInput(field, 'url', 'must not carry a user or password (give the credentials their own '
+                           'options)', None, secret=True)
+    if parts.fragment:
+        raise InvalidInput(field, 'url', 'a #fragment in %s is never sent to a server' % shown(value), value)
     return url
 
 
 def ip_address(value: Any, field: str) -> str:
-    """An IPv4 or IPv6 address, returned in its canonical form."""
+    """A host's IPv4 or IPv6 address, returned in its canonical form: not 0.0.0.0/:: (no host) nor multicast."""
     text_value = text(value, field)
     try:
-        return str(ipaddress.ip_address(text_value))
+        address = ipaddress.ip_address(text_value)
     except ValueError:
         raise InvalidInput(field, 'ip-address', 'expected an IPv4 or IPv6 address, got %s' % shown(value), value) from None
+    if address.is_unspecified or address.is_multicast:
+        raise InvalidInput(field, 'ip-address', '%s is not the address of a host (%s)' % (
+            shown(value), 'unspecified' if address.is_unspecified else 'multicast'), value)
+    return str(address)
 
 
 def _is_ipv6(host: str) -> bool:
@@ -254,6 +279,29 @@ def typed_mapping(value: Any, field: str, required: Mapping[str, Tuple[type, ...
             wanted = ' or '.join(t.__name__ for t in types)
             raise InvalidInput(where, 'type', 'expected %s, got %s' % (wanted, shown(item)), item)
     return value
+
+
+# Values a parsed document may hold, counted as a reader sees them (a YAML alias counts each time it is used).
+MAX_DOCUMENT_VALUES = 1000000
+
+
+def document_size(data: Any, field: str, limit: int = MAX_DOCUMENT_VALUES) -> Any:
+    """A parsed YAML/JSON document that stays within `limit` values once its aliases are followed: YAML's anchors
+    let a 1 KiB "billion laughs" file stand for 10^9 values, which any code that walks it (interpolation, a copy,
+    JSON) would try to build. Counting stops at the limit, so the check itself stays cheap."""
+    count, stack = 0, [data]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            raise InvalidInput(field, 'max-size', 'holds more than %d values once its YAML aliases are expanded '
+                               '(a "billion laughs" document?)' % limit)
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return data
 
 
 def one_of(value: Any, field: str, choices: Iterable[Any]) -> Any:

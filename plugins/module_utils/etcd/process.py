@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import time
 import urllib.request
@@ -156,8 +157,11 @@ def read_pid_file(path: str) -> Optional[int]:
 
 
 def read_pid_record(path: str) -> tuple:
-    """(pid, recorded start time) from a pid file; (None, None) when it cannot be read."""
+    """(pid, recorded start time) from a pid file; (None, None) when it cannot be read (or is no regular file:
+    opening a FIFO would block)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, None
         with open(path) as f:
             text = f.read()
     except (IOError, OSError, ValueError):
@@ -378,9 +382,7 @@ def check_spec(spec: ProcessSpec, state: str, check_mode: bool = False) -> None:
     In check mode the config file may be missing: the task that writes it (the role's etcd_config) ran in check
     mode too and wrote nothing, so only its path is checked; the real run requires the file."""
     validate.one_of(state, 'state', STATES)
-    pid_file = validate.absolute_path(spec.pid_file, 'pid_file')
-    if os.path.isdir(pid_file):
-        raise InvalidInput('pid_file', 'file', '%s is a directory' % pid_file, pid_file)
+    pid_file = validate.regular_file_or_absent(spec.pid_file, 'pid_file')   # a directory or a FIFO: refused
     if spec.log_file is not None:
         validate.absolute_path(spec.log_file, 'log_file')
         if os.path.isdir(spec.log_file):

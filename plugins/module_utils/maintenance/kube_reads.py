@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, about_option
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import Config, load_config_for_viewing
@@ -49,6 +50,10 @@ def read_config(config: Optional[Mapping[str, Any]], config_file: Optional[str],
     if config is not None:
         return load_config_for_viewing(dict(config), 'config'), 'config'
     if config_file:
+        try:   # a regular, readable file: opening a FIFO would block
+            validate.existing_file(config_file, 'config_file')
+        except InvalidInput as exc:
+            raise exc.recast(OptionError) from None
         try:
             with open(config_file, 'rb') as handle:
                 text = handle.read()

@@ -154,6 +154,15 @@ def _image(value: Any, field: str) -> str:
     return text
 
 
+def _repository(value: Any, field: str) -> str:
+    """A registry and path that `<repository>/<component>:<version>` makes an image reference of."""
+    text = validate.text(value, field)
+    if not _IMAGE.match('%s/kube-apiserver:v1' % text.rstrip('/')):
+        raise InvalidInput(field, 'image', 'expected a registry and path such as registry.k8s.io, got %s' % shown(value),
+                           value)
+    return text.rstrip('/')
+
+
 def _members(value: Any, field: str) -> Tuple[Member, ...]:
     if not isinstance(value, list) or not value:
         raise InvalidInput(field, 'non-empty-list', 'expected a non-empty list of {name, address}, got %s'
@@ -237,7 +246,7 @@ def parse_cluster(params: Mapping[str, Any]) -> ClusterSpec:
         cluster_name=dns_subdomain(p['cluster_name'], 'cluster_name'),
         control_plane=_members(p.get('control_plane'), 'control_plane'),
         kubernetes_version=version,
-        image_repository=validate.text(p['image_repository'], 'image_repository'),
+        image_repository=_repository(p['image_repository'], 'image_repository'),
         etcd_image=_image(p['etcd_image'], 'etcd_image'),
         lb_image=_image(p['lb_image'], 'lb_image'),
         service_cidr=service_cidr,

@@ -20,7 +20,7 @@ import ssl
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
@@ -193,6 +193,20 @@ def check_machine(machine: Any, where: str) -> Dict[str, Any]:
     return machine
 
 
+def check_unique(machines: List[Dict[str, Any]], where: str) -> List[Dict[str, Any]]:
+    """No two machines with one serial or one IPv4 address (sabakan's own invariants): a list that breaks them is
+    not sabakan's answer, and planning from it would put one server in the cluster twice."""
+    seen: Dict[Tuple[str, str], int] = {}
+    for index, machine in enumerate(machines):
+        spec = machine.get('spec') or {}
+        for key, value in [('spec.serial', spec.get('serial'))] + [('spec.ipv4', a) for a in spec.get('ipv4') or []]:
+            if (key, value) in seen:
+                raise _fail('%s[%d]' % (where, index), key, 'is also %s[%d] (%s must be unique)' % (
+                    where, seen[(key, value)], key), value)
+            seen[(key, value)] = index
+    return machines
+
+
 def _check_status(status: Any, where: str) -> Dict[str, Any]:
     if not isinstance(status, dict):
         raise _fail(where, 'status', 'must be an object', status)
@@ -213,6 +227,10 @@ def graphql_url(url: str) -> str:
     """Full GraphQL endpoint: `/graphql` is appended when the URL has no path."""
     if not isinstance(url, str) or not url.strip():
         raise OptionError('url', 'url', 'the sabakan URL must be a non-empty string like http://sabakan:10080, got %r' % (url,), url)
+    try:
+        validate.endpoint_url(url.strip(), 'url')
+    except InvalidInput as exc:
+        raise exc.recast(OptionError) from None
     parts = urlsplit(url.strip())
     if parts.scheme not in ('http', 'https') or not parts.netloc:
         raise OptionError('url', 'url', '%r must start with http:// or https:// and name a host' % url, url)
@@ -325,7 +343,8 @@ class SabakanClient:
         if not isinstance(machines, list):
             raise SabakanResponseError('sabakan at %s: data.searchMachines must be a list, got %s'
                                        % (self.url, _excerpt(json.dumps(machines).encode())))
-        return [check_machine(m, '%s: searchMachines[%d]' % (self.url, i)) for i, m in enumerate(machines)]
+        return check_unique([check_machine(m, '%s: searchMachines[%d]' % (self.url, i)) for i, m in enumerate(machines)],
+                            '%s: searchMachines' % self.url)
 
     def search(self, variables: Union[Mapping[str, Any], str, None] = None,
                defaults: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
-    GENERATOR_VARIABLES, SabakanClient, check_machine, parse_datetime, query_variables,
+    GENERATOR_VARIABLES, SabakanClient, check_machine, check_unique, parse_datetime, query_variables,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
@@ -99,11 +99,13 @@ def offline_machines(machines: Sequence[Any], variables: Mapping[str, Any], *, n
                      where: str = 'machines') -> List[Dict[str, Any]]:
     """Check offline machines like the client checks sabakan's answer, then apply the query variables."""
     checked = []
-    for index, raw in enumerate(machines):
-        try:
+    try:
+        for index, raw in enumerate(machines):
             checked.append(check_machine(_complete_status(raw, now), f'{where}[{index}]'))
-        except SabakanResponseError as exc:   # the message names the machine and the field
-            raise MachineError('', 'machine', str(exc)) from None
+        check_unique(checked, where)
+    except SabakanResponseError as exc:   # the message names the machine and the field
+        # the option when the list is the option itself; a file's machines are named by about_option('machines_file')
+        raise MachineError('machines' if where == 'machines' else '', 'machine', str(exc)) from None
     return [m for m in checked if match_machine(m, variables, now)]
 
 
@@ -123,10 +125,11 @@ def machines_from(*, url: Optional[str] = None, machines: Optional[Sequence[Any]
         raise SourceError('', 'exactly-one', 'give exactly one machine source: url (sabakan), machines (a list) or '
                           'machines_file; ' + (f'got {" and ".join(given)}' if given else 'got none'))
     defaults = GENERATOR_VARIABLES if defaults is None else defaults
+    with about_option('variables'):   # `having: {colour: ...}` is about the option `variables`
+        merged = query_variables(variables, defaults)
     if url is not None:
         client = SabakanClient(url, timeout=timeout, validate_certs=validate_certs, ca_path=ca_path)
-        return client.search(variables, defaults)
-    merged = query_variables(variables, defaults)
+        return client.search(merged, {})
     current = resolve_now(now)
     if machines_file is not None:
         where = f'machines file {machines_file}'

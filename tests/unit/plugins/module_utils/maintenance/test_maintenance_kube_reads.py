@@ -7,6 +7,7 @@ the config_source option, the text out of a ConfigMap or Secret, a file, and `${
 from __future__ import annotations
 
 import base64
+import os
 
 import pytest
 
@@ -53,9 +54,12 @@ def test_read_config_sources(tmp_path):
     path.write_text(FLATCAR)
     config, where = read_config(None, str(path), None, None)
     assert where == str(path) and 'flatcar' in config.profiles
-    with pytest.raises(OptionError, match='^config_file: cannot read .*missing.yaml') as info:
+    with pytest.raises(OptionError, match="^config_file: '.*missing.yaml' does not exist") as info:
         read_config(None, str(tmp_path / 'missing.yaml'), None, None)
     assert info.value.field == 'config_file'
+    os.mkfifo(str(tmp_path / 'fifo'))   # opening it would block: refused before
+    with pytest.raises(OptionError, match='is not a regular file') as info:
+        read_config(None, str(tmp_path / 'fifo'), None, None)
     (tmp_path / 'bad.yaml').write_text('intervals: [unclosed\n')
     with pytest.raises(ConfigError, match='^config_file: .*bad.yaml: ') as info:
         read_config(None, str(tmp_path / 'bad.yaml'), None, None)

@@ -404,3 +404,15 @@ def test_wait_seconds():
     assert check_wait_seconds(300) == 300.0
     with pytest.raises(OptionError, match='wait_retired_seconds'):
         check_wait_seconds(-1)
+
+
+def test_offline_machines_with_one_serial_or_address_twice_are_refused():
+    """sabakan's own invariants: planning from such a list would put one server in the cluster twice."""
+    data = fleet()
+    twice = data + [dict(data[0], spec=dict(data[0]['spec'], ipv4=['10.99.0.1']))]
+    with pytest.raises(MachineError, match=r'machines\[6\]: spec.serial is also machines\[0\]') as err:
+        machines_from(machines=twice, now=NOW)
+    assert err.value.field == 'machines'
+    same_ip = data + [dict(data[0], spec=dict(data[0]['spec'], serial='other'))]
+    with pytest.raises(MachineError, match=r'spec.ipv4 is also machines\[0\]'):
+        machines_from(machines=same_ip, now=NOW)
