@@ -388,7 +388,7 @@ def _watch_botocore(client: Any) -> None:
     """Watch the sockets of `client` (common/http_deadline.py) and check the deadline before every attempt, so
     no retry starts after it. botocore has no public hook for its connection classes: its session's pool-class
     mapping (shared by its proxy managers) is changed in place; a botocore without it fails loudly here, not
-    silently without the bound (tests/unit/.../test_etcd_s3_deadline.py pins it)."""
+    silently without the bound (tests/integration/test_etcd_store_deadlines.py: the header drip would hang)."""
     client.meta.events.register('before-send.s3', _before_send)
     try:
         classes = client._endpoint.http_session._pool_classes_by_scheme  # pylint: disable=protected-access
