@@ -58,7 +58,7 @@ OUTSIDE: Dict[str, List[Case]] = {
         case('lb_port-zero', {'lb_port': 0}),
         case('control_plane-host-name-not-ip', {'control_plane': [{'name': 'cp1', 'address': 'cp1.example'}]}),
         case('control_plane-duplicate-address', {'control_plane': [{'name': 'cp1', 'address': '10.0.0.11'},
-                                                                  {'name': 'cp2', 'address': '10.0.0.11'}]}),
+                                                                   {'name': 'cp2', 'address': '10.0.0.11'}]}),
         case('reload_timeout-nan', {'reload_timeout': float('nan')}),
         case('root-with-dotdot', {'root': '{root}/../escaped'}),
     ],

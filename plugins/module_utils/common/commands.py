@@ -32,21 +32,21 @@ def run_bounded(argv: Sequence[str], timeout: float, what: Optional[str] = None,
     be started."""
     what = what or ' '.join([os.path.basename(argv[0])] + list(argv[1:2]))
     started = time.monotonic()
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(env) if env is not None else None, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+    with subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=dict(env) if env is not None else None, start_new_session=True) as proc:
         try:
-            proc.communicate(timeout=DRAIN_SECONDS)
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pass
-        raise DeadlineExceeded(what, None, timeout, time.monotonic() - started,
-                               'killed it and its process group %d' % proc.pid) from None
-    except BaseException:
-        _kill_group(proc)
-        raise
+            _kill_group(proc)
+            try:
+                proc.communicate(timeout=DRAIN_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            raise DeadlineExceeded(what, None, timeout, time.monotonic() - started,
+                                   'killed it and its process group %d' % proc.pid) from None
+        except BaseException:
+            _kill_group(proc)
+            raise
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 

@@ -382,7 +382,7 @@ def check_spec(spec: ProcessSpec, state: str, check_mode: bool = False) -> None:
     In check mode the config file may be missing: the task that writes it (the role's etcd_config) ran in check
     mode too and wrote nothing, so only its path is checked; the real run requires the file."""
     validate.one_of(state, 'state', STATES)
-    pid_file = validate.regular_file_or_absent(spec.pid_file, 'pid_file')   # a directory or a FIFO: refused
+    validate.regular_file_or_absent(spec.pid_file, 'pid_file')   # a directory or a FIFO: refused
     if spec.log_file is not None:
         validate.absolute_path(spec.log_file, 'log_file')
         if os.path.isdir(spec.log_file):

@@ -62,8 +62,8 @@ try:
     import boto3
     from boto3.s3.transfer import S3Transfer, TransferConfig
     from botocore.config import Config
-    from s3transfer.manager import TransferManager
     from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+    from s3transfer.manager import TransferManager
     HAS_BOTO3 = True
 except ImportError:  # reported by the module through missing_required_lib
     HAS_BOTO3 = False
