@@ -187,6 +187,25 @@ class BlackHole:
         self.sock.close()
 
 
+def serve_each(handle: Callable[[socket.socket], None]) -> socket.socket:
+    """A listening socket on a free loopback port whose every connection is handed to `handle` on a thread of its
+    own (until the socket is closed). The misbehaving servers below differ only in `handle`."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(('127.0.0.1', 0))
+    sock.listen(64)
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _addr = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+    threading.Thread(target=accept, daemon=True).start()
+    return sock
+
+
 class Drip:
     """An HTTP server that trickles: by default it answers 200 at once and then sends its body a byte every half
     second; with `headers=True` it sends the status line and headers themselves that way (a server that never
@@ -196,21 +215,9 @@ class Drip:
 
     def __init__(self, headers: bool = False) -> None:
         self.headers = headers
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(('127.0.0.1', 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
         self.closed = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                conn, _addr = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+        self.sock = serve_each(self._drip)
+        self.port = self.sock.getsockname()[1]
 
     def _drip(self, conn: socket.socket) -> None:
         try:
@@ -244,20 +251,8 @@ class Liar:
             b'"members": "x", "version": 5, "data": {"searchMachines": "x", "machine": 5}}')
 
     def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(('127.0.0.1', 0))
-        self.sock.listen(64)
+        self.sock = serve_each(self._answer)
         self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _addr = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
 
     def _answer(self, conn: socket.socket) -> None:
         try:

@@ -8,34 +8,26 @@ import socket
 import threading
 import time
 
+from support.bad_input import serve_each
+
 
 class SlowProxy:
     def __init__(self, target_port: int, delay: float, target_host: str = '127.0.0.1'):
         self.target = (target_host, target_port)
         self.delay = delay
         self.requests = 0
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(('127.0.0.1', 0))
-        self.sock.listen(64)
+        self.sock = serve_each(self._connect)
         self.port = self.sock.getsockname()[1]
         self.url = 'http://127.0.0.1:%d' % self.port
-        self.closed = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
 
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                client, _addr = self.sock.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.target, timeout=10)
-            except OSError:
-                client.close()
-                continue
-            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+    def _connect(self, client: socket.socket) -> None:
+        try:
+            server = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+        self._pipe(server, client, False)
 
     def _pipe(self, source: socket.socket, sink: socket.socket, slow: bool) -> None:
         try:
@@ -57,5 +49,4 @@ class SlowProxy:
                     pass
 
     def close(self) -> None:
-        self.closed.set()
         self.sock.close()
