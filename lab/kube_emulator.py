@@ -195,7 +195,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: kmock.Request):
         if self.audit is not None:
-            self.audit.append((request.headers.get('User-Agent', ''), str(request.method).upper().split('.')[-1],
+            self.audit.append((request.headers.get('User-Agent', ''), str(request.method).upper().rsplit('.', maxsplit=1)[-1],
                                request.url.path, dict(request.params)))
         self._serving.add(id(request))
         self._forget_served_requests()

@@ -40,7 +40,7 @@ def fake_tool(tmp_path, script):
 
 def child_gone(pids):
     pid = int(pids.read_text())
-    for _ in range(50):
+    for _attempt in range(50):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
