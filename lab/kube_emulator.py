@@ -138,6 +138,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         self._serving: set = set()   # ids of the requests being served (see _forget_served_requests)
         self._mover_due: Dict[Key, float] = {}
         self._mover_timers: Dict[Key, asyncio.TimerHandle] = {}
+        # (User-Agent, method, path, query) of every request while a list is set: an audit log as the API server
+        # writes one, for tests that compare what a client calls with the RBAC it is granted.
+        self.audit: Optional[List[Tuple[str, str, str, Dict[str, str]]]] = None
 
     # --- CRDs ------------------------------------------------------------------------------
     def register_crd(self, crd: Dict[str, Any]) -> None:
@@ -191,6 +194,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
 
     async def _handle(self, request: kmock.Request):
+        if self.audit is not None:
+            self.audit.append((request.headers.get('User-Agent', ''), str(request.method).upper().rsplit('.', maxsplit=1)[-1],
+                               request.url.path, dict(request.params)))
         self._serving.add(id(request))
         self._forget_served_requests()
         try:

@@ -2,7 +2,8 @@
 tests/unit/plugins/modules/test_modules_bad_input.py runs), counted per outcome.
 
     make pytest ARGS=... is for asserting; this prints:  .venv/bin/python tests/bad_input_sweep.py [module ...]
-    (from the repository root after `make all`; --failures lists each case that was not refused cleanly)
+    (from the repository root after `make all`; --failures lists each case that was not refused cleanly;
+    --outside runs the outside sweep's cases, tests/support/bad_input_outside.py, instead of the suite's)
 
 Outcomes: refused/answered pass; traceback, hang (past twice the stated timeout), harm (disk or process changed),
 silent (success on invalid input) and changed (a failure that says changed) are the issue's defects.
@@ -22,13 +23,21 @@ from support.bad_input import OUTCOMES, Servers, all_cases, module_names, run_ca
 from support.bad_input_cases import CASES  # noqa: E402
 
 
-def sweep(names, show_failures):
+def cases_of(name, outside):
+    """The suite's cases of a module, or with --outside the outside sweep's (support/bad_input_outside.py)."""
+    from support.bad_input_outside import OUTSIDE, found_cases  # pylint: disable=import-outside-toplevel
+    if outside:
+        return OUTSIDE.get(name, [])
+    return all_cases(name, CASES[name]) + found_cases(name) if name in CASES else []
+
+
+def sweep(names, show_failures, outside=False):
     servers = Servers()
     table = collections.OrderedDict()
     try:
         for name in names:
             counts = collections.Counter()
-            for case in all_cases(name, CASES[name]) if name in CASES else []:
+            for case in cases_of(name, outside):
                 if show_failures:
                     print('.. %s %s' % (name, case.case_id), file=sys.stderr, flush=True)
                 outcome = run_case(name, CASES[name], case, servers)
@@ -55,8 +64,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('modules', nargs='*', help='modules to sweep (default: every module in plugins/modules)')
     parser.add_argument('--failures', action='store_true', help='list each case not refused cleanly on stderr')
+    parser.add_argument('--outside', action='store_true', help='the outside sweep\'s cases (support/bad_input_outside.py) '
+                        'instead of the suite\'s')
     options = parser.parse_args()
-    print_table(sweep(options.modules or module_names(), options.failures))
+    print_table(sweep(options.modules or module_names(), options.failures, options.outside))
 
 
 if __name__ == '__main__':

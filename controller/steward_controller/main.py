@@ -21,6 +21,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import LeaseLock
 
+from steward_controller import __version__
 from steward_controller.core import logs, metrics, settings as settings_mod
 from steward_controller.core.leader import LeaderElector
 from steward_controller.core.runtime import Runtime
@@ -33,6 +34,8 @@ HEARTBEAT_SECONDS = 5.0
 def main(argv: Optional[Sequence[str]] = None) -> int:
     settings = settings_mod.parse(argv)
     logs.setup(settings.log_format, settings.log_level)
+    # every client of this process says who calls, and for which loops (an audit log can tell them apart)
+    KubeClient.user_agent = 'steward-controller/%s (%s)' % (__version__, ','.join(settings.controllers))
     try:
         client = KubeClient.from_config(settings.kubeconfig)
     except KubeError as exc:

@@ -29,4 +29,13 @@ options:
       - Directories searched for C(etcd), C(etcdutl) and C(etcdctl) before E(STEWARD_ETCD_BIN_DIRS) and E(PATH).
     type: list
     elements: path
+  tool_timeout:
+    description:
+      - Seconds one run of an etcd tool may take - its C(version) probe, C(snapshot status), C(snapshot restore).
+        At this deadline the tool and every process in its process group are killed, and the error names the
+        tool and the time spent.
+      - When unset, a C(version) probe gets 20 seconds, C(snapshot status) 600 and C(snapshot restore) 3600; when
+        set, a probe gets the smaller of 20 seconds and this.
+      - Positive, at most a week.
+    type: float
 '''

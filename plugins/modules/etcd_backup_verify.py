@@ -167,8 +167,8 @@ def main():
     with failing_cleanly(module, EtcdError):
         if p['tmp_dir']:
             existing_dir(p['tmp_dir'], 'tmp_dir')
-        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'])
         store = store_from_params(p)
+        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
         result = verify_backup(store, work_dir=p['tmp_dir'], snapshot=p['snapshot'], apply_deltas=p['apply_deltas'],
                                check_older=p['check_older'], tool=tools.snapshot_tool, etcd_binary=tools.etcd)
     result.update(store_report(store), msg=summary(result), changed=False)

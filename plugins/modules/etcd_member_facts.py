@@ -150,7 +150,7 @@ def main():
         validate.endpoint_url(p['client_url'], 'client_url')
         validate.endpoint_url(p['peer_url'], 'peer_url')
         if p['pid_file'] is not None:
-            validate.absolute_path(p['pid_file'], 'pid_file')
+            validate.regular_file_or_absent(p['pid_file'], 'pid_file')
         validate.timeout(p['probe_timeout'], 'probe_timeout')
         member = inspect_member(EtcdConnection.from_params(p), name=p['name'], data_dir=p['data_dir'],
                                 client_url=p['client_url'], peer_url=p['peer_url'], pid_file=p['pid_file'],

@@ -252,7 +252,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.module_erro
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_with_fallback
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import check_member_args, restore_file, restore_with_fallback
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
 
 
@@ -283,9 +283,11 @@ def main():
             validate.existing_dir(p['tmp_dir'], 'tmp_dir')
         validate.safe_target_dir(p['data_dir'], 'data_dir')     # check mode too: never /etc, a file or a symlink
         validate.text(p['name'], 'name', max_length=253)
+        check_member_args(p['name'], p['initial_cluster'], p['initial_advertise_peer_urls'])
         if p['snapshot_file'] is not None:
             validate.existing_file(p['snapshot_file'], 'snapshot_file')
-        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'])
+        store = None if p['snapshot_file'] else store_from_params(p)
+        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
         member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
                       initial_cluster_token=p['initial_cluster_token'],
                       initial_advertise_peer_urls=p['initial_advertise_peer_urls'], force=p['force'],
@@ -293,7 +295,6 @@ def main():
         if p['snapshot_file']:
             result = restore_file(p['snapshot_file'], **member)
         else:
-            store = store_from_params(p)
             result = restore_with_fallback(store, snapshot=p['snapshot'], fallback=p['fallback'],
                                            apply_deltas=p['apply_deltas'], stop_at_gap=p['stop_at_gap'],
                                            last_delta=p['last_delta'], etcd_binary=tools.etcd, **member)

@@ -202,11 +202,13 @@ def main():
     with failing_cleanly(module, EtcdError):
         if module.params['tmp_dir'] is not None:
             validate.existing_dir(module.params['tmp_dir'], 'tmp_dir')
-        tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'])
+        snapshot_timeout = validate.timeout(module.params['snapshot_timeout'], 'snapshot_timeout')
+        conn = EtcdConnection.from_params(module.params)
         store = store_from_params(module.params, must_exist=False)
-        result = take_full_snapshot(EtcdConnection.from_params(module.params), store,
-                                    now=time.time(), tmp_dir=module.params['tmp_dir'],
-                                    snapshot_timeout=module.params['snapshot_timeout'],
+        tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'],
+                              module.params['tool_timeout'])
+        result = take_full_snapshot(conn, store, now=time.time(), tmp_dir=module.params['tmp_dir'],
+                                    snapshot_timeout=snapshot_timeout,
                                     tool=tools.snapshot_tool, check_mode=module.check_mode)
     result.update(store_report(store))
     for note in result.get('store_notes', []):

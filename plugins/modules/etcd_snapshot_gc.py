@@ -136,6 +136,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -156,6 +157,9 @@ def main():
     )
     p = module.params
     with failing_cleanly(module, EtcdError):
+        validate.integer(p['max_backups'], 'max_backups', minimum=1 if p['policy'] == 'LimitBased' else 0)
+        validate.integer(p['delta_snapshot_retention_period'], 'delta_snapshot_retention_period', minimum=0)
+        validate.integer(p['incomplete_grace_period'], 'incomplete_grace_period', minimum=0)
         store = store_from_params(p)
         before = store.list()
         plan = plan_gc(before, p['policy'], now=time.time(), max_backups=p['max_backups'],

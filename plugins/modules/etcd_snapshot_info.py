@@ -186,9 +186,11 @@ def main():
     with failing_cleanly(module, EtcdError):
         if p['tmp_dir'] is not None:
             validate.existing_dir(p['tmp_dir'], 'tmp_dir')
-        tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs']).snapshot_tool \
-            if verify == VERIFY_CONTENT else None
         store = store_from_params(p, must_exist=not module.check_mode)
+        if p['tool_timeout'] is not None:   # checked even when listing only (no tool runs)
+            validate.timeout(p['tool_timeout'], 'tool_timeout')
+        tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout']).snapshot_tool \
+            if verify == VERIFY_CONTENT else None
         result = list_snapshots(store, verify=verify, tmp_dir=p['tmp_dir'], tool=tool)
     result.update(store_report(store))
     module.exit_json(changed=False, **result)

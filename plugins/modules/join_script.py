@@ -94,6 +94,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import join_script, layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import (
@@ -108,6 +109,14 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec 
 
 SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, dest={'type': 'path', 'required': True}, force={'type': 'bool', 'default': False},
                authority={'type': 'dict', 'required': True, 'no_log': True}, now={'type': 'str'})
+
+
+def check_dest(value):
+    """`dest`: an absolute path to a file (not a directory) in a directory that exists, checked before anything
+    is rendered (the script is written beside it first, then renamed into place)."""
+    dest = validate.regular_file_or_absent(value, 'dest')   # a directory or a FIFO: refused
+    validate.existing_dir(os.path.dirname(dest), 'dest')
+    return dest
 
 
 def existing_script_node(path):
@@ -130,6 +139,7 @@ def main():
     p = module.params
     dest = p['dest']
     try:
+        dest = check_dest(dest)
         cluster = parse_cluster(cluster_params(p))
         node = parse_node(dict(p, role='worker'), cluster)
         check_registration_labels(node.labels)

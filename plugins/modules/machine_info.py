@@ -152,6 +152,9 @@ PHASE_CHOICES = ['Creating'] + [p.value for p in Phase if p.value]
 
 def collect(params):
     namespace = names.dns_label(params['namespace'], 'namespace')
+    for option in ('name', 'machine_deployment'):   # filters, checked as the names they must be
+        if params[option] is not None:
+            names.dns_subdomain(params[option], option)
     if params['label_selector']:
         parse_label_selector(params['label_selector'], 'label_selector')   # refused here, not by the API server
     client = client_from_params(params)

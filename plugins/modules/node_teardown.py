@@ -133,6 +133,8 @@ def main():
     p = module.params
     try:
         root = Root(validate.absolute_path(p['root'], 'root'))
+        for index, endpoint in enumerate(p['etcd_endpoints']):   # checked even when no member is asked about
+            validate.endpoint_url(endpoint, 'etcd_endpoints[%d]' % index, default_scheme='https')
         had_kubelet = root.exists(layout.KUBELET_UNIT)
         result = teardown(root, check_mode=module.check_mode, now=parse_now(p['now']),
                           member_check=member_check(root, p['etcd_endpoints'], p['force']),

@@ -118,6 +118,7 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import SABAKAN_CONNECTION_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES,
@@ -142,7 +143,8 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     params = module.params
     try:
-        variables = query_variables(params['variables'], PRESETS[params['preset']])
+        with about_option('variables'):   # `having: {colour: ...}` is about the option `variables`
+            variables = query_variables(params['variables'], PRESETS[params['preset']])
         client = SabakanClient(params['url'], timeout=params['timeout'], validate_certs=params['validate_certs'],
                                ca_path=params['ca_path'])
         machines = client.search_machines(variables['having'], variables['notHaving'])

@@ -163,6 +163,7 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import (
     CONSTRAINTS_SPEC,
     MACHINES_SOURCE_EXCLUSIVE,
@@ -197,9 +198,12 @@ def plan(params):
     now = resolve_now(params['now'])
     mode = parse_mode(params['mode'])
     constraints = load_constraints_input(params['constraints'], params['constraints_file'])
-    queue = load_repair_queue(params['queue_file'])
-    reboots = load_reboot_queue(params['reboot_queue_file']) if params['reboot_queue_file'] else []
-    cluster = load_cluster_file(params['cluster_file']) if params['cluster_file'] else None
+    with about_option('queue_file'):
+        queue = load_repair_queue(params['queue_file'])
+    with about_option('reboot_queue_file'):
+        reboots = load_reboot_queue(params['reboot_queue_file']) if params['reboot_queue_file'] else []
+    with about_option('cluster_file'):   # not there yet: no member (documented: unreachable machines wait longer)
+        cluster = load_cluster_file(params['cluster_file']) if params['cluster_file'] else None
     machines = machines_from(url=params['url'], machines=params['machines'], machines_file=params['machines_file'],
                              variables=params['variables'], defaults=REPAIR_VARIABLES, timeout=params['timeout'],
                              validate_certs=params['validate_certs'], ca_path=params['ca_path'], now=now)

@@ -32,6 +32,8 @@ WORKLOAD = [
     ('v1', 'serviceaccounts', True, 'steward-controller'),
     (RBAC, 'clusterroles', False, 'steward-controller'),
     (RBAC, 'clusterrolebindings', False, 'steward-controller'),
+    (RBAC, 'clusterroles', False, 'steward-controller-machines'),
+    (RBAC, 'clusterrolebindings', False, 'steward-controller-machines'),
     (RBAC, 'clusterroles', False, 'steward-controller-machine-claims'),
     (RBAC, 'clusterrolebindings', False, 'steward-controller-machine-claims'),
     (RBAC, 'roles', True, 'steward-controller-leases'),
@@ -146,6 +148,7 @@ def test_check_mode_creates_nothing(cluster):
     assert listed.get('changed') and 'Deployment steward-controller' in listed['msg']
     assert sorted(changed_items(result)) == sorted(['CustomResourceDefinition %s' % n for n in CRDS] + [
         'ClusterRole steward-controller', 'ClusterRoleBinding steward-controller',
+        'ClusterRole steward-controller-machines', 'ClusterRoleBinding steward-controller-machines',
         'ClusterRole steward-controller-machine-claims', 'ClusterRoleBinding steward-controller-machine-claims',
         'ClusterRole steward-cluster-view', 'ClusterRole steward-cluster-edit', 'ClusterRole steward-cluster-edit-resources',
         'Namespace steward-system'])
@@ -202,8 +205,12 @@ def test_deploy_is_idempotent_patches_changes_and_removes_all_but_the_crds(clust
     assert objs['clusterroles/steward-controller-machine-claims']['rules'] == [
         {'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'], 'verbs': ['get', 'list', 'create', 'delete']}]
     assert objs['roles']['rules'] == [{'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'],
-                                      'verbs': ['get', 'create', 'patch', 'update']}]
-    for binding in (objs['clusterrolebindings'], objs['rolebindings']):
+                                      'verbs': ['get', 'create', 'patch']}]
+    machine_rules = objs['clusterroles/steward-controller-machines']['rules']   # the machines loop apart
+    assert all(r['apiGroups'] != ['machine.sapcloud.io'] for r in cluster_rules)
+    assert {'apiGroups': ['machine.sapcloud.io'], 'resources': ['machinedeployments'], 'verbs': ['list', 'watch', 'patch']} \
+        in machine_rules
+    for binding in (objs['clusterrolebindings'], objs['rolebindings'], objs['clusterrolebindings/steward-controller-machines']):
         assert binding['subjects'] == [{'kind': 'ServiceAccount', 'name': 'steward-controller', 'namespace': NS}]
 
     # Second run: nothing to do, nothing changed.
@@ -261,7 +268,7 @@ def test_settings_reach_the_deployment_and_a_single_replica_has_no_pdb(cluster):
     assert get(cluster, 'v1', 'namespaces', None, 'ops') is not None
     assert all(objs[p] for p in ('serviceaccounts', 'roles', 'rolebindings', 'deployments', 'services'))
     assert workload(cluster, NS)['deployments'] is None
-    for binding in (objs['clusterrolebindings'], objs['rolebindings']):
+    for binding in (objs['clusterrolebindings'], objs['rolebindings'], objs['clusterrolebindings/steward-controller-machines']):
         assert binding['subjects'][0]['namespace'] == 'ops'
     dep = objs['deployments']
     (container,) = dep['spec']['template']['spec']['containers']

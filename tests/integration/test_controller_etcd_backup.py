@@ -5,6 +5,7 @@ etcd_restore module; a killed controller (or leader) resumes with no gap and no 
 from __future__ import annotations
 
 import base64
+import re
 import threading
 import time
 
@@ -241,6 +242,7 @@ def test_on_demand_full_snapshot_and_invalid_specs(backup_env, tmp_path, etcd1):
                            '%s=true' % (NS, USABLE_BY_CONTROLLER))):
         cond = wait_for(lambda name=name: condition(get_backup(kube, name), 'SpecValid'), 30, what=name)
         assert cond['status'] == 'False' and message in cond['message']
+        assert re.search(r'\(rule: [a-z-]+\)$', cond['message']), cond['message']   # field, value and rule
         assert condition(get_backup(kube, name), 'BackupReady')['status'] == 'False'
     assert not store_for(endpoint, bucket, 'x').list()  # nothing written for invalid specs
 

@@ -304,6 +304,17 @@ def test_repair_storm_is_blocked_then_entries_within_the_limit_without_duplicate
     assert '2 existing entries + 1 new failures > maximum-repair-queue-entries=2' in status(kube)['repair']['blocked']
     assert len(kube.list(REPAIRS)) == 2
 
+    # A RepairEntry made by hand that is not what the CRD describes still counts toward the limit (never more
+    # repairs than it) and is reported once, naming the field, the value and the rule (issue 19 §2).
+    kube.create(REPAIRS, {'apiVersion': 'cluster.steward.io/v1alpha1', 'kind': 'RepairEntry',
+                          'metadata': {'name': 'repair-by-hand'}, 'spec': {'address': 'rack3-n4', 'operation': 'unhealthy'}})
+    st = next_cycle(kube, 2)
+    assert '3 existing entries + 1 new failures > maximum-repair-queue-entries=2' in st['repair']['blocked']
+    assert kube.get(REPAIRS + '/repair-by-hand')['status']['message'] == (
+        "spec.address: expected an IPv4 or IPv6 address, got 'rack3-n4' (rule: ip-address)")
+    (warning,) = [e for e in events(kube, 'InvalidSpec', 'steward-system') if 'repair-by-hand' in e['message']]
+    assert warning['type'] == 'Warning' and len(kube.list(REPAIRS)) == 3
+
 
 # --- (e) two repair loops racing --------------------------------------------------------------
 class SlowList:

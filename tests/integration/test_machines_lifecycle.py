@@ -5,6 +5,19 @@ and the lab contract (3 tagged instances; scale to 1; deleting the deployment le
 import pytest
 
 from support.machines_cluster import MachinesBench, wait_for, when
+from support.rbac import audited, calls_of, grants_from, least_privilege
+
+# What the machines loop may do (controller/deploy/rbac.yaml) and, of that, what this scenario does not reach.
+MACHINES_ROLES = ('steward-controller-machines', 'steward-controller-leases')
+NOT_REACHED_HERE = {
+    ('', 'pods', 'delete'): 'a drain past its timeout: test_machines_drain.py',
+    ('', 'pods/eviction', 'create'): 'a drain with pods: test_machines_drain.py',
+    ('policy', 'poddisruptionbudgets', 'list'): 'a drain with pods: test_machines_drain.py',
+    ('', 'persistentvolumeclaims', 'get'): 'a drain of pods with volumes: test_machines_drain.py',
+    ('', 'persistentvolumes', 'get'): 'a drain of pods with volumes: test_machines_drain.py',
+    ('storage.k8s.io', 'volumeattachments', 'list'): 'a forced drain: test_machines_drain.py',
+    ('storage.k8s.io', 'volumeattachments', 'delete'): 'a forced drain: test_machines_drain.py',
+}
 
 
 @pytest.fixture
@@ -15,6 +28,7 @@ def bench(kube, ec2, tmp_path):
 
 
 def test_a_pool_of_three_runs_scales_and_is_deleted(bench, ec2):
+    audit = audited(bench.kube.server)
     bench.create_class()
     bench.create_deployment(replicas=3)
     proc = bench.controller()
@@ -43,3 +57,9 @@ def test_a_pool_of_three_runs_scales_and_is_deleted(bench, ec2):
     wait_for(lambda: not bench.kube.list(bench.path('machinedeployments')) and not bench.machines()
              and not bench.running_instances(), 120, 1.0, what='the deployment, its machines and instances gone')
     assert not bench.kube.list(bench.path('machinesets'))
+
+    # Least privilege (issue 19 §5): every call of the loop is granted, every grant is a call it makes.
+    calls = calls_of(audit, ['steward-controller/', 'kopf/'])
+    denied, unused = least_privilege(calls, grants_from(['controller/deploy/rbac.yaml'], MACHINES_ROLES), NOT_REACHED_HERE)
+    assert not denied, 'calls the machines loop makes without a grant: %s' % denied
+    assert not unused, 'grants the machines loop does not use: %s' % unused

@@ -213,10 +213,10 @@ def test_info_errors(cluster, kubeconfig, tmp_path):
     assert msgs['missing node'] == 'name: node nope not found (API server %s)' % cluster.server.url
     assert msgs['bad config'].startswith('maintenance config: config: instances.check[0] (name "reboot_needed"): unknown plugin '
                                          'type "hasAnnotatoin"')
-    assert msgs['missing configmap'] == ('config_source configmap/steward-system/nothere/maintenance.yaml: configmap '
-                                         'steward-system/nothere does not exist')
-    assert msgs['missing key'] == ('configmap/steward-system/maintenance/x.yaml: ConfigMap steward-system/maintenance has no key '
-                                   '"x.yaml" (keys: maintenance.yaml)')
+    assert msgs['missing configmap'] == 'config_source: configmap steward-system/nothere does not exist'
+    assert msgs['missing key'] == ('config_source: configmap/steward-system/maintenance/x.yaml: ConfigMap '
+                                   'steward-system/maintenance has no key "x.yaml" (keys: maintenance.yaml)')
+    assert result.result('missing key')['field'] == 'config_source'
     assert msgs['bad source'] == "config_source: 'deployment/x/y': unknown kind 'deployment' (secret or configmap)"
     assert msgs['unreachable'].startswith('GET %s/api/v1/nodes: the API server did not answer' % unreachable)
     assert msgs['no kubeconfig'] == "kubeconfig: '%s' does not exist" % (tmp_path / 'none')

@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from support.controller import ControllerProcess, wait_for
+from support.rbac import audited, calls_of, grants_from, least_privilege
 from support.etcd_cluster import free_port
 from support.kube import repo_path
 
@@ -68,6 +69,7 @@ def test_anchor_keeps_files_equal_to_sources_and_removes_them_on_stop(kube, tmp_
     (root / 'etc/kubernetes/manifests/operator.yaml').write_bytes(b'not the anchor\'s')
     target = str(root / 'etc/kubernetes/manifests/kube-scheduler.yaml')
     _configmap(kube, 'scheduler', '/etc/kubernetes/manifests', {'kube-scheduler.yaml': 'node: $(NODE_NAME)\n'})
+    audit = audited(kube.server)
     controller = ControllerProcess(kube.server, str(tmp_path / 'ctl'), args=[
         '--controllers', 'anchor', '--no-leader-election', '--anchor-root', str(root), '--anchor-node-name', 'cp1',
         '--anchor-node-ip', '127.0.0.1', '--anchor-interval', '0.3']).start()
@@ -85,9 +87,26 @@ def test_anchor_keeps_files_equal_to_sources_and_removes_them_on_stop(kube, tmp_
         assert wait_for(lambda: _read(str(root / 'etc/kubernetes/extra.conf')) is None, 30, what='removed source')
         assert wait_for(lambda: (controller.metric('steward_anchor_writes_total', {'reason': 'drift'}) or 0) >= 1, 10,
                         what='drift metric')
+        # A wrong source (issue 19 §2): nothing is synced (leaving it out would remove what it wrote), the source gets
+        # a Warning Event naming the annotation, the value and the rule; fixed, syncing goes on.
+        _configmap(kube, 'wrong', 'etc/relative', {'x.conf': 'x'})
+        with open(target, 'wb') as f:
+            f.write(b'edited while a source is wrong\n')
+        event = wait_for(lambda: [e for e in kube.list('/api/v1/namespaces/%s/events' % NS)
+                                  if e['reason'] == 'InvalidAnchorSource'], 30, what='the Warning Event')[0]
+        assert event['type'] == 'Warning' and event['involvedObject']['name'] == 'wrong'
+        assert 'cluster.steward.io/anchor-path' in event['message'] and '(rule: absolute-path)' in event['message']
+        assert _read(target) == b'edited while a source is wrong\n'
+        kube.delete('/api/v1/namespaces/%s/configmaps/wrong' % NS)
+        assert wait_for(lambda: _read(target) == b'v2\n', 30, what='syncing again')
     finally:
         assert controller.stop() == 0, controller.log()[-3000:]
     assert _read(target) is None and _read(str(root / anchor.ANCHOR_RECORD.lstrip('/'))) is None
+    # Least privilege (issue 19 §5): every call of the anchor is granted by its Role, every grant is a call.
+    denied, unused = least_privilege(calls_of(audit, ['steward-controller/', 'kopf/']),
+                                     grants_from(['controller/deploy/provisioning/anchor.yaml'], ['steward-anchor']), {})
+    assert not denied, 'calls the anchor makes without a grant: %s' % denied
+    assert not unused, 'grants the anchor does not use: %s' % unused
     assert _read(str(root / 'etc/kubernetes/manifests/operator.yaml')) == b'not the anchor\'s'
 
 
@@ -166,6 +185,7 @@ def test_provisioning_api_join_scripts_and_owned_node_labels(kube, tmp_path):
     kube.create('/api/v1/nodes', {'apiVersion': 'v1', 'kind': 'Node',
                                   'metadata': {'name': 'w1', 'labels': {'team.example.com/owner': 'blue'}}})
     port = free_port()
+    audit = audited(kube.server)
     controller = ControllerProcess(kube.server, str(tmp_path / 'ctl'), args=[
         '--controllers', 'provisioning-api', '--no-leader-election', '--provisioning-api-host', '127.0.0.1',
         '--provisioning-api-port', str(port), '--provisioning-cluster-config', '%s/cluster' % NS,
@@ -212,6 +232,12 @@ def test_provisioning_api_join_scripts_and_owned_node_labels(kube, tmp_path):
         assert 'good-token' not in controller.log() and 'BEGIN' not in controller.log()
     finally:
         assert controller.stop() == 0, controller.log()[-3000:]
+    # Least privilege (issue 19 §5): every call of the API is granted by its roles, every grant is a call.
+    grants = grants_from(['controller/deploy/provisioning/api.yaml'], ['steward-provisioning-api'],
+                         rename={'steward-system': NS, 'provisioning-cluster': 'cluster', 'provisioning-authority': 'ca'})
+    denied, unused = least_privilege(calls_of(audit, ['steward-controller/', 'kopf/']), grants, {})
+    assert not denied, 'calls the provisioning API makes without a grant: %s' % denied
+    assert not unused, 'grants the provisioning API does not use: %s' % unused
 
 
 def _status(url):

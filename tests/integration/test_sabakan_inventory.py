@@ -167,7 +167,7 @@ def test_live_with_a_cluster_file_shows_the_next_cluster_and_writes_nothing(lab,
     ({'url': 'URL'}, 'SourceError: live generation from url needs template or template_file'),
     ({'url': 'URL', 'template_file': 'template.yml', 'constraints': {'minimum-workers': 99}}, 'NotAvailable: '),
     ({'url': 'URL', 'template_file': 'template.yml', 'variables': {'having': {'states': ['UP']}}},
-     "SabakanVariablesError: having.states[0]: 'UP' is not a machine state"),
+     "SabakanVariablesError: variables: having.states[0]: 'UP' is not a machine state"),
 ])
 def test_configuration_errors_are_reported(lab, tmp_path, config, expected):
     config = dict({'plugin': 'steward.cluster.sabakan'}, **{k: (lab['server'].url if v == 'URL' else v)

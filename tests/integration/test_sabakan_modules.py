@@ -271,7 +271,8 @@ def test_malformed_template_file_error_names_the_file_and_line(dc, files):
         handle.write('name: cluster\nnodes:\n  - user: cybozu\n   control_plane: true\n')
     run, res = run_cluster(dc, files)
     assert res['failed'] and res['error'] == 'FileError'
-    assert res['msg'].startswith('FileError: template file %s: line 4, column' % files['template'])
+    assert res['msg'].startswith('FileError: template_file: template file %s: line 4, column' % files['template'])
+    assert res['field'] == 'template_file'
     assert not os.path.exists(files['cluster'])
 
 
@@ -281,8 +282,8 @@ def test_invalid_template_error_names_the_file(dc, files):
         yaml.safe_dump(bad, handle)
     run, res = run_cluster(dc, files)
     assert res['error'] == 'TemplateError'
-    assert res['msg'].startswith('TemplateError: template file %s: template.nodes: template must contain only one '
-                                 'control plane node' % files['template'])
+    assert res['msg'].startswith('TemplateError: template_file: template file %s: template.nodes: template must contain '
+                                 'only one control plane node' % files['template'])
 
 
 def test_bad_options_fail_before_anything(dc, files):
@@ -424,8 +425,9 @@ def test_repair_bad_files_fail_clearly(sabakan_server, tmp_path):
     queue.write_text('entries:\n- {index: 0}\n')
     run, res = repair(sabakan_server, tmp_path)
     assert res['error'] == 'FileError'
-    assert res['msg'] == 'FileError: repair queue file %s: entries[0].address: expected the machine address ' \
-                         '(a non-empty string), got None' % queue
+    assert res['msg'] == 'FileError: queue_file: repair queue file %s: entries[0].address: expected the machine ' \
+                         'address (a non-empty string), got None' % queue
+    assert res['field'] == 'queue_file'
     queue.unlink()
     run, res = repair(sabakan_server, tmp_path, reboot_queue_file=str(tmp_path / 'missing.yml'))
     assert res['error'] == 'FileError' and 'missing.yml: does not exist' in res['msg']

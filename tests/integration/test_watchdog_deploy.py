@@ -125,7 +125,7 @@ def test_deploy_check_idempotent_refuse_and_remove(cluster):
     rules = objs['prober-role']['rules']
     assert {'apiGroups': [''], 'resources': ['secrets'], 'resourceNames': ['probe-kubeconfig'], 'verbs': ['get']} in rules
     assert {'apiGroups': ['apps'], 'resources': ['deployments/scale', 'statefulsets/scale'],
-            'verbs': ['get', 'patch', 'update']} in rules
+            'verbs': ['get', 'patch']} in rules
     assert [r for r in objs['prober-clusterrole']['rules'] if 'namespaces' in r['resources']][0]['resourceNames'] == [NS]
     assert objs['prober-clusterrolebinding']['roleRef']['name'] == 'steward-watchdog-prober-' + NS
     assert objs['prober-leases-role']['rules'] == [{'apiGroups': ['coordination.k8s.io'], 'resources': ['leases'],

@@ -14,8 +14,18 @@ from __future__ import annotations
 import json
 import time
 
+from support.rbac import audited, calls_of, grants_from, least_privilege
 from support.watchdog_env import (  # noqa: F401  (env: the fixture)  # pylint: disable=unused-import
     IGNORE, MELTDOWN, OWNER, REPLICAS, STATE, TARGETS, all_at, env, last_operation, prober_config, step_of, until)
+
+
+# Grants the scenario below does not reach, with where they are used.
+PROBER_NOT_REACHED = {
+    ('apps', 'statefulsets', 'get'): 'a config naming a StatefulSet target (the shipped RBAC allows DWD\'s both kinds)',
+    ('apps', 'statefulsets', 'patch'): 'a config naming a StatefulSet target',
+    ('apps', 'statefulsets/scale', 'get'): 'a config naming a StatefulSet target',
+    ('apps', 'statefulsets/scale', 'patch'): 'a config naming a StatefulSet target',
+}
 
 
 def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
@@ -24,7 +34,8 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
     P2: leases renewed -> each target back to exactly its annotated replicas in scaleUp level order (CA, then
     KCM and MCM together), every annotation removed. Events on every target, the plan in the status ConfigMap."""
     env.deploy()
-    controller = env.start(prober_config())
+    audit = audited(env.kube.server)
+    controller = env.start(prober_config(), extra=['--lease-name', 'steward-watchdog-prober-leader'])   # as deployed
     until(lambda: env.status().get('lastProbeResult') == 'healthy', 30, what='a first healthy probe')
     assert all_at(env, {'kube-controller-manager': 3, 'machine-controller-manager': 2, 'cluster-autoscaler': 1})
 
@@ -68,6 +79,13 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
     # Each target went down once and up once: no flapping.
     for name, replicas, _up, _down in TARGETS:
         assert env.recorder.count(name, 0) == 1 and env.recorder.count(name, replicas) == 1
+    # Least privilege (issue 19 §5): every call of the prober is granted by its roles, every grant is a call.
+    denied, unused = least_privilege(calls_of(audit, ['steward-controller/', 'kopf/']),
+                                     grants_from(['controller/deploy/watchdog/prober-rbac.yaml'],
+                                                 ['steward-watchdog-prober', 'steward-watchdog-prober-node-leases']),
+                                     PROBER_NOT_REACHED)
+    assert not denied, 'calls the prober makes without a grant: %s' % denied
+    assert not unused, 'grants the prober does not use: %s' % unused
 
 
 def test_dwd_p3_p5_default_one_and_ignore_scaling(env):

@@ -17,6 +17,7 @@ import yaml
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.controller import ControllerProcess, wait_for
+from support.rbac import audited, calls_of, grants_from, least_privilege
 
 NS = 'steward-system'
 PODS = api_path('v1', 'pods', NS)
@@ -65,7 +66,8 @@ class WeederEnv:
         path = self.tmp_path / 'weeder.yaml'
         path.write_text(yaml.safe_dump(config))
         self.controller = ControllerProcess(self.kube.server, str(self.tmp_path), identity='weeder-0', args=[
-            '--controllers', 'weeder', '--weeder-config', str(path), '--kube-api-qps', '50', '--kube-api-burst', '100'])
+            '--controllers', 'weeder', '--weeder-config', str(path), '--kube-api-qps', '50', '--kube-api-burst', '100',
+            '--lease-name', 'steward-watchdog-weeder-leader'])   # as deployed (weeder-deployment.yaml)
         self.controller.start()
         wait_for(lambda: 'weeder started' in self.controller.log(), 60, 0.5, 'the weeder to start')
         time.sleep(1.5)   # its first lists are the baseline
@@ -115,6 +117,7 @@ def test_dwd_w1_w4_w5_ready_deletes_crash_looping_dependants_of_both_selectors(w
     weeder.set_endpoints('etcd-main-client', 0)
     weeder.add(pod('apiserver-1', 'apiserver'), pod('kcm-1', 'controller-manager'), pod('apiserver-ok', 'apiserver', 'run'),
                pod('apiserver-pending', 'apiserver', 'pending'), pod('other-1', 'etcd'), pod('scheduler-1', 'scheduler'))
+    audit = audited(weeder.kube.server)
     controller = weeder.start(weeder_config())
     assert weeder.names() == ['apiserver-1', 'apiserver-ok', 'apiserver-pending', 'kcm-1', 'other-1', 'scheduler-1']
     weeder.set_endpoints('etcd-main-client', 1)
@@ -124,6 +127,12 @@ def test_dwd_w1_w4_w5_ready_deletes_crash_looping_dependants_of_both_selectors(w
     assert {e['involvedObject']['name'] for e in weeder.events('PodDeleted')} == {'apiserver-1', 'kcm-1'}
     assert weeder.deletions('etcd-main-client') == 2.0
     assert controller.metric('dwd_weeder_triggers_total', {'service': 'etcd-main-client'}) == 1.0
+    # Least privilege (issue 19 §5): every call of the weeder is granted by its Role, every grant is a call.
+    denied, unused = least_privilege(calls_of(audit, ['steward-controller/', 'kopf/']),
+                                     grants_from(['controller/deploy/watchdog/weeder-rbac.yaml'],
+                                                 ['steward-watchdog-weeder']), {})
+    assert not denied, 'calls the weeder makes without a grant: %s' % denied
+    assert not unused, 'grants the weeder does not use: %s' % unused
 
 
 def test_dwd_w2_w3_window_and_non_transitions(weeder):

@@ -9,6 +9,9 @@ cases in tests/support/bad_input_cases.py. Each run is classified:
 - harm:      a file or directory under the case's scratch root changed, or a process it must not touch died
 - silent:    exit_json (success) on input that is invalid
 - changed:   fail_json that says changed
+- unnamed:   a clean refusal that does not name what was wrong: neither its `field` nor its message names the option
+             under test (or a field path inside it: `hosts[0].raft_index`), or, for an unreachable endpoint, the
+             endpoint (the user must learn which option to fix, not only that something is wrong)
 
 Used by tests/unit/plugins/modules/test_modules_bad_input.py (asserts) and bench/bad_input_sweep.py (the table).
 """
@@ -22,13 +25,14 @@ import importlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from unittest import mock
 
 from ansible.module_utils import basic
@@ -39,7 +43,7 @@ MODULES_DIR = os.path.join(REPO, 'plugins', 'modules')
 PACKAGE = 'ansible_collections.steward.cluster.plugins.modules.'
 CASES_FILE = 'tests/support/bad_input_cases.py'
 PASSING = ('refused', 'answered')
-OUTCOMES = ('refused', 'answered', 'traceback', 'hang', 'harm', 'silent', 'changed')
+OUTCOMES = ('refused', 'answered', 'traceback', 'hang', 'harm', 'silent', 'changed', 'unnamed')
 # A module's stated timeout is doubled; this covers imports and argument parsing, which no timeout bounds.
 HANG_ALLOWANCE = 3.0
 # Without a stated timeout (validation-only cases) a run must still end: far above any clean refusal.
@@ -53,6 +57,9 @@ NOT_A_DICT = 'not a dict'
 NOT_A_CHOICE = 'no-such-choice'
 BAD_NAMES = ('', 'line\nbreak', 'nul\x00byte')
 MALFORMED_YAML = 'apiVersion: v1\nclusters: [unclosed\n  - {{{\n'
+# An etcdutl that never exits, whose child holds its output pipes (`{hanging_tool}`): killing the script alone
+# would leave the caller waiting on the pipes.
+HANGING_TOOL = '#!/bin/sh\nsleep 300 &\nwait\n'
 
 
 def module_names() -> List[str]:
@@ -84,11 +91,15 @@ def argspec_of(name: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 # --- the scratch world a case runs in ---------------------------------------------------------------------------
 class World:
     """A scratch root with a regular file, a directory, a missing path, a kubeconfig, a closed port and a black hole
-    (a listening socket that never accepts: connections open, nothing ever answers) and a drip (answers a byte every
-    half second: `{drip_url}`, `{kubeconfig_drip}`). Placeholders in case data
+    (a listening socket that never accepts: connections open, nothing ever answers), a drip (answers a byte every
+    half second: `{drip_url}`, `{kubeconfig_drip}`) and a header drip (`{slow_headers_url}`,
+    `{kubeconfig_slow_headers}`: never finishes its status line and headers), a liar (`{liar_url}`,
+    `{kubeconfig_liar}`: 200 at once with JSON of the wrong shape), and an etcdutl that never exits
+    (`{hanging_tool}`). Placeholders in case data
     (`{root}`, `{file}`, `{dir}`, `{missing}`, `{closed_url}`, `{blackhole_url}`, `{kubeconfig}`, ...) name them."""
 
-    def __init__(self, root: str, blackhole_port: int, closed_port: int, drip_port: int = 0):
+    def __init__(self, root: str, blackhole_port: int, closed_port: int, drip_port: int = 0, slow_headers_port: int = 0,
+                 liar_port: int = 0):
         self.root = root
         self.values = {
             'root': root,
@@ -106,8 +117,13 @@ class World:
             'kubeconfig_blackhole': os.path.join(root, 'kubeconfig-blackhole'),
             'drip_url': 'http://127.0.0.1:%d' % drip_port,
             'kubeconfig_drip': os.path.join(root, 'kubeconfig-drip'),
+            'slow_headers_url': 'http://127.0.0.1:%d' % slow_headers_port,
+            'kubeconfig_slow_headers': os.path.join(root, 'kubeconfig-slow-headers'),
+            'liar_url': 'http://127.0.0.1:%d' % liar_port,
+            'kubeconfig_liar': os.path.join(root, 'kubeconfig-liar'),
             'malformed_yaml': os.path.join(root, 'malformed.yml'),
             'json_list': os.path.join(root, 'list.json'),
+            'hanging_tool': os.path.join(root, 'tools', 'etcdutl'),
         }
         os.makedirs(self.values['dir'])
         os.makedirs(self.values['store'])
@@ -115,8 +131,13 @@ class World:
         _write(self.values['kubeconfig'], kubeconfig_text(self.values['closed_url']))
         _write(self.values['kubeconfig_blackhole'], kubeconfig_text(self.values['blackhole_url']))
         _write(self.values['kubeconfig_drip'], kubeconfig_text(self.values['drip_url']))
+        _write(self.values['kubeconfig_slow_headers'], kubeconfig_text(self.values['slow_headers_url']))
+        _write(self.values['kubeconfig_liar'], kubeconfig_text(self.values['liar_url']))
         _write(self.values['malformed_yaml'], MALFORMED_YAML)
         _write(self.values['json_list'], '[1, 2, 3]\n')
+        os.makedirs(os.path.dirname(self.values['hanging_tool']))
+        _write(self.values['hanging_tool'], HANGING_TOOL)
+        os.chmod(self.values['hanging_tool'], 0o755)
 
     def fill(self, value: Any) -> Any:
         """Placeholders replaced in strings, lists and dicts (other values as they are)."""
@@ -166,36 +187,51 @@ class BlackHole:
         self.sock.close()
 
 
-class Drip:
-    """An HTTP server that answers 200 at once and then sends its body a byte every half second: a per-read socket
-    timeout never fires, only a deadline over the whole answer ends the wait."""
+def serve_each(handle: Callable[[socket.socket], None]) -> socket.socket:
+    """A listening socket on a free loopback port whose every connection is handed to `handle` on a thread of its
+    own (until the socket is closed). The misbehaving servers below differ only in `handle`."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(('127.0.0.1', 0))
+    sock.listen(64)
 
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(('127.0.0.1', 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.closed = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
+    def accept() -> None:
+        while True:
             try:
-                conn, _addr = self.sock.accept()
+                conn, _addr = sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+    threading.Thread(target=accept, daemon=True).start()
+    return sock
+
+
+class Drip:
+    """An HTTP server that trickles: by default it answers 200 at once and then sends its body a byte every half
+    second; with `headers=True` it sends the status line and headers themselves that way (a server that never
+    finishes its headers). A per-read socket timeout never fires; only a deadline over the whole answer ends it."""
+
+    HEAD = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n'
+
+    def __init__(self, headers: bool = False) -> None:
+        self.headers = headers
+        self.closed = threading.Event()
+        self.sock = serve_each(self._drip)
+        self.port = self.sock.getsockname()[1]
 
     def _drip(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(5)
             conn.recv(65536)
-            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{')
-            for _byte in range(4095):
+            if self.headers:
+                trickle = self.HEAD + b''.join(b'X-Slow-%d: %s\r\n' % (n, b'y' * 40) for n in range(100))
+            else:
+                conn.sendall(self.HEAD + b'\r\n{')
+                trickle = b' ' * 4095
+            for byte in trickle:
                 if self.closed.wait(0.5):
                     break
-                conn.sendall(b' ')
+                conn.sendall(bytes([byte]))
         except OSError:
             pass
         finally:
@@ -206,6 +242,33 @@ class Drip:
         self.sock.close()
 
 
+class Liar:
+    """An HTTP server that answers every request at once with 200 and JSON of the wrong shape for every client here
+    (a Kubernetes list whose items are not a list, an etcd status without a header, sabakan machines that are not a
+    list): a server that lies, rather than one that fails."""
+
+    BODY = (b'{"kind": "NodeList", "apiVersion": "v1", "items": "not a list", "metadata": 5, "header": "x", '
+            b'"members": "x", "version": 5, "data": {"searchMachines": "x", "machine": 5}}')
+
+    def __init__(self) -> None:
+        self.sock = serve_each(self._answer)
+        self.port = self.sock.getsockname()[1]
+
+    def _answer(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(5)
+            conn.recv(65536)
+            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n'
+                         b'Connection: close\r\n\r\n%s' % (len(self.BODY), self.BODY))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(('127.0.0.1', 0))
@@ -213,21 +276,26 @@ def closed_port() -> int:
 
 
 class Servers:
-    """The misbehaving endpoints a sweep shares: a black hole and a drip."""
+    """The misbehaving endpoints a sweep shares: a black hole, a body drip and a header drip."""
 
     def __init__(self) -> None:
         self.blackhole = BlackHole()
         self.drip = Drip()
+        self.slow_headers = Drip(headers=True)
+        self.liar = Liar()
 
     def close(self) -> None:
+        self.liar.close()
         self.blackhole.close()
         self.drip.close()
+        self.slow_headers.close()
 
 
 @contextlib.contextmanager
 def world(servers: Servers) -> Iterator[World]:
     with tempfile.TemporaryDirectory(prefix='steward-bad-input-') as root:
-        yield World(root, servers.blackhole.port, closed_port(), servers.drip.port)
+        yield World(root, servers.blackhole.port, closed_port(), servers.drip.port, servers.slow_headers.port,
+                    servers.liar.port)
 
 
 # --- cases --------------------------------------------------------------------------------------------------------
@@ -238,7 +306,10 @@ class Case:
     state and return a callable that says what harm was done (a message) or None. `may_succeed`: the right answer
     may be a success that changes nothing (a stale pid file, an info module's unreachable endpoint); `may_remove`:
     scratch paths the module may rightly remove (a stale pid file); `startup`: seconds of start-up work no timeout
-    bounds, beyond HANG_ALLOWANCE (boto3's import and client creation: about 4 s on a loaded 2-core machine)."""
+    bounds, beyond HANG_ALLOWANCE (boto3's import and client creation: about 4 s on a loaded 2-core machine).
+    `names`: the options the refusal must name (default: every option in `args`, any one of them will do);
+    `endpoint`: the value (a URL, or a file naming one) the refusal may name instead: an unreachable endpoint's
+    error names the endpoint."""
 
     case_id: str
     args: Dict[str, Any]
@@ -248,6 +319,8 @@ class Case:
     may_succeed: bool = False
     may_remove: Tuple[str, ...] = ()
     startup: float = 0.0
+    names: Tuple[str, ...] = ()
+    endpoint: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -262,7 +335,7 @@ class ModuleCases:
     base: Dict[str, Any]
     timeout: Optional[str] = None
     endpoint: Optional[str] = None
-    endpoint_values: Tuple[Any, ...] = ('{closed_url}', '{blackhole_url}', '{drip_url}')
+    endpoint_values: Tuple[Any, ...] = ('{closed_url}', '{blackhole_url}', '{drip_url}', '{slow_headers_url}')
     files: Tuple[str, ...] = ()
     not_files: Tuple[str, ...] = ()
     dirs: Tuple[str, ...] = ()
@@ -325,9 +398,9 @@ def generated_cases(name: str, cases: ModuleCases) -> List[Case]:
                 out.append(Case('%s=%r' % (option, value), {option: value}))
     if cases.endpoint:
         bound = {cases.timeout: 1} if cases.timeout else {}
-        for label, value in zip(('closed', 'black-hole', 'drip'), cases.endpoint_values):
+        for label, value in zip(('closed', 'black-hole', 'drip', 'slow-headers'), cases.endpoint_values):
             out.append(Case('%s-%s' % (cases.endpoint, label), dict(bound, **{cases.endpoint: value}), limit=1.0,
-                            may_succeed=cases.endpoint_may_succeed))
+                            may_succeed=cases.endpoint_may_succeed, names=(cases.endpoint,), endpoint=value))
     return out
 
 
@@ -389,6 +462,7 @@ def run_case(name: str, cases: ModuleCases, case: Case, servers: Servers) -> Out
     with world(servers) as here:
         args = {k: v for k, v in here.fill(dict(cases.base, **case.args)).items() if v is not None}
         harmed = case.setup(here) if case.setup else None
+        endpoints = endpoint_names(here.fill(case.endpoint)) if case.endpoint else ()
         before = here.snapshot()
         stated = case.limit
         limit = 2 * stated + HANG_ALLOWANCE + case.startup if stated else DEFAULT_LIMIT
@@ -418,7 +492,39 @@ def run_case(name: str, cases: ModuleCases, case: Case, servers: Servers) -> Out
         return Outcome('traceback', msg[:300], seconds, result)
     if result.get('changed'):
         return Outcome('changed', 'failed but changed: %s' % msg[:200], seconds, result)
+    wanted = case.names or tuple(case.args)
+    if not names_option(result, wanted, endpoints):
+        return Outcome('unnamed', 'refusal names none of %s (field %r): %s' % (
+            ', '.join(wanted), result.get('field'), msg[:300]), seconds, result)
     return Outcome('refused', msg[:300], seconds, result)
+
+
+def names_option(result: Mapping[str, Any], options: Sequence[str], endpoints: Sequence[str] = ()) -> bool:
+    """Whether a refusal tells the user what to fix: its `field` is one of `options` or a path inside one
+    (`hosts[0].raft_index` for `hosts`), or its message names one as a word (Ansible's own argspec errors:
+    "argument 'timeout' is of type ..."), or it names one of the `endpoints` that could not be reached."""
+    msg = str(result.get('msg', ''))
+    field = str(result.get('field') or '')
+    if field and re.split(r'[.\[]', field, maxsplit=1)[0] in options:
+        return True
+    if any(re.search(r'(?<![\w-])%s(?![\w-])' % re.escape(option), msg) for option in options):
+        return True
+    return any(endpoint in msg for endpoint in endpoints)
+
+
+def endpoint_names(value: Any) -> Tuple[str, ...]:
+    """How a refusal may name an endpoint option's value: its host:port (with or without the scheme); for a
+    kubeconfig file, the file or its server's host:port."""
+    names: List[str] = []
+    for item in value if isinstance(value, list) else [value]:
+        item = str(item)
+        if os.path.isfile(item):
+            names.append(item)
+            with open(item) as handle:
+                found = re.search(r'server: "?([^"\s}]+)', handle.read())
+            item = found.group(1) if found else item
+        names.append(item.split('://')[-1].rstrip('/'))
+    return tuple(names)
 
 
 def _short(result: Mapping[str, Any]) -> str:

@@ -58,3 +58,10 @@ def make_pki(directory: str) -> Dict[str, str]:
         with open(paths[kind], 'wb') as f:
             f.write(data)
     return paths
+
+
+def ca_pem() -> Dict[str, str]:
+    """A self-signed CA as PEM text, {ca.crt, ca.key} (the `authority` the provisioning modules take)."""
+    key = _key()
+    cert = _cert('steward-test-ca', key, None, key, ca=True)
+    return {'ca.crt': cert.public_bytes(serialization.Encoding.PEM).decode(), 'ca.key': _pem_key(key).decode()}

@@ -84,4 +84,4 @@ def register(registry: Any, runtime: Any) -> None:
 
 LOOPS = (Loop(name='anchor', help="anchor pattern: keep this node's static manifests and files equal to their "
                                   'ConfigMap/Secret sources (a DaemonSet, no leader election)',
-              register=register, add_arguments=add_arguments, options=options),)
+              register=register, add_arguments=add_arguments, options=options, watches_resources=False),)

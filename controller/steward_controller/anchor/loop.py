@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Set, Tuple
 
 import kopf
 from prometheus_client import Counter, Gauge
@@ -58,6 +58,7 @@ class AnchorLoop:
         self.root = files.Root(options.root)
         self.stop = threading.Event()
         self.thread: Optional[threading.Thread] = None
+        self.refused: Set[Tuple[Any, Any, str]] = set()   # (uid, resourceVersion, message) already reported
 
     @property
     def peer_url(self) -> str:
@@ -66,14 +67,20 @@ class AnchorLoop:
 
     # --- sources ----------------------------------------------------------------------------------
     def sources(self) -> Optional[List[anchor.Source]]:
-        """The sources for this node, or None when the API cannot be asked (the files stay as they are)."""
+        """The sources for this node, or None when they cannot be used: the API cannot be asked, or a source is
+        wrong - then the files stay as they are (leaving the wrong source out would remove the files it wrote) and
+        the source gets a Warning Event naming the annotation or key, the value and the rule."""
         out: List[anchor.Source] = []
         try:
             for kind, plural in (('ConfigMap', 'configmaps'), ('Secret', 'secrets')):
                 for obj in self.runtime.client.list(api_path('v1', plural, self.options.namespace),
                                                     label_selector=self.options.selector):
                     obj.setdefault('kind', kind)
-                    source = anchor.parse_source(obj, self.options.node_name)
+                    try:
+                        source = anchor.parse_source(obj, self.options.node_name)
+                    except InvalidInput as exc:
+                        self.refuse_source(obj, exc)
+                        return None
                     if source is not None:
                         out.append(source)
         except KubeError as exc:
@@ -82,6 +89,17 @@ class AnchorLoop:
             return None
         self.runtime.health.api_ok()
         return out
+
+    def refuse_source(self, obj: Any, exc: InvalidInput) -> None:
+        """Log, count and say on the object why no file was synced - one Event per version of the object."""
+        message = 'anchor on node %s: %s; no file was changed' % (self.options.node_name, exc.explained())
+        self.metrics.errors.labels('source').inc()
+        meta = obj.get('metadata') or {}
+        seen = (meta.get('uid'), meta.get('resourceVersion'), message)
+        if seen in self.refused:
+            return
+        self.refused.add(seen)
+        self.runtime.report(obj, 'InvalidAnchorSource', message, warning=True, kind='anchor')
 
     def etcd(self) -> EtcdConnection:
         pki = layout.ETCD_PKI_DIR

@@ -52,12 +52,16 @@ class Loop:
     add_arguments: adds the loop's own flags to its argument group (each with an env variable).
     options:       turns the parsed flags into the loop's validated options object (kept in
                    `Settings.loop_options[name]`); raises ValueError with the flag name on bad input.
+    watches_resources: whether it registers kopf handlers on resources; a process of loops that do not
+                   (the watchdog's, the provisioning anchor and API) turns kopf's discovery of CRDs and
+                   namespaces off, so it needs no right to list them (least privilege per loop).
     """
     name: str
     help: str
     register: Callable[[Any, Any], None]
     add_arguments: Optional[Callable[[Any], None]] = None
     options: Optional[Callable[[argparse.Namespace], Any]] = None
+    watches_resources: bool = True
 
 
 def all_loops(packages: Sequence[str] = LOOP_PACKAGES) -> Tuple[Loop, ...]:

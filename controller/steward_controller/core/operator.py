@@ -32,6 +32,9 @@ def connection_info(configuration: Any, trust_env: bool = False) -> kopf.Connect
 
 def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
+    loops = [loop for loop in all_loops() if runtime.settings.enabled(loop.name)]
+    # kopf discovers CRDs and namespaces only for loops with resource handlers: the others' roles grant no list
+    scanning = any(loop.watches_resources for loop in loops)
 
     @kopf.on.login(registry=registry)
     def login(settings: kopf.OperatorSettings, **kwargs: Any) -> Any:
@@ -53,10 +56,10 @@ def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
         settings.watching.client_timeout = 90
         settings.networking.request_timeout = 30
         settings.process.ultimate_exiting_timeout = 10
+        settings.scanning.disabled = not scanning
         logging.getLogger('kopf.objects').setLevel(logging.WARNING)
 
-    for loop in all_loops():
-        if runtime.settings.enabled(loop.name):
-            loop.register(registry, runtime)
+    for loop in loops:
+        loop.register(registry, runtime)
     log.info('control loops: %s', ', '.join(runtime.settings.controllers) or 'none')
     return registry

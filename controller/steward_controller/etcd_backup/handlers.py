@@ -346,8 +346,8 @@ def _prepare(runtime: Runtime, body: Any, reporter: StatusReporter, work_dir: st
             reporter.patch({})
             return None
         conn, store = connect(runtime, spec, meta.get('namespace'), work_dir)
-    except (InvalidInput, EtcdError) as exc:   # SpecError included
-        reporter.invalid(str(exc))
+    except (InvalidInput, EtcdError) as exc:   # SpecError included: the message names field, value and rule
+        reporter.invalid(exc.explained() if isinstance(exc, InvalidInput) else str(exc))
         return None
     reporter.valid()
     reporter.patch({})

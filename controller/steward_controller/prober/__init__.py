@@ -84,4 +84,5 @@ def register(registry: Any, runtime: Any) -> None:
 
 
 HELP = "dependency watchdog prober: scale controllers down while most node leases are expired, back up after (DWD's config)"
-LOOPS = (Loop(name='prober', help=HELP, register=register, add_arguments=add_arguments, options=options),)
+LOOPS = (Loop(name='prober', help=HELP, register=register, add_arguments=add_arguments, options=options,
+              watches_resources=False),)

@@ -104,4 +104,4 @@ def register(registry: Any, runtime: Any) -> None:
 
 LOOPS = (Loop(name='provisioning-api', help='Promenade-compatible API: join scripts and owned node labels, bearer '
                                             'tokens checked with TokenReview',
-              register=register, add_arguments=add_arguments, options=options),)
+              register=register, add_arguments=add_arguments, options=options, watches_resources=False),)

@@ -113,6 +113,7 @@ def run_auto_repair(runtime: Runtime, body: Mapping[str, Any], spec: Integration
     except (MutexTimeout, KubeError) as exc:
         return _repair_failed(runtime, body, previous, f'cannot update the repair queue: {exc}',
                               created=[_name(o) for o in created])
+    report_invalid_entries(runtime, objects)
     entries = plan.existing + len(created)
     runtime.metrics.repair_entries.set(entries)
     for made in created:
@@ -126,6 +127,22 @@ def run_auto_repair(runtime: Runtime, body: Mapping[str, Any], spec: Integration
         if previous.get('blocked') != plan.blocked:
             runtime.report(body, 'RepairBlocked', plan.blocked, warning=True, kind=KIND)
     return RepairRun(created=[_name(o) for o in created], blocked=plan.blocked, entries=entries)
+
+
+def report_invalid_entries(runtime: Runtime, objects: List[Mapping[str, Any]]) -> None:
+    """A RepairEntry that is not what the CRD describes (made by hand, say) still counts toward the queue limit;
+    say once what is wrong with it - status.message and a Warning Event naming the field, value and rule."""
+    for obj in objects:
+        problem = repair_queue.entry_problem(obj)
+        if problem is None or (obj.get('status') or {}).get('message') == problem.explained():
+            continue
+        try:
+            runtime.client.merge_patch(runtime.path(repair_queue.PLURAL, None, _name(obj), 'status'),
+                                       {'status': {'message': problem.explained()}})
+        except KubeError as exc:
+            log.warning('cannot set the status of RepairEntry %s: %s', _name(obj), exc)
+        runtime.report(obj, 'InvalidSpec', 'RepairEntry %s: %s; it counts toward the queue limit and is not acted on'
+                       % (_name(obj), problem.explained()), warning=True, kind=repair_queue.KIND)
 
 
 def _set_queued(runtime: Runtime, obj: Mapping[str, Any]) -> None:
@@ -208,7 +225,7 @@ class IntegrationLoop:
             spec = parse_spec(raw_spec, self.name)
             template = self.load_template(spec)
         except SpecError as exc:
-            self.finish(body, failed('InvalidSpec', str(exc), INVALID))
+            self.finish(body, failed('InvalidSpec', exc.explained(), INVALID))
             return interval_of(raw_spec)
         except KubeError as exc:
             self.finish(body, failed('KubernetesAPIError', str(exc)))

@@ -46,4 +46,5 @@ def register(registry: Any, runtime: Any) -> None:
 
 
 HELP = "dependency watchdog weeder: delete dependants in CrashLoopBackOff once their service is ready again (DWD's config)"
-LOOPS = (Loop(name='weeder', help=HELP, register=register, add_arguments=add_arguments, options=options),)
+LOOPS = (Loop(name='weeder', help=HELP, register=register, add_arguments=add_arguments, options=options,
+              watches_resources=False),)

@@ -9,8 +9,10 @@ tries again. The error names what was being done, the endpoint and the time spen
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from typing import Any, Callable, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Iterator, Optional, Tuple, Type, TypeVar
 
 _T = TypeVar('_T')
 
@@ -59,6 +61,58 @@ class Deadline:
     def check(self, endpoint: Optional[str] = None, cause: Any = None) -> None:
         if self.expired():
             raise self.exceeded(endpoint, cause)
+
+    def spending(self) -> 'contextlib.AbstractContextManager[None]':
+        """The time of a plain deadline always runs (see Budget)."""
+        return contextlib.nullcontext()
+
+    def extend(self, seconds: float) -> None:
+        """Move the deadline `seconds` later, and the stated timeout with it (time granted for work whose size is
+        known: moving a snapshot's bytes). Errors then state the whole allowance."""
+        self.at += seconds
+        self.timeout += seconds
+
+
+class Stopwatch:
+    """A clock that runs only inside `running()` (nested or from several threads at once: while any is inside)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._total = 0.0
+        self._since: Optional[float] = None
+        self._inside = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._total + (self._clock() - self._since if self._since is not None else 0.0)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        with self._lock:
+            self._inside += 1
+            if self._inside == 1:
+                self._since = self._clock()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inside -= 1
+                if self._inside == 0 and self._since is not None:
+                    self._total += self._clock() - self._since
+                    self._since = None
+
+
+class Budget(Deadline):
+    """A deadline over calls that lie far apart: its time runs only inside `spending()`. One module run's store
+    requests share one (`store_timeout`), though an etcd snapshot stream of many minutes lies between them."""
+
+    def __init__(self, timeout: float, what: str = 'the requests', clock: Callable[[], float] = time.monotonic):
+        self.stopwatch = Stopwatch(clock)
+        super().__init__(timeout, what, clock=self.stopwatch)
+
+    def spending(self) -> 'contextlib.AbstractContextManager[None]':
+        return self.stopwatch.running()
 
 
 def retry_until(deadline: Deadline, attempt: Callable[[float], _T], retry_on: Tuple[Type[BaseException], ...],

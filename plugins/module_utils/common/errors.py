@@ -11,8 +11,9 @@ Modules turn it into `fail_json(msg=str(exc), field=..., rule=...)`; the control
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 _F = TypeVar('_F', bound=Callable[..., Any])
 
@@ -28,6 +29,11 @@ class InvalidInput(ValueError):
         self.value = None if secret else value
         self.detail = message
         super().__init__('%s: %s' % (field, message) if field else message)
+
+    def explained(self) -> str:
+        """The message with its rule, as a status condition or an Event shows it: the field leads the message, the
+        value is in it (never for secrets), the rule closes it (`spec.maxBackups: ..., got 0 (rule: minimum)`)."""
+        return '%s (rule: %s)' % (self, self.rule) if self.rule else str(self)
 
     def at(self, prefix: str) -> 'InvalidInput':
         """The same error (same class) with its field placed under `prefix` (`spec` + `replicas` -> `spec.replicas`)."""
@@ -64,6 +70,19 @@ def input_errors_as(cls: type) -> Callable[[_F], _F]:
                 raise exc.recast(cls) from None
         return checked  # type: ignore[return-value]
     return decorate
+
+
+@contextlib.contextmanager
+def about_option(option: str, path: Optional[str] = None) -> Iterator[None]:
+    """Bad input found inside the block is about the value of `option` (usually a file it names, read inside):
+    the error's field becomes the option and its message keeps where inside, with the file's `path` when the message
+    does not already say it (`constraints_file: /etc/c.yml: minimum-workers: ...`). The class stays the same."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if exc.field == option or (exc.field or '').startswith((option + '.', option + '[')):
+            raise
+        raise (exc.inside(path) if path and path not in str(exc) else exc).inside(option) from None
 
 
 def shown(value: Any, limit: int = 80) -> str:

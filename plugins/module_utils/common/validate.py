@@ -11,8 +11,10 @@ Durations: common/durations.py. Kubernetes and DNS names: common/names.py.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
+import re
 import stat
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
@@ -21,6 +23,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 
 # Every timeout has an upper bound: a typo of 1e999 must not turn into "wait forever".
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+# A host in a URL: DNS labels (underscores tolerated, as resolvers do) or an IPv4 address; IPv6 is checked apart.
+_HOST = re.compile(r'^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*\.?$')
 # Directories never used as data dirs, stores or roots to move or delete.
 SYSTEM_DIRS = frozenset(['/', '/bin', '/boot', '/dev', '/etc', '/home', '/lib', '/lib32', '/lib64', '/libx32', '/media',
                          '/mnt', '/opt', '/proc', '/root', '/run', '/sbin', '/srv', '/sys', '/tmp', '/usr', '/var',
@@ -59,6 +63,13 @@ def integer(value: Any, field: str, minimum: Optional[int] = None, maximum: Opti
         raise InvalidInput(field, 'minimum', 'must be at least %d, got %d' % (minimum, value), value)
     if maximum is not None and value > maximum:
         raise InvalidInput(field, 'maximum', 'must be at most %d, got %d' % (maximum, value), value)
+    return value
+
+
+def boolean(value: Any, field: str) -> bool:
+    """true or false as YAML/JSON booleans; the text "false" (truthy in Python) or 0/1 are refused."""
+    if not isinstance(value, bool):
+        raise InvalidInput(field, 'boolean', 'expected true or false, got %s' % shown(value), value)
     return value
 
 
@@ -114,6 +125,30 @@ def existing_file(value: Any, field: str, readable: bool = True) -> str:
         raise InvalidInput(field, 'file', '%s is not a regular file' % shown(path), path)
     if readable and not os.access(path, os.R_OK):
         raise InvalidInput(field, 'readable', '%s is not readable by this user' % shown(path), path)
+    return path
+
+
+def regular_file_or_absent(value: Any, field: str) -> str:
+    """An absolute path that is a regular file or nothing yet (a pid file, a file this run writes): a directory, a
+    FIFO, a socket or a device is refused before anything opens it - opening a FIFO blocks until a writer comes."""
+    path = absolute_path(value, field)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InvalidInput(field, 'exists', 'cannot read %s: %s' % (shown(path), exc.strerror), path) from None
+    if not stat.S_ISREG(st.st_mode):
+        what = 'a directory' if stat.S_ISDIR(st.st_mode) else 'not a regular file (a FIFO, socket or device)'
+        raise InvalidInput(field, 'file', '%s is %s' % (shown(path), what), path)
+    return path
+
+
+def executable(value: Any, field: str) -> str:
+    """A path naming an existing regular file this process may execute (a tool: etcdutl, etcd, haproxy)."""
+    path = existing_file(value, field, readable=False)
+    if not os.access(path, os.X_OK):
+        raise InvalidInput(field, 'executable', '%s is not executable by this user' % shown(path), path)
     return path
 
 
@@ -193,9 +228,37 @@ def endpoint_url(value: Any, field: str, schemes: Sequence[str] = ('http', 'http
     if parts.scheme not in schemes or not parts.hostname:
         raise InvalidInput(field, 'url', 'expected a URL such as %s://host:port, got %s' % (schemes[0], shown(value)),
                            value)
+    if not _HOST.match(parts.hostname) and not _is_ipv6(parts.hostname):
+        raise InvalidInput(field, 'url', 'host %s in %s is not a host name or IP address' % (
+            shown(parts.hostname), shown(value)), value)
     if port == 0:
         raise InvalidInput(field, 'url', 'port 0 in %s is not a port' % shown(value), value)
+    if parts.username is not None or parts.password is not None:   # it would end up in logs and error messages
+        raise InvalidInput(field, 'url', 'must not carry a user or password (give the credentials their own '
+                           'options)', None, secret=True)
+    if parts.fragment:
+        raise InvalidInput(field, 'url', 'a #fragment in %s is never sent to a server' % shown(value), value)
     return url
+
+
+def ip_address(value: Any, field: str) -> str:
+    """A host's IPv4 or IPv6 address, returned in its canonical form: not 0.0.0.0/:: (no host) nor multicast."""
+    text_value = text(value, field)
+    try:
+        address = ipaddress.ip_address(text_value)
+    except ValueError:
+        raise InvalidInput(field, 'ip-address', 'expected an IPv4 or IPv6 address, got %s' % shown(value), value) from None
+    if address.is_unspecified or address.is_multicast:
+        raise InvalidInput(field, 'ip-address', '%s is not the address of a host (%s)' % (
+            shown(value), 'unspecified' if address.is_unspecified else 'multicast'), value)
+    return str(address)
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 def typed_mapping(value: Any, field: str, required: Mapping[str, Tuple[type, ...]],
@@ -216,6 +279,29 @@ def typed_mapping(value: Any, field: str, required: Mapping[str, Tuple[type, ...
             wanted = ' or '.join(t.__name__ for t in types)
             raise InvalidInput(where, 'type', 'expected %s, got %s' % (wanted, shown(item)), item)
     return value
+
+
+# Values a parsed document may hold, counted as a reader sees them (a YAML alias counts each time it is used).
+MAX_DOCUMENT_VALUES = 1000000
+
+
+def document_size(data: Any, field: str, limit: int = MAX_DOCUMENT_VALUES) -> Any:
+    """A parsed YAML/JSON document that stays within `limit` values once its aliases are followed: YAML's anchors
+    let a 1 KiB "billion laughs" file stand for 10^9 values, which any code that walks it (interpolation, a copy,
+    JSON) would try to build. Counting stops at the limit, so the check itself stays cheap."""
+    count, stack = 0, [data]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            raise InvalidInput(field, 'max-size', 'holds more than %d values once its YAML aliases are expanded '
+                               '(a "billion laughs" document?)' % limit)
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return data
 
 
 def one_of(value: Any, field: str, choices: Iterable[Any]) -> Any:

@@ -40,4 +40,5 @@ ETCD_TOOLS_SPEC: Dict[str, Any] = {
     'etcdutl_path': {'type': 'path'},
     'etcd_path': {'type': 'path'},
     'bin_dirs': {'type': 'list', 'elements': 'path'},
+    'tool_timeout': {'type': 'float'},
 }

@@ -16,6 +16,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import BackupPolicy
@@ -91,6 +92,12 @@ def _secret(value: Any, field: str) -> Optional[SecretRef]:
     return SecretRef(value['name'])
 
 
+def _flag(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    """A boolean field: `enabled: "false"` is text (and truthy), refused rather than read as on."""
+    value = section.get(key)
+    return default if value is None else validate.boolean(value, '%s.%s' % (where, key))
+
+
 def _mapping(value: Any, field: str, required: bool = False) -> Mapping[str, Any]:
     if value is None and not required:
         return {}
@@ -105,6 +112,8 @@ def _store_url(store: Mapping[str, Any]) -> str:
     provider = store.get('provider')
     if provider not in PROVIDERS:
         raise SpecError('spec.store.provider', 'one-of', 'expected one of %s, got %r' % (', '.join(PROVIDERS), provider), provider)
+    if store.get('prefix') is not None:
+        validate.text(store.get('prefix'), 'spec.store.prefix')
     prefix = str(store.get('prefix') or '').strip('/')
     if not prefix:
         raise SpecError('spec.store.prefix', 'required', 'required (snapshots go under <prefix>/v2/)')
@@ -115,10 +124,7 @@ def _store_url(store: Mapping[str, Any]) -> str:
         if not bucket or not isinstance(bucket, str) or '/' in bucket:
             raise SpecError('spec.store.container', 'required', 'the bucket name is required for provider S3, got %r' % (bucket,), bucket)
         return 's3://%s/%s' % (bucket, prefix)
-    path = store.get('path')
-    if not path or not isinstance(path, str) or not os.path.isabs(path):
-        raise SpecError('spec.store.path', 'absolute-path', 'an absolute directory is required for provider Local, got %r' % (path,), path)
-    return os.path.join(os.path.normpath(path), prefix)
+    return os.path.join(validate.absolute_path(store.get('path'), 'spec.store.path'), prefix)
 
 
 @input_errors_as(SpecError)
@@ -130,8 +136,11 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
     values.update({k: v for k, v in spec.items() if v is not None})
     etcd = _mapping(spec.get('etcd'), 'spec.etcd', required=True)
     endpoints = etcd.get('endpoints')
-    if not isinstance(endpoints, list) or not endpoints or not all(isinstance(e, str) and e.strip() for e in endpoints):
+    if not isinstance(endpoints, list) or not endpoints:
         raise SpecError('spec.etcd.endpoints', 'required', 'expected a non-empty list of client URLs, got %r' % (endpoints,), endpoints)
+    for index, endpoint in enumerate(endpoints):
+        validate.endpoint_url(endpoint.strip() if isinstance(endpoint, str) else endpoint,
+                              'spec.etcd.endpoints[%d]' % index, default_scheme='http')
     store = _mapping(spec.get('store'), 'spec.store', required=True)
     try:
         schedule = parse_cron(str(values['fullSnapshotSchedule']))
@@ -141,9 +150,7 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
     gc_policy = values['garbageCollectionPolicy']
     if gc_policy not in POLICIES:
         raise SpecError('spec.garbageCollectionPolicy', 'one-of', 'expected one of %s, got %r' % (', '.join(POLICIES), gc_policy), gc_policy)
-    max_backups = values['maxBackups']
-    if isinstance(max_backups, bool) or not isinstance(max_backups, int) or max_backups < 1:
-        raise SpecError('spec.maxBackups', 'minimum', 'expected an integer >= 1, got %r' % (max_backups,), max_backups)
+    max_backups = validate.integer(values['maxBackups'], 'spec.maxBackups', minimum=1)
     compression = _mapping(spec.get('compression'), 'spec.compression')
     policy_name = compression.get('policy', 'gzip')
     if policy_name not in POLICY_SUFFIX:
@@ -151,16 +158,14 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
                         policy_name)
     verification = _mapping(spec.get('restoreVerification'), 'spec.restoreVerification')
     verify_schedule = None
-    if verification.get('enabled', True):
+    if _flag(verification, 'enabled', True, 'spec.restoreVerification'):
         try:
             verify_schedule = parse_cron(str(verification.get('schedule') or VERIFY_SCHEDULE))
             verify_schedule.next_after(0)
         except CronError as exc:
             raise SpecError('spec.restoreVerification.schedule', 'cron', str(exc), verification.get('schedule')) from None
     compaction = _mapping(spec.get('compaction'), 'spec.compaction')
-    threshold = compaction.get('eventsThreshold', 1000000)
-    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
-        raise SpecError('spec.compaction.eventsThreshold', 'minimum', 'expected an integer >= 1, got %r' % (threshold,), threshold)
+    threshold = validate.integer(compaction.get('eventsThreshold', 1000000), 'spec.compaction.eventsThreshold', minimum=1)
     period = parse_duration(values['deltaSnapshotPeriod'], 'spec.deltaSnapshotPeriod')
     if 0 < period < 1:
         raise SpecError('spec.deltaSnapshotPeriod', 'minimum', 'must be 0 (no deltas) or at least 1s, got %r' % (values['deltaSnapshotPeriod'],),
@@ -177,13 +182,16 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         full_schedule=schedule, delta_period=period, delta_memory_limit=memory, gc_policy=gc_policy,
         gc_period=gc_period, max_backups=max_backups,
         delta_retention=parse_duration(values['deltaSnapshotRetentionPeriod'], 'spec.deltaSnapshotRetentionPeriod'),
-        compression=policy_name if compression.get('enabled') else None,
-        compaction_enabled=bool(compaction.get('enabled')), compaction_threshold=threshold,
+        compression=policy_name if _flag(compression, 'enabled', False, 'spec.compression') else None,
+        compaction_enabled=_flag(compaction, 'enabled', False, 'spec.compaction'), compaction_threshold=threshold,
         snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0,
         verify_schedule=verify_schedule)
     endpoint = store.get('endpoint')
-    if endpoint is not None and not re.match(r'^https?://', str(endpoint)):
-        raise SpecError('spec.store.endpoint', 'url', 'expected an http(s):// URL, got %r' % (endpoint,), endpoint)
+    if endpoint is not None:
+        validate.endpoint_url(endpoint, 'spec.store.endpoint')
+    region = store.get('region')
+    if region is not None:
+        validate.text(region, 'spec.store.region', max_length=64)
     encryption = _mapping(store.get('encryption'), 'spec.store.encryption')
     mode = ENCRYPTION_MODES.get(str(encryption.get('mode', MODE_SSE_S3)))
     if mode not in MODES:
@@ -201,8 +209,9 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         tls_secret=_secret(etcd.get('tlsSecretRef'), 'spec.etcd.tlsSecretRef'),
         auth_secret=_secret(etcd.get('authSecretRef'), 'spec.etcd.authSecretRef'),
         provider=str(store.get('provider')), store_url=_store_url(store), s3_endpoint=endpoint,
-        region=store.get('region'), store_secret=_secret(store.get('secretRef'), 'spec.store.secretRef'),
-        encryption_mode=mode, kms_key_id=kms_key_id, policy=policy, suspend=bool(values['suspend']))
+        region=region, store_secret=_secret(store.get('secretRef'), 'spec.store.secretRef'),
+        encryption_mode=mode, kms_key_id=kms_key_id, policy=policy,
+        suspend=validate.boolean(values['suspend'], 'spec.suspend'))
 
 
 def secret_value(data: Mapping[str, str], keys: List[str], secret: str, what: str) -> str:

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import BinaryNotFound
 
 SEARCH_ENV = 'STEWARD_ETCD_BIN_DIRS'
@@ -30,6 +33,25 @@ VERSION_ARGS = {'etcd': ('--version',), 'etcdctl': ('version',), 'etcdutl': ('ve
 # (realpath, size, mtime) -> None when the binary ran, else why it did not. A controller verifies many
 # snapshots with the same tool: it is probed once per process (a replaced file is probed again).
 _PROBES: Dict[Tuple[str, int, float], Optional[str]] = {}
+
+
+class ToolPath(str):
+    """A tool's path that carries how long one run of it may take (the module's `tool_timeout`, None: each run's
+    own default). The engine passes tool paths down as strings, through code that has no business with time; the
+    code that runs the tool reads the bound back with `run_seconds`."""
+
+    timeout: Optional[float]
+
+    def __new__(cls, path: str, timeout: Optional[float] = None) -> 'ToolPath':
+        made = super().__new__(cls, path)
+        made.timeout = timeout
+        return made
+
+
+def run_seconds(tool: Any, default: float) -> float:
+    """How long one run of `tool` may take: its ToolPath bound, else `default`."""
+    bound = getattr(tool, 'timeout', None)
+    return default if bound is None else bound
 
 
 def search_places(dirs: Sequence[str] = (), etcd_binary: Optional[str] = None) -> List[Tuple[str, str]]:
@@ -52,7 +74,7 @@ def search_places(dirs: Sequence[str] = (), etcd_binary: Optional[str] = None) -
 
 
 def probe(path: str, name: str) -> Optional[str]:
-    """None when `path` answers its version command, else why not (one line)."""
+    """None when `path` answers its version command (within 20 s, or the smaller `tool_timeout`), else why not."""
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -62,10 +84,9 @@ def probe(path: str, name: str) -> Optional[str]:
         return _PROBES[key]
     command = [path] + list(VERSION_ARGS.get(name, ('--version',)))
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        problem: Optional[str] = '`%s` did not answer in %ss' % (' '.join(command[1:]), PROBE_TIMEOUT)
+        proc = run_bounded(command, min(PROBE_TIMEOUT, run_seconds(path, PROBE_TIMEOUT)))
+    except DeadlineExceeded as exc:
+        problem: Optional[str] = '`%s` did not answer: %s' % (' '.join(command[1:]), exc)
     except OSError as exc:
         problem = 'cannot run: %s' % (exc.strerror or exc)
     else:
@@ -100,7 +121,7 @@ def _explicit(name: str, path: str) -> str:
 
 
 def find_binary(name: str, path: Optional[str] = None, dirs: Sequence[str] = (),
-                etcd_binary: Optional[str] = None) -> str:
+                etcd_binary: Optional[str] = None, timeout: Optional[float] = None) -> str:
     """Return the path of a working `name`; an explicit `path` wins (and must work)."""
     if path:
         return _explicit(name, path)
@@ -110,7 +131,7 @@ def find_binary(name: str, path: Optional[str] = None, dirs: Sequence[str] = (),
         candidate = os.path.join(directory, name)
         if not _executable(candidate):
             continue
-        problem = probe(candidate, name)
+        problem = probe(ToolPath(candidate, timeout), name)
         if problem is None:
             return candidate
         rejected.append('%s: %s' % (candidate, problem))
@@ -129,14 +150,15 @@ def find_snapshot_tool(path: Optional[str] = None, dirs: Sequence[str] = (),
     return _search_snapshot_tool(dirs, etcd_binary or _etcd_in_use(dirs))
 
 
-def _etcd_in_use(dirs: Sequence[str]) -> Optional[str]:
+def _etcd_in_use(dirs: Sequence[str], timeout: Optional[float] = None) -> Optional[str]:
     try:
-        return find_binary('etcd', dirs=dirs)
+        return ToolPath(find_binary('etcd', dirs=dirs, timeout=timeout), timeout)
     except BinaryNotFound:
         return None
 
 
-def _search_snapshot_tool(dirs: Sequence[str], etcd_binary: Optional[str]) -> Tuple[str, str]:
+def _search_snapshot_tool(dirs: Sequence[str], etcd_binary: Optional[str],
+                          timeout: Optional[float] = None) -> Tuple[str, str]:
     places = search_places(dirs, etcd_binary)
     rejected: List[str] = []
     for directory, _origin in places:
@@ -144,7 +166,7 @@ def _search_snapshot_tool(dirs: Sequence[str], etcd_binary: Optional[str]) -> Tu
             candidate = os.path.join(directory, kind)
             if not _executable(candidate):
                 continue
-            problem = probe(candidate, kind)
+            problem = probe(ToolPath(candidate, timeout), kind)
             if problem is None:
                 return candidate, kind
             rejected.append('%s: %s' % (candidate, problem))
@@ -162,12 +184,29 @@ class EtcdTools:
 
 
 def resolve_tools(etcdutl_path: Optional[str] = None, etcd_path: Optional[str] = None,
-                  bin_dirs: Optional[Sequence[str]] = None) -> EtcdTools:
+                  bin_dirs: Optional[Sequence[str]] = None, tool_timeout: Optional[float] = None) -> EtcdTools:
     """The module options of the etcd_tools doc fragment -> EtcdTools; BinaryNotFound names what is missing.
 
-    An explicit path must work; the etcd in use (etcd_path, else the first etcd that runs) decides where
-    the snapshot tool is looked for first."""
+    An explicit path must work: one that is missing, not executable or does not answer its version command is
+    bad input naming its option (InvalidInput `etcdutl_path` / `etcd_path`); the etcd in use (etcd_path, else the
+    first etcd that runs) decides where the snapshot tool is looked for first. `tool_timeout` bounds every run
+    of the tools found, the version probes included (the paths returned carry it: ToolPath)."""
+    timeout = None if tool_timeout is None else validate.timeout(tool_timeout, 'tool_timeout')
     dirs = list(bin_dirs or ())
-    etcd = find_binary('etcd', etcd_path) if etcd_path else _etcd_in_use(dirs)
-    tool, kind = find_snapshot_tool(etcdutl_path, dirs, etcd)
+    etcd = _given('etcd', ToolPath(etcd_path, timeout), 'etcd_path') if etcd_path else _etcd_in_use(dirs, timeout)
+    if etcdutl_path:
+        kind = 'etcdutl' if os.path.basename(etcdutl_path).startswith('etcdutl') else 'etcdctl'
+        tool = _given(kind, ToolPath(etcdutl_path, timeout), 'etcdutl_path')
+    else:
+        found, kind = _search_snapshot_tool(dirs, etcd, timeout)
+        tool = ToolPath(found, timeout)
     return EtcdTools(snapshot_tool=tool, kind=kind, etcd=etcd)
+
+
+def _given(name: str, path: str, option: str) -> str:
+    """A tool path the user named: it exists, may be executed and answers its version command."""
+    validate.executable(path, option)
+    problem = probe(path, name)
+    if problem:
+        raise InvalidInput(option, 'runs', '%s at %s cannot run: %s' % (name, path, problem), path)
+    return path

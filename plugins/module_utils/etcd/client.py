@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watch_pool_manager, watching
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     EtcdUnavailable,
@@ -128,6 +129,8 @@ class Gateway:
             raise EtcdError('the python library requests is required')
         self.conn = conn
         self._session = requests.Session()
+        for adapter in self._session.adapters.values():   # a member dripping its headers is cut at the deadline
+            watch_pool_manager(adapter.poolmanager)
         # Passed with every request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a
         # Session's `verify`, which would silently replace the etcd CA with the system bundle.
         self._verify: Any = conn.ca_cert or True
@@ -161,10 +164,12 @@ class Gateway:
                 headers['Authorization'] = token
         deadline = Deadline(timeout, 'POST %s' % path)
         try:
-            resp = self._session.post(url, json=body, timeout=timeout, headers=headers, verify=self._verify,
-                                      cert=self._cert, stream=True)
-            # the timeout bounds the whole answer, not each read: a server dripping a byte a second is given up on
-            raw = read_within(lambda: resp.raw.read1(65536, decode_content=True), deadline, self.conn.url(endpoint))
+            # the timeout bounds the whole answer, headers included, not each read: a server dripping a byte a second
+            # is given up on
+            with watching(deadline, self.conn.url(endpoint)):
+                resp = self._session.post(url, json=body, timeout=timeout, headers=headers, verify=self._verify,
+                                          cert=self._cert, stream=True)
+                raw = read_within(lambda: resp.raw.read1(65536, decode_content=True), deadline, self.conn.url(endpoint))
         except DeadlineExceeded as exc:
             raise EtcdUnavailable(str(exc)) from exc
         except requests.exceptions.SSLError as exc:

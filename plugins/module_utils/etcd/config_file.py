@@ -65,6 +65,17 @@ def _yaml(value: Dict[str, Any], indent: int = 0) -> List[str]:
     return lines
 
 
+def _check_keys(config: Any, field: str) -> None:
+    """Every key (nested ones too) one line of text: etcd's flags are names, and a newline in a key would write a
+    config etcd refuses to start with."""
+    if not isinstance(config, dict):
+        raise InvalidInput(field, 'mapping', 'expected a mapping, got %r' % (config,), config)
+    for key, value in config.items():
+        validate.text(key, field, max_length=253)   # the message shows the key
+        if isinstance(value, dict):
+            _check_keys(value, '%s.%s' % (field, key))
+
+
 def render(config: Dict[str, Any], path: str) -> str:
     """The config file's text: the header, then the config as block YAML in the given key order (written here:
     the module runs on the etcd hosts, which need not have PyYAML). Nested mappings are blocks, lists flow."""
@@ -114,11 +125,11 @@ def apply_config(*, path: str, config: Dict[str, Any], mode: int, directories: L
     """Bring directories, config file and fingerprint file to the wanted state; the same plan in check mode.
     Every path is checked (absolute, the files not directories) before anything is written."""
     for field, target in (('path', path), ('fingerprint_path', fingerprint_path)):
-        if os.path.isdir(validate.absolute_path(target, field)):
-            raise InvalidInput(field, 'file', '%s is a directory' % target, target)
+        validate.regular_file_or_absent(target, field)   # a directory or a FIFO (reading it would block): refused
     for index, entry in enumerate(directories):
         validate.absolute_path(entry.get('path'), 'directories[%d].path' % index)
     validate.text(fingerprint, 'fingerprint')
+    _check_keys(config, 'config')
     uid, gid = _ids(owner, group)
     actions: List[str] = []
     for entry in directories:

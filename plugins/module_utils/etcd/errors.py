@@ -66,6 +66,13 @@ class RestoreRefused(EtcdError):
     """A restore would overwrite data without the explicit flag, or has nothing valid to restore."""
 
 
+class RestoreInputError(RestoreRefused, InvalidInput):
+    """The member a restore would create is described wrongly (name, initial_cluster, peer URLs): `field` names the
+    option, so a module reports it before it reads a store."""
+
+    __init__ = InvalidInput.__init__
+
+
 class SnapshotUnrestorable(RestoreRefused):
     """This snapshot (or its chain of deltas) cannot be restored: a gap, a replay that does not land,
     a restore tool that refuses it. A fallback may try an older snapshot."""

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import time
 import urllib.request
@@ -27,7 +28,9 @@ from urllib.parse import urlsplit
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watched_handlers, watching
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 
 
@@ -37,6 +40,7 @@ STATES = ('started', 'stopped', 'restarted')
 SETTLE_SECONDS = 1.0
 POLL_SECONDS = 0.05
 LOG_TAIL_LINES = 12
+HEALTH_GET_SECONDS = 2.0   # one /health or /version poll, the whole answer
 KEY_MARKS = ('"level":"panic"', '"level":"fatal"', '"level":"error"', 'panic: ')
 
 
@@ -153,8 +157,11 @@ def read_pid_file(path: str) -> Optional[int]:
 
 
 def read_pid_record(path: str) -> tuple:
-    """(pid, recorded start time) from a pid file; (None, None) when it cannot be read."""
+    """(pid, recorded start time) from a pid file; (None, None) when it cannot be read (or is no regular file:
+    opening a FIFO would block)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, None
         with open(path) as f:
             text = f.read()
     except (IOError, OSError, ValueError):
@@ -323,10 +330,12 @@ def _http_get(url: str, spec: ProcessSpec) -> tuple:
             raise ProcessError('cannot use the TLS files (ca_cert %s, client_cert %s, client_key %s) for %s: %s' % (
                 spec.ca_cert, spec.client_cert, spec.client_key, url, exc)) from exc
     try:
-        opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
-        with opener.open(url, timeout=2) as resp:  # nosec - our own member's URL
+        opener = urllib.request.build_opener(*watched_handlers(context))
+        # 2 s for the whole answer, headers included: whatever holds the port and drips is "not answering yet"
+        with watching(Deadline(HEALTH_GET_SECONDS, 'GET %s' % url), url), \
+                opener.open(url, timeout=HEALTH_GET_SECONDS) as resp:  # nosec - our own member's URL
             return resp.status, resp.read().decode('utf-8', 'replace')
-    except Exception as e:  # HTTPError carries a status; anything else means "not answering yet"
+    except Exception as e:  # HTTPError carries a status; anything else means "not answering yet""
         return getattr(e, 'code', 0) or 0, ''
 
 
@@ -373,9 +382,7 @@ def check_spec(spec: ProcessSpec, state: str, check_mode: bool = False) -> None:
     In check mode the config file may be missing: the task that writes it (the role's etcd_config) ran in check
     mode too and wrote nothing, so only its path is checked; the real run requires the file."""
     validate.one_of(state, 'state', STATES)
-    pid_file = validate.absolute_path(spec.pid_file, 'pid_file')
-    if os.path.isdir(pid_file):
-        raise InvalidInput('pid_file', 'file', '%s is a directory' % pid_file, pid_file)
+    validate.regular_file_or_absent(spec.pid_file, 'pid_file')   # a directory or a FIFO: refused
     if spec.log_file is not None:
         validate.absolute_path(spec.log_file, 'log_file')
         if os.path.isdir(spec.log_file):

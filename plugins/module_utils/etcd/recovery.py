@@ -122,6 +122,9 @@ def check_hosts(hosts: Any) -> List[Dict[str, Any]]:
             raise InvalidInput(where + '.name', 'unique', 'host %r appears twice (hosts[%d] and hosts[%d])'
                                % (name, seen[name], index), name)
         seen[name] = index
+        for key in ('member_id', 'cluster_id', 'member_name', 'peer_url'):   # identifiers: one line, as etcd prints
+            if isinstance(host.get(key), str):
+                validate.text(host[key], '%s.%s' % (where, key), allow_empty=True, max_length=253)
         if isinstance(host.get('raft_index'), int) and host['raft_index'] < 0:
             raise InvalidInput(where + '.raft_index', 'minimum', 'must not be negative', host['raft_index'])
         for position, member in enumerate(host.get('members') or []):

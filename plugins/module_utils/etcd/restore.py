@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
+    RestoreInputError,
     RestoreRefused,
     SnapshotInvalid,
     SnapshotNotFound,
@@ -92,7 +93,7 @@ def select_snapshot(store: SnapshotStore, name: Optional[str] = None) -> Snapsho
 
 # --- input checks ----------------------------------------------------------------------------------
 def parse_initial_cluster(initial_cluster: str) -> Dict[str, List[str]]:
-    """`n1=http://a:2380,n2=http://b:2380` -> {name: [peer urls]}; RestoreRefused says what is wrong."""
+    """`n1=http://a:2380,n2=http://b:2380` -> {name: [peer urls]}; RestoreInputError says what is wrong."""
     members: Dict[str, List[str]] = {}
     for item in (initial_cluster or '').split(','):
         item = item.strip()
@@ -100,25 +101,29 @@ def parse_initial_cluster(initial_cluster: str) -> Dict[str, List[str]]:
             continue
         member, sep, url = item.partition('=')
         if not sep or not member.strip() or '://' not in url:
-            raise RestoreRefused('initial_cluster entry %r is not name=scheme://host:port' % item)
+            raise RestoreInputError('initial_cluster', 'format', 'entry %r is not name=scheme://host:port' % item,
+                                    initial_cluster)
         members.setdefault(member.strip(), []).append(url.strip())
     if not members:
-        raise RestoreRefused('initial_cluster is empty; expected name=http://host:2380,...')
+        raise RestoreInputError('initial_cluster', 'non-empty', 'is empty; expected name=http://host:2380,...',
+                                initial_cluster)
     return members
 
 
 def check_member_args(name: str, initial_cluster: str, initial_advertise_peer_urls: Sequence[str]) -> None:
+    """The restored member's name, initial_cluster and peer URLs agree (checked before any store is read)."""
     members = parse_initial_cluster(initial_cluster)
     if not name:
-        raise RestoreRefused('the member name is empty')
+        raise RestoreInputError('name', 'non-empty', 'the member name is empty', name)
     if name not in members:
-        raise RestoreRefused('member %r is not in initial_cluster (%s)' % (name, ', '.join(sorted(members))))
+        raise RestoreInputError('name', 'in-initial-cluster', 'member %r is not in initial_cluster (%s)' % (
+            name, ', '.join(sorted(members))), name)
     urls = [u.strip() for u in initial_advertise_peer_urls or [] if u and u.strip()]
     if not urls:
-        raise RestoreRefused('initial_advertise_peer_urls is empty')
+        raise RestoreInputError('initial_advertise_peer_urls', 'non-empty', 'is empty', initial_advertise_peer_urls)
     if sorted(urls) != sorted(members[name]):
-        raise RestoreRefused('initial_advertise_peer_urls %s differ from the peer URLs of %r in initial_cluster (%s)' % (
-            ','.join(urls), name, ','.join(members[name])))
+        raise RestoreInputError('initial_advertise_peer_urls', 'match', '%s differ from the peer URLs of %r in '
+                                'initial_cluster (%s)' % (','.join(urls), name, ','.join(members[name])), urls)
 
 
 # --- data dir state --------------------------------------------------------------------------------

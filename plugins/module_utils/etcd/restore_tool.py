@@ -6,10 +6,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Optional, Sequence
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import find_snapshot_tool
+from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import find_snapshot_tool, run_seconds
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 RESTORE_TIMEOUT = 3600
@@ -27,9 +28,11 @@ def run_restore_tool(snapshot_path: str, target_dir: str, *, name: str, initial_
            '--initial-cluster', initial_cluster, '--initial-cluster-token', initial_cluster_token,
            '--initial-advertise-peer-urls', ','.join(initial_advertise_peer_urls)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=RESTORE_TIMEOUT, env=env)
-    except subprocess.TimeoutExpired as exc:
-        raise EtcdError('%s snapshot restore did not finish in %ss' % (kind, RESTORE_TIMEOUT)) from exc
+        proc = run_bounded(cmd, run_seconds(binary, RESTORE_TIMEOUT), '%s snapshot restore' % kind, env=env)
+    except DeadlineExceeded as exc:   # the tool and its process group were killed
+        raise EtcdError(str(exc)) from exc
+    except OSError as exc:
+        raise EtcdError('cannot run %s: %s' % (binary, exc)) from exc
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         raise EtcdError('%s snapshot restore of %s failed (rc=%d): %s' % (

@@ -8,14 +8,31 @@ only when the whole upload completes, so a killed upload leaves at most an unfin
 upload (listed as `partial`), never a short object. The metadata object is put only after the
 data object's size was checked in the store. Every object is encrypted server-side (AES256 unless
 the store is told otherwise, s3_encryption.py); SSE-C reads send the customer key again.
+
+Time: every operation runs under a deadline, retries included - the one the caller shares across its calls (a
+module run: `store_timeout` for the whole conversation) or `timeout` per operation (the controller). Its sockets
+are watched (common/http_deadline.py), so a store that accepts and never answers, or drips its headers, is cut at
+the deadline, and the error names the endpoint and the time spent. Work that grows with the store's contents is
+granted time as it happens, never in advance: each snapshot's metadata read while listing, and each MiB moved
+(a transfer slower than 1 MiB/s runs out).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 from urllib.parse import urlsplit
+
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import (
+    ContextThreadPool,
+    check_deadline,
+    grant,
+    watch_pool_classes,
+    watching,
+)
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotNotFound, StoreError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import (
@@ -43,9 +60,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import 
 
 try:
     import boto3
-    from boto3.s3.transfer import TransferConfig
+    from boto3.s3.transfer import S3Transfer, TransferConfig
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError
+    from s3transfer.manager import TransferManager
     HAS_BOTO3 = True
 except ImportError:  # reported by the module through missing_required_lib
     HAS_BOTO3 = False
@@ -55,6 +73,11 @@ OUR_MARK = 'steward-snapshot'  # user metadata on every data object we upload (t
 CREDENTIAL_CODES = ('InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'InvalidToken',
                     'ExpiredToken', 'InvalidClientTokenId', 'UnrecognizedClientException', '403')
 MISSING_BUCKET_CODES = ('NoSuchBucket',)
+# Time granted as work that grows with the store happens: per MiB moved (a floor far below any usable store, so a
+# large snapshot is not cut at store_timeout while a trickling store still runs out) and per snapshot whose
+# metadata a listing reads.
+SECONDS_PER_MB_MOVED = 1.0
+SECONDS_PER_METADATA_READ = 0.2
 
 
 def split_s3_url(url: str) -> tuple:
@@ -77,8 +100,8 @@ class S3Store(SnapshotStore):
     def __init__(self, url: str, *, endpoint_url: Optional[str] = None, access_key: Optional[str] = None,
                  secret_key: Optional[str] = None, session_token: Optional[str] = None, region: Optional[str] = None,
                  multipart_threshold: int = 64 * MB, multipart_chunksize: int = 16 * MB, max_concurrency: int = 4,
-                 connect_timeout: float = 5.0, read_timeout: float = 60.0, max_attempts: int = 3,
-                 encryption: Optional[S3Encryption] = None):
+                 timeout: float = 30.0, max_attempts: int = 3, encryption: Optional[S3Encryption] = None,
+                 deadline: Optional[Deadline] = None):
         if not HAS_BOTO3:
             raise StoreError('the python library boto3 is required for s3:// stores')
         self.url = url
@@ -91,9 +114,13 @@ class S3Store(SnapshotStore):
             raise StoreError('S3 store %s: give both aws_access_key_id and aws_secret_access_key, or neither' % url)
         session = boto3.session.Session(aws_access_key_id=access_key or None, aws_secret_access_key=secret_key or None,
                                         aws_session_token=session_token or None, region_name=region)
-        config = Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
+        # per attempt; the deadline (shared, or `timeout` per operation) bounds them all, retries included
+        config = Config(connect_timeout=min(5.0, timeout), read_timeout=timeout,
                         retries={'max_attempts': max_attempts, 'mode': 'standard'})
         self.client = session.client('s3', endpoint_url=self.endpoint_url, config=config)
+        self.timeout = timeout
+        self.deadline = deadline
+        _watch_botocore(self.client)
         self.transfer = TransferConfig(multipart_threshold=multipart_threshold, multipart_chunksize=multipart_chunksize,
                                        max_concurrency=max_concurrency)
 
@@ -102,6 +129,25 @@ class S3Store(SnapshotStore):
 
     def _where(self) -> str:
         return 's3://%s/%s%s' % (self.bucket, self.prefix, ' at %s' % self.endpoint_url if self.endpoint_url else '')
+
+    @contextlib.contextmanager
+    def _within(self, action: str) -> Iterator[None]:
+        """Run one operation under the deadline (the shared one, else `timeout` for this operation); running out
+        is a StoreError naming the operation, the endpoint and the time spent."""
+        deadline = self.deadline if self.deadline is not None else Deadline(self.timeout, action)
+        try:
+            with watching(deadline, self.endpoint_url or 'AWS S3'):
+                yield
+        except DeadlineExceeded as exc:
+            raise StoreError('cannot %s in %s: %s' % (action, self._where(), exc)) from exc
+
+    def _transfer(self) -> 'S3Transfer':
+        """boto3's transfer, its threads in the caller's context (their sockets join the caller's deadline)."""
+        return S3Transfer(manager=TransferManager(self.client, self.transfer, executor_cls=ContextThreadPool))
+
+    def _moved(self, transferred: int) -> None:
+        grant(transferred * SECONDS_PER_MB_MOVED / MB)
+        self._progress(transferred)
 
     def error(self, action: str, exc: Exception) -> StoreError:
         """A StoreError that says what failed, where, and the likely reason."""
@@ -133,14 +179,15 @@ class S3Store(SnapshotStore):
 
     def check(self, create: bool = True) -> None:
         """Fail early (endpoint, credentials, bucket) before a big snapshot is streamed."""
-        try:
-            self.client.head_bucket(Bucket=self.bucket)
-        except ClientError as exc:
-            if exc.response.get('Error', {}).get('Code') in ('404', 'NotFound'):
-                raise self.error('use the store', _missing_bucket(exc)) from exc
-            raise self.error('use the store', exc) from exc
-        except BotoCoreError as exc:
-            raise self.error('use the store', exc) from exc
+        with self._within('use the store'):
+            try:
+                self.client.head_bucket(Bucket=self.bucket)
+            except ClientError as exc:
+                if exc.response.get('Error', {}).get('Code') in ('404', 'NotFound'):
+                    raise self.error('use the store', _missing_bucket(exc)) from exc
+                raise self.error('use the store', exc) from exc
+            except BotoCoreError as exc:
+                raise self.error('use the store', exc) from exc
 
     # --- listing -------------------------------------------------------------------------------
     def _objects(self, rel_prefix: str) -> Dict[str, Dict[str, Any]]:
@@ -182,6 +229,10 @@ class S3Store(SnapshotStore):
             raise
 
     def list(self) -> List[Snapshot]:
+        with self._within('list snapshots'):
+            return self._list()
+
+    def _list(self) -> List[Snapshot]:
         try:
             found = self._classify(self._objects(LAYOUT_V2 + '/'), v1=False)
             found += self._classify(self._objects(LAYOUT_V1 + '/'), v1=True)
@@ -220,7 +271,10 @@ class S3Store(SnapshotStore):
             name = try_parse_name(base)
             if name is None:
                 continue
-            raw = self._get(rel + METADATA_SUFFIX) if (rel + METADATA_SUFFIX) in objects else None
+            raw = None
+            if (rel + METADATA_SUFFIX) in objects:
+                grant(SECONDS_PER_METADATA_READ)
+                raw = self._get(rel + METADATA_SUFFIX)
             result.append(classify(rel, name, int(obj['Size']), modified, raw))
         return result
 
@@ -229,14 +283,19 @@ class S3Store(SnapshotStore):
         """Upload progress hook (bytes since the last call); a seam for fault-injection tests."""
 
     def publish_data(self, name: SnapshotName, source_path: str) -> Snapshot:
+        with self._within('upload snapshot %s' % name):
+            return self._publish_data(name, source_path)
+
+    def _publish_data(self, name: SnapshotName, source_path: str) -> Snapshot:
         rel = '%s/%s' % (LAYOUT_V2, name)
         key = self.key_of(rel)
         size = os.path.getsize(source_path)
         try:
             if self._head(key) is not None:
                 raise StoreError('s3://%s/%s already exists; refusing to overwrite it' % (self.bucket, key))
-            self.client.upload_file(source_path, self.bucket, key, Config=self.transfer, Callback=self._progress,
-                                    ExtraArgs=dict(self.encryption.write_args(), Metadata={OUR_MARK: '1'}))
+            with self._transfer() as transfer:
+                transfer.upload_file(source_path, self.bucket, key, callback=self._moved,
+                                     extra_args=dict(self.encryption.write_args(), Metadata={OUR_MARK: '1'}))
             head = self._head(key)
         except (ClientError, BotoCoreError) as exc:
             raise self.error('upload snapshot %s' % name, exc) from exc
@@ -268,6 +327,10 @@ class S3Store(SnapshotStore):
             raise
 
     def publish_metadata(self, snapshot: Snapshot, metadata: Dict[str, Any]) -> Snapshot:
+        with self._within('publish metadata of %s' % snapshot.key):
+            return self._publish_metadata(snapshot, metadata)
+
+    def _publish_metadata(self, snapshot: Snapshot, metadata: Dict[str, Any]) -> Snapshot:
         key = self.key_of(snapshot.key)
         body = json.dumps(metadata, indent=2, sort_keys=True).encode('utf-8')
         try:
@@ -282,11 +345,18 @@ class S3Store(SnapshotStore):
         return classify(snapshot.key, snapshot.name, int(head['ContentLength']), head['LastModified'].timestamp(), raw)
 
     def fetch(self, snapshot: Snapshot, dest_path: str) -> None:
+        with self._within('download %s' % snapshot.key):
+            self._fetch(snapshot, dest_path)
+
+    def _fetch(self, snapshot: Snapshot, dest_path: str) -> None:
         key = self.key_of(snapshot.key)
         tmp = os.path.join(os.path.dirname(os.path.abspath(dest_path)), temp_name(os.path.basename(dest_path)))
+
+        def download(Bucket: str, Key: str, Filename: str, ExtraArgs: Optional[Dict[str, Any]] = None) -> None:  # noqa: N803  # pylint: disable=invalid-name
+            with self._transfer() as transfer:
+                transfer.download_file(Bucket, Key, Filename, extra_args=ExtraArgs, callback=self._moved)
         try:
-            self._read(self.client.download_file, 'ExtraArgs', Bucket=self.bucket, Key=key, Filename=tmp,
-                       Config=self.transfer)
+            self._read(download, 'ExtraArgs', Bucket=self.bucket, Key=key, Filename=tmp)
             make_private(tmp)
             os.rename(tmp, dest_path)
         except ClientError as exc:
@@ -299,6 +369,10 @@ class S3Store(SnapshotStore):
             raise self.error('download %s' % snapshot.key, exc) from exc
 
     def delete(self, snapshot: Snapshot) -> None:
+        with self._within('delete %s' % snapshot.key):
+            self._delete(snapshot)
+
+    def _delete(self, snapshot: Snapshot) -> None:
         key = self.key_of(snapshot.key)
         try:
             if snapshot.status == STATUS_PARTIAL and snapshot.metadata and snapshot.metadata.get('upload_id'):
@@ -308,3 +382,21 @@ class S3Store(SnapshotStore):
             self.client.delete_object(Bucket=self.bucket, Key=key)
         except (ClientError, BotoCoreError) as exc:
             raise self.error('delete %s' % snapshot.key, exc) from exc
+
+
+def _watch_botocore(client: Any) -> None:
+    """Watch the sockets of `client` (common/http_deadline.py) and check the deadline before every attempt, so
+    no retry starts after it. botocore has no public hook for its connection classes: its session's pool-class
+    mapping (shared by its proxy managers) is changed in place; a botocore without it fails loudly here, not
+    silently without the bound (tests/integration/test_etcd_store_deadlines.py: the header drip would hang)."""
+    client.meta.events.register('before-send.s3', _before_send)
+    try:
+        classes = client._endpoint.http_session._pool_classes_by_scheme  # pylint: disable=protected-access
+    except AttributeError as exc:
+        raise StoreError('this botocore keeps its connection pools elsewhere: S3 requests cannot be bounded '
+                         '(%s)' % exc) from exc
+    watch_pool_classes(classes)
+
+
+def _before_send(**_: Any) -> None:
+    check_deadline()

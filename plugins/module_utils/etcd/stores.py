@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Budget, Deadline
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import S3Encryption, s3_encryption
@@ -20,16 +21,16 @@ SUPPORTED = ('/absolute/path', 'file:///absolute/path', 's3://bucket/prefix')
 def open_store(url: str, *, endpoint_url: Optional[str] = None, access_key: Optional[str] = None,
                secret_key: Optional[str] = None, session_token: Optional[str] = None,
                region: Optional[str] = None, encryption: Optional[S3Encryption] = None,
-               timeout: float = 30.0) -> SnapshotStore:
+               timeout: float = 30.0, budget: Optional[Deadline] = None) -> SnapshotStore:
     """The store for `url`; StoreError names the supported forms when the URL fits none. `timeout` bounds one S3
-    request with its retries: half of it per attempt, two attempts (botocore's max_attempts counts the retries)."""
+    operation with its retries; `budget` (a Budget), when given, bounds all of them together instead."""
     url = (url or '').strip()
     if not url:
         raise StoreError('no snapshot store given; expected one of %s' % ', '.join(SUPPORTED))
     if url.startswith('s3://'):
         return S3Store(url, endpoint_url=endpoint_url, access_key=access_key, secret_key=secret_key,
-                       session_token=session_token, region=region, encryption=encryption,
-                       connect_timeout=min(5.0, timeout / 2), read_timeout=timeout / 2, max_attempts=1)
+                       session_token=session_token, region=region, encryption=encryption, timeout=timeout,
+                       deadline=budget)
     if url.startswith('file://') or url.startswith('/'):
         return LocalStore(url)
     scheme = url.split('://', 1)[0] if '://' in url else ''
@@ -46,7 +47,8 @@ def encryption_from_params(params: Dict[str, Any]) -> S3Encryption:
 
 def store_from_params(params: Dict[str, Any], must_exist: bool = True) -> SnapshotStore:
     """From the `etcd_store` argspec options. A local store must exist unless the caller creates it (`must_exist`
-    False: etcd_snapshot): a typo must not read as "no backup" during a recovery."""
+    False: etcd_snapshot): a typo must not read as "no backup" during a recovery. `store_timeout` is one budget for
+    every S3 request of this run, retries included (its time runs only while a request is under way)."""
     timeout = params.get('store_timeout')
     timeout = 30.0 if timeout is None else validate.timeout(timeout, 'store_timeout')
     if params.get('s3_endpoint_url'):
@@ -54,7 +56,8 @@ def store_from_params(params: Dict[str, Any], must_exist: bool = True) -> Snapsh
     store = open_store(params.get('store') or '', endpoint_url=params.get('s3_endpoint_url'),
                        access_key=params.get('aws_access_key_id'), secret_key=params.get('aws_secret_access_key'),
                        session_token=params.get('aws_session_token'), region=params.get('region'),
-                       encryption=encryption_from_params(params), timeout=timeout)
+                       encryption=encryption_from_params(params), timeout=timeout,
+                       budget=Budget(timeout, 'the S3 requests of this run (store_timeout)'))
     if must_exist and isinstance(store, LocalStore):
         validate.existing_dir(store.root, 'store')
     return store

@@ -21,10 +21,11 @@ import dataclasses
 import hashlib
 import json
 import os
-import subprocess
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import find_snapshot_tool
+from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import find_snapshot_tool, run_seconds
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.bolt import inspect_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
 
@@ -110,11 +111,12 @@ def snapshot_status(path: str, tool: Optional[str] = None) -> Dict[str, Any]:
     if kind == 'etcdctl':
         env['ETCDCTL_API'] = '3'
     try:
-        proc = subprocess.run([binary, 'snapshot', 'status', '-w', 'json', path], capture_output=True, text=True,
-                              check=False, timeout=STATUS_TIMEOUT, env=env)
-    except subprocess.TimeoutExpired as exc:
-        raise SnapshotInvalid('%s snapshot status %s did not finish in %ss' % (kind, path, STATUS_TIMEOUT),
-                              CHECK_STRUCTURE) from exc
+        proc = run_bounded([binary, 'snapshot', 'status', '-w', 'json', path], run_seconds(binary, STATUS_TIMEOUT),
+                           '%s snapshot status %s' % (kind, path), env=env)
+    except DeadlineExceeded as exc:   # the tool and its process group were killed
+        raise SnapshotInvalid(str(exc), CHECK_STRUCTURE) from exc
+    except OSError as exc:
+        raise SnapshotInvalid('cannot run %s: %s' % (binary, exc), CHECK_STRUCTURE) from exc
     if proc.returncode != 0:
         message = (proc.stderr or proc.stdout).strip().splitlines()
         raise SnapshotInvalid('%s snapshot status rejected %s: %s' % (

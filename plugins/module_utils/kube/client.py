@@ -17,8 +17,10 @@ from urllib.parse import quote
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watch_pool_manager, watching
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import (
     AlreadyExists,
+    BadAnswer,
     Conflict,
     Invalid,
     KubeError,
@@ -77,14 +79,30 @@ def load_configuration(kubeconfig: Optional[str] = None, context: Optional[str] 
     return configuration
 
 
+def _checked(answer: Any, method: str, where: str) -> Any:
+    """An answer as the API server gives it: nothing, or an object (a mapping) whose metadata is a mapping."""
+    if answer is None:
+        return None
+    if not isinstance(answer, dict) or not isinstance(answer.get('metadata', {}), dict):
+        raise BadAnswer('%s %s: the answer is not a Kubernetes object (%s), not an API server\'s answer' % (
+            method, where, type(answer).__name__ if not isinstance(answer, dict) else 'metadata is not a mapping'))
+    return answer
+
+
 class KubeClient:
-    """Generic verbs on API paths (see `api_path`)."""
+    """Generic verbs on API paths (see `api_path`). `user_agent`, when a process sets it, names the caller in the
+    API server's audit log (the controller: steward-controller and its loops)."""
+
+    user_agent: Optional[str] = None
 
     def __init__(self, configuration: 'kubernetes.client.Configuration', timeout: float = 30.0):
         if not HAS_KUBERNETES:
             raise KubeError('the python library kubernetes is required')
         self.configuration = configuration
         self.api = kubernetes.client.ApiClient(configuration)
+        if self.user_agent:
+            self.api.user_agent = self.user_agent
+        watch_pool_manager(self.api.rest_client.pool_manager)   # a server dripping its headers is cut at the deadline
         self.timeout = timeout
 
     @classmethod
@@ -105,12 +123,13 @@ class KubeClient:
         headers = {'Accept': 'application/json', 'Content-Type': content_type}
         deadline = Deadline(self.timeout, '%s %s%s' % (method, self.host, path))
         try:
-            response = self.api.call_api(
-                path, method, query_params=list(query or []), header_params=headers, body=body,
-                auth_settings=['BearerToken'], _preload_content=False, _request_timeout=self.timeout)
-            answer = response[0] if isinstance(response, tuple) else response
-            raw = read_within(lambda: answer.read1(65536, decode_content=True), deadline)
-            answer.release_conn()
+            with watching(deadline, self.host):
+                response = self.api.call_api(
+                    path, method, query_params=list(query or []), header_params=headers, body=body,
+                    auth_settings=['BearerToken'], _preload_content=False, _request_timeout=self.timeout)
+                answer = response[0] if isinstance(response, tuple) else response
+                raw = read_within(lambda: answer.read1(65536, decode_content=True), deadline)
+                answer.release_conn()
         except ApiException as exc:
             raise error_from(method, path, exc.status, exc.reason, exc.body) from None
         except DeadlineExceeded as exc:
@@ -118,7 +137,11 @@ class KubeClient:
         except Exception as exc:  # urllib3 connection errors, timeouts
             raise KubeUnavailable('%s %s%s: the API server did not answer within %ss (%.1fs spent): %s' % (
                 method, self.host, path, self.timeout, deadline.spent(), exc.__class__.__name__)) from exc
-        return json.loads(raw) if raw else None
+        try:
+            answer = json.loads(raw) if raw else None
+        except ValueError:
+            raise BadAnswer('%s %s%s: the answer is not JSON: %r' % (method, self.host, path, raw[:80])) from None
+        return _checked(answer, method, '%s%s' % (self.host, path))
 
     # --- verbs ---------------------------------------------------------------------------------
     def get(self, path: str) -> Dict[str, Any]:
@@ -137,6 +160,10 @@ class KubeClient:
         if field_selector:
             query.append(('fieldSelector', field_selector))
         items = (self.request('GET', path, query=query) or {}).get('items') or []
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise BadAnswer('GET %s%s: items is not a list of objects, not an API server\'s answer' % (self.host, path))
+        for item in items:
+            _checked(item, 'GET', '%s%s' % (self.host, path))
         # Filter here too: the selector is a contract of ours, not only a hint to the server.
         if label_selector:
             selector = parse_label_selector(label_selector)

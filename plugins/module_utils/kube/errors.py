@@ -19,6 +19,11 @@ class KubeUnavailable(KubeError):
     """The API server could not be reached or answered 5xx."""
 
 
+class BadAnswer(KubeError):
+    """The server answered, but not as a Kubernetes API server does (an object that is not a mapping, a list whose
+    items are not objects): a proxy, a captive portal or another service at that address."""
+
+
 class NotFound(KubeError):
     """404: the object (or resource) does not exist."""
 

@@ -115,6 +115,9 @@ def parse_label_selector(text: str, field: str = 'labelSelector') -> Dict[str, A
     `a=b`, `a==b` (In), `a!=b` (NotIn: a missing key matches too), `a in (x,y)`, `a notin (x,y)`, `a`
     (Exists), `!a` (DoesNotExist); terms joined by commas must all hold, '' selects everything."""
     expressions: List[Dict[str, Any]] = []
+    if (text or '').strip() and any(not t.strip() for t in _selector_terms(text, keep_empty=True)):
+        raise InvalidInput(field, 'label-selector', 'an empty term between commas in %r (the API server refuses it)'
+                           % (text,), text)
     for term in _selector_terms(text or ''):
         match = _SET_TERM.match(term)
         if match:
@@ -139,7 +142,7 @@ def labels_match(labels: Mapping[str, str], selector: str) -> bool:
     return selector_matches(parse_label_selector(selector), labels)
 
 
-def _selector_terms(selector: str) -> List[str]:
+def _selector_terms(selector: str, keep_empty: bool = False) -> List[str]:
     """Split on commas outside parentheses (`a in (x,y),b=c` is two terms)."""
     terms, depth, current = [], 0, ''
     for char in selector:
@@ -151,4 +154,4 @@ def _selector_terms(selector: str) -> List[str]:
         else:
             current += char
     terms.append(current)
-    return [t.strip() for t in terms if t.strip()]
+    return [t.strip() for t in terms if keep_empty or t.strip()]

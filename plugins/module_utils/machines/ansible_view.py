@@ -118,6 +118,11 @@ def desired_deployment(params: Mapping[str, Any]) -> Dict[str, Any]:
         template_spec['nodeConditions'] = ','.join(parse_node_conditions(','.join(params['node_conditions']), 'node_conditions'))
     if params.get('disable_health_timeout') is not None:
         template_spec['disableHealthTimeout'] = bool(params['disable_health_timeout'])
+    surge, unavailable = (rollout.parse_int_or_percent(_int_or_percent(params.get(option, 1)), option)
+                          for option in ('max_surge', 'max_unavailable'))   # checked with or without `strategy`
+    if surge[0] == 0 and unavailable[0] == 0 and params.get('strategy') != 'Recreate':
+        raise InvalidInput('max_surge', 'not-both-zero', 'max_surge and max_unavailable cannot both be 0 with a '
+                           'RollingUpdate (the default strategy)', 0)
     if params.get('strategy') is not None:
         strategy: Dict[str, Any] = {'type': params['strategy']}
         if params['strategy'] == 'RollingUpdate':

@@ -41,6 +41,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import MachineView, plan_machine
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machineset import SetPlan, freeze_patch, plan_set
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event, MachinePlan, current_status
+from ansible_collections.steward.cluster.plugins.module_utils.machines.validation import check_scalable
 
 Obj = Mapping[str, Any]
 
@@ -259,6 +260,11 @@ def _plan_sets(world: World, index: _Index, settings: Settings, now: float, plan
     for ms in world.sets:
         if o.uid(ms) in world.busy:
             continue
+        try:
+            check_scalable(ms)
+        except InvalidInput as exc:
+            plan.invalid[o.key(ms)] = exc
+            continue
         machines = index.machines_by_set.get(o.uid(ms), [])
         md = index.mds_by_uid.get(o.owner_uid(ms))
         verdict = safety.overshoot(ms, machines, md, _surge_of(md), settings)      # deleting ones count too (MCM)
@@ -292,6 +298,11 @@ def _plan_deployments(world: World, index: _Index, now: float, plan: PassPlan, f
             continue
         sets = index.sets_by_md.get(o.uid(md), [])
         try:
+            check_scalable(md)
+            for ms in sets:   # a set read wrongly would be counted as 0 machines: the deployment waits for it
+                if o.key(ms) in plan.invalid:
+                    raise InvalidInput('MachineSet %s' % o.name(ms), plan.invalid[o.key(ms)].rule,
+                                       'owned set is invalid: %s' % plan.invalid[o.key(ms)])
             dplan = _deployment(md, sets, index, now)
         except InvalidInput as exc:
             plan.invalid[o.key(md)] = exc

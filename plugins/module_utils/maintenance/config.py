@@ -30,6 +30,7 @@ import os
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.chain import (
@@ -303,6 +304,7 @@ def load_config(source: Union[str, bytes, Mapping[str, Any]], environ: Optional[
                 loader.dispose()
         except yaml.YAMLError as exc:
             raise ConfigError('', 'yaml', 'maintenance.yaml is not valid YAML: %s' % exc) from None
+    validate.document_size(source, '(top)')   # before interpolation walks it
     top = as_mapping(interpolate(source, os.environ if environ is None else environ), '(top)')
     warnings: List[str] = []
     _warn_unknown(warnings, '(top)', top, ('intervals', 'instances', 'profiles', 'dashboard'))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, about_option
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import Config, load_config_for_viewing
@@ -43,29 +45,35 @@ def config_text(obj: Mapping[str, Any], source: ConfigSource) -> str:
 
 def read_config(config: Optional[Mapping[str, Any]], config_file: Optional[str], config_source: Optional[str],
                 client: Optional[KubeClient]) -> Tuple[Optional[Config], str]:
-    """(Config or None, where it came from). Raises OptionError (unreadable source) or ConfigError (bad content,
-    the message starting with where the config came from)."""
+    """(Config or None, where it came from). Raises OptionError (unreadable source) or ConfigError (bad content);
+    either names the option (`config_file`, `config_source`) as its field, the message then says where inside."""
     if config is not None:
         return load_config_for_viewing(dict(config), 'config'), 'config'
     if config_file:
+        try:   # a regular, readable file: opening a FIFO would block
+            validate.existing_file(config_file, 'config_file')
+        except InvalidInput as exc:
+            raise exc.recast(OptionError) from None
         try:
             with open(config_file, 'rb') as handle:
                 text = handle.read()
         except OSError as exc:
-            raise OptionError('config_file %s' % config_file, 'readable', 'cannot read it: %s' % (exc.strerror or exc),
+            raise OptionError('config_file', 'readable', 'cannot read %s: %s' % (config_file, exc.strerror or exc),
                               config_file) from None
-        return load_config_for_viewing(text, config_file), config_file
+        with about_option('config_file'):   # the error's field is the file (and the path in it): name the option
+            return load_config_for_viewing(text, config_file), config_file
     if config_source:
         source = parse_config_source(config_source)
         plural = 'configmaps' if source.kind == 'configmap' else 'secrets'
         if client is None:
-            raise OptionError('config_source %s' % source, 'client', 'no Kubernetes client')
+            raise OptionError('config_source', 'client', '%s: no Kubernetes client' % source)
         try:
             obj = client.get(api_path('v1', plural, source.namespace, source.name))
         except NotFound:
-            raise OptionError('config_source %s' % source, 'exists', '%s %s/%s does not exist'
+            raise OptionError('config_source', 'exists', '%s %s/%s does not exist'
                               % (source.kind, source.namespace, source.name)) from None
-        return load_config_for_viewing(config_text(obj, source), str(source)), str(source)
+        with about_option('config_source'):   # a missing key, or the YAML inside
+            return load_config_for_viewing(config_text(obj, source), str(source)), str(source)
     return None, ''
 
 

@@ -19,6 +19,7 @@ recorded); only recorded files are ever rewritten or removed. Pure planning here
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import posixpath
@@ -60,10 +61,17 @@ def _allowed(directory: str) -> bool:
     return any(directory == d or directory.startswith(d + '/') for d in ALLOWED_DIRS)
 
 
+def _decoded(value: Any, field: str) -> bytes:
+    """Base64 as the API server stores Secret data and binaryData (the content itself is never shown)."""
+    try:
+        return base64.b64decode(value, validate=True)
+    except (TypeError, ValueError):
+        raise InvalidInput(field, 'base64', 'is not base64 text', secret=True) from None
+
+
 def parse_source(obj: Mapping[str, Any], node_name: str) -> Optional[Source]:
     """A ConfigMap / Secret as an anchor source, None when it is for another node; InvalidInput (field names the
     object and annotation) when its annotations are wrong."""
-    import base64
     meta = obj.get('metadata') or {}
     annotations = meta.get('annotations') or {}
     kind = obj.get('kind') or ('Secret' if 'type' in obj else 'ConfigMap')
@@ -78,12 +86,11 @@ def parse_source(obj: Mapping[str, Any], node_name: str) -> Optional[Source]:
     default_mode = '0600' if kind == 'Secret' else '0644'
     mode = validate.file_mode(annotations.get(MODE_ANNOTATION) or default_mode, '%s: %s' % (where, MODE_ANNOTATION))
     data: Dict[str, bytes] = {}
-    for key, value in (obj.get('data') or {}).items():
-        validate.path_component(key, '%s: data.%s' % (where, key))
-        data[key] = base64.b64decode(value) if kind == 'Secret' else str(value).encode()
-    for key, value in (obj.get('binaryData') or {}).items():
-        validate.path_component(key, '%s: binaryData.%s' % (where, key))
-        data[key] = base64.b64decode(value)
+    for section, encoded in (('data', kind == 'Secret'), ('binaryData', True)):
+        for key, value in (obj.get(section) or {}).items():
+            field = '%s: %s.%s' % (where, section, key)
+            validate.path_component(key, field)
+            data[key] = _decoded(value, field) if encoded else str(value).encode()
     etcd = (annotations.get(ETCD_ANNOTATION) or '') == 'member'
     return Source(kind, meta.get('namespace') or '', meta.get('name') or '', directory, mode, data, etcd)
 

@@ -16,11 +16,12 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import (
     LoadBalancerConfigInvalid, NotReady, ProvisioningError,
@@ -50,10 +51,9 @@ def validate(config: bytes, command: Sequence[str] = DEFAULT_VALIDATE_COMMAND, t
             f.write(config)
         argv = [program] + [part.replace('{config}', path) for part in command[1:]]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise LoadBalancerConfigInvalid('%s did not finish within %ss' % (' '.join(argv), timeout),
-                                            layout.LB_CONFIG) from None
+            proc = run_bounded(argv, timeout, ' '.join(argv[:2]))
+        except DeadlineExceeded as exc:   # it and its process group were killed
+            raise LoadBalancerConfigInvalid(str(exc), layout.LB_CONFIG) from None
         output = (proc.stdout + proc.stderr).replace(path, '<config>').strip()
         if proc.returncode != 0:
             raise LoadBalancerConfigInvalid('haproxy -c rejected the rendered config; the live config was not '

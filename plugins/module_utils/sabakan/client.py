@@ -17,16 +17,16 @@ import json
 import re
 import socket
 import ssl
-import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watched_handlers, watching
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     OptionError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
@@ -193,6 +193,20 @@ def check_machine(machine: Any, where: str) -> Dict[str, Any]:
     return machine
 
 
+def check_unique(machines: List[Dict[str, Any]], where: str) -> List[Dict[str, Any]]:
+    """No two machines with one serial or one IPv4 address (sabakan's own invariants): a list that breaks them is
+    not sabakan's answer, and planning from it would put one server in the cluster twice."""
+    seen: Dict[Tuple[str, str], int] = {}
+    for index, machine in enumerate(machines):
+        spec = machine.get('spec') or {}
+        for key, value in [('spec.serial', spec.get('serial'))] + [('spec.ipv4', a) for a in spec.get('ipv4') or []]:
+            if (key, value) in seen:
+                raise _fail('%s[%d]' % (where, index), key, 'is also %s[%d] (%s must be unique)' % (
+                    where, seen[(key, value)], key), value)
+            seen[(key, value)] = index
+    return machines
+
+
 def _check_status(status: Any, where: str) -> Dict[str, Any]:
     if not isinstance(status, dict):
         raise _fail(where, 'status', 'must be an object', status)
@@ -213,6 +227,10 @@ def graphql_url(url: str) -> str:
     """Full GraphQL endpoint: `/graphql` is appended when the URL has no path."""
     if not isinstance(url, str) or not url.strip():
         raise OptionError('url', 'url', 'the sabakan URL must be a non-empty string like http://sabakan:10080, got %r' % (url,), url)
+    try:
+        validate.endpoint_url(url.strip(), 'url')
+    except InvalidInput as exc:
+        raise exc.recast(OptionError) from None
     parts = urlsplit(url.strip())
     if parts.scheme not in ('http', 'https') or not parts.netloc:
         raise OptionError('url', 'url', '%r must start with http:// or https:// and name a host' % url, url)
@@ -228,14 +246,13 @@ class SabakanClient:
         self.url = graphql_url(url)
         try:
             self.timeout = validate.timeout(timeout, 'timeout')
+            validate.optional_file(ca_path, 'ca_path')   # given, it must be a file even for an http:// URL
         except InvalidInput as exc:
             raise exc.recast(OptionError) from None
         self.headers = {'Content-Type': 'application/json', 'Accept': 'application/json'}
         self.headers.update(headers or {})
-        handlers: List[Any] = []
-        if self.url.startswith('https://'):
-            handlers.append(urllib.request.HTTPSHandler(context=self._ssl_context(validate_certs, ca_path)))
-        self._opener = urllib.request.build_opener(*handlers)
+        context = self._ssl_context(validate_certs, ca_path) if self.url.startswith('https://') else None
+        self._opener = urllib.request.build_opener(*watched_handlers(context))   # headers bounded too
 
     @staticmethod
     def _ssl_context(validate_certs: bool, ca_path: Optional[str]) -> ssl.SSLContext:
@@ -284,10 +301,13 @@ class SabakanClient:
 
     def _send(self, request: urllib.request.Request) -> tuple:
         """(HTTP status, body bytes) for 2xx-4xx; 5xx and transport failures raise SabakanUnavailable."""
-        deadline = time.monotonic() + self.timeout
+        deadline = Deadline(self.timeout, 'POST %s' % self.url)
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
+            with watching(deadline, self.url), self._opener.open(request, timeout=self.timeout) as response:
                 return response.status, self._read(response, deadline)
+        except DeadlineExceeded as e:
+            raise SabakanUnavailable('sabakan at %s did not answer within %gs (%.1fs spent)' % (
+                self.url, self.timeout, e.spent)) from None
         except urllib.error.HTTPError as e:
             try:
                 body = self._read(e, deadline)
@@ -309,13 +329,9 @@ class SabakanClient:
         except (ConnectionError, OSError) as e:  # reset mid-answer, half-closed sockets, ...
             raise SabakanUnavailable('sabakan at %s: connection failed: %s' % (self.url, e)) from None
 
-    def _read(self, response: Any, deadline: float) -> bytes:
+    def _read(self, response: Any, deadline: Deadline) -> bytes:
         """Read the body as it arrives (read1); the per-read timeout alone would let a trickling server run forever."""
-        clock = Deadline(max(deadline - time.monotonic(), 0), 'reading the answer of %s' % self.url)
-        try:
-            return read_within(lambda: response.read1(65536), clock)
-        except DeadlineExceeded:
-            raise socket.timeout('body not complete after %gs' % self.timeout) from None
+        return read_within(lambda: response.read1(65536), deadline, self.url)
 
     # -- operations
     def search_machines(self, having: Optional[Mapping[str, Any]] = None,
@@ -327,7 +343,8 @@ class SabakanClient:
         if not isinstance(machines, list):
             raise SabakanResponseError('sabakan at %s: data.searchMachines must be a list, got %s'
                                        % (self.url, _excerpt(json.dumps(machines).encode())))
-        return [check_machine(m, '%s: searchMachines[%d]' % (self.url, i)) for i, m in enumerate(machines)]
+        return check_unique([check_machine(m, '%s: searchMachines[%d]' % (self.url, i)) for i, m in enumerate(machines)],
+                            '%s: searchMachines' % self.url)
 
     def search(self, variables: Union[Mapping[str, Any], str, None] = None,
                defaults: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.validate import integer
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ConstraintsError
 
 DEFAULT_CONSTRAINTS: Dict[str, int] = {
@@ -34,17 +36,12 @@ class Constraints:
 
 
 def _as_int(key: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConstraintsError(key, 'integer', f'expected an integer, got {value!r}', value)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str) and value.strip().lstrip('-').isdigit():
-        value = int(value.strip())
-    if not isinstance(value, int):
-        raise ConstraintsError(key, 'integer', f'expected an integer, got {value!r}', value)
-    if value < 0:
-        raise ConstraintsError(key, 'non-negative', f'must not be negative, got {value}', value)
-    return value
+    """A constraint is a YAML/JSON integer, as CKE's Go struct reads it: text such as "3" is refused (a quoted
+    number is usually a templating slip, and CKE itself would not load it), so is a bool or 2.5."""
+    try:
+        return integer(value, key, minimum=0)
+    except InvalidInput as exc:
+        raise exc.recast(ConstraintsError) from None
 
 
 def load_constraints(data: Union[None, Mapping[str, Any], Constraints]) -> Constraints:

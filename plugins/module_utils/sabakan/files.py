@@ -64,14 +64,22 @@ def parse_document(text: str, what: str, path: str) -> Any:
             hint = '' if path.endswith('.json') else ' (PyYAML is not installed, so only JSON can be read)'
             raise FileError(f'{what} file {path}', 'json', f'line {line}, column {column}: not valid JSON: {msg}{hint}') from None
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise _yaml_problem(what, path, exc) from None
+    try:
+        return validate.document_size(data, f'{what} file {path}')
+    except InvalidInput as exc:
+        raise exc.recast(FileError) from None
 
 
 def read_text(path: str, what: str) -> Optional[str]:
-    """The file's text, or None when it does not exist."""
+    """The file's text, or None when it does not exist. Only a regular file is opened (a FIFO would block)."""
     try:
+        if os.path.isdir(path):
+            raise FileError(f'{what} file {path}', 'file', 'is a directory, expected a file')
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            raise FileError(f'{what} file {path}', 'file', 'is not a regular file (a FIFO, socket or device)')
         with open(path, 'rb') as handle:
             raw = handle.read()
     except FileNotFoundError:

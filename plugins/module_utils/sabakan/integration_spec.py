@@ -5,7 +5,7 @@
 
 The API server normally applies the CRD defaults, but a test double or an older object may not
 have them, so every default is applied here too. Every error names the field
-(`spec.constraints.minimum-workers: expected an integer, got 'x'`), reusing the template,
+(`spec.constraints.minimum-workers: expected a whole number, got 'x'`), reusing the template,
 constraints and query-variable checks the modules use.
 """
 
@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_configmap_key, is_dns_subdomain
@@ -24,7 +25,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client imp
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
-    ConstraintsError, FileError, OptionError, SabakanVariablesError, SpecError, TemplateError,
+    ConstraintsError, FileError, SabakanVariablesError, SpecError, TemplateError,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import parse_document
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_template
@@ -70,11 +71,7 @@ def _interval(value: Any, where: str) -> float:
 
 def _bool(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
     value = section.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise SpecError(f'{where}.{key}', 'type', f'expected true or false, got {value!r}')
-    return value
+    return default if value is None else validate.boolean(value, f'{where}.{key}')
 
 
 def _or_default(section: Mapping[str, Any], key: str, default: Any) -> Any:
@@ -161,10 +158,7 @@ def parse_spec(spec: Any, name: str) -> IntegrationSpec:
     url = spec.get('url')
     if not isinstance(url, str) or not url:
         raise SpecError('spec.url', 'required', f'required, the sabakan URL such as http://sabakan:10080; got {url!r}')
-    try:
-        url = graphql_url(url)
-    except OptionError as exc:
-        raise exc.at('spec').recast(SpecError) from None
+    url = graphql_url(validate.endpoint_url(url, 'spec.url'))
     template = spec.get('template')
     ref_section = spec.get('templateConfigMapRef')
     if (template is None) == (ref_section is None):
@@ -177,8 +171,9 @@ def parse_spec(spec: Any, name: str) -> IntegrationSpec:
         template_ref = _configmap_ref(_section(spec, 'templateConfigMapRef'), 'spec.templateConfigMapRef', None,
                                       DEFAULT_TEMPLATE_KEY)
     wait = _or_default(spec, 'waitRetiredSeconds', DEFAULT_WAIT_RETIRED_SECONDS)
-    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-        raise SpecError('spec.waitRetiredSeconds', 'minimum', f'expected a number of seconds >= 0, got {wait!r}', wait)
+    if isinstance(wait, str):   # a number, not text (validate.number would read "300")
+        raise SpecError('spec.waitRetiredSeconds', 'number', f'expected a number of seconds, got {wait!r}', wait)
+    wait = validate.number(wait, 'spec.waitRetiredSeconds', minimum=0, maximum=validate.MAX_TIMEOUT_SECONDS)
     nodes = _section(spec, 'nodes')
     repair = _section(spec, 'autoRepair')
     return IntegrationSpec(

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import TimeLike
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES, TimeLike
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair import RepairDecision, decide_repairs
 
 API_VERSION = 'cluster.steward.io/v1alpha1'
@@ -22,6 +24,8 @@ KIND = 'RepairEntry'
 PLURAL = 'repairentries'
 NAME_PREFIX = 'repair-'
 STATUS_QUEUED = 'queued'
+STATUSES = ('queued', 'processing', 'succeeded', 'failed')
+OPERATIONS = tuple(state.lower() for state in STATES)
 _NOT_NAME = re.compile(r'[^a-z0-9]+')
 
 
@@ -37,6 +41,27 @@ def queue_entry(obj: Mapping[str, Any]) -> Dict[str, str]:
     return {'address': str(spec.get('address') or ''), 'machine_type': str(spec.get('machineType') or ''),
             'operation': str(spec.get('operation') or ''), 'status': str(status.get('status') or STATUS_QUEUED),
             'name': str((obj.get('metadata') or {}).get('name') or '')}
+
+
+def entry_problem(obj: Mapping[str, Any]) -> Optional[InvalidInput]:
+    """What is wrong with a RepairEntry (one made by hand, or written by a repair tool), or None. The controller
+    still counts a wrong entry toward maximum-repair-queue-entries - never more repairs than the limit - and says
+    what is wrong on it (status.message, an Event); it acts on nothing."""
+    try:
+        spec = obj.get('spec')
+        if not isinstance(spec, Mapping):
+            raise InvalidInput('spec', 'object', 'expected an object, got %r' % (spec,), spec)
+        validate.ip_address(spec.get('address'), 'spec.address')
+        validate.one_of(spec.get('operation'), 'spec.operation', OPERATIONS)
+        for key in ('machineType', 'serial', 'integration'):
+            if spec.get(key) is not None:
+                validate.text(spec[key], 'spec.' + key, allow_empty=True, max_length=253)
+        status = (obj.get('status') or {}).get('status')
+        if status is not None:
+            validate.one_of(status, 'status.status', STATUSES)
+    except InvalidInput as exc:
+        return exc
+    return None
 
 
 def entry_object(planned: Mapping[str, Any], *, serial: str = '', integration: str = '') -> Dict[str, Any]:

@@ -15,12 +15,13 @@ import copy
 from datetime import datetime, timedelta
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
-    GENERATOR_VARIABLES, SabakanClient, check_machine, parse_datetime, query_variables,
+    GENERATOR_VARIABLES, SabakanClient, check_machine, check_unique, parse_datetime, query_variables,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
-    ConstraintsError, MachineError, SabakanResponseError, SourceError, TemplateError,
+    ConstraintsError, MachineError, SabakanResponseError, SourceError,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     load_cluster_file, load_document, load_mapping,
@@ -98,11 +99,13 @@ def offline_machines(machines: Sequence[Any], variables: Mapping[str, Any], *, n
                      where: str = 'machines') -> List[Dict[str, Any]]:
     """Check offline machines like the client checks sabakan's answer, then apply the query variables."""
     checked = []
-    for index, raw in enumerate(machines):
-        try:
+    try:
+        for index, raw in enumerate(machines):
             checked.append(check_machine(_complete_status(raw, now), f'{where}[{index}]'))
-        except SabakanResponseError as exc:   # the message names the machine and the field
-            raise MachineError('', 'machine', str(exc)) from None
+        check_unique(checked, where)
+    except SabakanResponseError as exc:   # the message names the machine and the field
+        # the option when the list is the option itself; a file's machines are named by about_option('machines_file')
+        raise MachineError('machines' if where == 'machines' else '', 'machine', str(exc)) from None
     return [m for m in checked if match_machine(m, variables, now)]
 
 
@@ -122,28 +125,28 @@ def machines_from(*, url: Optional[str] = None, machines: Optional[Sequence[Any]
         raise SourceError('', 'exactly-one', 'give exactly one machine source: url (sabakan), machines (a list) or '
                           'machines_file; ' + (f'got {" and ".join(given)}' if given else 'got none'))
     defaults = GENERATOR_VARIABLES if defaults is None else defaults
+    with about_option('variables'):   # `having: {colour: ...}` is about the option `variables`
+        merged = query_variables(variables, defaults)
     if url is not None:
         client = SabakanClient(url, timeout=timeout, validate_certs=validate_certs, ca_path=ca_path)
-        return client.search(variables, defaults)
-    merged = query_variables(variables, defaults)
+        return client.search(merged, {})
     current = resolve_now(now)
     if machines_file is not None:
         where = f'machines file {machines_file}'
-        data = load_document(machines_file, 'machines')
-        return offline_machines(_machine_list(data, where), merged, now=current, where=f'{where}: machines')
+        with about_option('machines_file'):
+            data = load_document(machines_file, 'machines')
+            return offline_machines(_machine_list(data, where), merged, now=current, where=f'{where}: machines')
     return offline_machines(_machine_list(machines, 'machines'), merged, now=current)
 
 
 # --- template and constraints -----------------------------------------------------------------
-def load_current_cluster(path: str) -> Optional[Dict[str, Any]]:
+def load_current_cluster(path: str, option: str = 'cluster_file') -> Optional[Dict[str, Any]]:
     """The cluster file the generator will update (None when it does not exist yet), validated as a
-    CKE cluster.yml so a hand-edited mistake is reported with the file's name before anything runs."""
-    current = load_cluster_file(path)
-    if current is not None:
-        try:
+    CKE cluster.yml so a hand-edited mistake is reported with the option and the file's name before anything runs."""
+    with about_option(option, 'cluster file %s' % path):
+        current = load_cluster_file(path)
+        if current is not None:
             validate_cluster(current)
-        except TemplateError as exc:
-            raise exc.inside('cluster file %s' % path) from None
     return current
 
 
@@ -152,11 +155,9 @@ def load_template(template: Optional[Mapping[str, Any]] = None, template_file: O
     if (template is None) == (template_file is None):
         raise SourceError('', 'exactly-one', 'give exactly one of template (a mapping) or template_file (a path)')
     if template_file is not None:
-        data = load_mapping(template_file, 'template')
-        try:
+        with about_option('template_file', f'template file {template_file}'):
+            data = load_mapping(template_file, 'template')
             validate_template(data)
-        except TemplateError as exc:
-            raise exc.inside(f'template file {template_file}') from None
         return data  # type: ignore[return-value]
     validate_template(template)
     return dict(template)  # type: ignore[arg-type]
@@ -168,11 +169,8 @@ def load_constraints_input(constraints: Optional[Mapping[str, Any]] = None,
     if constraints is not None and constraints_file is not None:
         raise SourceError('', 'at-most-one', 'give at most one of constraints (a mapping) or constraints_file (a path)')
     if constraints_file is not None:
-        data = load_mapping(constraints_file, 'constraints', empty_ok=True)
-        try:
-            return load_constraints(data)
-        except ConstraintsError as exc:
-            raise exc.inside(f'constraints file {constraints_file}') from None
+        with about_option('constraints_file', f'constraints file {constraints_file}'):
+            return load_constraints(load_mapping(constraints_file, 'constraints', empty_ok=True))
     try:
         return load_constraints(constraints)
     except ConstraintsError as exc:   # its field is the constraint's key: name the option too

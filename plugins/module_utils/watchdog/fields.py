@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
 
 
@@ -25,7 +26,7 @@ def load_yaml(text: Any, field: str) -> Any:
         return text  # already parsed (a module option given as a dict)
     import yaml  # PyYAML (an ansible-core and controller dependency); only text needs it
     try:
-        return yaml.safe_load(text)
+        return validate.document_size(yaml.safe_load(text), field)   # a "billion laughs" document is refused
     except yaml.YAMLError as exc:
         mark = getattr(exc, 'problem_mark', None)
         where = ' at line %d, column %d' % (mark.line + 1, mark.column + 1) if mark is not None else ''

@@ -109,6 +109,9 @@ def parse_prober_config(source: Any, field: str = '') -> ProberConfig:
         if positive and seconds <= 0:
             raise InvalidInput(top.field(name), 'positive', 'must be longer than 0s, got %s' % shown(top.get(name)),
                                top.get(name))
+        if seconds > validate.MAX_TIMEOUT_SECONDS:   # a grace of years is a typo that would switch the prober off
+            raise InvalidInput(top.field(name), 'maximum', 'must be at most a week (168h), got %s' % shown(top.get(name)),
+                               top.get(name))
         return seconds
 
     def number(name: str, default: float, **bounds: Any) -> float:

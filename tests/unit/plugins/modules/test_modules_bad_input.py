@@ -1,11 +1,12 @@
 """Bad input never crashes, hangs or harms (issue 19 §6): every module in plugins/modules joins by being a module.
 
 For each module: the cases derived from its argspec plus its hand-written cases (tests/support/bad_input_cases.py)
-run in-process through the module's main(); each must end in a clean fail_json (changed false, a message, no
+and the outside sweep's cases that found something (tests/support/bad_input_outside.py) run in-process through the
+module's main(); each must end in a clean fail_json (changed false, a message naming the option or the endpoint, no
 traceback) within twice its stated timeout with nothing changed on disk -- or, for an info module's unreachable
 endpoint, a report within the timeout that changes nothing. Hypothesis adds drawn values per option type
 (derandomised, a bounded number of examples, so CI is deterministic). A sample runs through real `ansible localhost
--m` too. `python bench/bad_input_sweep.py` prints the counts per module and outcome.
+-m` too. `python tests/bad_input_sweep.py` prints the counts per module and outcome (`--outside`: the outside sweep).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from support.bad_input import (
     run_case,
 )
 from support.bad_input_cases import CASES, KNOWN_GAPS
+from support.bad_input_outside import found_cases
 
 MODULES = module_names()
 HOW_TO_ADD = ('add an entry %r: ModuleCases(base={...}) to %s: `base` holds the options a valid call needs, '
@@ -66,7 +68,7 @@ def test_module_refuses_bad_input(name, servers):
     if name not in CASES:
         pytest.fail('%s has no bad-input cases: %s' % (name, HOW_TO_ADD % (name, CASES_FILE)))
     failures, fixed = [], []
-    for case in all_cases(name, CASES[name]):
+    for case in all_cases(name, CASES[name]) + found_cases(name):   # with the outside sweep's finds
         outcome = run_case(name, CASES[name], case, servers)
         known = (name, case.case_id) in KNOWN_GAPS
         if outcome.kind not in PASSING and not known:

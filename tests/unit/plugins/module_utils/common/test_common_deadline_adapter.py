@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import (
-    Deadline, DeadlineExceeded, read_within, retry_until,
+    Budget, Deadline, DeadlineExceeded, Stopwatch, read_within, retry_until,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
@@ -37,6 +37,37 @@ def test_deadline_counts_from_its_start_and_names_endpoint_and_time():
         deadline.check('http://10.0.0.1:2379')
     assert 'GET /x at http://10.0.0.1:2379 gave up after 2.5s (timeout 2s)' in str(caught.value)
     assert caught.value.spent == pytest.approx(2.5)
+
+
+def test_a_budget_runs_only_while_spent_and_can_be_extended():
+    clock = Clock()
+    budget = Budget(2, 'the S3 requests of this run', clock=clock)
+    with budget.spending():
+        clock.sleep(1.5)
+    clock.sleep(600)                  # an etcd stream between two store requests: not counted
+    assert not budget.expired() and budget.remaining() == pytest.approx(0.5)
+    with budget.spending():
+        with budget.spending():       # nested (or from several threads): counted once
+            clock.sleep(0.4)
+        budget.extend(1)              # granted as work happens: bytes moved, metadata read
+        clock.sleep(0.5)
+    assert budget.remaining() == pytest.approx(0.6) and budget.timeout == 3
+    with budget.spending():
+        clock.sleep(1)
+        assert budget.expired()
+    assert 'gave up after 3.4s (timeout 3s)' in str(budget.exceeded('http://s3:9000'))
+
+
+def test_a_stopwatch_is_still_between_runs():
+    clock = Clock()
+    watch = Stopwatch(clock)
+    clock.sleep(5)
+    assert watch() == 0
+    with watch.running():
+        clock.sleep(2)
+        assert watch() == 2
+    clock.sleep(5)
+    assert watch() == 2
 
 
 def test_retry_until_gives_up_within_the_deadline_retries_included():
@@ -141,7 +172,8 @@ def test_tls_files_exist_and_come_in_pairs(tmp_path):
 @pytest.mark.parametrize('value, ok', [
     ('http://127.0.0.1:2379', True), ('https://etcd-1.example:2379', True), ('127.0.0.1:2379', True),
     ('ftp://x:1', False), ('http://:2379', False), ('http://x:99999', False),
-    ('http://x:0', False), ('', False), ('http://x\n', False),
+    ('http://x:0', False), ('', False), ('http://x\n', False), ('http://[::1]:2379', True), ('http://my_host:1', True),
+    ('not a url', False), ('http://a b:1', False), ('http://-x:1', False), ('http://x..y:1', False),
 ])
 def test_endpoint_url(value, ok):
     if ok:

@@ -187,3 +187,50 @@ def test_relocating_keeps_the_area_class():
     moved = SpecError('interval', 'duration', 'not a duration', 'x').at('spec')
     assert isinstance(moved, SpecError) and isinstance(moved, AreaError)
     assert (moved.field, moved.rule, moved.value, str(moved)) == ('spec.interval', 'duration', 'x', 'spec.interval: not a duration')
+
+
+# --- what the outside sweep found (issue 19 §6) ----------------------------------------------------------------
+def test_regular_file_or_absent_refuses_what_would_block_or_is_no_file(tmp_path):
+    os.mkfifo(str(tmp_path / 'fifo'))
+    (tmp_path / 'plain').write_text('x')
+    assert validate.regular_file_or_absent(str(tmp_path / 'plain'), 'pid_file') == str(tmp_path / 'plain')
+    assert validate.regular_file_or_absent(str(tmp_path / 'not-yet'), 'pid_file') == str(tmp_path / 'not-yet')
+    for path, problem in ((tmp_path / 'fifo', 'not a regular file'), (tmp_path, 'a directory')):
+        with pytest.raises(InvalidInput, match=problem) as caught:
+            validate.regular_file_or_absent(str(path), 'pid_file')
+        assert (caught.value.field, caught.value.rule) == ('pid_file', 'file')
+    with pytest.raises(InvalidInput, match='absolute'):
+        validate.regular_file_or_absent('relative/pid', 'pid_file')
+
+
+def test_document_size_stops_a_billion_laughs_cheaply():
+    import yaml
+    bomb = yaml.safe_load('a: &a [1,2,3,4,5,6,7,8,9,10]\n' + ''.join(
+        '%s: &%s [%s]\n' % (b, b, ','.join(['*%s' % a] * 10)) for a, b in zip('abcdefgh', 'bcdefghi')))
+    with pytest.raises(InvalidInput) as caught:
+        validate.document_size(bomb, 'config_file')
+    assert (caught.value.field, caught.value.rule) == ('config_file', 'max-size')
+    fine = {'machines': [{'spec': {'serial': str(n)}} for n in range(5000)]}
+    assert validate.document_size(fine, 'machines_file') is fine
+
+
+@pytest.mark.parametrize('value', ['0.0.0.0', '::', '224.0.0.1', 'ff02::1'])
+def test_ip_address_is_a_host_address(value):
+    with pytest.raises(InvalidInput, match='not the address of a host'):
+        validate.ip_address(value, 'address')
+    assert validate.ip_address('fd00:0::1', 'address') == 'fd00::1'
+
+
+def test_urls_carry_no_credentials_or_fragment():
+    with pytest.raises(InvalidInput) as caught:
+        validate.endpoint_url('http://user:secret@sabakan:10080', 'url')
+    assert 'secret' not in str(caught.value) and caught.value.value is None
+    with pytest.raises(InvalidInput, match='fragment'):
+        validate.endpoint_url('http://sabakan:10080/graphql#x', 'url')
+
+
+@pytest.mark.parametrize('value', ['false', 'true', 0, 1, None, []])
+def test_boolean_is_a_yaml_boolean(value):
+    with pytest.raises(InvalidInput, match='expected true or false'):
+        validate.boolean(value, 'spec.suspend')
+    assert validate.boolean(False, 'spec.suspend') is False

@@ -83,11 +83,25 @@ def test_local_store_and_options():
     ({'compression': {'enabled': True, 'policy': 'lzw'}}, '^spec.compression.policy'),
     ({'compaction': {'eventsThreshold': 0}}, '^spec.compaction.eventsThreshold'),
     ({'etcd': {'endpoints': ['x'], 'tlsSecretRef': {}}}, '^spec.etcd.tlsSecretRef'),
+    # through the shared checks (common/validate.py), as the modules check the same kinds of values
+    ({'etcd': {'endpoints': ['http://10.0.0.1:2379', 'not a url']}}, r'^spec.etcd.endpoints\[1\]: host'),
+    ({'etcd': {'endpoints': ['http://10.0.0.1:0']}}, r'^spec.etcd.endpoints\[0\]: port 0'),
+    ({'maxBackups': '3'}, "^spec.maxBackups: expected a whole number, got '3'"),
+    ({'maxBackups': True}, '^spec.maxBackups: expected a whole number'),
+    ({'suspend': 'false'}, "^spec.suspend: expected true or false, got 'false'"),
+    ({'compression': {'enabled': 'yes'}}, '^spec.compression.enabled: expected true or false'),
+    ({'compaction': {'enabled': 1}}, '^spec.compaction.enabled: expected true or false'),
+    ({'restoreVerification': {'enabled': 'no'}}, '^spec.restoreVerification.enabled: expected true or false'),
+    ({'store': {'provider': 'S3', 'container': 'b', 'prefix': 'p', 'endpoint': 'http://mi nio:9000'}},
+     '^spec.store.endpoint: host'),
+    ({'store': {'provider': 'S3', 'container': 'b', 'prefix': 'p', 'region': 'eu\nwest'}}, '^spec.store.region'),
+    ({'store': {'provider': 'Local', 'prefix': 'x', 'path': '/var/../etc'}}, r'^spec.store.path: must not contain ".."'),
 ])
 def test_errors_name_the_field(change, message):
     with pytest.raises(SpecError, match=message) as info:
         parse_backup_spec(dict(BASE, **change))
     assert info.value.field.startswith('spec.') and info.value.rule
+    assert info.value.explained() == '%s (rule: %s)' % (info.value, info.value.rule)   # the condition's message
 
 
 def full(created, revision=10):

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import binaries
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import BinaryNotFound
 
 WORKS = '#!/bin/sh\necho "%s version: 3.5.9"\n'
@@ -91,7 +92,20 @@ def test_an_explicit_path_must_run(tmp_path, clean_search):
     with pytest.raises(BinaryNotFound, match=r'etcdutl at .*/etcdutl cannot run: `etcdutl version` failed'):
         binaries.find_snapshot_tool(broken)
     with pytest.raises(BinaryNotFound, match='etcd not executable at /nonexistent/etcd'):
-        binaries.resolve_tools(etcd_path='/nonexistent/etcd')
+        binaries.find_binary('etcd', '/nonexistent/etcd')
+
+
+@pytest.mark.parametrize('option', ['etcd_path', 'etcdutl_path'])
+def test_a_tool_option_that_does_not_work_is_bad_input_naming_it(tmp_path, clean_search, option):
+    """The module options: missing, a directory, not executable, or not answering `version` -> InvalidInput(option)."""
+    broken = tool(tmp_path / 'broken', 'etcdutl', BROKEN)
+    plain = tmp_path / 'plain'
+    plain.write_text('#!/bin/sh\n')
+    for value, rule in (('/nonexistent/etcd', 'exists'), (str(tmp_path), 'file'), (str(plain), 'executable'),
+                        (broken, 'runs')):
+        with pytest.raises(InvalidInput) as err:
+            binaries.resolve_tools(**{option: value})
+        assert (err.value.field, err.value.rule) == (option, rule), err.value
     tool(tmp_path, 'etcd', BROKEN)
     with pytest.raises(BinaryNotFound, match=r'^no etcd that runs was found; looked in .*rejected \(cannot run\): '):
         binaries.find_binary('etcd', dirs=[str(tmp_path)])

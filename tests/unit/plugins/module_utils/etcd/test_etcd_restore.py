@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import restore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import RestoreRefused, SnapshotNotFound
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import delta_name, full_name
@@ -71,18 +72,20 @@ def test_parse_initial_cluster(cluster, expected):
     assert restore.parse_initial_cluster(cluster) == expected
 
 
-@pytest.mark.parametrize('name,cluster,urls,match', [
-    ('a', '', ['http://h:1'], 'initial_cluster is empty'),
-    ('a', 'a=h:1', ['http://h:1'], "entry 'a=h:1' is not name=scheme"),
-    ('a', 'http://h:1', ['http://h:1'], 'is not name=scheme'),
-    ('c', 'a=http://h:1', ['http://h:1'], "member 'c' is not in initial_cluster"),
-    ('a', 'a=http://h:1', [], 'initial_advertise_peer_urls is empty'),
-    ('a', 'a=http://h:1', ['http://h:2'], 'differ from the peer URLs'),
-    ('', 'a=http://h:1', ['http://h:1'], 'member name is empty'),
+@pytest.mark.parametrize('name,cluster,urls,field,match', [
+    ('a', '', ['http://h:1'], 'initial_cluster', 'initial_cluster: is empty'),
+    ('a', 'a=h:1', ['http://h:1'], 'initial_cluster', "entry 'a=h:1' is not name=scheme"),
+    ('a', 'http://h:1', ['http://h:1'], 'initial_cluster', 'is not name=scheme'),
+    ('c', 'a=http://h:1', ['http://h:1'], 'name', "member 'c' is not in initial_cluster"),
+    ('a', 'a=http://h:1', [], 'initial_advertise_peer_urls', 'initial_advertise_peer_urls: is empty'),
+    ('a', 'a=http://h:1', ['http://h:2'], 'initial_advertise_peer_urls', 'differ from the peer URLs'),
+    ('', 'a=http://h:1', ['http://h:1'], 'name', 'member name is empty'),
 ])
-def test_member_args_refused(name, cluster, urls, match):
-    with pytest.raises(RestoreRefused, match=match):
+def test_member_args_refused(name, cluster, urls, field, match):
+    """Bad input naming its option (InvalidInput), and still a RestoreRefused for callers that catch that."""
+    with pytest.raises(RestoreRefused, match=match) as err:
         restore.check_member_args(name, cluster, urls)
+    assert isinstance(err.value, InvalidInput) and err.value.field == field
 
 
 def test_member_args_ok():

@@ -289,3 +289,27 @@ def test_deleting_a_deployment_deletes_sets_machines_and_vms():
     sim.run_until(lambda: not sim.objects('MachineDeployment'))
     assert not sim.machines() and not sim.sets() and not sim.cloud.running()
     assert len(sim.deleted_nodes) == 3
+
+
+# --- replicas the schema should have refused (issue 19 §2) -------------------------------------------------
+@pytest.mark.parametrize('replicas, rule', [('3', 'integer'), (-1, 'minimum'), (2.5, 'integer'), (True, 'integer'),
+                                            (10 ** 9, 'maximum')])
+def test_a_wrong_replicas_is_named_and_nothing_is_scaled(replicas, rule):
+    """`replicas: "3"` used to read as "not an integer, so 0": the pool would have been scaled down to nothing."""
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.add_deployment(replicas=2, cls='c1')
+    settled(sim, 2)
+    names = sorted(o.name(m) for m in sim.machines())
+    sim.update('MachineDeployment', 'md', {'spec': {'replicas': replicas}})
+    sim.step(count=3)
+    assert sorted(o.name(m) for m in sim.machines()) == names and sim.sets()[0]['spec']['replicas'] == 2
+    error = sim.last_plan.invalid['ns/md']
+    assert (error.field, error.rule) == ('spec.replicas', rule)
+    sim.update('MachineDeployment', 'md', {'spec': {'replicas': 2}})
+    ms = sim.sets()[0]
+    sim.update('MachineSet', o.name(ms), {'spec': {'replicas': '5'}})    # a set edited by hand: it and its deployment wait
+    sim.step(count=3)
+    assert sorted(o.name(m) for m in sim.machines()) == names
+    assert sim.last_plan.invalid['ns/' + o.name(ms)].field == 'spec.replicas'
+    assert sim.last_plan.invalid['ns/md'].field == 'MachineSet %s' % o.name(ms)

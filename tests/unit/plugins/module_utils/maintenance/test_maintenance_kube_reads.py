@@ -7,6 +7,7 @@ the config_source option, the text out of a ConfigMap or Secret, a file, and `${
 from __future__ import annotations
 
 import base64
+import os
 
 import pytest
 
@@ -53,8 +54,16 @@ def test_read_config_sources(tmp_path):
     path.write_text(FLATCAR)
     config, where = read_config(None, str(path), None, None)
     assert where == str(path) and 'flatcar' in config.profiles
-    with pytest.raises(OptionError, match='config_file .*missing.yaml: cannot read it'):
+    with pytest.raises(OptionError, match="^config_file: '.*missing.yaml' does not exist") as info:
         read_config(None, str(tmp_path / 'missing.yaml'), None, None)
+    assert info.value.field == 'config_file'
+    os.mkfifo(str(tmp_path / 'fifo'))   # opening it would block: refused before
+    with pytest.raises(OptionError, match='is not a regular file') as info:
+        read_config(None, str(tmp_path / 'fifo'), None, None)
+    (tmp_path / 'bad.yaml').write_text('intervals: [unclosed\n')
+    with pytest.raises(ConfigError, match='^config_file: .*bad.yaml: ') as info:
+        read_config(None, str(tmp_path / 'bad.yaml'), None, None)
+    assert info.value.field == 'config_file'
     with pytest.raises(ConfigError, match=r'^config: intervals.requeue: required'):
         read_config({'profiles': []}, None, None, None)
 
@@ -63,9 +72,11 @@ def test_read_config_sources(tmp_path):
             assert path == '/api/v1/namespaces/steward-system/configmaps/maintenance'
             return {'data': {'maintenance.yaml': 'intervals: {requeue: 1s}\nprofiles: [{name: p, operational: {transitions: '
                                                  '[{check: nope, next: in-maintenance}]}}]'}}
-    with pytest.raises(ConfigError, match=r'^configmap/steward-system/maintenance/maintenance.yaml: profiles\[0\]'
-                                          r'.operational.transitions\[0\].check: unknown instance "nope"'):
+    with pytest.raises(ConfigError, match=r'^config_source: configmap/steward-system/maintenance/maintenance.yaml: '
+                                          r'profiles\[0\].operational.transitions\[0\].check: unknown instance "nope"'
+                       ) as info:
         read_config(None, None, 'configmap/steward-system/maintenance', Client())
+    assert info.value.field == 'config_source'
 
 
 def test_option_errors_are_typed():

@@ -71,6 +71,15 @@ def test_bad_sources_are_refused_with_the_object_named(obj, field, rule):
     assert (err.value.field, err.value.rule) == (field, rule)
 
 
+def test_a_secret_that_is_not_base64_is_refused_without_showing_it():
+    obj = _secret('cp1-certs', '/etc/kubernetes/pki', {})
+    obj['data'] = {'peer.key': '-----BEGIN PRIVATE KEY----- not base64 !'}
+    with pytest.raises(InvalidInput) as err:
+        anchor.parse_source(obj, 'cp1')
+    assert (err.value.field, err.value.rule) == ('Secret kube-system/cp1-certs: data.peer.key', 'base64')
+    assert 'PRIVATE' not in str(err.value) and err.value.value is None
+
+
 def test_two_sources_for_one_path_are_refused():
     one = anchor.parse_source(_configmap('a', '/etc/kubernetes', {'x.conf': '1'}), 'cp1')
     two = anchor.parse_source(_configmap('b', '/etc/kubernetes', {'x.conf': '2'}), 'cp1')

@@ -50,9 +50,9 @@ def test_a_constraints_object_passes_through():
     assert load_constraints(cstr) is cstr
 
 
-# --- accepted spellings of integers ----------------------------------------------------------------
-@pytest.mark.parametrize('value, expected', [(3, 3), ('3', 3), (' 7 ', 7), (3.0, 3), ('0', 0)])
-def test_integers_as_strings_or_whole_floats(value, expected):
+# --- accepted spellings of integers: YAML/JSON numbers only, as CKE's Go struct reads them ------------
+@pytest.mark.parametrize('value, expected', [(3, 3), (3.0, 3), (0, 0)])
+def test_integers_or_whole_floats(value, expected):
     assert load_constraints({'minimum-workers': value}).minimum_workers == expected
 
 
@@ -60,13 +60,15 @@ def test_integers_as_strings_or_whole_floats(value, expected):
 @pytest.mark.parametrize('data, message', [
     ({'minimum-worker': 3}, 'unknown constraint.*minimum-worker'),
     ({'control_plane_count': 3}, 'unknown constraint.*control_plane_count'),
-    ({'minimum-workers': -1}, 'minimum-workers: must not be negative'),
-    ({'wait-seconds-to-repair-rebooting': '-5'}, 'wait-seconds-to-repair-rebooting: must not be negative'),
-    ({'minimum-workers': 'three'}, 'minimum-workers: expected an integer'),
-    ({'minimum-workers': 2.5}, 'minimum-workers: expected an integer'),
-    ({'minimum-workers': True}, 'minimum-workers: expected an integer'),
-    ({'minimum-workers': None}, 'minimum-workers: expected an integer'),
-    ({'minimum-workers': [1]}, 'minimum-workers: expected an integer'),
+    ({'minimum-workers': -1}, 'minimum-workers: must be at least 0, got -1'),
+    ({'wait-seconds-to-repair-rebooting': -5}, 'wait-seconds-to-repair-rebooting: must be at least 0'),
+    ({'minimum-workers': 'three'}, 'minimum-workers: expected a whole number'),
+    ({'control-plane-count': '3'}, "control-plane-count: expected a whole number, got '3'"),
+    ({'minimum-workers': ' 7 '}, 'minimum-workers: expected a whole number'),
+    ({'minimum-workers': 2.5}, 'minimum-workers: expected a whole number'),
+    ({'minimum-workers': True}, 'minimum-workers: expected a whole number'),
+    ({'minimum-workers': None}, 'minimum-workers: expected a whole number'),
+    ({'minimum-workers': [1]}, 'minimum-workers: expected a whole number'),
     ({'control-plane-count': 0}, '^control-plane-count: must be at least 1'),
     ({'minimum-workers': 5, 'maximum-workers': 4}, r'^maximum-workers: \(4\) is below minimum-workers \(5\)'),
     ('control-plane-count: 3', 'constraints must be a mapping'),

@@ -52,7 +52,7 @@ def test_defaults_are_the_crds():
 def test_everything_set():
     spec = parse_spec(with_(
         interval='1m30s', timeout='500ms', waitRetiredSeconds=2, template=None,
-        templateConfigMapRef={'name': 'tmpl'}, constraints={'control-plane-count': 3, 'minimum-workers': '4'},
+        templateConfigMapRef={'name': 'tmpl'}, constraints={'control-plane-count': 3, 'minimum-workers': 4},
         variables={'notHaving': {'roles': ['boot']}}, clusterConfigMap={'name': 'cke', 'key': 'c.yml'},
         nodes={'apply': False, 'deleteRemoved': True},
         autoRepair={'enabled': True, 'variables': {'having': {'states': ['UNHEALTHY']}}}), 'dc1')
@@ -77,8 +77,9 @@ def test_everything_set():
     (with_(template=dict(TEMPLATE, nodes=[TEMPLATE['nodes'][0], {'user': 'u', 'taints': [{'key': 'k', 'effect': 'Bad'}]}])),
      "spec.template.nodes[1].taints[0].effect: 'Bad' is not one of"),
     (with_(template=dict(TEMPLATE, name='')), 'spec.template.name: cluster name is empty'),
-    (with_(constraints={'minimum-workers': 'x'}), "spec.constraints.minimum-workers: expected an integer, got 'x'"),
-    (with_(constraints={'control-plane-count': -1}), 'spec.constraints.control-plane-count: must not be negative'),
+    (with_(constraints={'minimum-workers': 'x'}), "spec.constraints.minimum-workers: expected a whole number, got 'x'"),
+    (with_(constraints={'minimum-workers': '4'}), "spec.constraints.minimum-workers: expected a whole number, got '4'"),
+    (with_(constraints={'control-plane-count': -1}), 'spec.constraints.control-plane-count: must be at least 0'),
     (with_(constraints={'control-plane-count': 0}), 'spec.constraints.control-plane-count: must be at least 1'),
     (with_(constraints={'minimum-workers': 5, 'maximum-workers': 2}), 'spec.constraints.maximum-workers: (2) is below'),
     (with_(constraints={'minimum-worker': 1}), 'spec.constraints: unknown constraint(s) minimum-worker'),
@@ -94,7 +95,12 @@ def test_everything_set():
     (with_(interval='10'), "spec.interval: '10' is not a duration"),
     (with_(interval='0s'), 'spec.interval: must be longer than 0'),
     (with_(timeout='5x'), "spec.timeout: '5x' is not a duration"),
-    (with_(waitRetiredSeconds=-1), 'spec.waitRetiredSeconds: expected a number of seconds >= 0, got -1'),
+    (with_(waitRetiredSeconds=-1), 'spec.waitRetiredSeconds: must be at least 0, got -1'),
+    (with_(waitRetiredSeconds=float('nan')), 'spec.waitRetiredSeconds: must be a finite number'),
+    (with_(waitRetiredSeconds=float('inf')), 'spec.waitRetiredSeconds: must be a finite number'),
+    (with_(waitRetiredSeconds='300'), "spec.waitRetiredSeconds: expected a number of seconds, got '300'"),
+    (with_(url='http://sa bakan:10080'), "spec.url: host 'sa bakan'"),
+    (with_(url='http://sabakan:0'), 'spec.url: port 0'),
     (with_(clusterConfigMap={'key': 'a/b'}), "spec.clusterConfigMap.key: expected a ConfigMap key"),
     ('nope', 'spec: expected an object'),
 ])

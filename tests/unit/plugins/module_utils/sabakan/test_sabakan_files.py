@@ -316,7 +316,9 @@ def test_malformed_offline_machine_names_file_index_serial_and_field(tmp_path):
     path = write(tmp_path, 'm.json', json.dumps(data))
     with pytest.raises(MachineError) as err:
         machines_from(machines_file=path, now=NOW)
-    assert str(err.value).startswith('machines file %s: machines[2] (serial ss1): spec.rack must be an integer' % path)
+    assert str(err.value).startswith('machines_file: machines file %s: machines[2] (serial ss1): spec.rack must be an '
+                                     'integer' % path)
+    assert err.value.field == 'machines_file'
     with pytest.raises(MachineError, match='expected a list of sabakan machines'):
         machines_from(machines_file=write(tmp_path, 'n.json', '{"foo": 1}'), now=NOW)
 
@@ -356,8 +358,10 @@ def test_template_from_file_or_mapping(tmp_path):
 def test_invalid_template_file_names_the_file(tmp_path):
     bad = dict(TEMPLATE, nodes=[{'user': 'cybozu', 'control_plane': True}])
     path = write(tmp_path, 'template.yml', json.dumps(bad))
-    with pytest.raises(TemplateError, match=r'^template file .*template\.yml: template\.nodes: template must contain at least two'):
+    with pytest.raises(TemplateError, match=r'^template_file: template file .*template\.yml: template\.nodes: template '
+                                            r'must contain at least two') as err:
         load_template(template_file=path)
+    assert err.value.field == 'template_file'
 
 
 def test_constraints_from_file_mapping_or_defaults(tmp_path):
@@ -372,8 +376,10 @@ def test_constraints_from_file_mapping_or_defaults(tmp_path):
 
 def test_bad_constraints_file_names_the_file(tmp_path):
     path = write(tmp_path, 'c.yml', 'control-plane-cont: 3\n')
-    with pytest.raises(ConstraintsError, match=r'^constraints file .*c\.yml: unknown constraint\(s\) control-plane-cont'):
+    with pytest.raises(ConstraintsError, match=r'^constraints_file: constraints file .*c\.yml: unknown constraint\(s\) '
+                                               r'control-plane-cont') as err:
         load_constraints_input(constraints_file=path)
+    assert err.value.field == 'constraints_file'
 
 
 # --- option checks ----------------------------------------------------------------------------
@@ -398,3 +404,15 @@ def test_wait_seconds():
     assert check_wait_seconds(300) == 300.0
     with pytest.raises(OptionError, match='wait_retired_seconds'):
         check_wait_seconds(-1)
+
+
+def test_offline_machines_with_one_serial_or_address_twice_are_refused():
+    """sabakan's own invariants: planning from such a list would put one server in the cluster twice."""
+    data = fleet()
+    twice = data + [dict(data[0], spec=dict(data[0]['spec'], ipv4=['10.99.0.1']))]
+    with pytest.raises(MachineError, match=r'machines\[6\]: spec.serial is also machines\[0\]') as err:
+        machines_from(machines=twice, now=NOW)
+    assert err.value.field == 'machines'
+    same_ip = data + [dict(data[0], spec=dict(data[0]['spec'], serial='other'))]
+    with pytest.raises(MachineError, match=r'spec.ipv4 is also machines\[0\]'):
+        machines_from(machines=same_ip, now=NOW)

@@ -10,7 +10,7 @@ from typing import Any, Dict
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_queue import (
-    API_VERSION, entry_name, entry_object, plan_repair_entries, queue_entry,
+    API_VERSION, entry_name, entry_object, entry_problem, plan_repair_entries, queue_entry,
 )
 
 NOW = '2026-01-01T00:00:00Z'
@@ -92,3 +92,33 @@ def test_new_objects_carry_serial_type_operation_and_integration():
 def test_zero_limit_means_no_automatic_repair():
     plan = plan_repair_entries([failed('a', '10.0.0.1', 'UNHEALTHY')], [], CLUSTER, {}, now=NOW)
     assert plan.objects == [] and 'maximum-repair-queue-entries=0' in plan.blocked
+
+
+# --- a RepairEntry that is not what the CRD describes (made by hand): named, never acted on ----------------
+GOOD_ENTRY = {'metadata': {'name': 'repair-10-0-0-1'}, 'spec': {'address': '10.0.0.1', 'operation': 'unhealthy'},
+              'status': {'status': 'queued'}}
+
+
+@pytest.mark.parametrize('spec, status, field, rule', [
+    ({'address': 'rack3-n4', 'operation': 'unhealthy'}, None, 'spec.address', 'ip-address'),
+    ({'address': '10.0.0.1\n', 'operation': 'unhealthy'}, None, 'spec.address', 'one-line'),
+    ({'address': '10.0.0.1', 'operation': 'reboot-please'}, None, 'spec.operation', 'choice'),
+    ({'address': '10.0.0.1', 'operation': 'UNHEALTHY'}, None, 'spec.operation', 'choice'),
+    ({'address': '10.0.0.1', 'operation': 'unhealthy', 'serial': ['x']}, None, 'spec.serial', 'string'),
+    ({'address': '10.0.0.1', 'operation': 'unhealthy'}, 'done', 'status.status', 'choice'),
+    ('10.0.0.1', None, 'spec', 'object'),
+])
+def test_entry_problem_names_field_value_and_rule(spec, status, field, rule):
+    obj = {'metadata': {'name': 'x'}, 'spec': spec, 'status': {'status': status} if status else {}}
+    problem = entry_problem(obj)
+    assert (problem.field, problem.rule) == (field, rule), problem
+    assert problem.explained().endswith('(rule: %s)' % rule)
+
+
+def test_good_entries_have_no_problem_and_every_entry_counts():
+    assert entry_problem(GOOD_ENTRY) is None
+    assert entry_problem(entry_object({'address': 'fd00::1', 'machine_type': 'IPMI-2.0', 'operation': 'unreachable'},
+                                      serial='s1', integration='ns/dc1')) is None
+    bad = {'metadata': {'name': 'by-hand'}, 'spec': {'address': 'rack3-n4', 'operation': 'unhealthy'}}
+    plan = plan_repair_entries([], [GOOD_ENTRY, bad], None, {})
+    assert plan.existing == 2   # the wrong entry still counts toward maximum-repair-queue-entries
