@@ -3,6 +3,7 @@ would call it: ClientToken idempotency, describe lag, RequestLimitExceeded, call
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -157,8 +158,74 @@ def test_s3_passes_unchanged_and_reset_clears_everything(ec2):
 
 
 @pytest.mark.parametrize('body', [{'describe_lag': -1}, {'describe_lag': 'soon'}, {'rate_limit': {'per_second': 0}},
-                                  {'rate_limit': 5}, {'nonsense': True}])
+                                  {'rate_limit': 5}, {'nonsense': True}, {'tag_index': 'yes'}])
 def test_bad_admin_settings_are_refused_and_change_nothing(ec2, body):
     answer = requests.post(ec2.url + '/_lab/ec2', json=body, timeout=10)
     assert answer.status_code == 400 and answer.json()['error']
     assert ec2.settings()['describe_lag'] == 0 and ec2.settings()['rate_limit'] is None
+
+
+def raw_answers(client, calls):
+    """Each call's raw XML answer (request id removed: moto makes a new one per answer)."""
+    bodies = []
+
+    def keep(http_response, **_kwargs):
+        bodies.append(re.sub(rb'<requestId>[^<]*</requestId>|<RequestID>[^<]*</RequestID>', b'', http_response.content))
+    client.meta.events.register('after-call.ec2', keep)
+    try:
+        for operation, kwargs in calls:
+            getattr(client, operation)(**kwargs)
+    finally:
+        client.meta.events.unregister('after-call.ec2', keep)
+    assert len(bodies) == len(calls)
+    return bodies
+
+
+def test_the_tag_index_answers_exactly_what_moto_scanning_every_tag_answers(ec2):
+    """lab/moto_tags.py reads a resource's tags from moto's dict by id instead of moto's scan of every tag; every
+    answer that carries or filters on tags is byte for byte the same with the index off."""
+    client = ec2.client()
+    vpc = client.create_vpc(CidrBlock='10.9.0.0/16')['Vpc']['VpcId']
+    subnet = client.create_subnet(VpcId=vpc, CidrBlock='10.9.0.0/20')['Subnet']['SubnetId']
+    client.create_tags(Resources=[vpc], Tags=[{'Key': 'Name', 'Value': 'lab-vpc'}])
+    ids = []
+    for i in range(12):
+        tags = [{'Key': 'kubernetes.io/cluster/shoot--a' if i % 3 else 'kubernetes.io/cluster/shoot--b', 'Value': '1'},
+                {'Key': 'kubernetes.io/role/node', 'Value': '1'}, {'Key': 'Name', 'Value': 'machine-%d' % i},
+                {'Key': 'team', 'Value': 'blue*' if i % 4 == 0 else 'red'}]
+        answer = client.run_instances(ImageId=IMAGE, MinCount=1, MaxCount=1, InstanceType='t3.micro', SubnetId=subnet,
+                                      TagSpecifications=[{'ResourceType': kind, 'Tags': tags[:2 + i % 3]}
+                                                         for kind in ('instance', 'volume', 'network-interface')])
+        ids.append(answer['Instances'][0]['InstanceId'])
+    client.create_tags(Resources=ids[:3], Tags=[{'Key': 'added', 'Value': 'later'}])
+    client.delete_tags(Resources=[ids[4]], Tags=[{'Key': 'kubernetes.io/role/node'}])
+    client.terminate_instances(InstanceIds=[ids[5]])
+    states = ['pending', 'running', 'shutting-down', 'terminated', 'stopping', 'stopped']
+    calls = [
+        ('describe_instances', {}),
+        ('describe_instances', {'Filters': [{'Name': 'tag-key', 'Values': ['kubernetes.io/cluster/shoot--a']},
+                                            {'Name': 'tag-key', 'Values': ['kubernetes.io/role/node']},
+                                            {'Name': 'instance-state-name', 'Values': states}], 'MaxResults': 5}),
+        ('describe_instances', {'Filters': [{'Name': 'tag:Name', 'Values': ['machine-7']},
+                                            {'Name': 'tag-key', 'Values': ['kubernetes.io/cluster/shoot--a']}]}),
+        ('describe_instances', {'Filters': [{'Name': 'tag-value', 'Values': ['blue*', 'lat?r']}]}),
+        ('describe_instances', {'Filters': [{'Name': 'tag:team', 'Values': ['red', 'green']}]}),
+        ('describe_instances', {'InstanceIds': ids[2:6]}),
+        ('describe_tags', {'Filters': [{'Name': 'resource-type', 'Values': ['instance']}]}),
+        ('describe_tags', {'Filters': [{'Name': 'resource-id', 'Values': [ids[0], ids[4]]}]}),
+        ('describe_volumes', {'Filters': [{'Name': 'tag-key', 'Values': ['kubernetes.io/role/node']}]}),
+        ('describe_network_interfaces', {'Filters': [{'Name': 'tag:Name', 'Values': ['machine-*']}]}),
+        ('describe_vpcs', {'Filters': [{'Name': 'tag:Name', 'Values': ['lab-vpc']}]}),
+    ]
+    assert ec2.settings()['tag_index'] is True
+    indexed = raw_answers(client, calls)
+    requests.post(ec2.url + '/_lab/ec2', json={'tag_index': False}, timeout=10).raise_for_status()
+    try:
+        assert ec2.settings()['tag_index'] is False
+        scanned = raw_answers(client, calls)
+    finally:
+        requests.post(ec2.url + '/_lab/ec2', json={'tag_index': True}, timeout=10).raise_for_status()
+    for (operation, kwargs), mine, moto in zip(calls, indexed, scanned):
+        assert mine == moto, (operation, kwargs)
+    assert b'machine-7' in indexed[2] and indexed[2].count(b'<instanceId>') == 1   # the answers are not empty
+    assert indexed[4].count(b'<instanceId>') > 1 and b'<key>added</key>' in indexed[0]
