@@ -206,10 +206,12 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         proportion to the log, so a log of even a few hundred requests makes every request slow (a 100-node
         maintenance test went from 60 s to a timeout). A request only has to be in the log until kmock has
         matched it, i.e. while it is being served; `request_log_limit` keeps that many finished ones besides
-        (for a test that wants to look), 0 by default."""
+        (for a test that wants to look), 0 by default. Trimmed on every request: with up to 64 finished ones
+        left in, a Machine create or status patch took 6.8 ms (the machines benchmark's API server was busy
+        matching most of the time), with none 1.2 ms."""
         log = self._requests
         keep = self.request_log_limit or 0
-        if len(log) > max(64, 2 * keep):
+        if len(log) > len(self._serving) + keep:
             finished = [r for r in log if id(r) not in self._serving]
             dropped = {id(r) for r in finished[:len(finished) - keep]}
             log[:] = [r for r in log if id(r) not in dropped]
