@@ -10,7 +10,9 @@ One **scheduler** thread does, in a loop:
 * one cloud listing per MachineClass (the "wave") every `--machine-cloud-sync-period`;
 * a **pass**: `reconcile.plan_pass` over the whole world, whose plans go to `--concurrent-syncs` workers
   (apply.py). An object with an action in flight is skipped by later passes; a machine whose last action
-  failed waits out its retry period (MCM's ShortRetry / MediumRetry / resource-exhausted retry);
+  failed waits out its retry period (MCM's ShortRetry / MediumRetry / resource-exhausted retry); a machine
+  job that calls the cloud waits for a slot of its class (admission.py: no more jobs than its EC2 budget
+  serves in about a second), in the scheduler rather than in a worker;
 * orphan collection every `--machine-safety-orphan-vms-period`.
 A watch event, a finished action or a due retry wakes the scheduler; passes are at least MIN_PASS_GAP apart.
 
@@ -55,10 +57,18 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.errors im
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Inventory
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import MachineView
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event, MachinePlan
-from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import ClassState, Memory, PassPlan, World, plan_pass
+from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import (
+    ClassState,
+    Memory,
+    PassPlan,
+    World,
+    class_key,
+    plan_pass,
+)
 
 from steward_controller.core.runtime import Runtime
 from steward_controller.machines import MachinesOptions
+from steward_controller.machines.admission import CloudSlots, slots_for
 from steward_controller.machines.caches import KINDS, Caches
 from steward_controller.machines.metrics import MachineMetrics
 from steward_controller.machines.target import KubeTarget
@@ -119,6 +129,7 @@ class MachinesController:
         self.active_freezes: Set[Tuple[str, str]] = set()
         self.last_pass: Optional[PassPlan] = None
         self._drivers: Dict[str, Driver] = {}
+        self.cloud_slots = CloudSlots()
         self.pool = concurrent.futures.ThreadPoolExecutor(self.settings.concurrent_syncs, thread_name_prefix='machines')
         self.target = KubeTarget(self.client, self.caches, self.metrics, self.settings, self.driver_for,
                                  clock=runtime.clock, on_api_ok=runtime.health.api_ok)
@@ -366,7 +377,11 @@ class MachinesController:
             if mp.empty and not mp.events:
                 next_due = min(next_due, time.monotonic() + self.delay(mp))
                 continue
-            self.submit(mp.uid, self._machine_job, m, mp)
+            slot = class_key(m) if mp.call is not None or o.deleting(m) else None
+            if slot is not None and not self.cloud_slots.take(slot, mp.uid, self.slot_limit(world.classes.get(slot))):
+                continue     # no slot free: a finishing job wakes the scheduler, and this machine is planned again
+            if not self.submit(mp.uid, self._machine_job, m, mp) and slot is not None:
+                self.cloud_slots.release(slot, mp.uid)
         sets = {o.key(s): s for s in world.sets}
         for key, patch in plan.set_freezes.items():
             ms = sets[key]
@@ -388,6 +403,12 @@ class MachinesController:
             log.warning('%s is invalid and waits: %s', key, error, extra={'field': error.field, 'rule': error.rule})
         return next_due
 
+    def slot_limit(self, state: Optional[ClassState]) -> Optional[int]:
+        """Cloud jobs a class may have out at once: AWS classes by the EC2 budget, others unlimited."""
+        if state is None or state.obj is None or str(state.obj.get('provider') or '') != 'AWS':
+            return None
+        return slots_for(self.opts.aws_api_rate, self.opts.aws_api_burst)
+
     def delay(self, plan: MachinePlan) -> float:
         if plan.retry_after is not None:
             return max(MIN_PASS_GAP, plan.retry_after)
@@ -396,10 +417,11 @@ class MachinesController:
                 Retry.RESOURCE_EXHAUSTED: s.resource_exhausted_retry,
                 Retry.THROTTLED: self.rng.uniform(1.0, 5.0)}[plan.retry]
 
-    def submit(self, key: str, fn: Any, *args: Any) -> None:
+    def submit(self, key: str, fn: Any, *args: Any) -> bool:
+        """Run fn(*args) on a worker unless `key` has a job in flight; False when it was not started."""
         with self.lock:
             if key in self.busy:
-                return
+                return False
             self.busy.add(key)
             self.metrics.in_flight.set(len(self.busy))
 
@@ -422,8 +444,16 @@ class MachinesController:
         except RuntimeError:   # shutting down
             with self.lock:
                 self.busy.discard(key)
+            return False
+        return True
 
     def _machine_job(self, machine: Mapping[str, Any], plan: MachinePlan) -> None:
+        try:
+            self._run_machine(machine, plan)
+        finally:
+            self.cloud_slots.release(class_key(machine), o.uid(machine))
+
+    def _run_machine(self, machine: Mapping[str, Any], plan: MachinePlan) -> None:
         timeouts = machine_timeouts(o.spec(machine), self.settings)
         node = self.caches.nodes.get(o.node_name(machine)) if o.node_name(machine) else None
         lookup = None

@@ -1,0 +1,104 @@
+"""The machines loop's cloud admission (controller/steward_controller/machines/admission.py): a pass hands workers
+no more cloud-bound machine jobs of an AWS class than its EC2 budget serves in about a second; the rest wait in
+the scheduler and go out as jobs finish. Without it a scale-out of 100 machines at 3.2 requests/s put 50 creates
+to sleep in the token bucket and two of them failed as Throttled after 30 s (test_machines_crash_budget.py)."""
+
+from __future__ import annotations
+
+import argparse
+import types
+
+from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
+from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import ClassState
+
+from steward_controller.core.metrics import Health, Metrics
+from steward_controller.machines import add_arguments, options
+from steward_controller.machines.admission import CloudSlots, slots_for
+from steward_controller.machines.controller import MachinesController
+from support.machines_sim import MachinesSim
+
+
+def test_slots_are_the_burst_plus_one_second_of_rate():
+    assert slots_for(10.0, 20) == 30 and slots_for(3.2, 3) == 7 and slots_for(0.1, 1) == 2
+
+
+def test_slots_are_taken_once_per_job_and_given_back():
+    slots = CloudSlots()
+    assert slots.take('ns/a', 'u1', 2) and not slots.take('ns/a', 'u1', 2) and slots.take('ns/a', 'u2', 2)
+    assert not slots.take('ns/a', 'u3', 2) and slots.take('ns/b', 'u3', 2) and slots.take('ns/a', 'u3', None)
+    slots.release('ns/a', 'u1')
+    slots.release('ns/a', 'u1')
+    assert slots.in_use('ns/a') == 2 and slots.take('ns/a', 'u4', 3)
+
+
+class Pool:
+    """Keeps the jobs a pass submits instead of running them."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def submit(self, fn):
+        self.jobs.append(fn)
+
+
+def controller_over(world, rate='3.2', burst='3'):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    opts = options(parser.parse_args(['--aws-api-rate', rate, '--aws-api-burst', burst]))
+    runtime = types.SimpleNamespace(client=None, settings=types.SimpleNamespace(options=lambda name: opts, watch_namespaces=[]),
+                                    metrics=Metrics(), health=Health(), clock=lambda: world_now[0])
+    controller = MachinesController(runtime, opts)
+    controller.pool.shutdown(wait=False)
+    controller.pool = Pool()
+    controller.world = lambda: world
+    return controller
+
+
+world_now = [0.0]
+
+
+def fresh_machines(provider, count=100):
+    """A deployment of `count` whose machines exist and wait for their CreateMachine, under a class of `provider`."""
+    sim = MachinesSim()
+    sim.add_class()
+    sim.add_deployment(replicas=count)
+    sim.step(count=2)
+    world = sim.world()
+    assert len(world.machines) == count and not any(o.provider_id(m) for m in world.machines)
+    world.classes = {key: ClassState(dict(state.obj, provider=provider), '', state.inventory)
+                     for key, state in world.classes.items()}
+    world_now[0] = sim.now
+    return world
+
+
+def machine_jobs(controller, world):
+    uids = {o.uid(m) for m in world.machines}
+    return sorted(uids & controller.busy)
+
+
+def test_a_pass_sends_an_aws_class_no_more_creates_than_its_slots_and_the_rest_as_jobs_finish():
+    world = fresh_machines('AWS')
+    controller = controller_over(world)
+    controller.run_pass()
+    first = machine_jobs(controller, world)
+    assert len(first) == slots_for(3.2, 3) == controller.cloud_slots.in_use('ns/cls')
+    controller.run_pass()
+    assert machine_jobs(controller, world) == first            # nothing finished: nothing more goes out
+    finished = []
+    controller._run_machine = lambda machine, plan: finished.append(o.uid(machine))   # two creates finish
+    for job in list(controller.pool.jobs):
+        if len(finished) < 2 and any(getattr(c.cell_contents, '__name__', '') == '_machine_job'
+                                     for c in job.__closure__ or () if callable(c.cell_contents)):
+            job()
+    assert len(finished) == 2 and controller.cloud_slots.in_use('ns/cls') == slots_for(3.2, 3) - 2
+    world.machines = [m for m in world.machines if o.uid(m) not in finished]     # their VMs exist now
+    controller.run_pass()
+    second = machine_jobs(controller, world)
+    assert len(second) == slots_for(3.2, 3) and len(set(second) - set(first)) == 2
+
+
+def test_other_providers_are_not_limited():
+    world = fresh_machines('Sabakan')
+    controller = controller_over(world)
+    controller.run_pass()
+    assert len(machine_jobs(controller, world)) == 100
