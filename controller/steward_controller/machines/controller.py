@@ -68,7 +68,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile
 
 from steward_controller.core.runtime import Runtime
 from steward_controller.machines import MachinesOptions
-from steward_controller.machines.admission import CloudSlots, slots_for
+from steward_controller.machines.admission import CloudSlots, calls_cloud, slots_for
 from steward_controller.machines.caches import KINDS, Caches
 from steward_controller.machines.metrics import MachineMetrics
 from steward_controller.machines.target import KubeTarget
@@ -377,7 +377,7 @@ class MachinesController:
             if mp.empty and not mp.events:
                 next_due = min(next_due, time.monotonic() + self.delay(mp))
                 continue
-            slot = class_key(m) if mp.call is not None or o.deleting(m) else None
+            slot = class_key(m) if calls_cloud(m, mp) else None
             if slot is not None and not self.cloud_slots.take(slot, mp.uid, self.slot_limit(world.classes.get(slot))):
                 continue     # no slot free: a finishing job wakes the scheduler, and this machine is planned again
             if not self.submit(mp.uid, self._machine_job, m, mp) and slot is not None:
