@@ -61,7 +61,7 @@ def _instance_by_id(backend: Any, instance_id: str) -> Any:
     for reservation in list(backend.reservations.values()):
         for instance in list(reservation.instances):
             fresh.setdefault(instance.id, (reservation, instance))   # the first, as moto's scan finds it
-    backend._lab_instances = fresh
+    backend.__dict__['_lab_instances'] = fresh
     if instance_id in fresh:
         return fresh[instance_id][1]
     raise InvalidInstanceIdError(instance_id)
