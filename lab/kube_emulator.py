@@ -63,6 +63,7 @@ import kmock
 from kmock._internal import enums, k8s, parsing  # private modules: kmock is pinned (0.8)
 
 import kube_eviction
+from kube_index import IndexedObjects, objects_for
 from kube_objects import merge, now, replace_patch, structural
 from kube_rules import RequestRefused, bad_request, check_write, invalid, replicas_causes
 from kube_selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -126,6 +127,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        self._objects = IndexedObjects()       # lists by resource (kube_index.py); `list_index = False`: kmock's scan
+        self.list_index = True
         self._schemas: Dict[Tuple[str, str, str], Any] = {}
         self._status_sub: set = set()
         self._scale_sub: Dict[Tuple[str, str, str], ScalePaths] = {}
@@ -522,9 +525,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                                           'status': 'Success', 'code': 201}, status=201)
 
     def _live(self, resource: Tuple[str, str, str], namespace: Optional[str]) -> List[Dict[str, Any]]:
-        res = kmock.resource(*resource)
-        return [dict(obj.raw) for (r, ns, _name), obj in self._objects.items()
-                if r == res and ns == namespace and not obj.deleted]
+        return [dict(obj.raw) for obj in objects_for(self._objects, kmock.resource(*resource), namespace, None, True)
+                if not obj.deleted]
 
     def _lookup_parts(self, resource: Tuple[str, str, str], namespace: Optional[str],
                       name: str) -> Optional[Dict[str, Any]]:
@@ -553,6 +555,18 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                     parse_field_selector(request.params.get('fieldSelector'), request.resource.plural))
         except SelectorError as exc:
             raise bad_request(str(exc))
+
+    # --- lists and watches by resource (kube_index.py) -------------------------------------------
+    def _KubernetesEmulator__get_objs(self, request: kmock.Request, strict: bool) -> List[Any]:  # pylint: disable=invalid-name
+        """kmock's private object picker for lists and watches (name-mangled in KubernetesEmulator), by the index."""
+        if not self.list_index:
+            return kmock.KubernetesEmulator._KubernetesEmulator__get_objs(self, request, strict)  # pylint: disable=no-member
+        return objects_for(self._objects, request.resource, request.namespace, request.name, strict)
+
+    def _get_resources(self) -> List[Any]:
+        if not self.list_index:
+            return super()._get_resources()
+        return list(set(super(kmock.KubernetesEmulator, self)._get_resources()) | set(self._objects.resources()))
 
     # --- one object by its key ---------------------------------------------------------------
     # kmock finds the object of a GET/PATCH/DELETE by checking every stored object against the request
