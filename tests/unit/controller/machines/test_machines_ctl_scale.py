@@ -1,13 +1,19 @@
-"""The machines loop's cloud admission (controller/steward_controller/machines/admission.py): a pass hands workers
-no more cloud-bound machine jobs of an AWS class than its EC2 budget serves in about a second; the rest wait in
-the scheduler and go out as jobs finish. Without it a scale-out of 100 machines at 3.2 requests/s put 50 creates
-to sleep in the token bucket and two of them failed as Throttled after 30 s (test_machines_crash_budget.py)."""
+"""The machines loop at scale, without a cluster.
+
+Cloud admission (controller/steward_controller/machines/admission.py): a pass hands workers no more cloud-bound
+machine jobs of an AWS class than its EC2 budget serves in about a second; the rest wait in the scheduler and go
+out as jobs finish. Without it a scale-out of 100 machines at 3.2 requests/s put 50 creates to sleep in the token
+bucket and two of them failed as Throttled after 30 s (test_machines_crash_budget.py). The workers' connection
+pool is as large as they are many."""
 
 from __future__ import annotations
 
 import argparse
 import types
 
+import kubernetes
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Step
@@ -58,7 +64,9 @@ def controller_over(world, rate='3.2', burst='3'):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     opts = options(parser.parse_args(['--aws-api-rate', rate, '--aws-api-burst', burst]))
-    runtime = types.SimpleNamespace(client=None, settings=types.SimpleNamespace(options=lambda name: opts, watch_namespaces=[]),
+    configuration = kubernetes.client.Configuration()
+    configuration.host = 'http://127.0.0.1:1'
+    runtime = types.SimpleNamespace(client=KubeClient(configuration), settings=types.SimpleNamespace(options=lambda name: opts, watch_namespaces=[]),
                                     metrics=Metrics(), health=Health(), clock=lambda: world_now[0])
     controller = MachinesController(runtime, opts)
     controller.pool.shutdown(wait=False)
@@ -108,6 +116,12 @@ def test_a_pass_sends_an_aws_class_no_more_creates_than_its_slots_and_the_rest_a
     controller.run_pass()
     second = machine_jobs(controller, world)
     assert len(second) == slots_for(3.2, 3) and len(set(second) - set(first)) == 2
+
+
+def test_the_workers_share_a_connection_pool_as_large_as_they_are_many():
+    controller = controller_over(fresh_machines('AWS', count=1))
+    assert controller.client.api.rest_client.pool_manager.connection_pool_kw['maxsize'] >= controller.settings.concurrent_syncs
+    assert controller.target.client is controller.client
 
 
 def test_other_providers_are_not_limited():
