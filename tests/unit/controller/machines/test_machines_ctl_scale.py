@@ -4,11 +4,13 @@ Cloud admission (controller/steward_controller/machines/admission.py): a pass ha
 machine jobs of an AWS class than its EC2 budget serves in about a second; the rest wait in the scheduler and go
 out as jobs finish. Without it a scale-out of 100 machines at 3.2 requests/s put 50 creates to sleep in the token
 bucket and two of them failed as Throttled after 30 s (test_machines_crash_budget.py). The workers' connection
-pool is as large as they are many."""
+pool is as large as they are many. Passes that take long are spaced so that planning takes a fifth of the time."""
 
 from __future__ import annotations
 
 import argparse
+import threading
+import time
 import types
 
 import kubernetes
@@ -23,7 +25,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile
 from steward_controller.core.metrics import Health, Metrics
 from steward_controller.machines import add_arguments, options
 from steward_controller.machines.admission import CloudSlots, calls_cloud, slots_for
-from steward_controller.machines.controller import MachinesController
+from steward_controller.machines.controller import MIN_PASS_GAP, MachinesController, pass_gap
 from support.machines_sim import MachinesSim
 
 
@@ -129,3 +131,33 @@ def test_other_providers_are_not_limited():
     controller = controller_over(world)
     controller.run_pass()
     assert len(machine_jobs(controller, world)) == 100
+
+
+def test_long_passes_are_spaced_so_that_planning_takes_a_fifth_of_the_time():
+    assert pass_gap(0.01) == MIN_PASS_GAP and abs(pass_gap(0.126) - 0.504) < 1e-9 and abs(pass_gap(1.0) - 4.0) < 1e-9
+
+
+def test_the_scheduler_waits_out_the_gap_however_often_it_is_woken():
+    """A pass of 0.2 s woken all the time: the next starts no sooner than 0.8 s after it ends (was 0.2 s)."""
+    world = fresh_machines('AWS', count=1)
+    controller = controller_over(world)
+    controller.synced = True
+    controller.refresh_listings = lambda: None
+    starts = []
+
+    def slow_pass():
+        starts.append(time.monotonic())
+        time.sleep(0.2)
+        controller.wake.set()           # a job finished meanwhile
+        return time.monotonic()          # and another pass is due at once
+    controller.run_pass = slow_pass
+    thread = threading.Thread(target=controller._run, daemon=True)
+    thread.start()
+    try:
+        time.sleep(3.2)
+    finally:
+        controller.stopping.set()
+        controller.wake.set()
+        thread.join(10)
+    assert len(starts) >= 2
+    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.2 + 0.8 * 0.95, starts
