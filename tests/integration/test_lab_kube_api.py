@@ -4,6 +4,8 @@ KubeClient as a user's code would."""
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 import time
 import uuid
@@ -394,3 +396,16 @@ def test_lists_by_resource_answer_exactly_what_kmocks_scan_of_every_object_answe
     assert [n for _ns, n in mine[0]] == ['cm-0', 'cm-2', 'cm-3'] and [n for _ns, n in mine[1]] == ['cm-0', 'cm-1', 'cm-2', 'cm-3', 'held']
     assert mine[3] == [(ns, 'cm-3')] and [n for _ns, n in mine[4] if n.startswith('node-')] == ['node-0', 'node-1', 'node-2']
     assert mine[5] == [(ns, 'p'), (other, 'p')] and indexed[7][0] == 200 and indexed[9][0] == 404
+
+
+def test_generated_names_are_the_api_servers_and_a_taken_one_is_retried(server, kube, ns):
+    """generateName: 5 of the API server's 27 characters; a name already taken is followed by the next candidate
+    (RetryGenerateName, Kubernetes 1.32), not a 409."""
+    emulator = server.emulator
+    server.call(lambda: setattr(emulator, 'name_rng', random.Random(7)))
+    first = kube.create(api_path('v1', 'configmaps', ns), {'metadata': {'generateName': 'gen-'}})['metadata']['name']
+    assert re.fullmatch(r'gen-[bcdfghjklmnpqrstvwxz2456789]{5}', first), first
+    server.call(lambda: setattr(emulator, 'name_rng', random.Random(7)))     # the same first candidate again
+    second = kube.create(api_path('v1', 'configmaps', ns), {'metadata': {'generateName': 'gen-'}})['metadata']['name']
+    assert second != first and re.fullmatch(r'gen-[bcdfghjklmnpqrstvwxz2456789]{5}', second)
+    assert {c['metadata']['name'] for c in kube.list(api_path('v1', 'configmaps', ns))} == {first, second}
