@@ -16,6 +16,10 @@ second instance, DescribeInstances is immediately consistent, nothing is ever th
   answer is `RequestLimitExceeded` (503) with EC2's XML error body, which botocore retries as throttling.
 * calls counted per Action, throttled ones too, so tests can assert API budgets.
 * everything else (S3, other services, moto's own /moto-api) passes unchanged.
+* moto's lookups of a resource's tags, of an instance by id and of the backend for a request by key instead of
+  by scanning everything (lab/moto_index.py): a filtered DescribeInstances of 500 instances took 2.1 s, 1.6 s
+  of it the tag scans (now 1.1 s). Same answers (a test compares them with the index off);
+  `{"moto_index": false}` turns it off.
 * AMIs: the few in lab/ec2-amis.json (Flatcar, Ubuntu, Amazon Linux) instead of moto's ~1,300 per region, which
   cost seconds at every backend start and reset. RunInstances accepts any ImageId, as moto does.
 
@@ -24,7 +28,8 @@ never call EC2) are served without lag, limit or counting: lab machinery is not 
 
 The layer is WSGI middleware around the application the moto server runs, in one process (one HTTP hop, one
 port). Admin endpoint (JSON): `GET /_lab/ec2` (settings and counts); `POST /_lab/ec2` with any of
-`{"describe_lag": seconds, "rate_limit": {"per_second": r, "burst": b} | null, "reset_counts": true}`;
+`{"describe_lag": seconds, "rate_limit": {"per_second": r, "burst": b} | null, "moto_index": bool,
+"reset_counts": true}`;
 `POST /_lab/ec2/reset` (moto's reset plus this layer's tokens, ages, counts and settings).
 
     python lab/ec2_fidelity.py serve --host 127.0.0.1 --port 0 --url-file ec2.url [--pid-file ec2.pid]
@@ -95,10 +100,12 @@ class Ec2Fidelity:
     """WSGI middleware: EC2 fidelity in front of `app` (moto's DomainDispatcherApplication)."""
 
     def __init__(self, app: Callable, clock: Callable[[], float] = time.monotonic,
-                 reset_backends: Optional[Callable[[], None]] = None) -> None:
+                 reset_backends: Optional[Callable[[], None]] = None,
+                 moto_index: Optional[Callable[[bool], None]] = None) -> None:
         self.app = app
         self.clock = clock
         self.reset_backends = reset_backends
+        self.use_moto_index = moto_index
         self._lock = threading.Lock()
         self._token_locks: Dict[Tuple[str, str, str], threading.Lock] = {}
         self._reset_state()
@@ -112,6 +119,9 @@ class Ec2Fidelity:
             self.calls: Counter = Counter()
             self.throttled: Counter = Counter()
             self.lab_calls: Counter = Counter()
+            self.moto_index = self.use_moto_index is not None
+        if self.use_moto_index is not None:
+            self.use_moto_index(True)
 
     # --- WSGI ----------------------------------------------------------------------------------
     def __call__(self, environ: Dict[str, Any], start_response: Callable) -> Iterable[bytes]:
@@ -236,11 +246,12 @@ class Ec2Fidelity:
             return {'describe_lag': self.describe_lag,
                     'rate_limit': None if self.bucket is None else {'per_second': self.bucket.per_second,
                                                                     'burst': self.bucket.burst},
+                    'moto_index': self.moto_index,
                     'calls': dict(self.calls), 'throttled': dict(self.throttled), 'lab_calls': dict(self.lab_calls)}
 
     def configure(self, data: Dict[str, Any]) -> None:
         """Apply admin settings; ValueError (nothing changed) for a bad value."""
-        unknown = set(data) - {'describe_lag', 'rate_limit', 'reset_counts'}
+        unknown = set(data) - {'describe_lag', 'rate_limit', 'moto_index', 'reset_counts'}
         if unknown:
             raise ValueError('unknown settings: %s' % ', '.join(sorted(unknown)))
         lag = self.describe_lag
@@ -262,8 +273,13 @@ class Ec2Fidelity:
                         isinstance(burst, bool) or not isinstance(burst, int):
                     raise ValueError('rate_limit per_second must be a number and burst an integer, got %r' % (limit,))
                 bucket = TokenBucket(per_second, burst, self.clock)
+        index = data.get('moto_index', self.moto_index)
+        if not isinstance(index, bool) or (index and self.use_moto_index is None):
+            raise ValueError('moto_index must be true or false (true only over moto), got %r' % (index,))
         with self._lock:
-            self.describe_lag, self.bucket = float(lag), bucket
+            self.describe_lag, self.bucket, self.moto_index = float(lag), bucket, index
+            if self.use_moto_index is not None:
+                self.use_moto_index(index)
             if data.get('reset_counts'):
                 self.calls, self.throttled, self.lab_calls = Counter(), Counter(), Counter()
 
@@ -333,12 +349,14 @@ def make_app() -> Ec2Fidelity:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from moto.core.base_backend import BackendDict
     from moto.core.model_instances import reset_model_data
+    from moto_index import use_index
 
     def reset_backends() -> None:
         BackendDict.reset()
         reset_model_data()
 
-    return Ec2Fidelity(DomainDispatcherApplication(create_backend_app), reset_backends=reset_backends)
+    return Ec2Fidelity(DomainDispatcherApplication(create_backend_app), reset_backends=reset_backends,
+                       moto_index=use_index)
 
 
 def warm_up(app: Ec2Fidelity, region: str = LAB_REGION) -> None:

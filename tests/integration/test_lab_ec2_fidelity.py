@@ -3,6 +3,7 @@ would call it: ClientToken idempotency, describe lag, RequestLimitExceeded, call
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -157,8 +158,123 @@ def test_s3_passes_unchanged_and_reset_clears_everything(ec2):
 
 
 @pytest.mark.parametrize('body', [{'describe_lag': -1}, {'describe_lag': 'soon'}, {'rate_limit': {'per_second': 0}},
-                                  {'rate_limit': 5}, {'nonsense': True}])
+                                  {'rate_limit': 5}, {'nonsense': True}, {'moto_index': 'yes'}])
 def test_bad_admin_settings_are_refused_and_change_nothing(ec2, body):
     answer = requests.post(ec2.url + '/_lab/ec2', json=body, timeout=10)
     assert answer.status_code == 400 and answer.json()['error']
     assert ec2.settings()['describe_lag'] == 0 and ec2.settings()['rate_limit'] is None
+
+
+def raw_answers(calls):
+    """Each call's raw answer, errors included (request ids removed: moto makes a new one per answer)."""
+    bodies = []
+
+    def keep(http_response, **_kwargs):
+        bodies.append(re.sub(rb'<requestId>[^<]*</requestId>|<RequestID>[^<]*</RequestID>|<RequestId>[^<]*</RequestId>'
+                             rb'|"RequestId": ?"[^"]*"', b'', http_response.content))
+    for client, operation, kwargs in calls:
+        client.meta.events.register('after-call', keep)
+        try:
+            getattr(client, operation)(**kwargs)
+        except ClientError:
+            pass
+        finally:
+            client.meta.events.unregister('after-call', keep)
+    assert len(bodies) == len(calls)
+    return bodies
+
+
+_IDS = re.compile(rb'\b(?:[a-z]+-)+[0-9a-f]{8,17}\b'                                   # i-, vol-, eni-, r-, subnet-, ...
+                  rb'|\b(?=[a-z0-9]*[0-9])(?=[a-z0-9]*[a-z])[a-z0-9]{20}\b'                # IAM instance profile ids
+                  rb'|\b(?:[0-9a-f]{2}:){5}[0-9a-f]{2}\b'                                  # MAC addresses
+                  rb'|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b')    # boto3's ClientTokens
+_TIMES = re.compile(rb'\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z| UTC|[+-]\d\d:?\d\d)?')
+
+
+def normalized(bodies):
+    """Two runs of one scenario differ in moto's random ids and MAC addresses, boto3's ClientTokens and the clock:
+    ids become their order of first appearance over all answers (so which instance a volume is attached to still
+    has to match), times a placeholder."""
+    seen = {}
+
+    def name(match):
+        return b'<%d>' % seen.setdefault(match.group(0), len(seen))
+    return [_IDS.sub(name, _TIMES.sub(b'<time>', body)) for body in bodies]
+
+
+def index_scenario(ec2):
+    """Tags (on instances, volumes, ENIs, a VPC; added, removed), several instances per reservation, a terminated
+    and a modified instance, other services; then every kind of answer that reads tags or finds instances by id."""
+    client = ec2.client()
+    vpc = client.create_vpc(CidrBlock='10.9.0.0/16')['Vpc']['VpcId']
+    subnet = client.create_subnet(VpcId=vpc, CidrBlock='10.9.0.0/20', AvailabilityZone=ec2.region + 'a')['Subnet']['SubnetId']
+    client.create_tags(Resources=[vpc], Tags=[{'Key': 'Name', 'Value': 'lab-vpc'}])
+    iam = ec2.client('iam')
+    iam.create_instance_profile(InstanceProfileName='index-profile')
+    ids = []
+    for i in range(12):
+        tags = [{'Key': 'kubernetes.io/cluster/shoot--a' if i % 3 else 'kubernetes.io/cluster/shoot--b', 'Value': '1'},
+                {'Key': 'kubernetes.io/role/node', 'Value': '1'}, {'Key': 'Name', 'Value': 'machine-%d' % i},
+                {'Key': 'team', 'Value': 'blue*' if i % 4 == 0 else 'red'}]
+        extra = {'IamInstanceProfile': {'Name': 'index-profile'}} if i % 2 else {}
+        answer = client.run_instances(ImageId=IMAGE, MinCount=1 + i % 2, MaxCount=1 + i % 2, InstanceType='t3.micro',
+                                      SubnetId=subnet, TagSpecifications=[{'ResourceType': kind, 'Tags': tags[:2 + i % 3]}
+                                                                          for kind in ('instance', 'volume', 'network-interface')],
+                                      **extra)
+        ids.extend(i['InstanceId'] for i in answer['Instances'])
+    client.create_tags(Resources=ids[:3], Tags=[{'Key': 'added', 'Value': 'later'}])
+    client.delete_tags(Resources=[ids[4]], Tags=[{'Key': 'kubernetes.io/role/node'}])
+    client.terminate_instances(InstanceIds=[ids[5], ids[9]])
+    client.modify_instance_attribute(InstanceId=ids[6], SourceDestCheck={'Value': False})
+    s3 = ec2.client('s3')
+    s3.create_bucket(Bucket='index-bucket', CreateBucketConfiguration={'LocationConstraint': ec2.region})
+    states = ['pending', 'running', 'shutting-down', 'terminated', 'stopping', 'stopped']
+    calls = [
+        (client, 'describe_instances', {}),
+        (client, 'describe_instances', {'Filters': [{'Name': 'tag-key', 'Values': ['kubernetes.io/cluster/shoot--a']},
+                                                    {'Name': 'tag-key', 'Values': ['kubernetes.io/role/node']},
+                                                    {'Name': 'instance-state-name', 'Values': states}], 'MaxResults': 5}),
+        (client, 'describe_instances', {'Filters': [{'Name': 'tag:Name', 'Values': ['machine-7']},
+                                                    {'Name': 'tag-key', 'Values': ['kubernetes.io/cluster/shoot--a']}]}),
+        (client, 'describe_instances', {'Filters': [{'Name': 'tag-value', 'Values': ['blue*', 'lat?r']}]}),
+        (client, 'describe_instances', {'Filters': [{'Name': 'tag:team', 'Values': ['red', 'green']}]}),
+        (client, 'describe_instances', {'InstanceIds': ids[2:6]}),
+        (client, 'describe_instances', {'InstanceIds': [ids[0], 'i-0123456789abcdef0']}),
+        (client, 'describe_tags', {'Filters': [{'Name': 'resource-type', 'Values': ['instance']}]}),
+        (client, 'describe_tags', {'Filters': [{'Name': 'resource-id', 'Values': [ids[0], ids[4]]}]}),
+        (client, 'describe_volumes', {'Filters': [{'Name': 'tag-key', 'Values': ['kubernetes.io/role/node']}]}),
+        (client, 'describe_network_interfaces', {'Filters': [{'Name': 'tag:Name', 'Values': ['machine-*']}]}),
+        (client, 'describe_vpcs', {'Filters': [{'Name': 'tag:Name', 'Values': ['lab-vpc']}]}),
+        (client, 'describe_instance_attribute', {'InstanceId': 'i-0123456789abcdef0', 'Attribute': 'instanceType'}),
+        (client, 'describe_instance_status', {'InstanceIds': ids[4:8], 'IncludeAllInstances': True}),
+        (client, 'describe_iam_instance_profile_associations', {}),
+        (s3, 'list_buckets', {}),
+        (iam, 'list_instance_profiles', {}),
+        (client, 'describe_volumes', {}),
+    ] + [(client, 'describe_instance_attribute', {'InstanceId': i, 'Attribute': attribute})
+         for i in (ids[0], ids[5], ids[6], ids[-1]) for attribute in ('instanceType', 'sourceDestCheck', 'userData')]
+    return raw_answers(calls)
+
+
+def test_the_moto_index_answers_exactly_what_moto_scanning_answers(ec2):
+    """lab/moto_index.py reads tags and instances by id and remembers each host's backend instead of moto's scans.
+    One scenario (writes that look instances up, then reads of every kind) run on a fresh moto with the index and
+    again without: the answers are byte for byte the same but for moto's random ids and the clock."""
+    assert ec2.settings()['moto_index'] is True
+    indexed = index_scenario(ec2)
+    ec2.reset()
+    requests.post(ec2.url + '/_lab/ec2', json={'moto_index': False}, timeout=10).raise_for_status()
+    try:
+        assert ec2.settings()['moto_index'] is False
+        scanned = index_scenario(ec2)
+    finally:
+        requests.post(ec2.url + '/_lab/ec2', json={'moto_index': True}, timeout=10).raise_for_status()
+    assert len(indexed) == len(scanned)
+    for i, (mine, moto) in enumerate(zip(normalized(indexed), normalized(scanned))):
+        assert mine == moto, i
+    assert indexed != scanned      # the ids did differ: the runs were two
+    assert b'machine-7' in indexed[2] and indexed[2].count(b'<instanceId>') == 2   # two instances, one reservation
+    assert indexed[4].count(b'<instanceId>') > 1 and b'<key>added</key>' in indexed[0]
+    assert b'InvalidInstanceID.NotFound' in indexed[6] and b'InvalidInstanceID.NotFound' in indexed[12]
+    assert indexed[14].count(b'index-profile') >= 6 and b'index-bucket' in indexed[15] and b't3.micro' in indexed[-3]
+    assert b'<value>false</value>' in indexed[-5] and b'<value>true</value>' in indexed[-11]   # ids[6] modified, ids[0] not

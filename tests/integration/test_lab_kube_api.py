@@ -4,6 +4,8 @@ KubeClient as a user's code would."""
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 import time
 import uuid
@@ -342,7 +344,68 @@ def test_request_log_and_object_history_stay_bounded(server, kube, ns):
     for i in range(200):
         kube.merge_patch(path + '/renewed', {'spec': {'leaseTransitions': i}})
     emulator = server.emulator
-    assert len(server.call(lambda: list(emulator._requests))) <= 64 + 2
+    assert len(server.call(lambda: list(emulator._requests))) <= 2     # the last one served, and one in flight
     key = (kmock.resource('coordination.k8s.io', 'v1', 'leases'), ns, 'renewed')
     assert len(server.call(lambda: emulator.objects[key].history)) <= 16
     assert kube.get(path + '/renewed')['spec']['leaseTransitions'] == 199
+
+
+def test_lists_by_resource_answer_exactly_what_kmocks_scan_of_every_object_answers(server, kube, ns):
+    """lab/kube_index.py lists one resource's keys instead of kmock's check of every stored object: the same items
+    in the same order for namespaced and cluster-wide lists, selectors, deleted, re-created and finalizing
+    objects, and the same 404 for a resource nobody serves."""
+    other = ns + '-b'
+    for namespace in (ns, other):
+        for i in range(4):
+            kube.create(api_path('v1', 'configmaps', namespace), configmap('cm-%d' % i, {'n': str(i % 2)}))
+        kube.create(api_path('v1', 'pods', namespace), {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'p'},
+                                                        'spec': {'nodeName': 'node-1', 'containers': [{'name': 'c', 'image': 'i'}]}})
+    for i in range(3):
+        kube.create(api_path('v1', 'nodes'), {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'node-%d' % i}})
+    kube.delete(api_path('v1', 'configmaps', ns, 'cm-1'))
+    kube.delete(api_path('v1', 'nodes', name='node-0'))
+    kube.create(api_path('v1', 'nodes'), {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'node-0', 'labels': {'again': 'yes'}}})
+    kube.create(api_path('v1', 'configmaps', other), dict(configmap('held'), metadata={'name': 'held', 'finalizers': ['x/y']}))
+    kube.delete(api_path('v1', 'configmaps', other, 'held'))
+    paths = [api_path('v1', 'configmaps', ns), api_path('v1', 'configmaps', other), api_path('v1', 'configmaps'),
+             api_path('v1', 'configmaps', ns) + '?labelSelector=n%3D1', api_path('v1', 'nodes'),
+             api_path('v1', 'pods') + '?fieldSelector=spec.nodeName%3Dnode-1', api_path('v1', 'pods', other),
+             api_path('storage.k8s.io/v1', 'volumeattachments'), api_path('v1', 'configmaps', ns + '-none'),
+             api_path('example.com/v1', 'nothings')]
+
+    def answers():
+        out = []
+        for path in paths:
+            reply = requests.get(server.url + path, timeout=10)
+            body = reply.json()
+            if isinstance(body.get('metadata'), dict):
+                body['metadata'].pop('resourceVersion', None)    # a list's version moves on every list
+            out.append((reply.status_code, body))
+        return out
+    emulator = server.emulator
+    indexed = answers()
+    server.call(lambda: setattr(emulator, 'list_index', False))
+    try:
+        scanned = answers()
+    finally:
+        server.call(lambda: setattr(emulator, 'list_index', True))
+    for path, mine, kmocks in zip(paths, indexed, scanned):
+        assert mine == kmocks, path
+    mine = [[(i['metadata'].get('namespace'), i['metadata']['name']) for i in body.get('items', [])
+             if i['metadata'].get('namespace') in (None, ns, other)] for _status, body in indexed]   # the module's others
+    assert [n for _ns, n in mine[0]] == ['cm-0', 'cm-2', 'cm-3'] and [n for _ns, n in mine[1]] == ['cm-0', 'cm-1', 'cm-2', 'cm-3', 'held']
+    assert mine[3] == [(ns, 'cm-3')] and [n for _ns, n in mine[4] if n.startswith('node-')] == ['node-0', 'node-1', 'node-2']
+    assert mine[5] == [(ns, 'p'), (other, 'p')] and indexed[7][0] == 200 and indexed[9][0] == 404
+
+
+def test_generated_names_are_the_api_servers_and_a_taken_one_is_retried(server, kube, ns):
+    """generateName: 5 of the API server's 27 characters; a name already taken is followed by the next candidate
+    (RetryGenerateName, Kubernetes 1.32), not a 409."""
+    emulator = server.emulator
+    server.call(lambda: setattr(emulator, 'name_rng', random.Random(7)))
+    first = kube.create(api_path('v1', 'configmaps', ns), {'metadata': {'generateName': 'gen-'}})['metadata']['name']
+    assert re.fullmatch(r'gen-[bcdfghjklmnpqrstvwxz2456789]{5}', first), first
+    server.call(lambda: setattr(emulator, 'name_rng', random.Random(7)))     # the same first candidate again
+    second = kube.create(api_path('v1', 'configmaps', ns), {'metadata': {'generateName': 'gen-'}})['metadata']['name']
+    assert second != first and re.fullmatch(r'gen-[bcdfghjklmnpqrstvwxz2456789]{5}', second)
+    assert {c['metadata']['name'] for c in kube.list(api_path('v1', 'configmaps', ns))} == {first, second}

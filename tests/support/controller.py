@@ -91,6 +91,12 @@ class ControllerProcess:
                     return sample.value
         return None
 
+    def metric_total(self, name: str, labels: Optional[Dict[str, str]] = None) -> float:
+        """The sum of every sample of `name` with these labels (0.0 when none is exported)."""
+        from prometheus_client.parser import text_string_to_metric_families
+        return sum(sample.value for family in text_string_to_metric_families(self.metrics()) for sample in family.samples
+                   if sample.name == name and all(sample.labels.get(k) == v for k, v in (labels or {}).items()))
+
     def is_leader(self) -> bool:
         return self.metric('steward_controller_leader') == 1.0
 

@@ -46,6 +46,14 @@ class EC2Server:
         self._dir = tempfile.mkdtemp(prefix='steward-ec2-')
         self.log_path = os.path.join(self._dir, 'ec2.log')
 
+    @classmethod
+    def at(cls, url: str, region: str = DEFAULT_REGION) -> 'EC2Server':
+        """The settings and counts of a fidelity server someone else runs (the lab's: lab/parts.py); stop() leaves
+        it running."""
+        server = cls(region)
+        server.url = url
+        return server
+
     def start(self, timeout: float = 60.0) -> 'EC2Server':
         url_file = os.path.join(self._dir, 'ec2.url')
         with open(self.log_path, 'ab') as log:

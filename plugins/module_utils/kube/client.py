@@ -11,6 +11,7 @@ from "down". Shared by the controller and modules; nothing here imports kopf.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import quote
@@ -109,6 +110,14 @@ class KubeClient:
     def from_config(cls, kubeconfig: Optional[str] = None, context: Optional[str] = None,
                     timeout: float = 30.0) -> 'KubeClient':
         return cls(load_configuration(kubeconfig, context), timeout=timeout)
+
+    def with_pool(self, size: int) -> 'KubeClient':
+        """A client for `size` threads at once: the same configuration with a connection pool of at least `size`
+        (the kubernetes client's default is 5 per CPU; a thread beyond the pool opens and drops a connection per
+        request, with a warning each time)."""
+        configuration = copy.deepcopy(self.configuration)
+        configuration.connection_pool_maxsize = max(int(configuration.connection_pool_maxsize or 0), int(size))
+        return KubeClient(configuration, timeout=self.timeout)
 
     @property
     def host(self) -> str:

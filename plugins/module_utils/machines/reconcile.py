@@ -259,6 +259,11 @@ def _plan_sets(world: World, index: _Index, settings: Settings, now: float, plan
     frozen_sets: Set[str] = set()
     for ms in world.sets:
         if o.uid(ms) in world.busy:
+            # not planned while its job runs, but its freeze (the label) stands: otherwise the deployment's
+            # label and Frozen condition would be lifted for this pass and set again in the next
+            if o.labels(ms).get(LABEL_FREEZE) == 'True':
+                frozen_sets.add(o.uid(ms))
+                plan.freezes['set:' + o.key(ms)] = safety.Freeze(FREEZE_OVERSHOOT, 'MachineSet %s is frozen' % o.key(ms))
             continue
         try:
             check_scalable(ms)
