@@ -68,7 +68,8 @@ def controller_over(world, rate='3.2', burst='3'):
     opts = options(parser.parse_args(['--aws-api-rate', rate, '--aws-api-burst', burst]))
     configuration = kubernetes.client.Configuration()
     configuration.host = 'http://127.0.0.1:1'
-    runtime = types.SimpleNamespace(client=KubeClient(configuration), settings=types.SimpleNamespace(options=lambda name: opts, watch_namespaces=[]),
+    settings = types.SimpleNamespace(options=lambda name: opts, watch_namespaces=[], secret_opt_in=True)
+    runtime = types.SimpleNamespace(client=KubeClient(configuration), settings=settings,
                                     metrics=Metrics(), health=Health(), clock=lambda: world_now[0])
     controller = MachinesController(runtime, opts)
     controller.pool.shutdown(wait=False)
