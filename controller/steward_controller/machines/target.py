@@ -25,7 +25,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.events import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import Target
-from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
+from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, is_failure
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import MachineTimeouts, Settings
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, PLURALS
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import (
@@ -181,7 +181,7 @@ class KubeTarget(Target):
 
     def driver_call(self, call: Call, code: Code, provider: str) -> None:
         self.metrics.driver_calls.labels(provider, call.value, code.mcm_name).inc()
-        if code != Code.OK:
+        if is_failure(call, code):
             self.metrics.driver_failed.labels(provider, call.value, code.mcm_name).inc()
 
     # --- the cluster side of a deletion ------------------------------------------------------------

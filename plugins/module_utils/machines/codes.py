@@ -129,6 +129,12 @@ def _build() -> Dict[Tuple[Call, Code], Tuple[Next, Retry]]:
 NEXT_STEP: Dict[Tuple[Call, Code], Tuple[Next, Retry]] = _build()
 
 
+def is_failure(call: Call, code: Code) -> bool:
+    """Whether a call failed, by the table: an answer the flow goes on with (NotFound on a status call or a delete,
+    Unimplemented where MCM continues) is not a failure, so a failure counter does not count every creation."""
+    return NEXT_STEP[(call, code)][0] in (Next.RETRY, Next.FAIL, Next.SEVERAL_VMS)
+
+
 def next_step(call: Call, code: Code) -> Tuple[Next, Retry]:
     """What to do after `call` answered `code`, and when to look again."""
     return NEXT_STEP[(call, Code(code))]

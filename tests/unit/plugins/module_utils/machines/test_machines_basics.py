@@ -5,7 +5,7 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.machines import health
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import (
-    NEXT_STEP, Call, Code, Next, Retry, auto_retried, next_step)
+    NEXT_STEP, Call, Code, Next, Retry, auto_retried, is_failure, next_step)
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import (
     Settings, check_settings, machine_timeouts, parse_node_conditions)
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Step
@@ -171,3 +171,16 @@ def test_two_live_vms_for_one_machine_are_out_of_range_and_a_foreign_name_match_
 def test_a_failed_listing_answers_its_error_code():
     inv = Inventory([], 0, 1, DriverError(Code.THROTTLED, 'slow down'))
     assert not inv.ok and inv.lookup(m()).code == Code.THROTTLED
+
+
+def test_answers_the_flow_goes_on_with_are_not_failures():
+    """The failure counter follows the table: Unimplemented from InitializeMachine (nothing to initialize) or NotFound
+    from a delete are answers MCM goes on with; every call of a 100-machine scale-out would count otherwise."""
+    assert not is_failure(Call.INITIALIZE, Code.UNIMPLEMENTED)
+    assert not is_failure(Call.DELETE, Code.NOT_FOUND)
+    assert not is_failure(Call.STATUS, Code.NOT_FOUND)
+    assert not is_failure(Call.CREATE, Code.OK)
+    assert is_failure(Call.CREATE, Code.THROTTLED)
+    assert is_failure(Call.CREATE, Code.INVALID_ARGUMENT)
+    assert is_failure(Call.INITIALIZE, Code.UNINITIALIZED)
+    assert is_failure(Call.STATUS, Code.OUT_OF_RANGE)
