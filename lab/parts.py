@@ -276,7 +276,9 @@ def _controller(f: Dict[str, str], settings: CloudSettings, kube_url: str, ec2_u
     # The console script run by the venv's python directly: /proc then shows exactly this argv (a shebang exec
     # would put the interpreter in front, and the record would never match).
     argv = [venv_python(), program, '--kubeconfig', f['kubeconfig'], '--namespace', LEADER_NAMESPACE, '--identity', 'lab',
-            '--http-host', settings.host, '--http-port', port, '--work-dir', f['work_dir'], '--log-format', 'plain']
+            '--http-host', settings.host, '--http-port', port, '--work-dir', f['work_dir'], '--log-format', 'plain',
+            # MCM's manifests unchanged: a MachineClass Secret without the opt-in label works on the lab (docs/lab.md)
+            '--machine-secret-opt-in', 'false']
     env = dict(os.environ)
     if ec2_url:
         env.update(aws_env(ec2_url, settings.region))

@@ -70,6 +70,46 @@ def ready(kube, name):
     return next(c['status'] for c in node['status']['conditions'] if c['type'] == 'Ready')
 
 
+def mcm_pool_of_one(kube, ec2, env, subnet, security_group):
+    """A Secret, an MCM AWS MachineClass and a MachineDeployment of 1 as MCM's users have them: one Running
+    machine with an instance; deleting the deployment terminates it."""
+    ns, group = 'mcm-unchanged', 'machine.sapcloud.io/v1alpha1'
+    boto3.client('iam', endpoint_url=env['AWS_ENDPOINT_URL'], region_name=env['AWS_DEFAULT_REGION'],
+                 aws_access_key_id=env['AWS_ACCESS_KEY_ID'], aws_secret_access_key=env['AWS_SECRET_ACCESS_KEY'],
+                 ).create_instance_profile(InstanceProfileName='contract-nodes')
+    kube.create(api_path('v1', 'namespaces'), {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': ns}})
+    kube.create(api_path('v1', 'secrets', ns), {
+        'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'cloud'},
+        'stringData': {'userData': '#cloud-config\n', 'providerAccessKeyId': env['AWS_ACCESS_KEY_ID'],
+                       'providerSecretAccessKey': env['AWS_SECRET_ACCESS_KEY']}})
+    kube.create(api_path(group, 'machineclasses', ns), {
+        'apiVersion': group, 'kind': 'MachineClass', 'metadata': {'name': 'pool'}, 'provider': 'AWS',
+        'providerSpec': {'ami': 'ami-0f1a5f5ada0e7da53', 'region': env['AWS_DEFAULT_REGION'], 'machineType': 't3.medium',
+                         'iam': {'name': 'contract-nodes'}, 'keyName': 'ssh',
+                         'networkInterfaces': [{'subnetID': subnet, 'securityGroupIDs': [security_group]}],
+                         'tags': {'kubernetes.io/cluster/contract': '1', 'kubernetes.io/role/node': '1'}},
+        'secretRef': {'name': 'cloud', 'namespace': ns}})
+    kube.create(api_path(group, 'machinedeployments', ns), {
+        'apiVersion': group, 'kind': 'MachineDeployment', 'metadata': {'name': 'pool'},
+        'spec': {'replicas': 1, 'selector': {'matchLabels': {'pool': 'mcm'}},
+                 'template': {'metadata': {'labels': {'pool': 'mcm'}},
+                              'spec': {'class': {'kind': 'MachineClass', 'name': 'pool'}}}}})
+
+    def running():
+        machines = kube.list(api_path(group, 'machines', ns))
+        return [m for m in machines if (m.get('status') or {}).get('currentStatus', {}).get('phase') == 'Running']
+
+    def tagged(states):
+        found = ec2.describe_instances(Filters=[{'Name': 'tag-key', 'Values': ['kubernetes.io/cluster/contract']},
+                                                {'Name': 'instance-state-name', 'Values': states}])
+        return [i for r in found['Reservations'] for i in r['Instances']]
+
+    wait_for(lambda: len(running()) == 1, 120, 0.5, 'a Running machine from an unlabelled MachineClass Secret')
+    assert len(tagged(['pending', 'running'])) == 1
+    kube.delete(api_path(group, 'machinedeployments', ns, 'pool'))
+    wait_for(lambda: not tagged(['pending', 'running', 'stopping', 'stopped']), 120, 0.5, 'the instance terminated')
+
+
 @pytest.fixture
 def state(tmp_path):
     state = tmp_path / 'lab'
@@ -115,6 +155,11 @@ def test_the_lab_contract(state):
     wait_for(lambda: ready(kube, name) == 'True', 30, 0.2, 'Ready again')
     ec2.terminate_instances(InstanceIds=[instance['InstanceId']])
     wait_for(lambda: kube.get_or_none(api_path('v1', 'nodes', None, name)) is None, 60, 0.2, 'the Node deleted')
+
+    # MCM's manifests unchanged on the lab: a MachineClass whose Secret has no opt-in label gets its machine
+    # (the lab's controller runs with --machine-secret-opt-in false; the product's default is on).
+    group_id = ec2.create_security_group(GroupName='nodes', Description='nodes', VpcId=vpc)['GroupId']
+    mcm_pool_of_one(kube, ec2, env, subnet, group_id)
 
     # status reports every part; up again changes nothing; the controller runs and logs.
     status = lab(state, 'status', check=False)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import Any, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import format_duration, parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
@@ -78,7 +78,11 @@ FLAGS = (
     ('aws-api-rate', None, 'float', 10.0, 'EC2 requests per second per account and region (token bucket)'),
     ('aws-api-burst', None, 'int', 20, 'EC2 request burst per account and region'),
     ('sabakan-url', None, 'text', '', 'default sabakan URL for Sabakan MachineClasses without providerSpec.sabakanURL'),
+    ('machine-secret-opt-in', None, 'switch', 'inherit',
+     'use only MachineClass Secrets labelled cluster.steward.io/usable-by-controller=true: true, false, or inherit '
+     '(follow --secret-opt-in)'),
 )
+SWITCH = {'inherit': None, 'true': True, 'false': False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +92,7 @@ class MachinesOptions:
     aws_api_rate: float
     aws_api_burst: int
     sabakan_url: str
+    secret_opt_in: Optional[bool] = None     # None: --secret-opt-in decides
 
 
 def _dest(flag: str) -> str:
@@ -121,6 +126,10 @@ def _convert(flag: str, kind: str, text: str) -> Any:
             return float(text)
         except (TypeError, ValueError):
             raise InvalidInput('--' + flag, 'number', 'expected a number, got %r' % (text,), text) from None
+    if kind == 'switch':
+        if text not in SWITCH:
+            raise InvalidInput('--' + flag, 'choice', 'expected one of %s, got %r' % (', '.join(SWITCH), text), text)
+        return SWITCH[text]
     if kind == 'conditions':
         return parse_node_conditions(text, '--' + flag)
     return text
@@ -150,7 +159,8 @@ def options(args: argparse.Namespace) -> MachinesOptions:
     except InvalidInput as exc:
         raise ValueError(str(exc)) from None
     return MachinesOptions(settings=settings, sync_period=loop['machine_sync_period'], aws_api_rate=loop['aws_api_rate'],
-                           aws_api_burst=loop['aws_api_burst'], sabakan_url=loop['sabakan_url'])
+                           aws_api_burst=loop['aws_api_burst'], sabakan_url=loop['sabakan_url'],
+                           secret_opt_in=loop['machine_secret_opt_in'])
 
 
 def register(registry: Any, runtime: Any) -> None:

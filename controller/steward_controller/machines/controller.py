@@ -109,6 +109,13 @@ def unsupported(cls: Mapping[str, Any]) -> str:
         o.key(cls), cls.get('provider'), ', '.join(BUILT_IN_PROVIDERS + tuple(sorted(DRIVER_FACTORIES))))
 
 
+def machine_secret_opt_in(opts: MachinesOptions, settings: Any) -> bool:
+    """--machine-secret-opt-in when given, else --secret-opt-in. A MachineClass's Secret reaches only the cloud the
+    controller is configured for (the endpoint is not the class author's to choose) and instances the class
+    describes; MCM reads any Secret a class names, so a migrated pool works unchanged with `false`."""
+    return settings.secret_opt_in if opts.secret_opt_in is None else opts.secret_opt_in
+
+
 def register(registry: Any, runtime: Runtime) -> None:
     controller = MachinesController(runtime, runtime.settings.options('machines'))
 
@@ -165,7 +172,7 @@ class MachinesController:
         self.pool = concurrent.futures.ThreadPoolExecutor(self.settings.concurrent_syncs, thread_name_prefix='machines')
         self.target = KubeTarget(self.client, self.caches, self.metrics, self.settings, self.driver_for,
                                  clock=runtime.clock, on_api_ok=runtime.health.api_ok,
-                                 secret_opt_in=runtime.settings.secret_opt_in, vm_gone=self.vm_gone)
+                                 secret_opt_in=machine_secret_opt_in(opts, runtime.settings), vm_gone=self.vm_gone)
         self.thread: Optional[threading.Thread] = None
         self.safety_thread: Optional[threading.Thread] = None
         self.rng = random.Random()
