@@ -45,7 +45,7 @@ def delta_metadata(name: naming.SnapshotName, events: EncodedEvents, digests: An
     return meta
 
 
-WRITE_BUFFER = 4 * 1024 * 1024
+WRITE_BUFFER = 1024 * 1024  # the size of an encoded chunk: chunks are written through
 
 
 class _CountingSink:
