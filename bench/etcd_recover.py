@@ -46,7 +46,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.process impor
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_member, select_snapshot  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store  # noqa: E402
 
-STEP = re.compile(r'^\s+- (\S.*?)\s+(\d+\.\d) s$', re.M)
+# a row of the playbook's table: `- diagnose   1.2 s`, or a host's own step `- '  etcd2: start   0.4 s'`
+STEP = re.compile(r"^\s+- '?( {0,2}\S.*?)\s+(\d+\.\d) s'?$", re.M)
 
 
 def config_path(host: Dict) -> str:
@@ -185,7 +186,7 @@ def main() -> int:
             line += '   reference %5.1f s (ours/reference %.2f)' % (by['reference'], by['ours'] / by['reference'])
         print(line)
         for name, secs in tables.get(path, []):
-            print('      %-22s %5.1f s' % (name, secs))
+            print('      %-34s %5.1f s' % (name, secs))
     write_summary(args.output, {'keys': args.keys, 'runs': results, 'medians': medians, 'steps': tables,
                                 'load_average': os.getloadavg()})
     return 0

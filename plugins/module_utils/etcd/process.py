@@ -296,7 +296,7 @@ def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable
     base = str(spec.wait_url).rstrip('/')
     while True:
         for path in ('/health', '/version'):
-            status, body = _http_get(base + path, spec)
+            status, body = http_get(base + path, spec)
             if health_ok(path, status, body):
                 return path
         if not process_alive(pid):
@@ -310,7 +310,7 @@ def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable
         sleep(0.1)
 
 
-def _http_get(url: str, spec: ProcessSpec) -> tuple:
+def http_get(url: str, spec: ProcessSpec) -> tuple:
     """(status, body) of a GET; the standard library only (this module runs on every start and stop, and
     ansible's URL helpers cost more to import than the whole poll)."""
     context = None
@@ -345,6 +345,17 @@ def stop_process(pid: int, stop_timeout: int = 10, sleep: Callable[[float], None
                 return sig.name
             sleep(0.1)
     raise ProcessError('etcd pid %d still alive after SIGKILL' % pid)
+
+
+def stop_running(spec: ProcessSpec) -> Optional[str]:
+    """Stop our etcd when it runs (see running_pid) and remove its pid file: the signal that ended it, or None
+    when it was not running."""
+    pid = running_pid(spec)
+    if pid is None:
+        return None
+    ended = stop_process(pid, spec.stop_timeout)
+    _remove(spec.pid_file)
+    return ended
 
 
 def _write_pid_file(path: str, pid: int) -> None:
@@ -410,8 +421,7 @@ def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool =
         if before is not None:
             result.update(changed=True, pid=None, msg='stopped etcd pid %d' % before)
             if not check_mode:
-                result['signal'] = stop_process(before, spec.stop_timeout)
-                _remove(spec.pid_file)
+                result['signal'] = stop_running(spec) or 'gone'
         else:
             result['msg'] = 'etcd is not running' + (
                 ' (stale pid file: its pid is not the etcd this module started; nothing was signalled, the file %s'
