@@ -19,7 +19,10 @@ description:
   - A joiner stops what runs, moves its data dir aside (never deletes it), writes its config, removes its own
     stale member entry, waits for its turn (every joiner before it in the plan is a voting member, read with a
     linearizable member list at sub-second polls), is added as a learner the moment etcd allows it (etcd
-    refuses a change within 5 s of the last; refusals are retried every 0.2 s), started and promoted.
+    refuses a change within 5 s of the last; refusals are retried every 0.1 s), started, and promoted once it
+    serves. A learner that received the leader's snapshot and does not serve half a second later is restarted
+    once (etcd would otherwise wait its 7 s request timeout before the new member publishes itself; a learner
+    is no voter, so quorum is untouched).
   - A restored member (V(restore_snapshot); its data dir was restored by M(steward.cluster.etcd_restore))
     gets its config and starts with the others; it is healthy once a quorum of them runs.
   - A healthy learner of the plan is promoted. Every other host has nothing to do.

@@ -290,15 +290,26 @@ def _listening(url: str) -> bool:
         return False
 
 
+def answers(spec: ProcessSpec, timeout: float = 2.0) -> Optional[str]:
+    """Which of /health and /version answers as a serving member does at spec.wait_url now, or None. A member
+    that has bound its client port but does not serve yet accepts the connection and says nothing: `timeout`
+    bounds each request, so a sub-second poll stays sub-second."""
+    base = str(spec.wait_url).rstrip('/')
+    for path in ('/health', '/version'):
+        status, body = http_get(base + path, spec, timeout)
+        if health_ok(path, status, body):
+            return path
+    return None
+
+
 def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable[[float], None] = time.sleep) -> str:
     """Poll /health, then /version, until one answers; fail early when the process dies."""
     deadline = time.time() + spec.wait_timeout
     base = str(spec.wait_url).rstrip('/')
     while True:
-        for path in ('/health', '/version'):
-            status, body = http_get(base + path, spec)
-            if health_ok(path, status, body):
-                return path
+        path = answers(spec)
+        if path is not None:
+            return path
         if not process_alive(pid):
             _remove(spec.pid_file)
             raise ProcessError('etcd (pid %d) died while waiting for %s; last lines of %s:\n%s'
@@ -310,7 +321,7 @@ def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable
         sleep(0.1)
 
 
-def http_get(url: str, spec: ProcessSpec) -> tuple:
+def http_get(url: str, spec: ProcessSpec, timeout: float = 2.0) -> tuple:
     """(status, body) of a GET; the standard library only (this module runs on every start and stop, and
     ansible's URL helpers cost more to import than the whole poll)."""
     context = None
@@ -324,7 +335,7 @@ def http_get(url: str, spec: ProcessSpec) -> tuple:
                 spec.ca_cert, spec.client_cert, spec.client_key, url, exc)) from exc
     try:
         opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
-        with opener.open(url, timeout=2) as resp:  # nosec - our own member's URL
+        with opener.open(url, timeout=timeout) as resp:  # nosec - our own member's URL
             return resp.status, resp.read().decode('utf-8', 'replace')
     except Exception as e:  # HTTPError carries a status; anything else means "not answering yet"
         return getattr(e, 'code', 0) or 0, ''

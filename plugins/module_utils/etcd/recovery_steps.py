@@ -18,6 +18,7 @@ Each step's start (wall clock, so hosts line up) and duration are returned for t
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -36,6 +37,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import (
     ensure_member_absent,
     ensure_member_present,
+    join_as_learner,
+    promote_learner,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import (
     ACTION_BLOCKED,
@@ -52,6 +55,7 @@ PART_LEARNER = 'learner'     # a healthy learner that only needs its promotion
 PART_RESTORED = 'restored'   # restore_snapshot: restored already (etcd_restore), started with the others
 PART_NONE = 'none'
 POLL = 0.1
+SNAPSHOT_GRACE = 0.5  # seconds a learner that has the leader's snapshot gets to serve before it is restarted
 ACTIONS = (ACTION_NONE, ACTION_REPLACE, ACTION_FORCE_NEW, ACTION_RESTORE, ACTION_BLOCKED)
 
 
@@ -151,6 +155,43 @@ def _write_config(setup: MemberSetup, initial_cluster: str, force: bool, check_m
     return apply_config(path=setup.config_file, config=config, mode=setup.config_mode, directories=setup.directories,
                         fingerprint_path=setup.fingerprint_path, fingerprint=setup.fingerprint, owner=setup.owner,
                         group=setup.group, check_mode=check_mode)['changed']
+
+
+def received_snapshot(data_dir: str) -> bool:
+    """The member has been sent the leader's snapshot (etcd keeps its raft part as member/snap/<term>-<index>.snap)."""
+    try:
+        return any(name.endswith('.snap') for name in os.listdir(os.path.join(data_dir, 'member', 'snap')))
+    except OSError:
+        return False
+
+
+def _learner_serving(service: Any, data_dir: str, timeout: float, clock: Callable[[], float],
+                     sleep: Callable[[float], None]) -> bool:
+    """Wait until the new learner serves clients; True when it had to be restarted for it.
+
+    A member that joins through the leader's snapshot often publishes itself (its name and client URLs, a raft
+    proposal sent the moment it learns the leader) just before the leader takes that snapshot, which then holds
+    the proposal already: etcd never sees it applied and waits its request timeout (5 s + 2 election timeouts,
+    7 s by default) before it publishes again and starts serving. A learner that has its snapshot and does not
+    serve SNAPSHOT_GRACE later is restarted once: it is no voter yet (quorum is untouched, and etcd's 5 s
+    between membership changes counts voters only), and with the data in place its publish is an ordinary
+    entry, so it serves at once."""
+    deadline = clock() + timeout
+    snapshot_seen: Optional[float] = None
+    restarted = False
+    while not service.serving():
+        now = clock()
+        if not restarted and received_snapshot(data_dir):
+            snapshot_seen = snapshot_seen if snapshot_seen is not None else now
+            if now - snapshot_seen >= SNAPSHOT_GRACE:
+                service.stop()
+                service.start(wait=False)
+                restarted = True
+        if now > deadline:
+            raise EtcdUnavailable('the new member at %s does not serve after %.0fs%s' % (
+                service.describe(), timeout, ' (restarted once)' if restarted else ''))
+        sleep(POLL)
+    return restarted
 
 
 def _members(conn: EtcdConnection) -> List[Dict[str, Any]]:
@@ -259,12 +300,17 @@ def _joiner(plan: Dict[str, Any], host: str, setup: MemberSetup, service: Any, c
         actions.append('removed the stale member entry %s' % entry['member_id'])
     turn_timeout = wait_timeout * (list(plan.get('rejoin') or []).index(host) + 1)  # each joiner before it, then it
     timeline.run('wait for its turn', lambda: _wait_turn(plan, host, conn, turn_timeout, time.monotonic, sleep))
-    added = timeline.run('add as learner', lambda: ensure_member_present(
-        conn, name=setup.name, peer_urls=[setup.peer_url], learner=True, promote=False, retry_timeout=wait_timeout))
+    endpoint = conn.url(conn.endpoints[0])  # the seed: it serves (its turn came through it)
+    added = timeline.run('add as learner', lambda: join_as_learner(conn, endpoint, name=setup.name,
+                                                                   peer_urls=[setup.peer_url],
+                                                                   retry_timeout=wait_timeout))
     if sorted(added['initial_cluster'].split(',')) != sorted(planned.split(',')):
         # another change came in between: start with the membership etcd answered
         timeline.run('config', lambda: _write_config(setup, added['initial_cluster'], False, False))
-    timeline.run('start', lambda: service.start(wait=True))
-    timeline.run('promote', lambda: ensure_member_present(conn, name=setup.name, peer_urls=[setup.peer_url],
-                                                          learner=True, promote=True, promote_timeout=wait_timeout))
+    timeline.run('start', lambda: service.start(wait=False))
+    restarted = timeline.run('wait until serving', lambda: _learner_serving(
+        service, setup.data_dir, wait_timeout, time.monotonic, sleep))
+    if restarted:
+        actions.append('restarted learner %s: it had received the leader\'s snapshot and did not serve' % setup.name)
+    timeline.run('promote', lambda: promote_learner(conn, endpoint, added['member']['id'], wait_timeout))
     actions.append('re-added %s as a learner, started and promoted it' % setup.name)

@@ -18,8 +18,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (
     ProcessError,
     ProcessSpec,
-    health_ok,
-    http_get,
+    answers,
     running_pid,
     start_process,
     stop_running,
@@ -28,6 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.process impor
 
 SYSTEMCTL_TIMEOUT = 120
 POLL = 0.1
+ANSWER_TIMEOUT = 0.3  # a member that answers /health at all does so in milliseconds
 
 
 class ProcessService:
@@ -41,6 +41,10 @@ class ProcessService:
 
     def running(self) -> bool:
         return running_pid(self.spec) is not None
+
+    def serving(self) -> bool:
+        """It answers clients (/health or /version) now."""
+        return answers(self.spec, ANSWER_TIMEOUT) is not None
 
     def stop(self) -> Optional[str]:
         """Stop it when it runs; the signal that ended it, or None when it was not running."""
@@ -78,6 +82,9 @@ class SystemdService:
     def running(self) -> bool:
         return self._systemctl('is-active', '--quiet').returncode == 0
 
+    def serving(self) -> bool:
+        return answers(self.spec, ANSWER_TIMEOUT) is not None
+
     def stop(self) -> Optional[str]:
         if not self.running():
             return None
@@ -100,11 +107,7 @@ class SystemdService:
              sleep: Callable[[float], None] = time.sleep) -> None:
         deadline = clock() + timeout
         base = str(self.spec.wait_url).rstrip('/')
-        while True:
-            for path in ('/health', '/version'):
-                status, body = http_get(base + path, self.spec)
-                if health_ok(path, status, body):
-                    return
+        while not self.serving():
             if self._systemctl('is-failed', '--quiet').returncode == 0:
                 raise ProcessError('systemd unit %s failed while waiting for %s; see journalctl -u %s' % (
                     self.unit, base, self.unit))

@@ -172,3 +172,69 @@ def test_systemd_start_without_waiting_for_the_others_and_a_failed_unit(tmp_path
         service.wait(5, sleep=lambda _s: None)
     with pytest.raises(EtcdError, match='Job for etcd.service failed'):
         systemd(FakeSystemctl(start_rc=1), tmp_path).start(wait=True)
+
+
+class Learner:
+    """A new member as the recovery sees it: serving from a given poll on, restarted on request."""
+
+    def __init__(self, serves_after_polls=None, serves_after_restart=True):
+        self.polls, self.restarts = 0, 0
+        self.serves_after_polls, self.serves_after_restart = serves_after_polls, serves_after_restart
+
+    def describe(self):
+        return 'learner stand-in'
+
+    def serving(self):
+        self.polls += 1
+        if self.restarts and self.serves_after_restart:
+            return True
+        return self.serves_after_polls is not None and self.polls > self.serves_after_polls
+
+    def stop(self):
+        return 'SIGTERM'
+
+    def start(self, wait):
+        assert not wait
+        self.restarts += 1
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def snapshot_received(tmp_path):
+    snap = tmp_path / 'member' / 'snap'
+    snap.mkdir(parents=True)
+    (snap / '000000000000000b-00000000000003f9.snap').write_bytes(b'raft snapshot')
+    return str(tmp_path)
+
+
+def test_a_learner_that_serves_is_left_alone(tmp_path):
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import _learner_serving
+    clock, learner = Clock(), Learner(serves_after_polls=3)
+    assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep) is False
+    assert learner.restarts == 0
+
+
+def test_a_learner_stuck_after_the_leaders_snapshot_is_restarted_once(tmp_path):
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (
+        SNAPSHOT_GRACE, _learner_serving)
+    clock, learner = Clock(), Learner(serves_after_polls=None)
+    assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep) is True
+    assert learner.restarts == 1 and SNAPSHOT_GRACE <= clock.now < SNAPSHOT_GRACE + 0.5
+    # without a snapshot there is nothing to blame: no restart, and the deadline holds
+    clock, stuck = Clock(), Learner(serves_after_polls=None)
+    with pytest.raises(EtcdError, match='does not serve after 3s'):
+        _learner_serving(stuck, str(tmp_path / 'fresh'), 3, clock, clock.sleep)
+    assert stuck.restarts == 0
+    clock, never = Clock(), Learner(serves_after_polls=None, serves_after_restart=False)
+    with pytest.raises(EtcdError, match='restarted once'):
+        _learner_serving(never, snapshot_received(tmp_path / 'again'), 3, clock, clock.sleep)
+    assert never.restarts == 1
