@@ -24,6 +24,7 @@ import argparse
 import concurrent.futures
 import os
 import re
+import resource
 import statistics
 import sys
 import time
@@ -188,8 +189,13 @@ def main() -> int:
         print(line)
         for name, secs in tables.get(path, []):
             print('      %-34s %5.1f s' % (name, secs))
+    # the largest process the runs started and waited for (ansible-playbook, its workers, the modules; etcd's
+    # members are detached and not counted)
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    print('peak RSS of the largest process of the runs (ansible-playbook or a module): %.0f MiB; load average %.1f'
+          % (rss, os.getloadavg()[0]))
     write_summary(args.output, {'keys': args.keys, 'runs': results, 'medians': medians, 'steps': tables,
-                                'load_average': os.getloadavg()})
+                                'rss_peak_mib_largest_process': rss, 'load_average': os.getloadavg()})
     return 0
 
 
