@@ -198,6 +198,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec
@@ -259,12 +260,10 @@ def main():
             binary=dict(type='path'),
             pid_file=dict(type='path'),
             log_file=dict(type='path'),
-            ca_cert=dict(type='path'),
-            client_cert=dict(type='path'),
-            client_key=dict(type='path', no_log=False),
-            timeout=dict(type='float', default=5.0),
             wait_timeout=dict(type='int', default=60),
             stop_timeout=dict(type='int', default=10),
+            # the client side of the connection options (the cluster's endpoints come from the plan)
+            **dict((k, ETCD_CONNECTION_SPEC[k]) for k in ('ca_cert', 'client_cert', 'client_key', 'timeout'))
         ),
         required_if=[('service_manager', 'process', ('binary', 'pid_file'))],
         supports_check_mode=True,
