@@ -20,7 +20,7 @@ description:
     stale member entry, waits for its turn (every joiner before it in the plan is a voting member, read with a
     linearizable member list at sub-second polls), is added as a learner the moment etcd allows it (etcd
     refuses a change within 5 s of the last; refusals are retried every 0.1 s), started, and promoted once it
-    serves. A learner that received the leader's snapshot and does not serve half a second later is restarted
+    serves. A learner that received the leader's snapshot and does not serve 0.25 s after it arrived is restarted
     once (etcd would otherwise wait its 7 s request timeout before the new member publishes itself; a learner
     is no voter, so quorum is untouched).
   - A restored member (V(restore_snapshot); its data dir was restored by M(steward.cluster.etcd_restore))

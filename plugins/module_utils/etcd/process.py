@@ -299,6 +299,8 @@ def answers(spec: ProcessSpec, timeout: float = 2.0) -> Optional[str]:
         status, body = http_get(base + path, spec, timeout)
         if health_ok(path, status, body):
             return path
+        if not status:
+            return None  # nothing answered at all: the other path would not either
     return None
 
 

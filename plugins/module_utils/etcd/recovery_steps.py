@@ -55,7 +55,7 @@ PART_LEARNER = 'learner'     # a healthy learner that only needs its promotion
 PART_RESTORED = 'restored'   # restore_snapshot: restored already (etcd_restore), started with the others
 PART_NONE = 'none'
 POLL = 0.1
-SNAPSHOT_GRACE = 0.5  # seconds a learner that has the leader's snapshot gets to serve before it is restarted
+SNAPSHOT_GRACE = 0.25  # seconds a learner that has the leader's snapshot gets to serve before it is restarted
 ACTIONS = (ACTION_NONE, ACTION_REPLACE, ACTION_FORCE_NEW, ACTION_RESTORE, ACTION_BLOCKED)
 
 
@@ -157,37 +157,38 @@ def _write_config(setup: MemberSetup, initial_cluster: str, force: bool, check_m
                         group=setup.group, check_mode=check_mode)['changed']
 
 
-def received_snapshot(data_dir: str) -> bool:
-    """The member has been sent the leader's snapshot (etcd keeps its raft part as member/snap/<term>-<index>.snap)."""
+def snapshot_received_at(data_dir: str) -> Optional[float]:
+    """When the member was sent the leader's snapshot (etcd keeps its raft part as member/snap/<term>-<index>.snap:
+    its modification time), or None."""
+    snap = os.path.join(data_dir, 'member', 'snap')
     try:
-        return any(name.endswith('.snap') for name in os.listdir(os.path.join(data_dir, 'member', 'snap')))
+        times = [os.stat(os.path.join(snap, name)).st_mtime for name in os.listdir(snap) if name.endswith('.snap')]
     except OSError:
-        return False
+        return None
+    return max(times) if times else None
 
 
 def _learner_serving(service: Any, data_dir: str, timeout: float, clock: Callable[[], float],
-                     sleep: Callable[[float], None]) -> bool:
+                     sleep: Callable[[float], None], wall: Callable[[], float] = time.time) -> bool:
     """Wait until the new learner serves clients; True when it had to be restarted for it.
 
     A member that joins through the leader's snapshot often publishes itself (its name and client URLs, a raft
     proposal sent the moment it learns the leader) just before the leader takes that snapshot, which then holds
     the proposal already: etcd never sees it applied and waits its request timeout (5 s + 2 election timeouts,
     7 s by default) before it publishes again and starts serving. A learner that has its snapshot and does not
-    serve SNAPSHOT_GRACE later is restarted once: it is no voter yet (quorum is untouched, and etcd's 5 s
+    serve SNAPSHOT_GRACE after it arrived is restarted once: it is no voter yet (quorum is untouched, and etcd's 5 s
     between membership changes counts voters only), and with the data in place its publish is an ordinary
     entry, so it serves at once."""
     deadline = clock() + timeout
-    snapshot_seen: Optional[float] = None
     restarted = False
     while not service.serving():
-        now = clock()
-        if not restarted and received_snapshot(data_dir):
-            snapshot_seen = snapshot_seen if snapshot_seen is not None else now
-            if now - snapshot_seen >= SNAPSHOT_GRACE:
+        if not restarted:
+            received = snapshot_received_at(data_dir)
+            if received is not None and wall() - received >= SNAPSHOT_GRACE:
                 service.stop()
                 service.start(wait=False)
                 restarted = True
-        if now > deadline:
+        if clock() > deadline:
             raise EtcdUnavailable('the new member at %s does not serve after %.0fs%s' % (
                 service.describe(), timeout, ' (restarted once)' if restarted else ''))
         sleep(POLL)
@@ -308,9 +309,11 @@ def _joiner(plan: Dict[str, Any], host: str, setup: MemberSetup, service: Any, c
         # another change came in between: start with the membership etcd answered
         timeline.run('config', lambda: _write_config(setup, added['initial_cluster'], False, False))
     timeline.run('start', lambda: service.start(wait=False))
+    # Promoted once it serves: a learner held back after the leader's snapshot is restarted within a fraction of a
+    # second (_learner_serving), which costs etcd's 5 s before the next change no more than that fraction.
     restarted = timeline.run('wait until serving', lambda: _learner_serving(
         service, setup.data_dir, wait_timeout, time.monotonic, sleep))
     if restarted:
-        actions.append('restarted learner %s: it had received the leader\'s snapshot and did not serve' % setup.name)
+        actions.append('restarted learner %s: it had the leader\'s snapshot and did not serve' % setup.name)
     timeline.run('promote', lambda: promote_learner(conn, endpoint, added['member']['id'], wait_timeout))
     actions.append('re-added %s as a learner, started and promoted it' % setup.name)

@@ -27,7 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.process impor
 
 SYSTEMCTL_TIMEOUT = 120
 POLL = 0.1
-ANSWER_TIMEOUT = 0.3  # a member that answers /health at all does so in milliseconds
+ANSWER_TIMEOUT = 0.15  # the member's own URL, from its host: one that answers at all does so in milliseconds
 
 
 class ProcessService:

@@ -210,16 +210,18 @@ class Clock:
 
 
 def snapshot_received(tmp_path):
+    """A data dir whose member was sent the leader's snapshot at time 0 (the stand-in clock's start)."""
     snap = tmp_path / 'member' / 'snap'
     snap.mkdir(parents=True)
     (snap / '000000000000000b-00000000000003f9.snap').write_bytes(b'raft snapshot')
+    os.utime(str(snap / '000000000000000b-00000000000003f9.snap'), (0, 0))
     return str(tmp_path)
 
 
 def test_a_learner_that_serves_is_left_alone(tmp_path):
     from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import _learner_serving
     clock, learner = Clock(), Learner(serves_after_polls=3)
-    assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep) is False
+    assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep, clock) is False
     assert learner.restarts == 0
 
 
@@ -227,14 +229,14 @@ def test_a_learner_stuck_after_the_leaders_snapshot_is_restarted_once(tmp_path):
     from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (
         SNAPSHOT_GRACE, _learner_serving)
     clock, learner = Clock(), Learner(serves_after_polls=None)
-    assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep) is True
-    assert learner.restarts == 1 and SNAPSHOT_GRACE <= clock.now < SNAPSHOT_GRACE + 0.5
+    assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep, clock) is True
+    assert learner.restarts == 1 and SNAPSHOT_GRACE <= clock.now < SNAPSHOT_GRACE + 0.2
     # without a snapshot there is nothing to blame: no restart, and the deadline holds
     clock, stuck = Clock(), Learner(serves_after_polls=None)
     with pytest.raises(EtcdError, match='does not serve after 3s'):
-        _learner_serving(stuck, str(tmp_path / 'fresh'), 3, clock, clock.sleep)
+        _learner_serving(stuck, str(tmp_path / 'fresh'), 3, clock, clock.sleep, clock)
     assert stuck.restarts == 0
     clock, never = Clock(), Learner(serves_after_polls=None, serves_after_restart=False)
     with pytest.raises(EtcdError, match='restarted once'):
-        _learner_serving(never, snapshot_received(tmp_path / 'again'), 3, clock, clock.sleep)
+        _learner_serving(never, snapshot_received(tmp_path / 'again'), 3, clock, clock.sleep, clock)
     assert never.restarts == 1
