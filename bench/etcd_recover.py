@@ -5,10 +5,11 @@ for both disasters, next to the floor, with the playbook's own per-step table.
 On a lab of real etcd processes (its own loopback addresses, so a running `make lab` is not disturbed):
   * "2 of 3 lost": SIGKILL + data dir wiped on two members (survivor -> force-new-cluster -> re-add two);
   * "all lost":    every member killed and wiped; the newest backup restored on every host, all started.
-The floor is the same steps done directly by the engine, without Ansible: the survivor restarted with
-force-new-cluster, each joiner added as a learner, started and promoted, the second add sent the moment
-etcd allows it (its leader must have seen the first joiner for 5 s); for the total loss, the snapshot
-restored into every data dir at once and every member started together.
+The floor is the same engine without Ansible (engine_recovery): every host's facts, the plan, the restore when
+it says so, then every host's part (recovery_steps.recover_host) at once, in threads - the survivor restarted
+with force-new-cluster, each joiner added as a learner, started and promoted in its turn, the second add sent
+the moment etcd allows it (its leader must have seen the first joiner for 5 s); for the total loss, the
+snapshot restored into every data dir at once and every member started together.
 With --reference COLLECTIONS_DIR (a directory holding ansible_collections/steward/cluster of another
 version, e.g. `git archive <commit>`), that version's playbook runs interleaved with ours (ours,
 reference, ours, ...) and the medians are compared.
@@ -23,6 +24,7 @@ import argparse
 import concurrent.futures
 import os
 import re
+import resource
 import statistics
 import sys
 import time
@@ -40,13 +42,17 @@ from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import wait_until_healthy  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_present  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (  # noqa: E402
-    ProcessSpec, running_pid, start_process, stop_process)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import inspect_member  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (  # noqa: E402
+    MemberSetup, cluster_endpoints, recover_host)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.service import ProcessService  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_member, select_snapshot  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store  # noqa: E402
 
-STEP = re.compile(r'^\s+- (\S.*?)\s+(\d+\.\d) s$', re.M)
+# a row of the playbook's table: `- diagnose   1.2 s`, or a host's own step `- '  etcd2: start   0.4 s'`
+STEP = re.compile(r"^\s+- '?( {0,2}\S.*?)\s+(\d+\.\d) s'?$", re.M)
 
 
 def config_path(host: Dict) -> str:
@@ -59,53 +65,50 @@ def spec_of(host: Dict, wait: bool = True) -> ProcessSpec:
                        stop_timeout=2)
 
 
-def rewrite(host: Dict, **changes) -> None:
+def setup_of(name: str, host: Dict) -> MemberSetup:
+    """The member as the role wrote it (its config and restart fingerprint as they are)."""
     with open(config_path(host)) as f:
         config = yaml.safe_load(f)
-    config.update(changes)
-    with open(config_path(host), 'w') as f:
-        yaml.safe_dump(config, f, sort_keys=False)
+    fingerprint_path = config_path(host) + '.restart-sha256'
+    with open(fingerprint_path) as f:
+        fingerprint = f.read().strip()
+    return MemberSetup(name=name, client_url=lab.client_url(host), peer_url='http://%s:2380' % host['ansible_host'],
+                       data_dir=host['etcd_data_dir'], config_file=config_path(host), config=config,
+                       fingerprint_path=fingerprint_path, fingerprint=fingerprint)
 
 
-def floor_two_lost(hosts: Dict[str, Dict]) -> float:
-    """The engine alone: survivor forced into a new cluster, each joiner added, started, promoted."""
-    names = list(hosts)
-    seed, joiners = hosts[names[0]], [hosts[n] for n in names[1:]]
+def engine_recovery(hosts: Dict[str, Dict], store_dir: str) -> float:
+    """The playbook's steps done by the engine alone, without Ansible: every host's facts, the plan, the restore
+    when it says so, then every host's part (recovery_steps.recover_host) at once, until every member is healthy."""
     began = time.monotonic()
-    pid = running_pid(spec_of(seed))
-    if pid:
-        stop_process(pid, stop_timeout=2)
-    rewrite(seed, **{'force-new-cluster': True})
-    start_process(spec_of(seed))
-    rewrite(seed, **{'force-new-cluster': False})
-    conn = EtcdConnection(endpoints=(lab.client_url(seed),))
-    for name, joiner in zip(names[1:], joiners):
-        peer = 'http://%s:2380' % joiner['ansible_host']
-        added = ensure_member_present(conn, name=name, peer_urls=[peer], learner=True, promote=False)
-        rewrite(joiner, **{'initial-cluster': added['initial_cluster'], 'initial-cluster-state': 'existing'})
-        start_process(spec_of(joiner))
-        ensure_member_present(conn, name=name, peer_urls=[peer], learner=True, promote=True)
-    wait_until_healthy(conn, 60)
-    return time.monotonic() - began
+    facts = [dict(inspect_member(EtcdConnection(endpoints=(lab.client_url(h),)), name=name,
+                                 data_dir=h['etcd_data_dir'], client_url=lab.client_url(h),
+                                 peer_url='http://%s:2380' % h['ansible_host'], pid_file=h['etcd_pid_file']),
+                  member_name=name) for name, h in hosts.items()]
+    plan = plan_recovery(facts, store_configured=True).to_dict()
+    if plan['action'] == 'restore_snapshot':
+        store = open_store(store_dir)
+        snapshot = select_snapshot(store)
 
+        def restore(name: str) -> None:
+            host = hosts[name]
+            restore_member(store, snapshot, name=name, data_dir=host['etcd_data_dir'],
+                           initial_cluster=plan['initial_cluster'][name], initial_cluster_token='floor-%d' % began,
+                           now=time.time(), force=True, initial_advertise_peer_urls=['http://%s:2380' % host['ansible_host']])
 
-def floor_all_lost(hosts: Dict[str, Dict], store_dir: str) -> float:
-    """The engine alone: the newest backup restored into every data dir at once, every member started together."""
-    began = time.monotonic()
-    store = open_store(store_dir)
-    snapshot = select_snapshot(store)
-    initial = ','.join('%s=http://%s:2380' % (n, h['ansible_host']) for n, h in hosts.items())
+        with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
+            list(pool.map(restore, hosts))
 
-    def restore(item):
-        name, host = item
-        restore_member(store, snapshot, name=name, data_dir=host['etcd_data_dir'], initial_cluster=initial,
-                       initial_cluster_token='floor-%d' % began, now=time.time(), force=True,
-                       initial_advertise_peer_urls=['http://%s:2380' % host['ansible_host']])
-        start_process(spec_of(host, wait=False))
+    def part(name: str) -> None:
+        conn = EtcdConnection(endpoints=tuple(cluster_endpoints(plan)))
+        recover_host(plan, name, setup_of(name, hosts[name]), ProcessService(spec_of(hosts[name])), conn,
+                     now=time.time())
 
     with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
-        list(pool.map(restore, hosts.items()))
-    wait_until_healthy(EtcdConnection(endpoints=tuple(lab.client_url(h) for h in hosts.values())), 60)
+        list(pool.map(part, hosts))
+    info, why = wait_until_healthy(EtcdConnection(endpoints=tuple(lab.client_url(h) for h in hosts.values())), 60)
+    if why:
+        raise SystemExit('the engine alone did not recover: %s' % why)
     return time.monotonic() - began
 
 
@@ -168,7 +171,7 @@ def main() -> int:
                         tables[path] = timed['steps']
                     print('run %d %-17s %-9s %6.1f s' % (run + 1, path, who, timed['seconds']), flush=True)
                 disaster(hosts, which)
-                floor = floor_two_lost(hosts) if which == 'two' else floor_all_lost(hosts, store)
+                floor = engine_recovery(hosts, store)
                 results[path].setdefault('floor', []).append(floor)
                 print('run %d %-17s %-9s %6.1f s' % (run + 1, path, 'floor', floor), flush=True)
                 for url in [lab.client_url(h) for h in hosts.values()]:
@@ -185,9 +188,14 @@ def main() -> int:
             line += '   reference %5.1f s (ours/reference %.2f)' % (by['reference'], by['ours'] / by['reference'])
         print(line)
         for name, secs in tables.get(path, []):
-            print('      %-22s %5.1f s' % (name, secs))
+            print('      %-34s %5.1f s' % (name, secs))
+    # the largest process the runs started and waited for (ansible-playbook, its workers, the modules; etcd's
+    # members are detached and not counted)
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    print('peak RSS of the largest process of the runs (ansible-playbook or a module): %.0f MiB; load average %.1f'
+          % (rss, os.getloadavg()[0]))
     write_summary(args.output, {'keys': args.keys, 'runs': results, 'medians': medians, 'steps': tables,
-                                'load_average': os.getloadavg()})
+                                'rss_peak_mib_largest_process': rss, 'load_average': os.getloadavg()})
     return 0
 
 

@@ -90,8 +90,8 @@ def run(ctx: Any) -> List[str]:
 
     def recover() -> str:
         run = ctx.playbook('etcd_recover', *store_args)
-        return 'did %s in %s s (%s), quorum %s' % (
-            run.report.get('did', '?'), run.report.get('seconds', '?'), changes(run.changed),
+        return 'did %s in %.1f s (%s), quorum %s' % (
+            run.report.get('did', '?'), run.seconds, changes(run.changed),
             'back' if run.report.get('has_quorum') == 'true' else 'NOT back')
 
     def verify() -> str:

@@ -18,10 +18,12 @@ description:
     hosts are re-added as learners with empty data dirs, then promoted.
   - C(force_new_cluster) when quorum is lost but a member still has data - the survivor with the
     highest raft index is restarted with C(--force-new-cluster), then the others are re-added.
-  - C(restore_snapshot) when no member has usable data - the latest valid snapshot is restored on one
-    host, then the others are re-added.
+  - C(restore_snapshot) when no member has usable data - the newest intact backup is restored on every host
+    at once and the members start together.
   - C(blocked) when nothing can be done safely (no host reachable, or no data and no backup store).
   - Hosts that Ansible could not reach never make the plan fail; they are reported and left alone.
+  - An action plugin of the same name computes the plan on the controller (no module is shipped to a host);
+    the options, checks and result are the module's.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
@@ -115,6 +117,16 @@ plan:
       description: Whether carrying out the plan changes anything.
       type: bool
       returned: always
+    initial_cluster:
+      description:
+        - For every host the plan starts, its C(--initial-cluster) - a joiner's is the membership it finds when
+          its turn comes (the cluster plus the joiners before it), a restored host's is every restored host.
+      type: dict
+      returned: always
+    members:
+      description: For every reachable host, its member C(name), C(peer_url) and C(client_url).
+      type: dict
+      returned: always
   sample:
     action: force_new_cluster
     seed: etcd1
@@ -126,17 +138,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import RECOVERY_PLAN_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            hosts=dict(type='list', elements='dict', required=True),
-            store_configured=dict(type='bool', default=False),
-        ),
-        supports_check_mode=True,
-    )
+    # (an action plugin of the same name runs the planner on the controller; this module runs it on a host)
+    module = AnsibleModule(argument_spec=RECOVERY_PLAN_SPEC, supports_check_mode=True)
     with failing_cleanly(module):
         plan = plan_recovery(module.params['hosts'], store_configured=module.params['store_configured'])
     module.exit_json(changed=False, plan=plan.to_dict(), msg='; '.join(plan.reasons))

@@ -10,7 +10,6 @@ import time
 import pytest
 import requests
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import watcher
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
     BackupListener, BackupPolicy, BackupRunner, compact_chain)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
@@ -154,19 +153,23 @@ def test_restart_resumes_without_gap_or_duplicate(etcd1, tmp_path):
     assert revisions == list(range(first, chain.tip + 1))  # none missing
 
 
-def test_a_response_too_large_to_take_whole_is_watched_again_in_fragments(etcd1, tmp_path, monkeypatch):
-    """Catching up on 3 MiB written while no loop ran: etcd's first answer exceeds the response limit
-    (2 MiB here), so the loop watches again with fragments (at most about 1.5 MiB each) and loses nothing."""
-    monkeypatch.setattr(watcher, 'RESPONSE_LIMIT', 2 * 1024 * 1024)
+def test_a_backlog_is_stored_when_read_not_a_period_later(etcd1, tmp_path):
+    """3 MiB written while no loop ran (etcd answers the catch-up in one response larger than any of our buffers):
+    the loop stores it as soon as it has read it, not a delta period later, in deltas of at most half the memory
+    limit, every revision once."""
     store = LocalStore(str(tmp_path / 'store'))
     with Loop(etcd1, store, str(tmp_path)):
         wait_until(lambda: plan_chain(store.list()).base, what='full snapshot')
     etcd1.put_many({'big/%02d' % i: 'x' * 100000 for i in range(30)})
-    with Loop(etcd1, store, str(tmp_path)) as loop:
+    began = time.time()
+    with Loop(etcd1, store, str(tmp_path), delta_period=600.0, delta_memory_limit=2 * 1024 * 1024) as loop:
         wait_until(lambda: plan_chain(store.list()).tip >= current_revision(etcd1), what='catch up')
-    assert loop.runner._watch_fragmented  # pylint: disable=protected-access
+        assert time.time() - began < 60, 'stored long before the 600 s period'
     assert loop.listener.failed == []
+    reasons = [reason for kind, _name, reason in loop.listener.taken if kind == 'Incr']
+    assert reasons[-1] == 'the backlog is read' and 'memory limit reached' in reasons, reasons
     chain = plan_chain(store.list())
+    assert all(d.size < 2 * 1024 * 1024 for d in chain.deltas)
     revisions = [e.revision for d in chain.deltas for e in fetch_delta(store, d, str(tmp_path))]
     assert revisions == list(range(max(chain.base.name.end_revision, 1) + 1, chain.tip + 1))
 

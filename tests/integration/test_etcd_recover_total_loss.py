@@ -55,4 +55,6 @@ def test_total_loss_with_a_corrupt_newest_backup_restores_the_older_one(lab3):
     assert recover(state)['changed'] == 0
     table = fixed['output'][fixed['output'].index('TASK [Where the seconds went]'):]
     steps = dict(re.findall(r'- (\S+)\s+(\d+\.\d) s', table))
-    assert {'diagnose', 'plan', 'prepare', 'start', 'check', 'backup', 'total'} <= set(steps), table[:1000]
+    assert {'diagnose', 'plan', 'restore', 'recover', 'check', 'backup', 'total'} <= set(steps), table[:1000]
+    per_host = re.findall(r"'  (etcd\d): (start|wait until healthy)\s+(\d+\.\d) s'", table)
+    assert {host for host, _step, _seconds in per_host} == set(hosts), table[:2000]  # every host's own steps

@@ -28,6 +28,12 @@ HOST2 = dict(HOST, name='etcd2', member_id='a2')
 HOST3 = dict(HOST, name='etcd3', member_id='a3')
 
 
+# A plan in which etcd1 has nothing to do: the base of etcd_recover_member's cases acts on nothing.
+RECOVERY_PLAN = {'action': 'none', 'seed': 'etcd1', 'rejoin': [], 'remove': [], 'promote': [], 'initial_cluster': {},
+                 'members': {'etcd1': {'name': 'etcd1', 'peer_url': 'http://127.0.0.1:2380',
+                                       'client_url': 'http://127.0.0.1:2379'}}, 'findings': {'etcd1': 'healthy'}}
+
+
 def _hosts(**change):
     return [dict(HOST, **change), HOST2, HOST3]
 
@@ -125,6 +131,24 @@ CASES = {
                Case('pid_file-is-a-directory', {'pid_file': '{dir}'}),
                Case('log_file-is-a-directory', {'state': 'started', 'binary': '{missing}', 'config_file': '{file}',
                                                 'log_file': '{dir}'})]),
+    'etcd_recover_member': ModuleCases(
+        base={'plan': RECOVERY_PLAN, 'host': 'etcd1', 'name': 'etcd1', 'client_url': '{closed_url}',
+              'peer_url': 'http://127.0.0.1:2380', 'data_dir': '{root}/data', 'config_file': '{root}/etcd.conf.yml',
+              'config': {'name': 'etcd1'}, 'fingerprint_path': '{root}/fp', 'fingerprint': '0123abcd',
+              'binary': '{file}', 'pid_file': '{root}/etcd.pid', 'wait_timeout': 1, 'stop_timeout': 1, 'timeout': 1},
+        absolute=('data_dir', 'config_file', 'pid_file'), files=('binary',), names=('name', 'host'),
+        extra=[Case('plan-action-unknown', {'plan': dict(RECOVERY_PLAN, action='wipe_everything')}),
+               Case('plan-rejoin-a-string', {'plan': dict(RECOVERY_PLAN, rejoin='etcd2')}),
+               Case('plan-remove-without-member_id', {'plan': dict(RECOVERY_PLAN, remove=[{'host': 'etcd2'}])}),
+               Case('joiner-without-initial-cluster', {'host': 'etcd2', 'plan': dict(
+                   RECOVERY_PLAN, action='replace_members', rejoin=['etcd2'])}),
+               Case('seed-without-urls', {'plan': dict(RECOVERY_PLAN, action='force_new_cluster', members={},
+                                                       initial_cluster={'etcd1': 'etcd1=http://127.0.0.1:2380'})}),
+               Case('peer_url-not-a-url', {'peer_url': 'etcd1:2380'}),
+               Case('mode-not-octal', {'mode': '0999'}),
+               Case('directories-mode-decimal', {'directories': [{'path': '{root}/data', 'mode': 700}]}),
+               Case('service_name-escapes', {'service_manager': 'systemd', 'service_name': '../etcd'}),
+               Case('process-without-pid_file', {'pid_file': None})]),
     'etcd_recovery_plan': ModuleCases(
         base={'hosts': [HOST, HOST2, HOST3]},
         extra=[Case('host_reachable-string-no', {'hosts': _hosts(host_reachable='no')}),

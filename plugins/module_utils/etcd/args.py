@@ -42,3 +42,9 @@ ETCD_TOOLS_SPEC: Dict[str, Any] = {
     'bin_dirs': {'type': 'list', 'elements': 'path'},
     'tool_timeout': {'type': 'float'},
 }
+
+# etcd_recovery_plan (the module and the action plugin that computes it on the controller).
+RECOVERY_PLAN_SPEC: Dict[str, Any] = {
+    'hosts': {'type': 'list', 'elements': 'dict', 'required': True},
+    'store_configured': {'type': 'bool', 'default': False},
+}

@@ -34,12 +34,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import app
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import snapshot_to_store
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verification_loop import RestoreVerifier
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import (
-    HistoryCompacted,
-    ResponseTooLarge,
-    Watcher,
-    WatchBatch,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import HistoryCompacted, Watcher, WatchBatch
 
 log = logging.getLogger('steward.etcd.backup')
 
@@ -153,7 +148,6 @@ class BackupRunner:
         self._full_backoff = 0.0
         self._watch_backoff = 0.0
         self._watch_failed_since: Optional[float] = None
-        self._watch_fragmented = False  # etcd sent a response too large to take whole: fragments from now on
         self.verifier: Optional[RestoreVerifier] = None
         if policy.verify_schedule is not None:
             self.verifier = RestoreVerifier(store, policy.verify_schedule, work_dir=work_dir,
@@ -233,9 +227,11 @@ class BackupRunner:
         if self.policy.delta_period > 0:
             self._pump(stop)
             now = self.clock()
-            overflow = self.buffer.size >= self.policy.delta_memory_limit
-            if (now >= self.next_delta or overflow) and len(self.buffer) and not self.buffer.incomplete:
-                self.flush('memory limit reached' if overflow else 'delta period elapsed')
+            overflow = self.buffer.size >= self._flush_size
+            backlog = self._backlog_read()
+            if (now >= self.next_delta or overflow or backlog) and len(self.buffer):
+                self.flush('memory limit reached' if overflow else 'the backlog is read' if backlog
+                           else 'delta period elapsed')
             if now >= self.next_delta:
                 self.next_delta = now + self.policy.delta_period
         else:
@@ -280,9 +276,24 @@ class BackupRunner:
             return False
         self._watch_failed_since = None
         self._watch_backoff = 0.0
-        if self.buffer.add(item.events, item.complete):
+        if self.buffer.add(item.events):
             self.listener.buffered(len(self.buffer), self.buffer.size)
-        return self.buffer.size < self.policy.delta_memory_limit or self.buffer.incomplete
+        return self.buffer.size < self._flush_size and not self._backlog_read()
+
+    @property
+    def _flush_size(self) -> int:
+        """Buffered bytes that make a delta due: half the memory limit, because while one delta is written
+        the watch goes on receiving into its queue, which may hold the other half (so the two never exceed
+        the limit, and receiving never waits for the store)."""
+        return self.policy.delta_memory_limit // 2
+
+    def _backlog_read(self) -> bool:
+        """The buffer holds the history written while no watch ran (a restart, a reconnect: revisions up to
+        the one the cluster had when the watch was created), read to its end. It is older than a delta period
+        already, so it is written at once rather than a period later."""
+        created = self.watcher.created_revision if self.watcher is not None else None
+        return (created is not None and len(self.buffer) > 0
+                and self.buffer.first_revision <= created <= self.buffer.last_revision)
 
     def _open_watch(self) -> None:
         endpoints = self.conn.endpoints
@@ -290,9 +301,8 @@ class BackupRunner:
         start = self.buffer.last_revision + 1
         try:
             self.watcher = Watcher(self.conn, endpoint, start, clock=self.clock,
-                                   fragment=self._watch_fragmented).start()
-            log.info('watching all keys on %s from revision %d%s', endpoint, start,
-                     ' (fragmented responses)' if self._watch_fragmented else '')
+                                   queue_bytes=self.policy.delta_memory_limit - self._flush_size).start()
+            log.info('watching all keys on %s from revision %d', endpoint, start)
         except EtcdError as exc:
             self._watch_error(exc)
 
@@ -303,11 +313,6 @@ class BackupRunner:
             # Keep what is buffered (it is valid), but only a full snapshot can bridge the compacted part.
             self._full_reason = str(exc)
             self.next_full = now
-            return
-        if isinstance(exc, ResponseTooLarge) and not self._watch_fragmented:
-            log.warning('%s: watching again with fragmented responses', exc)
-            self._watch_fragmented = True
-            self.next_watch = now
             return
         self._endpoint_index += 1
         self._watch_backoff = min(max(self._watch_backoff * 2, 1.0), 30.0)
@@ -349,8 +354,7 @@ class BackupRunner:
 
     # --- full snapshots ------------------------------------------------------------------------
     def full_snapshot(self, reason: str) -> Optional[Snapshot]:
-        # (a revision still arriving in fragments stays buffered: the full snapshot holds it anyway)
-        if self.buffer is not None and len(self.buffer) and not self.buffer.incomplete:
+        if self.buffer is not None and len(self.buffer):
             self.flush('before a full snapshot')
         began = self.clock()
         try:

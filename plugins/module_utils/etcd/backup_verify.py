@@ -28,7 +28,8 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import grpc_client, hash_kv
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import grpc_client
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.grpc_wire import hash_kv
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,

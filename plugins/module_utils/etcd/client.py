@@ -146,7 +146,9 @@ class Gateway:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _token(self, endpoint: str, timeout: float) -> Optional[str]:
+    def token(self, endpoint: str, timeout: float) -> Optional[str]:
+        """The auth token for `endpoint` (None without a user): the gateway's and gRPC's are the same, so the
+        gRPC streams (grpc_wire.py) send it as their `token` header."""
         if not self.conn.user:
             return None
         if endpoint not in self._tokens:
@@ -159,7 +161,7 @@ class Gateway:
         url = self.conn.url(endpoint) + path
         headers = {}
         if auth:
-            token = self._token(endpoint, timeout)
+            token = self.token(endpoint, timeout)
             if token:
                 headers['Authorization'] = token
         deadline = Deadline(timeout, 'POST %s' % path)
@@ -265,23 +267,3 @@ def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = 
         user=conn.user, password=conn.password,
         grpc_options=[('grpc.max_receive_message_length', max_receive)],
     )
-
-
-def hash_kv(conn: EtcdConnection, endpoint: str, revision: int, timeout: Optional[float] = None) -> Dict[str, int]:
-    """etcd's HashKV at `revision` on one member: {revision, hash, compact_revision}.
-
-    The hash covers the MVCC keys up to `revision` from the compacted revision on, the same on every
-    member and on a member restored from a snapshot that holds that revision (what etcd's own
-    corruption check compares). gRPC only: the JSON gateway does not serve it."""
-    from pyetcd import etcdrpc  # imported with pyetcd; grpc_client reports a missing library
-    client = grpc_client(conn, endpoint, timeout=timeout)
-    try:
-        answer = client.maintenancestub.HashKV(etcdrpc.HashKVRequest(revision=int(revision)),
-                                               timeout if timeout is not None else conn.timeout,
-                                               credentials=client.call_credentials, metadata=client.metadata)
-    except Exception as exc:  # grpc errors: compacted revision, unavailable, deadline
-        raise EtcdUnavailable('HashKV at revision %d on %s failed: %s' % (
-            revision, endpoint, getattr(exc, 'details', lambda: str(exc))())) from exc
-    finally:
-        client.close()
-    return {'revision': int(revision), 'hash': int(answer.hash), 'compact_revision': int(answer.compact_revision)}

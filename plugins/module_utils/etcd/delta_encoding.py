@@ -106,27 +106,53 @@ BOUNDARY = b',{"etcdEvent":'
 CHUNK_BYTES = 1024 * 1024  # a large watch response is split into chunks of about this size
 
 
+class ChunkBuilder:
+    """Events of one watch response encoded as they arrive, into chunks of about CHUNK_BYTES cut between
+    revisions (one revision is never split, so every chunk handed out can be flushed on its own)."""
+
+    __slots__ = ('tail', 'pieces', 'revisions', 'size')
+
+    def __init__(self, time_text: str):
+        self.tail = _tail(time_text)
+        self.pieces: List[bytes] = []
+        self.revisions = array.array('q')
+        self.size = 0
+
+    def add(self, type_: int, key: bytes, value: bytes, create_revision: int, mod_revision: int, version: int,
+            lease: int) -> Optional[EncodedChunk]:
+        """Encode one event; returns the chunk it completed (when this event starts a new revision and the
+        events before it reached CHUNK_BYTES), else None."""
+        done = None
+        if self.size >= CHUNK_BYTES and mod_revision != self.revisions[-1]:
+            done = self.finish()
+        encoded = _encode(type_, key, value, create_revision, mod_revision, version, lease, self.tail)
+        if self.pieces:
+            self.pieces.append(b',')
+        self.pieces.append(encoded)
+        self.revisions.append(mod_revision)
+        self.size += len(encoded)
+        return done
+
+    def finish(self) -> Optional[EncodedChunk]:
+        """What is encoded so far as a chunk (None when nothing is); the builder starts empty again."""
+        if not self.revisions:
+            return None
+        chunk = EncodedChunk(b''.join(self.pieces), self.revisions)
+        self.pieces, self.revisions, self.size = [], array.array('q'), 0
+        return chunk
+
+
 def encode_response(pb_events: Iterable[Any], time_text: str) -> Iterator[EncodedChunk]:
-    """Encode a watch response's etcd mvccpb.Events (protobuf), in chunks of about CHUNK_BYTES cut between
-    revisions (a response of thousands of events is never held twice, as pieces and joined)."""
-    tail = _tail(time_text)
-    pieces: List[bytes] = []
-    revisions = array.array('q')
-    size = 0
+    """Encode decoded etcd mvccpb.Events (objects with .type and .kv), in chunks (ChunkBuilder)."""
+    builder = ChunkBuilder(time_text)
     for event in pb_events:
         kv = event.kv
-        if size >= CHUNK_BYTES and kv.mod_revision != revisions[-1]:  # never split one revision
-            yield EncodedChunk(b''.join(pieces), revisions)
-            pieces, revisions, size = [], array.array('q'), 0
-        encoded = _encode(event.type, kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease,
-                          tail)
-        if pieces:
-            pieces.append(b',')
-        pieces.append(encoded)
-        revisions.append(kv.mod_revision)
-        size += len(encoded)
-    if revisions:
-        yield EncodedChunk(b''.join(pieces), revisions)
+        done = builder.add(event.type, kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
+        if done is not None:
+            yield done
+    last = builder.finish()
+    if last is not None:
+        yield last
 
 
 def encode_event_objects(events: Sequence[Any]) -> EncodedChunk:
@@ -180,32 +206,35 @@ def as_encoded(events: Any) -> EncodedEvents:
 
 
 class DeltaBuffer:
-    """Events received since the last stored revision, encoded. Only whole watch responses are added, and
-    etcd never splits one revision across responses, so a flush always ends on a revision boundary."""
+    """Events received since the last stored revision, encoded. Only chunks of whole revisions are added
+    (ChunkBuilder, and etcd never splits one revision across watch responses), so a flush always ends on a
+    revision boundary."""
 
     def __init__(self, after_revision: int):
         self.after_revision = after_revision  # the tip of the stored chain
         self.chunks: List[EncodedChunk] = []
         self.size = 0
         self._count = 0
-        self.incomplete = False  # the newest revision goes on in a fragment still to come: no flush now
 
     @property
     def last_revision(self) -> int:
         return self.chunks[-1].revisions[-1] if self.chunks else self.after_revision
 
+    @property
+    def first_revision(self) -> int:
+        """The oldest revision held (after_revision + 1 when empty)."""
+        return self.chunks[0].revisions[0] if self.chunks else self.after_revision + 1
+
     def __len__(self) -> int:
         return self._count
 
-    def add(self, events: Any, complete: bool = True) -> int:
+    def add(self, events: Any) -> int:
         """Append events newer than what is held (a resumed watch may repeat some); returns how many.
-        `events`: an EncodedChunk, or delta.Event objects; `complete` False when the newest revision is
-        continued by the next fragment of the same watch response."""
+        `events`: an EncodedChunk (whole revisions), or delta.Event objects."""
         chunk = events if isinstance(events, EncodedChunk) else encode_event_objects(list(events))
         fresh = chunk.after(self.last_revision)
         if fresh is None:
             return 0
-        self.incomplete = not complete
         self.chunks.append(fresh)
         self.size += fresh.size
         self._count += len(fresh)

@@ -45,7 +45,7 @@ def delta_metadata(name: naming.SnapshotName, events: EncodedEvents, digests: An
     return meta
 
 
-WRITE_BUFFER = 4 * 1024 * 1024
+WRITE_BUFFER = 1024 * 1024  # the size of an encoded chunk: chunks are written through
 
 
 class _CountingSink:
@@ -86,17 +86,29 @@ def write_delta(store: SnapshotStore, start_revision: int, events: Any, *, now: 
     path = os.path.join(directory, temp_name(str(name)))
     try:
         with open_private(path, 'wb', WRITE_BUFFER) as f:
-            sink = _CountingSink(f)
-            writer = compressing_writer(sink, compression)
             content = hashlib.sha256()
+            if compression:
+                sink = _CountingSink(f)
+                writer = compressing_writer(sink, compression)
+            else:
+                sink, writer = None, f
+            size = 0
             for part in events.json_parts():
                 content.update(part)
                 writer.write(part)
-            writer.write(content.digest())  # etcd-backup-restore's trailer: the sha256 of the JSON
-            writer.close()
+                size += len(part)
+            trailer = content.digest()  # etcd-backup-restore's trailer: the sha256 of the JSON
+            writer.write(trailer)
+            if sink is not None:
+                writer.close()
+                digests = {'sha256': sink.sha256.hexdigest(), 'size': sink.size}
+            else:
+                # the stored bytes are the JSON and its digest: their sha256 continues the JSON's, no second pass
+                stored = content.copy()
+                stored.update(trailer)
+                digests = {'sha256': stored.hexdigest(), 'size': size + len(trailer)}
             f.flush()
             os.fsync(f.fileno())
-        digests = {'sha256': sink.sha256.hexdigest(), 'size': sink.size}
         return publish_two_phase(store, name, path, delta_metadata(name, events, digests, now, compression, source))
     finally:
         remove_quietly(path)

@@ -102,6 +102,12 @@ def inspect_member(conn: EtcdConnection, *, name: str, data_dir: str, client_url
             ]
         except EtcdError as exc:
             facts['errors'].append('member list: %s' % exc)
+        if facts['leader'] is None:
+            # A member that knows no leader cannot serve a linearizable read: asking would only spend
+            # probe_timeout (recovery's first step waits for its slowest host). The playbook gives a majority
+            # that answers without a leader an election's time before it calls the quorum lost.
+            facts['errors'].append('linearizable read: not tried, the member knows no leader')
+            return facts
         try:
             gw.linearizable_read(client_url, timeout=probe_timeout)
             facts['healthy'] = True

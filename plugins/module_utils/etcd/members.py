@@ -43,7 +43,7 @@ RETRYABLE_PROMOTE = RETRYABLE_CHANGE | {Refusal.LEARNER_NOT_READY}
 RETRYABLE_ADD = RETRYABLE_CHANGE | {Refusal.TOO_MANY_LEARNERS, Refusal.LEARNER_PENDING}
 
 
-RETRY_INTERVAL = 0.2
+RETRY_INTERVAL = 0.1
 
 
 def _retry(action: Callable[[], Any], retryable: FrozenSet[Refusal], timeout: float, what: str,
@@ -131,14 +131,15 @@ def _current_members(conn: EtcdConnection, endpoint: str) -> List[Dict[str, Any]
         return members_from_raw(gw.call(endpoint, '/v3/cluster/member/list', {'linearizable': True}).get('members', []))
 
 
-def _promote(conn: EtcdConnection, info: Dict[str, Any], member: Dict[str, Any], timeout: float) -> None:
-    body = {'ID': str(int(member['id'], 16))}
+def _promote_at(conn: EtcdConnection, endpoint: str, member_id: str) -> Any:
+    with Gateway(conn) as gw:
+        return gw.call(endpoint, '/v3/cluster/member/promote', {'ID': str(int(member_id, 16))})
 
+
+def _promote(conn: EtcdConnection, info: Dict[str, Any], member: Dict[str, Any], timeout: float) -> None:
     def attempt() -> Any:
         fresh = cluster_info(conn)
-        endpoint = _require_quorum(fresh, 'promote learner %s' % member['id'])
-        with Gateway(conn) as gw:
-            return gw.call(endpoint, '/v3/cluster/member/promote', body)
+        return _promote_at(conn, _require_quorum(fresh, 'promote learner %s' % member['id']), member['id'])
 
     _retry(attempt, RETRYABLE_PROMOTE, timeout,
            'promote learner %r (%s): it must be started with initial_cluster and catch up with the leader'
@@ -210,26 +211,24 @@ def ensure_member_present(conn: EtcdConnection, *, name: str, peer_urls: List[st
     return result
 
 
-def _add(conn: EtcdConnection, info: Dict[str, Any], name: str, peer_urls: List[str], learner: bool,
-         retry_timeout: float):
+def _add_at(conn: EtcdConnection, endpoint: str, members: List[Dict[str, Any]], name: str, peer_urls: List[str],
+            learner: bool) -> Dict[str, Any]:
+    """One add through `endpoint`, given the members it lists now: {'member': it} when it is there already (an
+    earlier attempt went through although its answer was lost), else {'raw': etcd's answer}."""
+    existing = find_member(members, name=name, peer_urls=peer_urls)
+    if existing is not None:
+        return {'member': existing, 'endpoint': endpoint}
+    pending = [m for m in members if m['is_learner']]
+    if pending and learner:
+        raise MembershipError('learner %r (%s) is not promoted yet; etcd allows one learner at a time' % (
+            pending[0]['name'] or '(unstarted)', pending[0]['id']), Refusal.LEARNER_PENDING)
     body = {'peerURLs': list(peer_urls), 'isLearner': bool(learner)}
-    deadline = time.monotonic() + retry_timeout
+    with Gateway(conn) as gw:
+        return {'raw': gw.call(endpoint, '/v3/cluster/member/add', body), 'endpoint': endpoint}
 
-    def attempt() -> Any:
-        fresh = cluster_info(conn)
-        endpoint = _require_quorum(fresh, 'add member %r' % name)
-        existing = find_member(fresh['members'], name=name, peer_urls=peer_urls)
-        if existing is not None:  # an earlier attempt went through although its answer was lost
-            return {'member': existing, 'endpoint': endpoint}
-        pending = [m for m in fresh['members'] if m['is_learner']]
-        if pending and learner:
-            raise MembershipError('learner %r (%s) is not promoted yet; etcd allows one learner at a time' % (
-                pending[0]['name'] or '(unstarted)', pending[0]['id']), Refusal.LEARNER_PENDING)
-        with Gateway(conn) as gw:
-            return {'raw': gw.call(endpoint, '/v3/cluster/member/add', body), 'endpoint': endpoint}
 
-    answer = _retry(attempt, RETRYABLE_ADD, max(deadline - time.monotonic(), 0),
-                    'add member %r (%s)' % (name, ', '.join(peer_urls)))
+def _added(conn: EtcdConnection, answer: Dict[str, Any]):
+    """(the added member, the members after) from _add_at's answer."""
     if 'member' in answer:
         return answer['member'], _current_members(conn, answer['endpoint'])
     raw = answer['raw']
@@ -237,6 +236,38 @@ def _add(conn: EtcdConnection, info: Dict[str, Any], name: str, peer_urls: List[
     added['name'] = added['name'] or ''
     after = members_from_raw(raw.get('members') or []) or _current_members(conn, answer['endpoint'])
     return added, after
+
+
+def _add(conn: EtcdConnection, info: Dict[str, Any], name: str, peer_urls: List[str], learner: bool,
+         retry_timeout: float):
+    def attempt() -> Any:
+        fresh = cluster_info(conn)
+        endpoint = _require_quorum(fresh, 'add member %r' % name)
+        return _add_at(conn, endpoint, fresh['members'], name, peer_urls, learner)
+
+    return _added(conn, _retry(attempt, RETRYABLE_ADD, retry_timeout, 'add member %r (%s)' % (name, ', '.join(peer_urls))))
+
+
+def join_as_learner(conn: EtcdConnection, endpoint: str, *, name: str, peer_urls: List[str],
+                    retry_timeout: float) -> Dict[str, Any]:
+    """Add `name` as a learner through one member that serves (`endpoint`), retried while etcd says not now
+    (5 s since the last change, another learner pending); idempotent. Each attempt is one linearizable member
+    list and one add: recovery's critical path, where a cluster-wide probe per attempt (ensure_member_present)
+    costs more than etcd's own wait. {member, members, initial_cluster}."""
+    def attempt() -> Any:
+        return _add_at(conn, endpoint, _current_members(conn, endpoint), name, peer_urls, True)
+
+    member, after = _added(conn, _retry(attempt, RETRYABLE_ADD, retry_timeout,
+                                        'add learner %r (%s)' % (name, ', '.join(peer_urls))))
+    return {'member': _public(member), 'members': [_public(m) for m in after],
+            'initial_cluster': initial_cluster(after, name, list(peer_urls))}
+
+
+def promote_learner(conn: EtcdConnection, endpoint: str, member_id: str, retry_timeout: float) -> None:
+    """Promote learner `member_id` through `endpoint` once etcd allows it: etcd's own check (the learner's log
+    matches the leader's, and a quorum of voters has started afterwards) decides; refusals are retried."""
+    _retry(lambda: _promote_at(conn, endpoint, member_id), RETRYABLE_PROMOTE, retry_timeout,
+           'promote learner %s: it must run and catch up with the leader' % member_id)
 
 
 def ensure_member_absent(conn: EtcdConnection, *, name: Optional[str] = None, member_id: Optional[str] = None,

@@ -297,15 +297,28 @@ def _listening(url: str) -> bool:
         return False
 
 
+def answers(spec: ProcessSpec, timeout: float = HEALTH_GET_SECONDS) -> Optional[str]:
+    """Which of /health and /version answers as a serving member does at spec.wait_url now, or None. A member
+    that has bound its client port but does not serve yet accepts the connection and says nothing: `timeout`
+    bounds each request, so a sub-second poll stays sub-second."""
+    base = str(spec.wait_url).rstrip('/')
+    for path in ('/health', '/version'):
+        status, body = http_get(base + path, spec, timeout)
+        if health_ok(path, status, body):
+            return path
+        if not status:
+            return None  # nothing answered at all: the other path would not either
+    return None
+
+
 def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable[[float], None] = time.sleep) -> str:
     """Poll /health, then /version, until one answers; fail early when the process dies."""
     deadline = time.time() + spec.wait_timeout
     base = str(spec.wait_url).rstrip('/')
     while True:
-        for path in ('/health', '/version'):
-            status, body = _http_get(base + path, spec)
-            if health_ok(path, status, body):
-                return path
+        path = answers(spec)
+        if path is not None:
+            return path
         if not process_alive(pid):
             _remove(spec.pid_file)
             raise ProcessError('etcd (pid %d) died while waiting for %s; last lines of %s:\n%s'
@@ -317,7 +330,7 @@ def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable
         sleep(0.1)
 
 
-def _http_get(url: str, spec: ProcessSpec) -> tuple:
+def http_get(url: str, spec: ProcessSpec, timeout: float = HEALTH_GET_SECONDS) -> tuple:
     """(status, body) of a GET; the standard library only (this module runs on every start and stop, and
     ansible's URL helpers cost more to import than the whole poll)."""
     context = None
@@ -331,11 +344,11 @@ def _http_get(url: str, spec: ProcessSpec) -> tuple:
                 spec.ca_cert, spec.client_cert, spec.client_key, url, exc)) from exc
     try:
         opener = urllib.request.build_opener(*watched_handlers(context))
-        # 2 s for the whole answer, headers included: whatever holds the port and drips is "not answering yet"
-        with watching(Deadline(HEALTH_GET_SECONDS, 'GET %s' % url), url), \
-                opener.open(url, timeout=HEALTH_GET_SECONDS) as resp:  # nosec - our own member's URL
+        # `timeout` for the whole answer, headers included: whatever holds the port and drips is "not answering yet"
+        with watching(Deadline(timeout, 'GET %s' % url), url), \
+                opener.open(url, timeout=timeout) as resp:  # nosec - our own member's URL
             return resp.status, resp.read().decode('utf-8', 'replace')
-    except Exception as e:  # HTTPError carries a status; anything else means "not answering yet""
+    except Exception as e:  # HTTPError carries a status; anything else means "not answering yet"
         return getattr(e, 'code', 0) or 0, ''
 
 
@@ -354,6 +367,17 @@ def stop_process(pid: int, stop_timeout: int = 10, sleep: Callable[[float], None
                 return sig.name
             sleep(0.1)
     raise ProcessError('etcd pid %d still alive after SIGKILL' % pid)
+
+
+def stop_running(spec: ProcessSpec) -> Optional[str]:
+    """Stop our etcd when it runs (see running_pid) and remove its pid file: the signal that ended it, or None
+    when it was not running."""
+    pid = running_pid(spec)
+    if pid is None:
+        return None
+    ended = stop_process(pid, spec.stop_timeout)
+    _remove(spec.pid_file)
+    return ended
 
 
 def _write_pid_file(path: str, pid: int) -> None:
@@ -417,8 +441,7 @@ def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool =
         if before is not None:
             result.update(changed=True, pid=None, msg='stopped etcd pid %d' % before)
             if not check_mode:
-                result['signal'] = stop_process(before, spec.stop_timeout)
-                _remove(spec.pid_file)
+                result['signal'] = stop_running(spec) or 'gone'
         else:
             result['msg'] = 'etcd is not running' + (
                 ' (stale pid file: its pid is not the etcd this module started; nothing was signalled, the file %s'

@@ -54,6 +54,7 @@ class RecoveryPlan:
     findings: Dict[str, str] = dataclasses.field(default_factory=dict)
     reasons: List[str] = dataclasses.field(default_factory=list)
     initial_cluster: Dict[str, str] = dataclasses.field(default_factory=dict)  # host -> its --initial-cluster
+    members: Dict[str, Dict[str, str]] = dataclasses.field(default_factory=dict)  # host -> {name, peer_url, client_url}
 
     @property
     def changes(self) -> bool:
@@ -105,7 +106,8 @@ def classify(host: Dict[str, Any], cluster_id: Optional[str]) -> str:
 HOST_REQUIRED = {'name': (str,), 'host_reachable': (bool,)}
 HOST_OPTIONAL = {'responding': (bool,), 'healthy': (bool,), 'is_learner': (bool,), 'data_has_data': (bool,),
                  'process_running': (bool,), 'member_id': (str,), 'cluster_id': (str,), 'member_name': (str,),
-                 'raft_index': (int,), 'raft_term': (int,), 'members': (list,), 'peer_url': (str,)}
+                 'raft_index': (int,), 'raft_term': (int,), 'members': (list,), 'peer_url': (str,),
+                 'client_url': (str,)}
 MEMBER_OPTIONAL = {'id': (str,), 'name': (str,), 'peer_urls': (list,), 'client_urls': (list,), 'is_learner': (bool,)}
 
 
@@ -152,6 +154,8 @@ def plan_recovery(hosts: Sequence[Dict[str, Any]], *, store_configured: bool) ->
     else:
         plan = _plan_without_quorum(plan, reachable, cluster_id, store_configured)
     plan.initial_cluster = initial_clusters(plan, {h['name']: h for h in reachable})
+    plan.members = {h['name']: {'name': h.get('member_name') or h['name'], 'peer_url': h.get('peer_url') or '',
+                                'client_url': h.get('client_url') or ''} for h in reachable}
     return plan
 
 

@@ -17,6 +17,7 @@ every revision after it and fails the rebuild instead of producing a subtly diff
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import shutil
@@ -33,11 +34,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import verify_snapshot_file
 
-try:
-    from pyetcd import etcdrpc
-    HAS_ETCDRPC = True
-except ImportError:  # reported through grpc_client
-    HAS_ETCDRPC = False
+# pyetcd (and grpc under it, ~30 MiB) is imported when a replay runs: the backup loop imports this module
+# for restore verification, and its memory is what deltaSnapshotMemoryLimit's overhead is measured against.
+HAS_ETCDRPC = importlib.util.find_spec('pyetcd') is not None
 
 REPLAY_NAME = 'steward-replay'
 CHECK_REPLAY = 'replay'      # events did not land on their recorded revisions: the chain is unrestorable
@@ -117,6 +116,7 @@ class ScratchEtcd:
 
 
 def _request_op(event: Event) -> Any:
+    from pyetcd import etcdrpc  # pylint: disable=import-outside-toplevel  # see HAS_ETCDRPC
     if event.type == EVENT_DELETE:
         return etcdrpc.RequestOp(request_delete_range=etcdrpc.DeleteRangeRequest(key=event.key))
     return etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=event.key, value=event.value))
@@ -135,6 +135,7 @@ def apply_events(client: Any, events: Iterable[Event], revision: int) -> Dict[st
             raise SnapshotInvalid('revision gap: the data is at revision %d but the next recorded event is at %d '
                                   '(events %d..%d are missing)' % (revision, event_revision, revision + 1,
                                                                    event_revision - 1), CHECK_REPLAY)
+        from pyetcd import etcdrpc  # pylint: disable=import-outside-toplevel  # see HAS_ETCDRPC
         request = etcdrpc.TxnRequest(success=[_request_op(e) for e in group])
         response = client.kvstub.Txn(request, TXN_TIMEOUT, credentials=client.call_credentials, metadata=client.metadata)
         landed = int(response.header.revision)

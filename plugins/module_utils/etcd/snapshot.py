@@ -22,7 +22,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression i
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
-    hash_kv,
     member_id_hex,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
@@ -32,6 +31,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
     StoreError,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.grpc_wire import hash_kv
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore, remove_quietly, temp_name
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import (

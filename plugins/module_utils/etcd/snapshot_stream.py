@@ -3,15 +3,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Receive a member's snapshot stream into a private file, hashing and writing back to disk on the fly.
 
-etcd sends a snapshot in 32 KiB messages. Three things happen to them at once, on three threads that
-each spend their time outside the GIL:
-* the receiving thread batches messages into BATCH bytes and writes each batch with one system call
-  (no user-space file buffer: one copy of the data, not two);
-* a hashing thread feeds every batch to one sha256 (hashlib releases the GIL on large buffers), which
-  yields both the trailer check and the whole file's sha256 (verify.SnapshotHasher);
-* a write-back thread calls fdatasync every SYNC_EVERY bytes, so the disk writes while the network
-  still delivers, and the final fsync finds almost nothing left to wait for.
-The file is never read back: what was received is what was hashed.
+etcd sends a snapshot as ~32 KiB gRPC messages; grpc_wire.py reads them off the socket into one reused
+buffer. The blob bytes of each read (a list of slices of that buffer, up to 1 MiB) are written with one
+writev and fed to one sha256 (verify.SnapshotHasher, which yields both the trailer check and the whole
+file's sha256) on the receiving thread: no copy in user space, and the file is never read back. A
+write-back thread calls fdatasync every SYNC_EVERY bytes, so the disk writes while the network still
+delivers and the final fsync finds almost nothing left to wait for.
 """
 
 from __future__ import annotations
@@ -21,14 +18,24 @@ import queue
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, StoreError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.grpc_wire import (
+    STREAMED,
+    FieldReader,
+    GrpcCall,
+    GrpcError,
+    wrap_error,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import FILE_MODE
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import SnapshotHasher
 
-BATCH = 4 * 1024 * 1024
+SNAPSHOT_METHOD = '/etcdserverpb.Maintenance/Snapshot'
+REMAINING_BYTES, BLOB = 2, 3  # SnapshotResponse fields
 SYNC_EVERY = 64 * 1024 * 1024
-QUEUE_BATCHES = 16  # at most this many batches (64 MiB) wait for the hash thread
+WINDOW = 64 * 1024 * 1024  # etcd never waits for us: the disk is the limit, not flow control
+IOV_MAX = 1024
 
 
 class _Worker:
@@ -63,39 +70,32 @@ class _Worker:
 
 
 class SnapshotSink:
-    """The file-like target of pyetcd's snapshot(): see the module docstring."""
+    """Where the blob goes: see the module docstring. `tail` = (bytes, callback): the callback is called once
+    that many bytes are written (or by `reached_tail`, at the end)."""
 
     def __init__(self, fd: int, hasher: SnapshotHasher, tail: Optional[Tuple[int, Callable[[], None]]] = None):
         self.fd = fd
         self.hasher = hasher
         self._tail = tail
         self._written = 0
-        self._pending: List[bytes] = []
-        self._pending_size = 0
         self._unsynced = 0
-        self._hashing = _Worker('snapshot-hash', hasher.update, QUEUE_BATCHES)
         self._syncing = _Worker('snapshot-writeback', lambda _: os.fdatasync(fd))
 
-    def write(self, data: bytes) -> int:
-        self._pending.append(data)
-        self._pending_size += len(data)
-        if self._pending_size >= BATCH:
-            self._flush()
-        return len(data)
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        batch = self._pending[0] if len(self._pending) == 1 else b''.join(self._pending)
-        self._pending, self._pending_size = [], 0
-        view = memoryview(batch)
-        while view:
-            view = view[os.write(self.fd, view):]
-        self._written += len(batch)
+    def write(self, views: List[Any]) -> None:
+        """Write and hash `views` (bytes-like, in order)."""
+        for start in range(0, len(views), IOV_MAX):
+            group = views[start:start + IOV_MAX]
+            size = sum(len(v) for v in group)
+            done = os.writev(self.fd, group)
+            while done < size:  # a short write (a signal, a full disk): write the rest
+                rest = memoryview(b''.join(group))[done:]
+                done += os.write(self.fd, rest)
+            for view in group:
+                self.hasher.update(view)
+            self._written += size
+            self._unsynced += size
         if self._tail is not None and 0 < self._tail[0] <= self._written:
             self.reached_tail()
-        self._hashing.put(batch)
-        self._unsynced += len(batch)
         if self._unsynced >= SYNC_EVERY and self._syncing.queue.empty():
             self._unsynced = 0
             self._syncing.put(True)
@@ -107,38 +107,68 @@ class SnapshotSink:
             callback()
 
     def abort(self) -> None:
-        """The stream failed: stop both threads; the caller deletes the file."""
-        for worker in (self._hashing, self._syncing):
-            worker.error = worker.error or RuntimeError('aborted')
-            worker.put(None)
-            worker.thread.join()
+        """The stream failed: stop the write-back thread; the caller deletes the file."""
+        self._syncing.error = self._syncing.error or RuntimeError('aborted')
+        self._syncing.put(None)
+        self._syncing.thread.join()
 
     def finish(self) -> None:
-        """Write and hash what is left, wait for both threads, fsync; re-raise a thread's error."""
-        try:
-            self._flush()
-        finally:
-            self._hashing.finish()
-            self._syncing.finish()
+        """Wait for the write-back thread, fsync; re-raise its error."""
+        self._syncing.finish()
         os.fsync(self.fd)
+
+
+class _Messages:
+    """SnapshotResponse messages as they arrive: blob slices collected for the sink, remaining_bytes kept
+    (etcd counts down to 0: a stream that ends above 0 was cut short)."""
+
+    def __init__(self) -> None:
+        self.blobs: List[memoryview] = []
+        self.remaining = 0
+        self.announced = 0  # remaining_bytes of the last whole message
+        self.count = 0
+        self.reader = FieldReader({BLOB: STREAMED}, self._varint, lambda field, data: None, self._blob, self._end)
+
+    def _varint(self, field: int, value: int) -> None:
+        if field == REMAINING_BYTES:
+            self.remaining = value
+
+    def _blob(self, _field: int, view: memoryview) -> None:
+        self.blobs.append(view)
+
+    def _end(self) -> None:
+        self.count += 1
+        self.announced, self.remaining = self.remaining, 0  # proto3 leaves a 0 out: absent means 0
 
 
 def stream_snapshot(conn: EtcdConnection, endpoint: str, path: str, timeout: float,
                     tail: Optional[Tuple[int, Callable[[], None]]] = None) -> SnapshotHasher:
-    """Stream the member's snapshot into the new private file `path` and fsync it; a fresh client,
-    because pyetcd applies its timeout to the whole stream and poisons an endpoint after a failure.
-    `tail` = (bytes, callback): the callback is called once that many bytes are written, or when the
-    last byte arrived if fewer were or bytes is 0 (work that should overlap the stream's tail and the
-    final fsync)."""
+    """Stream the member's snapshot into the new private file `path` and fsync it, within `timeout`
+    seconds for the whole stream. `tail` = (bytes, callback): the callback is called once that many bytes
+    are written, or when the last byte arrived if fewer were or bytes is 0 (work that should overlap the
+    stream's tail and the final fsync)."""
     hasher = SnapshotHasher()
-    client = grpc_client(conn, endpoint, timeout=timeout)
+    call = GrpcCall(conn, endpoint, SNAPSHOT_METHOD, window=WINDOW, deadline=Deadline(timeout, 'the snapshot stream'))
+    messages = _Messages()
     fd = None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_CLOEXEC', 0), FILE_MODE)
         os.fchmod(fd, FILE_MODE)
         sink = SnapshotSink(fd, hasher, tail)
         try:
-            client.snapshot(sink)
+            call.start(b'')  # SnapshotRequest has no fields
+            while True:
+                views = call.receive()
+                if views is None:
+                    break
+                for view in views:
+                    messages.reader.feed(view)
+                if messages.blobs:
+                    sink.write(messages.blobs)
+                    messages.blobs.clear()
+            if messages.reader.message_left >= 0 or messages.announced or not messages.count:
+                raise GrpcError('the snapshot stream from %s ended early: %d bytes, %d more announced' % (
+                    endpoint, hasher.size, messages.announced))
         except BaseException:
             sink.abort()
             raise
@@ -148,14 +178,10 @@ def stream_snapshot(conn: EtcdConnection, endpoint: str, path: str, timeout: flo
         raise StoreError('cannot write snapshot temp file %s: %s' % (path, exc)) from exc
     except EtcdError:
         raise
-    except Exception as exc:  # grpc / pyetcd errors: connection lost, deadline exceeded
-        raise EtcdUnavailable('snapshot stream from %s failed after %d bytes: %s: %s' % (
-            endpoint, hasher.size, exc.__class__.__name__, exc)) from exc
+    except Exception as exc:  # pylint: disable=broad-except  # anything else the stream raised
+        raise wrap_error(endpoint, 'the snapshot stream', exc) from exc
     finally:
+        call.close()
         if fd is not None:
             os.close(fd)
-        try:
-            client.close()
-        except Exception:  # pylint: disable=broad-except
-            pass
     return hasher

@@ -3,8 +3,9 @@
 import os
 import shutil
 import subprocess
+import time
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_start_time
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_argv, process_start_time
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import (
     data_dir_state,
     pid_alive,
@@ -69,6 +70,9 @@ def test_pid_alive(tmp_path):
     fake_etcd.symlink_to(shutil.which('sleep'))
     proc = subprocess.Popen([str(fake_etcd), '60'])
     try:
+        deadline = time.monotonic() + 10  # Popen returns before the child has exec'd: until then it is Python
+        while process_argv(proc.pid)[:1] != [str(fake_etcd)] and time.monotonic() < deadline:
+            time.sleep(0.01)
         pid_file.write_text('%d\nstart %d\n' % (proc.pid, process_start_time(proc.pid)))
         assert pid_alive(str(pid_file)) is True
         pid_file.write_text('%d\nstart 1\n' % proc.pid)   # recorded for an earlier process with this pid
