@@ -13,6 +13,8 @@ import threading
 from typing import List, Tuple
 from urllib.parse import urlsplit
 
+from support.forward import forward
+
 
 class CuttableLink:
     def __init__(self, target_url: str):
@@ -89,23 +91,11 @@ class CuttableLink:
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True, name='netcut-pump').start()
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (src, dst):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
-            with self._lock:
-                self._open = [s for s in self._open if s not in (src, dst)]
+        forward(src, dst)
+        for sock in (src, dst):
+            sock.close()
+        with self._lock:
+            self._open = [s for s in self._open if s not in (src, dst)]
 
 
 def _reset(sock: socket.socket) -> None:

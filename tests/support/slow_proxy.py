@@ -9,6 +9,7 @@ import threading
 import time
 
 from support.bad_input import serve_each
+from support.forward import forward
 
 
 class SlowProxy:
@@ -26,27 +27,12 @@ class SlowProxy:
         except OSError:
             client.close()
             return
-        threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
-        self._pipe(server, client, False)
+        threading.Thread(target=forward, args=(client, server, self._hold), daemon=True).start()
+        forward(server, client)
 
-    def _pipe(self, source: socket.socket, sink: socket.socket, slow: bool) -> None:
-        try:
-            while True:
-                chunk = source.recv(65536)
-                if not chunk:
-                    break
-                if slow:
-                    self.requests += 1
-                    time.sleep(self.delay)
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+    def _hold(self) -> None:
+        self.requests += 1
+        time.sleep(self.delay)
 
     def close(self) -> None:
         self.sock.close()
