@@ -38,7 +38,11 @@ def stamp(t: float) -> str:
 
 
 class Kubelets:
-    """Nodes for running instances of one cluster tag, refreshed every `interval` seconds from a thread."""
+    """Nodes for running instances of one cluster tag, refreshed every `interval` seconds from a thread.
+
+    `register_taints`: taints a Node is registered with from now on (kubelet's --register-with-taints; Gardener's
+    kubelets register node.gardener.cloud/critical-components-not-ready this way). `halt(names)`: those kubelets
+    stop for good, with their instances still running: their Nodes are neither updated nor registered again."""
 
     def __init__(self, client, ec2_url: str, cluster: str, interval: float = 1.0):
         self.client = client
@@ -46,6 +50,9 @@ class Kubelets:
         self.cluster = cluster
         self.interval = interval
         self.partitioned: Set[str] = set()
+        self.halted: Set[str] = set()
+        self.register_taints: List[Dict[str, str]] = []
+        self.lock = threading.Lock()          # a sync in flight finishes before halt() returns
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name='kubelets')
 
@@ -67,6 +74,10 @@ class Kubelets:
         self.partitioned.clear()
         self.sync()
 
+    def halt(self, names: List[str]) -> None:
+        with self.lock:
+            self.halted.update(names)
+
     def node_names(self) -> List[str]:
         return sorted(i['PrivateDnsName'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',)))
 
@@ -79,8 +90,14 @@ class Kubelets:
             self.stopping.wait(self.interval)
 
     def sync(self) -> None:
+        with self.lock:
+            self._sync()
+
+    def _sync(self) -> None:
         for inst in instances(self.ec2_url, REGION, self.cluster, ('running',)):
             name = inst['PrivateDnsName']
+            if name in self.halted:
+                continue
             status = 'Unknown' if name in self.partitioned else 'True'
             path = api_path('v1', 'nodes', name=name)
             node = self.client.get_or_none(path)
@@ -90,7 +107,8 @@ class Kubelets:
                 self.client.create(api_path('v1', 'nodes'), {
                     'apiVersion': 'v1', 'kind': 'Node',
                     'metadata': {'name': name, 'labels': {'kubernetes.io/hostname': name}},
-                    'spec': {'providerID': 'aws:///%s/%s' % (REGION, inst['InstanceId'])},
+                    'spec': dict({'providerID': 'aws:///%s/%s' % (REGION, inst['InstanceId'])},
+                                 **({'taints': [dict(t) for t in self.register_taints]} if self.register_taints else {})),
                     'status': {'conditions': [ready]}})
                 continue
             current = next((c for c in (node.get('status') or {}).get('conditions') or [] if c.get('type') == 'Ready'), {})
