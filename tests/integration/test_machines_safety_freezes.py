@@ -2,6 +2,7 @@
 the API emulator, EC2 on moto over HTTP and kubelets. Timings come from the controller's flags (health timeout 6 s,
 orphan period 3 s)."""
 
+import datetime
 import time
 import uuid
 
@@ -23,6 +24,10 @@ def bench(kube, ec2, tmp_path):
 def frozen(bench, name='pool'):
     md = bench.kube.get(bench.path('machinedeployments', name))
     return next((c for c in (md.get('status') or {}).get('conditions') or [] if c['type'] == 'Frozen'), None)
+
+
+def epoch(stamp_text):
+    return datetime.datetime.fromisoformat(stamp_text.replace('Z', '+00:00')).timestamp()
 
 
 def replaced_or_failing(bench):
@@ -72,6 +77,22 @@ def test_one_unreachable_machine_is_replaced_and_a_terminated_instance_at_once(b
     failed = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'MachineFailed'
               and gone in e['message']]
     assert failed and 'without waiting for the health timeout' in failed[0]['message'], time.monotonic() - started
+
+    # acceptance 4, the Node missing: its kubelet stops for good (the instance runs on) and the Node object is
+    # deleted -> Unknown, Failed only after the 6 s health timeout, replaced
+    victim = bench.kubelets.node_names()[0]
+    machine = next(m['metadata']['name'] for m in bench.machines() if m['metadata']['labels']['node'] == victim)
+    bench.kubelets.halt([victim])
+    bench.kube.delete(api_path('v1', 'nodes', name=victim))
+    unknown = wait_for(lambda: when(bench.machine_named(machine), lambda m: m['status']['currentStatus']['phase'] == 'Unknown'),
+                       30, 0.2, what='the machine of the missing Node Unknown')
+    assert unknown['status']['lastOperation']['description'].startswith('Node object went missing')
+    wait_for(lambda: machine not in {m['metadata']['name'] for m in bench.machines()} and len(bench.running_instances()) == 4
+             and bench.phases() == ['Running'] * 4, 120, 1.0, what='replacement of the machine whose Node went missing')
+    failed = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'MachineFailed'
+              and e['involvedObject']['name'] == machine]
+    assert failed and 'health checks failing since last 6s' in failed[0]['message'] and 'node object missing' in failed[0]['message']
+    assert epoch(failed[0]['eventTime']) - epoch(unknown['status']['currentStatus']['lastUpdateTime']) > 6
 
 
 def test_unknown_machines_of_one_deployment_are_replaced_one_at_a_time(bench):
