@@ -145,25 +145,47 @@ def test_an_active_watchdog_scale_down_freezes_replacement(bench):
 
 
 def test_orphans_are_collected_on_positive_evidence_only(bench):
-    """Acceptance 15 and §(f)2: owned by a machine UID that does not exist and tagged with this class -> deleted;
-    no owner tag, or another class's tag -> kept."""
+    """Acceptance 15 and §(f)2: owned by a machine UID that does not exist and tagged with this class -> deleted,
+    but only once older than --machine-orphan-min-age (12 s here; collection cycles every 3 s); no owner tag, or
+    another class's tag -> kept; tagged with a class that has no machines in the store (an empty store looks
+    exactly like a wiped or unsynced one) -> kept."""
     cls = bench.create_class()
+    spare = bench.create_class('spare')
     bench.create_deployment(replicas=1)
-    bench.controller()
+    proc = bench.controller('--machine-orphan-min-age', '12s')
     bench.wait_running(1)
     ec2 = bench.ec2()
+    unowned = bench.launch({'Name': 'spare-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                            'machine.steward.io/class-uid': spare['metadata']['uid']})
     orphan = bench.launch({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
                            'machine.steward.io/class-uid': cls['metadata']['uid']})
     hand_made = bench.launch({'Name': 'made-by-hand'})
     foreign = bench.launch({'Name': 'other-controller', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
                             'machine.steward.io/class-uid': str(uuid.uuid4())})
 
-    def state(instance):
-        return ec2.describe_instances(InstanceIds=[instance])['Reservations'][0]['Instances'][0]['State']['Name']
-    wait_for(lambda: state(orphan) in ('shutting-down', 'terminated'), 90, 1.0, what='the orphan terminated')
-    assert state(hand_made) == 'running' and state(foreign) == 'running'
+    def instance(instance_id):
+        return ec2.describe_instances(InstanceIds=[instance_id])['Reservations'][0]['Instances'][0]
+
+    def state(instance_id):
+        return instance(instance_id)['State']['Name']
+    launched = instance(orphan)['LaunchTime'].timestamp()
+    oldest_running = 0.0            # the orphan's age when last seen running
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        seen = time.time()
+        if state(orphan) in ('shutting-down', 'terminated'):
+            break
+        oldest_running = seen - launched
+        time.sleep(0.5)
+    else:
+        raise AssertionError('the orphan was not terminated')
+    # Two cycles (3 s apart) found it without its owner long before that; only its age kept it.
+    assert oldest_running >= 8, 'the orphan was collected %.1f s after its launch, younger than 12 s' % oldest_running
     events = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'OrphanVMDeleted']
-    assert len(events) == 1 and orphan in events[0]['message']
+    assert len(events) == 1 and orphan in events[0]['message'] and 'older than 12s' in events[0]['message']
+    time.sleep(3.5)                 # one more cycle: the older, equally ownerless VM of the empty class is still kept
+    assert state(unowned) == 'running' and state(hand_made) == 'running' and state(foreign) == 'running'
+    assert 'orphan collection of class %s/spare skipped: the class has no machines in the store' % bench.namespace in proc.log()
     assert len(bench.machines()) == 1
 
 
