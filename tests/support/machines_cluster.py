@@ -42,15 +42,17 @@ class Kubelets:
 
     `register_taints`: taints a Node is registered with from now on (kubelet's --register-with-taints; Gardener's
     kubelets register node.gardener.cloud/critical-components-not-ready this way). `halt(names)`: those kubelets
-    stop for good, with their instances still running: their Nodes are neither updated nor registered again."""
+    stop for good, with their instances still running: their Nodes are neither updated nor registered again.
+    A partition or a halt belongs to the instances running under those node names now: EC2 (moto) gives a
+    terminated instance's private IP, and so its node name, to the next new instance, whose kubelet is fine."""
 
     def __init__(self, client, ec2_url: str, cluster: str, interval: float = 1.0):
         self.client = client
         self.ec2_url = ec2_url
         self.cluster = cluster
         self.interval = interval
-        self.partitioned: Set[str] = set()
-        self.halted: Set[str] = set()
+        self.partitioned: Set[str] = set()     # instance ids
+        self.halted: Set[str] = set()          # instance ids
         self.register_taints: List[Dict[str, str]] = []
         self.lock = threading.Lock()          # a sync in flight finishes before halt() returns
         self.stopping = threading.Event()
@@ -67,7 +69,7 @@ class Kubelets:
 
     def partition(self, names: Optional[List[str]] = None) -> None:
         """Ready=Unknown on these nodes (all: None) now, as the node lifecycle controller does after the grace."""
-        self.partitioned.update(names if names is not None else self.node_names())
+        self.partitioned.update(self.instance_ids(names))
         self.sync()
 
     def heal(self) -> None:
@@ -75,11 +77,17 @@ class Kubelets:
         self.sync()
 
     def halt(self, names: List[str]) -> None:
+        ids = self.instance_ids(names)
         with self.lock:
-            self.halted.update(names)
+            self.halted.update(ids)
 
     def node_names(self) -> List[str]:
         return sorted(i['PrivateDnsName'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',)))
+
+    def instance_ids(self, names: Optional[List[str]]) -> Set[str]:
+        """The running instances behind these node names (all: None)."""
+        return {i['InstanceId'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',))
+                if names is None or i['PrivateDnsName'] in names}
 
     def _run(self) -> None:
         while not self.stopping.is_set():
@@ -96,9 +104,9 @@ class Kubelets:
     def _sync(self) -> None:
         for inst in instances(self.ec2_url, REGION, self.cluster, ('running',)):
             name = inst['PrivateDnsName']
-            if name in self.halted:
+            if inst['InstanceId'] in self.halted:
                 continue
-            status = 'Unknown' if name in self.partitioned else 'True'
+            status = 'Unknown' if inst['InstanceId'] in self.partitioned else 'True'
             path = api_path('v1', 'nodes', name=name)
             node = self.client.get_or_none(path)
             ready = {'type': 'Ready', 'status': status, 'reason': 'KubeletReady' if status == 'True' else 'NodeStatusUnknown',
