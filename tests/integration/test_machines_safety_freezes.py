@@ -30,8 +30,8 @@ def epoch(stamp_text):
     return datetime.datetime.fromisoformat(stamp_text.replace('Z', '+00:00')).timestamp()
 
 
-def replaced_or_failing(bench):
-    return [m['metadata']['name'] for m in bench.machines()
+def replaced_or_failing(bench, machines=None):
+    return [m['metadata']['name'] for m in (bench.machines() if machines is None else machines)
             if m['metadata'].get('deletionTimestamp') or ((m.get('status') or {}).get('currentStatus') or {}).get('phase')
             in ('Failed', 'Terminating')]
 
@@ -117,6 +117,59 @@ def test_unknown_machines_of_one_deployment_are_replaced_one_at_a_time(bench):
     else:
         raise AssertionError('the two machines were not replaced; phases %s' % bench.phases())
     assert most == 1
+
+
+def labelled(bench, name):
+    return [m for m in bench.machines() if m['metadata']['labels'].get('name') == name]
+
+
+def test_after_a_restart_at_most_two_of_a_deployment_are_replaced_at_once_and_a_set_scales_down_failed_first(bench, ec2):
+    """§(f)3 (--machine-max-replacements 2, 30 % of a deployment's machines bad: never more than 2 replaced at
+    once) and acceptance 10 (a MachineSet scaled down: a Failed machine goes before Running ones, then the
+    oldest), both from what a controller finds when it starts. While it is stopped, 3 of the deployment's 10
+    Nodes lose their kubelets (Ready=Unknown; 3 of 13 is no fleet freeze), one of the newer machines of a
+    standalone MachineSet of 3 is Failed (as a previous controller left it) and the set is scaled to 2. The new
+    controller's first pass marks the three Unknown together, so their 6 s health timeouts end in one pass."""
+    bench.create_class()
+    bench.create_deployment(replicas=10)
+    bench.create_set('solo', replicas=1)
+    proc = bench.controller('--machine-max-replacements', '2')
+    [oldest] = wait_for(lambda: labelled(bench, 'solo'), 30, 0.2, what="the solo set's first machine")
+    time.sleep(1.1)                                      # creationTimestamps have seconds: the others are younger
+    bench.kube.merge_patch(bench.path('machinesets', 'solo'), {'spec': {'replicas': 3}})
+    bench.wait_running(13, timeout=180)
+    oldest = oldest['metadata']['name']
+    failed, kept = sorted(m['metadata']['name'] for m in labelled(bench, 'solo') if m['metadata']['name'] != oldest)
+    pool = {m['metadata']['labels']['node']: m['metadata']['name'] for m in labelled(bench, 'pool')}
+    bad = {pool[n] for n in sorted(pool)[:3]}
+    proc.stop()
+
+    bench.kubelets.partition(sorted(pool)[:3])
+    now = stamp(time.time())
+    bench.kube.merge_patch(bench.path('machines', failed, status=True), {'status': {
+        'currentStatus': {'phase': 'Failed', 'timeoutActive': False, 'lastUpdateTime': now},
+        'lastOperation': {'type': 'HealthCheck', 'state': 'Failed', 'lastUpdateTime': now,
+                          'description': 'Machine %s health checks failing since last 10m minutes.' % failed}}})
+    bench.kube.merge_patch(bench.path('machinesets', 'solo'), {'spec': {'replicas': 2}})
+    ec2.reset_counts()
+    bench.controller('--machine-max-replacements', '2')
+    most = 0
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        machines = labelled(bench, 'pool')
+        most = max(most, len(replaced_or_failing(bench, machines)))
+        solo = {m['metadata']['name'] for m in labelled(bench, 'solo')}
+        assert oldest in solo and kept in solo, 'the set removed a Running machine: %s left' % sorted(solo)
+        if solo == {oldest, kept} and not bad & {m['metadata']['name'] for m in machines} and bench.phases() == ['Running'] * 12:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError('not replaced; phases %s' % bench.phases())
+    assert most == 2, 'at most %d machine(s) of the deployment were replaced at once' % most
+    assert frozen(bench) is None
+    assert ec2.calls('RunInstances') == 3                # the three replacements; the set made none
+    bench.kube.merge_patch(bench.path('machinesets', 'solo'), {'spec': {'replicas': 1}})
+    wait_for(lambda: {m['metadata']['name'] for m in labelled(bench, 'solo')} == {kept}, 60, 0.5, what='the oldest removed')
 
 
 def test_an_active_watchdog_scale_down_freezes_replacement(bench):

@@ -182,6 +182,14 @@ class MachinesBench:
                                            'spec': {'class': {'kind': 'MachineClass', 'name': cls}}}}, **spec)}
         return self.kube.create(self.path('machinedeployments'), body)
 
+    def create_set(self, name: str, replicas: int, cls: str = 'nodes') -> Dict[str, Any]:
+        """A MachineSet of its own (no MachineDeployment), as MCM allows; its machines are labelled name=<name>."""
+        template = {'metadata': {'labels': {'name': name}}, 'spec': {'class': {'kind': 'MachineClass', 'name': cls}}}
+        return self.kube.create(self.path('machinesets'), {
+            'apiVersion': API, 'kind': 'MachineSet', 'metadata': {'name': name, 'namespace': self.namespace},
+            'spec': {'replicas': replicas, 'selector': {'matchLabels': {'name': name}},
+                     'machineClass': {'kind': 'MachineClass', 'name': cls}, 'template': template}})
+
     def machines(self) -> List[Dict[str, Any]]:
         return self.kube.list(self.path('machines'))
 
