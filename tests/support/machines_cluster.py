@@ -55,6 +55,7 @@ class Kubelets:
         self.halted: Set[str] = set()          # instance ids
         self.register_taints: List[Dict[str, str]] = []
         self.lock = threading.Lock()          # a sync in flight finishes before halt() returns
+        self._ec2: Any = None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name='kubelets')
 
@@ -84,6 +85,12 @@ class Kubelets:
     def node_names(self) -> List[str]:
         return sorted(i['PrivateDnsName'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',)))
 
+    def _running(self, instance_id: str) -> bool:
+        if self._ec2 is None:
+            self._ec2 = ec2_client(self.ec2_url, REGION, lab=True)
+        found = self._ec2.describe_instances(InstanceIds=[instance_id])
+        return [i['State']['Name'] for r in found['Reservations'] for i in r['Instances']] == ['running']
+
     def instance_ids(self, names: Optional[List[str]]) -> Set[str]:
         """The running instances behind these node names (all: None)."""
         return {i['InstanceId'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',))
@@ -111,11 +118,20 @@ class Kubelets:
             node = self.client.get_or_none(path)
             ready = {'type': 'Ready', 'status': status, 'reason': 'KubeletReady' if status == 'True' else 'NodeStatusUnknown',
                      'lastTransitionTime': stamp(time.time()), 'lastHeartbeatTime': stamp(time.time())}
+            provider_id = 'aws:///%s/%s' % (REGION, inst['InstanceId'])
+            if node is not None and (node.get('spec') or {}).get('providerID') != provider_id:
+                # The Node of a terminated instance whose private IP (and name) this one got: the cloud node
+                # lifecycle controller deletes it. (A sync that listed the old instance just before it was
+                # terminated may even have registered it again after the machine's deletion removed it.)
+                self.client.delete(path)
+                node = None
             if node is None:
+                if not self._running(inst['InstanceId']):
+                    continue       # terminated since the listing: its kubelet is gone (a Node now would be stale)
                 self.client.create(api_path('v1', 'nodes'), {
                     'apiVersion': 'v1', 'kind': 'Node',
                     'metadata': {'name': name, 'labels': {'kubernetes.io/hostname': name}},
-                    'spec': dict({'providerID': 'aws:///%s/%s' % (REGION, inst['InstanceId'])},
+                    'spec': dict({'providerID': provider_id},
                                  **({'taints': [dict(t) for t in self.register_taints]} if self.register_taints else {})),
                     'status': {'conditions': [ready]}})
                 continue
