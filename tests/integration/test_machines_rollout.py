@@ -32,6 +32,13 @@ def pool_machines(bench, md='pool'):
     return [m for m in bench.machines() if (m['metadata'].get('labels') or {}).get('name') == md]
 
 
+def states(bench):
+    """What the machines of the pool are, for a failure message."""
+    return sorted((m['metadata']['name'], m['spec']['class']['name'], ((m.get('status') or {}).get('currentStatus') or {}).get('phase'),
+                   (m['metadata'].get('labels') or {}).get('node'), ((m.get('status') or {}).get('lastOperation') or {}).get('description'))
+                  for m in pool_machines(bench))
+
+
 def running(machines):
     return [m for m in machines if ((m.get('status') or {}).get('currentStatus') or {}).get('phase') == 'Running']
 
@@ -135,7 +142,7 @@ def test_scaling_mid_rollout_is_proportional_pause_holds_rollback_waits_for_resu
     kubelets_b = Kubelets(bench.kube, bench.ec2_url, cluster_b).start()
     try:
         wait_for(lambda: sorted(m['spec']['class']['name'] for m in running(live(bench))) == ['nodes'] * 2 + ['nodes-b'] * 3,
-                 90, 0.5, what='the new machines Running (the rollout could go on)')
+                 90, 0.5, what=lambda: 'the new machines Running (the rollout could go on); now %s' % states(bench))
         held = replicas_by_class(bench)
         names = {m['metadata']['name'] for m in live(bench)}
         time.sleep(5)                                          # several passes: paused, nothing moves
