@@ -77,6 +77,9 @@ class Memory:
     # started before that gets a fresh one, in whichever pass first plans it (not only the pass of the thaw,
     # which may skip it while an action is in flight, or whose write may fail)
     thawed_at: Dict[str, float] = dataclasses.field(default_factory=dict)
+    # machine uid -> its meltdown-limit scope, for machines a pass failed: while that status write is in flight
+    # (the machine busy) the world still shows them Unknown, and the limit must count them all the same
+    failing: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -197,6 +200,13 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
         members.setdefault(index.gate_key(m), []).append(m)
     for key, group in members.items():
         progress[key] = safety.in_progress(group)
+    # Failures planned by an earlier pass whose writes have not landed yet: once a machine is no longer busy,
+    # the world holds the API server's answer (Failed, or its old phase if the write failed).
+    memory.failing = {uid: key for uid, key in memory.failing.items() if uid in world.busy}
+    by_uid = {o.uid(m): m for m in world.machines}
+    for uid, key in memory.failing.items():
+        if uid in by_uid and safety.in_progress([by_uid[uid]]) == 0:
+            progress[key] = progress.get(key, 0) + 1
 
     for m in world.machines:
         uid = o.uid(m)
@@ -233,6 +243,7 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
         machine_plan = plan_machine(view, now)
         if machine_plan.failed:
             progress[gate_key] = progress.get(gate_key, 0) + 1
+            memory.failing[uid] = gate_key
         plan.machines.append(machine_plan)
 
     frozen_sets = _plan_sets(world, index, settings, now, plan)

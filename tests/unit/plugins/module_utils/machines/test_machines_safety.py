@@ -9,6 +9,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.codes imp
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import Settings
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import VM, VMState
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Inventory
+from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import plan_pass
 
 from support.machines_sim import MachinesSim
 
@@ -65,6 +66,23 @@ def test_a_cap_of_two_with_thirty_percent_bad_never_replaces_more_than_two_at_on
         most = max(most, sum(1 for m in sim.machines() if o.deleting(m) or o.phase(m).value in ('Failed', 'Terminating')))
     assert most <= 2 and frozen_condition(sim) is None
     assert len(running_nodes(sim)) == 10 and not set(bad) & set(running_nodes(sim))
+
+
+def test_the_cap_counts_failures_whose_status_write_is_still_in_flight():
+    """A pass that runs while the Failed writes of the previous one are in flight (their machines busy, the
+    cache still showing them Unknown) must count them: seen end to end, 3 of a deployment failed at once with a
+    cap of 2."""
+    sim = sim_with(10, settings=dataclasses.replace(FAST, max_replacements=2))
+    sim.unreachable.update(running_nodes(sim)[:3])
+    sim.run_until(lambda: sim.phases().count('Unknown') == 3, limit=10)
+    sim.now += 31                                          # past the 30 s health timeout
+    world = sim.world()
+    first = [mp.uid for mp in plan_pass(world, sim.memory, sim.settings, sim.now).machines if mp.failed]
+    assert len(first) == 2
+    in_flight = dataclasses.replace(world, busy=set(first))
+    assert not [mp for mp in plan_pass(in_flight, sim.memory, sim.settings, sim.now + 0.2).machines if mp.failed]
+    sim.step(count=3)                                      # the writes landed: still 2, the third waits
+    assert failed_or_replaced(sim) == 2
 
 
 def test_in_progress_counts_terminating_twice():
