@@ -2,7 +2,7 @@
 EC2 with fidelity and kubelets. Changing the template's class creates a new MachineSet `<md>-<hash>`;
 throughout, at most replicas + maxSurge machines exist and at least replicas - maxUnavailable are Running; the old
 set ends at 0 and is kept, the revision annotation moves to 2. Then a scale-down removes the machine an operator
-gave `machinepriority.machine.sapcloud.io: "1"`. Scaling mid-rollout, pause, resume and rollback below."""
+gave `machinepriority.machine.sapcloud.io: "1"`. Scaling mid-rollout, pause, resume, rollback and Recreate below."""
 
 import time
 

@@ -1,6 +1,6 @@
-"""Safety beyond MCM, end to end (machines.md §(f)2-3, inventory §2 acceptance 4, 5, 14, 15): the real controller,
-the API emulator, EC2 on moto over HTTP and kubelets. Timings come from the controller's flags (health timeout 6 s,
-orphan period 3 s)."""
+"""Safety beyond MCM, end to end (machines.md §(f)2-3, inventory §2 acceptance 4, 5, 14, 15, and 10's Failed-first
+scale-down): the real controller, the API emulator, EC2 on moto over HTTP and kubelets. Timings come from the
+controller's flags (health timeout 6 s, orphan period 3 s)."""
 
 import datetime
 import time
