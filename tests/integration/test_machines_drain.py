@@ -71,6 +71,32 @@ def test_a_blocking_budget_is_named_and_nothing_is_forced_before_the_drain_timeo
     wait_for(lambda: not bench.kube.get_or_none(bench.path('machines', m['metadata']['name'])), 90, 1.0, what='machine gone')
 
 
+def test_max_evict_retries_deletes_a_pod_its_budget_keeps_refusing_long_before_the_drain_timeout(bench):
+    """Acceptance 7 (MCM-22, both set: both respected): the machine's own maxEvictRetries 1 and drainTimeout 10m.
+    A budget refuses the eviction; it is retried once, MCM's 20 s eviction interval later, and then the pod is
+    deleted and the drain completes without being forced, 10 minutes before the drain timeout."""
+    bench.create_class()
+    bench.create_deployment(replicas=1, template={'metadata': {'labels': {'name': 'pool'}}, 'spec': {
+        'class': {'kind': 'MachineClass', 'name': 'nodes'}, 'maxEvictRetries': 1, 'drainTimeout': '10m'}})
+    bench.controller()
+    [m] = bench.wait_running(1)
+    name, node = m['metadata']['name'], m['metadata']['labels']['node']
+    add_pod(bench, 'web-0', node, {'app': 'web'})
+    bench.kube.create(api_path('policy/v1', 'poddisruptionbudgets', bench.namespace), {
+        'apiVersion': 'policy/v1', 'kind': 'PodDisruptionBudget', 'metadata': {'name': 'web', 'namespace': bench.namespace},
+        'spec': {'minAvailable': 1, 'selector': {'matchLabels': {'app': 'web'}}}})
+    bench.kube.delete(bench.path('machines', name))
+    cond = wait_for(lambda: when(drained_condition(bench, name), lambda c: c and 'PodDisruptionBudget' in c['message']), 60, 0.5,
+                    what='Drained=False naming the budget')
+    refused = time.monotonic()
+    assert cond['reason'] == 'PodDisruptionBudget' and pod_exists(bench, 'web-0')
+    wait_for(lambda: not pod_exists(bench, 'web-0'), 90, 0.5, what='the pod deleted after its eviction retry')
+    assert time.monotonic() - refused >= 15        # one retry, 20 s after the first counted refusal
+    wait_for(lambda: bench.kube.get_or_none(bench.path('machines', name)) is None, 90, 0.5, what='machine gone')
+    reasons = {e['reason'] for e in bench.kube.list(api_path('v1', 'events', bench.namespace))}
+    assert 'MachineDrainForced' not in reasons
+
+
 def test_a_stopped_instance_bypasses_the_budget_at_once(bench):
     m = one_machine(bench, machine_drain_timeout='10m')
     node = m['metadata']['labels']['node']

@@ -1,8 +1,11 @@
 """The machines loop end to end: the real controller process, the Kubernetes API emulator, EC2 on moto over
-HTTP and kubelets registering Nodes. Inventory §2 acceptance 1 (create -> Pending -> Running), 10 (scale-down),
-and the lab contract (3 tagged instances; scale to 1; deleting the deployment leaves no instance)."""
+HTTP and kubelets registering Nodes. Inventory §2 acceptance 1 (create -> Pending -> Running, held Pending while
+the Node carries Gardener's critical-components-not-ready taint), 10 (scale-down), and the lab contract (3
+tagged instances; scale to 1; deleting the deployment leaves no instance)."""
 
 import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.machines_cluster import MachinesBench, wait_for, when
 from support.rbac import audited, calls_of, grants_from, least_privilege
@@ -18,6 +21,12 @@ NOT_REACHED_HERE = {
     ('storage.k8s.io', 'volumeattachments', 'list'): 'a forced drain: test_machines_drain.py',
     ('storage.k8s.io', 'volumeattachments', 'delete'): 'a forced drain: test_machines_drain.py',
 }
+
+CRITICAL = {'key': 'node.gardener.cloud/critical-components-not-ready', 'effect': 'NoSchedule'}
+
+
+def current(machine):
+    return ((machine or {}).get('status') or {}).get('currentStatus') or {}
 
 
 @pytest.fixture
@@ -50,6 +59,28 @@ def test_a_pool_of_three_runs_scales_and_is_deleted(bench, ec2):
     assert {c['type']: c['reason'] for c in md['status']['conditions']} == {
         'Available': 'MinimumReplicasAvailable', 'Progressing': 'NewMachineSetAvailable'}
     assert proc.metric('steward_machines', {'phase': 'Running'}) == 3.0
+
+    # A fourth machine whose kubelet registers its Node with Gardener's startup taint: Ready, yet Pending until
+    # the taint is gone (Gardener's node-critical-components controller removes it once the DaemonSets run).
+    bench.kubelets.register_taints = [CRITICAL]
+    bench.kube.merge_patch(bench.path('machinedeployments', 'pool'), {'spec': {'replicas': 4}})
+    first = {m['metadata']['name'] for m in machines}
+
+    def seen_ready_while_tainted():
+        for m in bench.machines():
+            ready = [c for c in (m.get('status') or {}).get('conditions') or [] if c['type'] == 'Ready']
+            if m['metadata']['name'] not in first and ready and ready[0]['status'] == 'True':
+                return m           # the controller copied the Ready Node's conditions: it judged the machine
+        return None
+    fourth = wait_for(seen_ready_while_tainted, 90, 0.5, what="the fourth machine's Ready Node seen by the controller")
+    node = bench.kube.get(api_path('v1', 'nodes', name=fourth['metadata']['labels']['node']))
+    assert CRITICAL in node['spec']['taints'] and current(fourth)['phase'] == 'Pending'
+    bench.kube.merge_patch(api_path('v1', 'nodes', name=node['metadata']['name']), {'spec': {'taints': None}})
+    running = wait_for(lambda: when(bench.machine_named(fourth['metadata']['name']),
+                                    lambda m: current(m).get('phase') == 'Running'), 30, 0.5, what='Running once untainted')
+    op = running['status']['lastOperation']
+    assert (op['type'], op['state']) == ('Create', 'Successful') and op['description'].startswith('Machine is now ready')
+    bench.kubelets.register_taints = []
 
     bench.kube.merge_patch(bench.path('machinedeployments', 'pool'), {'spec': {'replicas': 1}})
     bench.wait_running(1)

@@ -1,7 +1,8 @@
-"""Safety beyond MCM, end to end (machines.md §(f)2-3, inventory §2 acceptance 4, 5, 14, 15): the real controller,
-the API emulator, EC2 on moto over HTTP and kubelets. Timings come from the controller's flags (health timeout 6 s,
-orphan period 3 s)."""
+"""Safety beyond MCM, end to end (machines.md §(f)2-3, inventory §2 acceptance 4, 5, 14, 15, and 10's Failed-first
+scale-down): the real controller, the API emulator, EC2 on moto over HTTP and kubelets. Timings come from the
+controller's flags (health timeout 6 s, orphan period 3 s)."""
 
+import datetime
 import time
 import uuid
 
@@ -25,8 +26,12 @@ def frozen(bench, name='pool'):
     return next((c for c in (md.get('status') or {}).get('conditions') or [] if c['type'] == 'Frozen'), None)
 
 
-def replaced_or_failing(bench):
-    return [m['metadata']['name'] for m in bench.machines()
+def epoch(stamp_text):
+    return datetime.datetime.fromisoformat(stamp_text.replace('Z', '+00:00')).timestamp()
+
+
+def replaced_or_failing(bench, machines=None):
+    return [m['metadata']['name'] for m in (bench.machines() if machines is None else machines)
             if m['metadata'].get('deletionTimestamp') or ((m.get('status') or {}).get('currentStatus') or {}).get('phase')
             in ('Failed', 'Terminating')]
 
@@ -73,6 +78,22 @@ def test_one_unreachable_machine_is_replaced_and_a_terminated_instance_at_once(b
               and gone in e['message']]
     assert failed and 'without waiting for the health timeout' in failed[0]['message'], time.monotonic() - started
 
+    # acceptance 4, the Node missing: its kubelet stops for good (the instance runs on) and the Node object is
+    # deleted -> Unknown, Failed only after the 6 s health timeout, replaced
+    victim = bench.kubelets.node_names()[0]
+    machine = next(m['metadata']['name'] for m in bench.machines() if m['metadata']['labels']['node'] == victim)
+    bench.kubelets.halt([victim])
+    bench.kube.delete(api_path('v1', 'nodes', name=victim))
+    unknown = wait_for(lambda: when(bench.machine_named(machine), lambda m: m['status']['currentStatus']['phase'] == 'Unknown'),
+                       30, 0.2, what='the machine of the missing Node Unknown')
+    assert unknown['status']['lastOperation']['description'].startswith('Node object went missing')
+    wait_for(lambda: machine not in {m['metadata']['name'] for m in bench.machines()} and len(bench.running_instances()) == 4
+             and bench.phases() == ['Running'] * 4, 120, 1.0, what='replacement of the machine whose Node went missing')
+    failed = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'MachineFailed'
+              and e['involvedObject']['name'] == machine]
+    assert failed and 'health checks failing since last 6s' in failed[0]['message'] and 'node object missing' in failed[0]['message']
+    assert epoch(failed[0]['eventTime']) - epoch(unknown['status']['currentStatus']['lastUpdateTime']) > 6
+
 
 def test_unknown_machines_of_one_deployment_are_replaced_one_at_a_time(bench):
     """Acceptance 5 (meltdown limit): two machines report DiskPressure (reachable, so no fleet freeze)."""
@@ -96,6 +117,59 @@ def test_unknown_machines_of_one_deployment_are_replaced_one_at_a_time(bench):
     else:
         raise AssertionError('the two machines were not replaced; phases %s' % bench.phases())
     assert most == 1
+
+
+def labelled(bench, name):
+    return [m for m in bench.machines() if m['metadata']['labels'].get('name') == name]
+
+
+def test_after_a_restart_at_most_two_of_a_deployment_are_replaced_at_once_and_a_set_scales_down_failed_first(bench, ec2):
+    """§(f)3 (--machine-max-replacements 2, 30 % of a deployment's machines bad: never more than 2 replaced at
+    once) and acceptance 10 (a MachineSet scaled down: a Failed machine goes before Running ones, then the
+    oldest), both from what a controller finds when it starts. While it is stopped, 3 of the deployment's 10
+    Nodes lose their kubelets (Ready=Unknown; 3 of 13 is no fleet freeze), one of the newer machines of a
+    standalone MachineSet of 3 is Failed (as a previous controller left it) and the set is scaled to 2. The new
+    controller's first pass marks the three Unknown together, so their 6 s health timeouts end in one pass."""
+    bench.create_class()
+    bench.create_deployment(replicas=10)
+    bench.create_set('solo', replicas=1)
+    proc = bench.controller('--machine-max-replacements', '2')
+    [oldest] = wait_for(lambda: labelled(bench, 'solo'), 30, 0.2, what="the solo set's first machine")
+    time.sleep(1.1)                                      # creationTimestamps have seconds: the others are younger
+    bench.kube.merge_patch(bench.path('machinesets', 'solo'), {'spec': {'replicas': 3}})
+    bench.wait_running(13, timeout=180)
+    oldest = oldest['metadata']['name']
+    failed, kept = sorted(m['metadata']['name'] for m in labelled(bench, 'solo') if m['metadata']['name'] != oldest)
+    pool = {m['metadata']['labels']['node']: m['metadata']['name'] for m in labelled(bench, 'pool')}
+    bad = {pool[n] for n in sorted(pool)[:3]}
+    proc.stop()
+
+    bench.kubelets.partition(sorted(pool)[:3])
+    now = stamp(time.time())
+    bench.kube.merge_patch(bench.path('machines', failed, status=True), {'status': {
+        'currentStatus': {'phase': 'Failed', 'timeoutActive': False, 'lastUpdateTime': now},
+        'lastOperation': {'type': 'HealthCheck', 'state': 'Failed', 'lastUpdateTime': now,
+                          'description': 'Machine %s health checks failing since last 10m minutes.' % failed}}})
+    bench.kube.merge_patch(bench.path('machinesets', 'solo'), {'spec': {'replicas': 2}})
+    ec2.reset_counts()
+    bench.controller('--machine-max-replacements', '2')
+    most = 0
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        machines = labelled(bench, 'pool')
+        most = max(most, len(replaced_or_failing(bench, machines)))
+        solo = {m['metadata']['name'] for m in labelled(bench, 'solo')}
+        assert oldest in solo and kept in solo, 'the set removed a Running machine: %s left' % sorted(solo)
+        if solo == {oldest, kept} and not bad & {m['metadata']['name'] for m in machines} and bench.phases() == ['Running'] * 12:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError('not replaced; phases %s' % bench.phases())
+    assert most == 2, 'at most %d machine(s) of the deployment were replaced at once' % most
+    assert frozen(bench) is None
+    assert ec2.calls('RunInstances') == 3                # the three replacements; the set made none
+    bench.kube.merge_patch(bench.path('machinesets', 'solo'), {'spec': {'replicas': 1}})
+    wait_for(lambda: {m['metadata']['name'] for m in labelled(bench, 'solo')} == {kept}, 60, 0.5, what='the oldest removed')
 
 
 def test_an_active_watchdog_scale_down_freezes_replacement(bench):
@@ -124,25 +198,47 @@ def test_an_active_watchdog_scale_down_freezes_replacement(bench):
 
 
 def test_orphans_are_collected_on_positive_evidence_only(bench):
-    """Acceptance 15 and §(f)2: owned by a machine UID that does not exist and tagged with this class -> deleted;
-    no owner tag, or another class's tag -> kept."""
+    """Acceptance 15 and §(f)2: owned by a machine UID that does not exist and tagged with this class -> deleted,
+    but only once older than --machine-orphan-min-age (12 s here; collection cycles every 3 s); no owner tag, or
+    another class's tag -> kept; tagged with a class that has no machines in the store (an empty store looks
+    exactly like a wiped or unsynced one) -> kept."""
     cls = bench.create_class()
+    spare = bench.create_class('spare')
     bench.create_deployment(replicas=1)
-    bench.controller()
+    proc = bench.controller('--machine-orphan-min-age', '12s')
     bench.wait_running(1)
     ec2 = bench.ec2()
+    unowned = bench.launch({'Name': 'spare-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
+                            'machine.steward.io/class-uid': spare['metadata']['uid']})
     orphan = bench.launch({'Name': 'gone-machine', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
                            'machine.steward.io/class-uid': cls['metadata']['uid']})
     hand_made = bench.launch({'Name': 'made-by-hand'})
     foreign = bench.launch({'Name': 'other-controller', 'machine.steward.io/owner-uid': str(uuid.uuid4()),
                             'machine.steward.io/class-uid': str(uuid.uuid4())})
 
-    def state(instance):
-        return ec2.describe_instances(InstanceIds=[instance])['Reservations'][0]['Instances'][0]['State']['Name']
-    wait_for(lambda: state(orphan) in ('shutting-down', 'terminated'), 90, 1.0, what='the orphan terminated')
-    assert state(hand_made) == 'running' and state(foreign) == 'running'
+    def instance(instance_id):
+        return ec2.describe_instances(InstanceIds=[instance_id])['Reservations'][0]['Instances'][0]
+
+    def state(instance_id):
+        return instance(instance_id)['State']['Name']
+    launched = instance(orphan)['LaunchTime'].timestamp()
+    oldest_running = 0.0            # the orphan's age when last seen running
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        seen = time.time()
+        if state(orphan) in ('shutting-down', 'terminated'):
+            break
+        oldest_running = seen - launched
+        time.sleep(0.5)
+    else:
+        raise AssertionError('the orphan was not terminated')
+    # Two cycles (3 s apart) found it without its owner long before that; only its age kept it.
+    assert oldest_running >= 8, 'the orphan was collected %.1f s after its launch, younger than 12 s' % oldest_running
     events = [e for e in bench.kube.list(api_path('v1', 'events', bench.namespace)) if e['reason'] == 'OrphanVMDeleted']
-    assert len(events) == 1 and orphan in events[0]['message']
+    assert len(events) == 1 and orphan in events[0]['message'] and 'older than 12s' in events[0]['message']
+    time.sleep(3.5)                 # one more cycle: the older, equally ownerless VM of the empty class is still kept
+    assert state(unowned) == 'running' and state(hand_made) == 'running' and state(foreign) == 'running'
+    assert 'orphan collection of class %s/spare skipped: the class has no machines in the store' % bench.namespace in proc.log()
     assert len(bench.machines()) == 1
 
 

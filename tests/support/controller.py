@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Union
 
 import requests
 
@@ -28,8 +28,10 @@ def install_crds(client) -> List[str]:
     return names
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.2, what: str = 'condition'):
-    """Poll until predicate() is truthy; returns its value."""
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.2,
+             what: Union[str, Callable[[], str]] = 'condition'):
+    """Poll until predicate() is truthy; returns its value. `what` may be a function, called at the timeout to
+    say what was seen."""
     deadline = time.time() + timeout
     last: object = None
     while time.time() < deadline:
@@ -37,7 +39,7 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: f
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError('timed out after %ss waiting for %s (last: %r)' % (timeout, what, last))
+    raise AssertionError('timed out after %ss waiting for %s (last: %r)' % (timeout, what() if callable(what) else what, last))
 
 
 class ControllerProcess:

@@ -38,14 +38,24 @@ def stamp(t: float) -> str:
 
 
 class Kubelets:
-    """Nodes for running instances of one cluster tag, refreshed every `interval` seconds from a thread."""
+    """Nodes for running instances of one cluster tag, refreshed every `interval` seconds from a thread.
+
+    `register_taints`: taints a Node is registered with from now on (kubelet's --register-with-taints; Gardener's
+    kubelets register node.gardener.cloud/critical-components-not-ready this way). `halt(names)`: those kubelets
+    stop for good, with their instances still running: their Nodes are neither updated nor registered again.
+    A partition or a halt belongs to the instances running under those node names now: EC2 (moto) gives a
+    terminated instance's private IP, and so its node name, to the next new instance, whose kubelet is fine."""
 
     def __init__(self, client, ec2_url: str, cluster: str, interval: float = 1.0):
         self.client = client
         self.ec2_url = ec2_url
         self.cluster = cluster
         self.interval = interval
-        self.partitioned: Set[str] = set()
+        self.partitioned: Set[str] = set()     # instance ids
+        self.halted: Set[str] = set()          # instance ids
+        self.register_taints: List[Dict[str, str]] = []
+        self.lock = threading.Lock()          # a sync in flight finishes before halt() returns
+        self._ec2: Any = None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name='kubelets')
 
@@ -60,15 +70,31 @@ class Kubelets:
 
     def partition(self, names: Optional[List[str]] = None) -> None:
         """Ready=Unknown on these nodes (all: None) now, as the node lifecycle controller does after the grace."""
-        self.partitioned.update(names if names is not None else self.node_names())
+        self.partitioned.update(self.instance_ids(names))
         self.sync()
 
     def heal(self) -> None:
         self.partitioned.clear()
         self.sync()
 
+    def halt(self, names: List[str]) -> None:
+        ids = self.instance_ids(names)
+        with self.lock:
+            self.halted.update(ids)
+
     def node_names(self) -> List[str]:
         return sorted(i['PrivateDnsName'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',)))
+
+    def _running(self, instance_id: str) -> bool:
+        if self._ec2 is None:
+            self._ec2 = ec2_client(self.ec2_url, REGION, lab=True)
+        found = self._ec2.describe_instances(InstanceIds=[instance_id])
+        return [i['State']['Name'] for r in found['Reservations'] for i in r['Instances']] == ['running']
+
+    def instance_ids(self, names: Optional[List[str]]) -> Set[str]:
+        """The running instances behind these node names (all: None)."""
+        return {i['InstanceId'] for i in instances(self.ec2_url, REGION, self.cluster, ('running',))
+                if names is None or i['PrivateDnsName'] in names}
 
     def _run(self) -> None:
         while not self.stopping.is_set():
@@ -79,18 +105,34 @@ class Kubelets:
             self.stopping.wait(self.interval)
 
     def sync(self) -> None:
+        with self.lock:
+            self._sync()
+
+    def _sync(self) -> None:
         for inst in instances(self.ec2_url, REGION, self.cluster, ('running',)):
             name = inst['PrivateDnsName']
-            status = 'Unknown' if name in self.partitioned else 'True'
+            if inst['InstanceId'] in self.halted:
+                continue
+            status = 'Unknown' if inst['InstanceId'] in self.partitioned else 'True'
             path = api_path('v1', 'nodes', name=name)
             node = self.client.get_or_none(path)
             ready = {'type': 'Ready', 'status': status, 'reason': 'KubeletReady' if status == 'True' else 'NodeStatusUnknown',
                      'lastTransitionTime': stamp(time.time()), 'lastHeartbeatTime': stamp(time.time())}
+            provider_id = 'aws:///%s/%s' % (REGION, inst['InstanceId'])
+            if node is not None and (node.get('spec') or {}).get('providerID') != provider_id:
+                # The Node of a terminated instance whose private IP (and name) this one got: the cloud node
+                # lifecycle controller deletes it. (A sync that listed the old instance just before it was
+                # terminated may even have registered it again after the machine's deletion removed it.)
+                self.client.delete(path)
+                node = None
             if node is None:
+                if not self._running(inst['InstanceId']):
+                    continue       # terminated since the listing: its kubelet is gone (a Node now would be stale)
                 self.client.create(api_path('v1', 'nodes'), {
                     'apiVersion': 'v1', 'kind': 'Node',
                     'metadata': {'name': name, 'labels': {'kubernetes.io/hostname': name}},
-                    'spec': {'providerID': 'aws:///%s/%s' % (REGION, inst['InstanceId'])},
+                    'spec': dict({'providerID': provider_id},
+                                 **({'taints': [dict(t) for t in self.register_taints]} if self.register_taints else {})),
                     'status': {'conditions': [ready]}})
                 continue
             current = next((c for c in (node.get('status') or {}).get('conditions') or [] if c.get('type') == 'Ready'), {})
@@ -155,6 +197,14 @@ class MachinesBench:
                               'template': {'metadata': {'labels': {'name': name}},
                                            'spec': {'class': {'kind': 'MachineClass', 'name': cls}}}}, **spec)}
         return self.kube.create(self.path('machinedeployments'), body)
+
+    def create_set(self, name: str, replicas: int, cls: str = 'nodes') -> Dict[str, Any]:
+        """A MachineSet of its own (no MachineDeployment), as MCM allows; its machines are labelled name=<name>."""
+        template = {'metadata': {'labels': {'name': name}}, 'spec': {'class': {'kind': 'MachineClass', 'name': cls}}}
+        return self.kube.create(self.path('machinesets'), {
+            'apiVersion': API, 'kind': 'MachineSet', 'metadata': {'name': name, 'namespace': self.namespace},
+            'spec': {'replicas': replicas, 'selector': {'matchLabels': {'name': name}},
+                     'machineClass': {'kind': 'MachineClass', 'name': cls}, 'template': template}})
 
     def machines(self) -> List[Dict[str, Any]]:
         return self.kube.list(self.path('machines'))

@@ -128,6 +128,8 @@ class MachinesSim(apply_mod.Target):
         self.deleted_nodes: List[str] = []
         self.watchdog_marked: Dict[str, List[str]] = {}
         self.api_freeze = None
+        self.api_thawed = False          # the next pass is told the API-server freeze ended (then it is reset)
+        self.busy: set = set()           # uids whose action is in flight: passes skip them
         self.last_plan = None
         self.listing_seq = 0
         self.max_machines_seen = 0
@@ -281,9 +283,11 @@ class MachinesSim(apply_mod.Target):
             except DriverError as exc:
                 inventory = Inventory([], self.now, self.listing_seq, exc)
             classes[o.key(cls)] = ClassState(cls, '', inventory)
+        thawed, self.api_thawed = self.api_thawed, False
         return World(deployments=self.objects('MachineDeployment'), sets=self.objects('MachineSet'),
                      machines=self.machines(), classes=classes, nodes=copy.deepcopy(self.nodes),
-                     watchdog_marked=self.watchdog_marked, api_freeze=self.api_freeze)
+                     watchdog_marked=self.watchdog_marked, api_freeze=self.api_freeze, api_thawed=thawed,
+                     busy=set(self.busy))
 
     def step(self, dt: float = 1.0, count: int = 1) -> None:
         for _step in range(count):

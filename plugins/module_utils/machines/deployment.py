@@ -3,11 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One MachineDeployment: its MachineSets, rollouts, scaling, pause, rollback, progress and status.
 
-The order is the Deployment controller's (MCM keeps it): a deletion removes the sets; a pending rollback
-rewrites the template and clears `rollbackTo` (nothing else happens until it is cleared); paused or scaling
-(a set's `desired-replicas` annotation differs from `replicas`) -> proportional scaling only; else the
-strategy (RollingUpdate or Recreate, see rollout.py). Then old sets beyond `revisionHistoryLimit` are deleted
-once the rollout is complete, and status (counts, Available / Progressing conditions, progress deadline).
+The order is the Deployment controller's (MCM keeps it): a deletion removes the sets; paused -> proportional
+scaling only, and a pending `rollbackTo` waits for the resume (both check `spec.paused` first: a paused
+deployment never rolls back); a pending rollback rewrites the template and clears `rollbackTo` (nothing else
+happens until it is cleared); scaling (a set's `desired-replicas` annotation differs from `replicas`) ->
+proportional scaling only; else the strategy (RollingUpdate or Recreate, see rollout.py). Then old sets beyond
+`revisionHistoryLimit` are deleted once the rollout is complete, and status (counts, Available / Progressing
+conditions, progress deadline).
 
 A new MachineSet is named `<deployment>-<hash>`; the hash covers the template except the node template and
 the per-machine timeouts (MCM: those change in place, no rollout), plus `collisionCount`.
@@ -168,8 +170,9 @@ def plan_deployment(md: Obj, sets: Sequence[Obj], orphan_sets: Sequence[Obj], ol
     if not o.has_finalizer(md):
         meta_patch['finalizers'] = list(o.meta(md).get('finalizers') or []) + [FINALIZER]
 
+    paused = bool(spec.get('paused'))
     rollback = spec.get('rollbackTo')
-    if isinstance(rollback, dict):
+    if isinstance(rollback, dict) and not paused:
         _rollback(plan, md, sets, rollback, meta_patch)
         return plan
 
@@ -184,7 +187,6 @@ def plan_deployment(md: Obj, sets: Sequence[Obj], orphan_sets: Sequence[Obj], ol
         meta_patch['annotations'] = {ANNOTATION_REVISION: str(revision)}
     if new is not None:
         _in_place(plan, md, new)
-    paused = bool(spec.get('paused'))
     states = [_set_state(s) for s in live]
     new_state = next((s for s in states if new is not None and s.name == o.name(new)), None)
     old_states = [s for s in states if new_state is None or s.name != new_state.name]

@@ -15,6 +15,7 @@ Objects in `busy` (an action on them is still in flight) are skipped: never two 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
@@ -73,6 +74,13 @@ class Memory:
     missing: safety.MissingMemory = dataclasses.field(default_factory=safety.MissingMemory)
     fleet_frozen: bool = False
     watchdog_frozen: Set[str] = dataclasses.field(default_factory=set)
+    # scope ('*' or a namespace) -> when the last freeze over it ended: an Unknown machine whose health clock
+    # started before that gets a fresh one, in whichever pass first plans it (not only the pass of the thaw,
+    # which may skip it while an action is in flight, or whose write may fail)
+    thawed_at: Dict[str, float] = dataclasses.field(default_factory=dict)
+    # machine uid -> its meltdown-limit scope, for machines a pass failed: while that status write is in flight
+    # (the machine busy) the world still shows them Unknown, and the limit must count them all the same
+    failing: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -175,15 +183,14 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
     if world.api_freeze is not None:
         plan.freezes['api'] = world.api_freeze
     # Freezes that ended: machines still Unknown get a fresh health clock (MCM does this after an API freeze).
-    reset_scopes: Set[str] = set()
     if memory.fleet_frozen and fleet.freeze is None:
-        reset_scopes.add('*')
+        memory.thawed_at['*'] = now
         plan.thawed.append('fleet')
     if world.api_thawed:
-        reset_scopes.add('*')
+        memory.thawed_at['*'] = now
         plan.thawed.append('api')
     for ns in memory.watchdog_frozen - set(watchdog):
-        reset_scopes.add(ns)
+        memory.thawed_at[ns] = now
         plan.thawed.append('namespace:' + ns)
     memory.fleet_frozen = fleet.freeze is not None
     memory.watchdog_frozen = set(watchdog)
@@ -194,6 +201,13 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
         members.setdefault(index.gate_key(m), []).append(m)
     for key, group in members.items():
         progress[key] = safety.in_progress(group)
+    # Failures planned by an earlier pass whose writes have not landed yet: once a machine is no longer busy,
+    # the world holds the API server's answer (Failed, or its old phase if the write failed).
+    memory.failing = {uid: key for uid, key in memory.failing.items() if uid in world.busy}
+    by_uid = {o.uid(m): m for m in world.machines}
+    for uid, key in memory.failing.items():
+        if uid in by_uid and safety.in_progress([by_uid[uid]]) == 0:
+            progress[key] = progress.get(key, 0) + 1
 
     for m in world.machines:
         uid = o.uid(m)
@@ -209,8 +223,7 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
             view = DeletionView(m, o.node_of(m, world.nodes), lookups.get(uid), timeouts)
             plan.machines.append(plan_deletion(view, now))
             continue
-        if (('*' in reset_scopes or o.namespace(m) in reset_scopes) and o.phase(m) == Phase.UNKNOWN
-                and world.api_freeze is None):
+        if o.phase(m) == Phase.UNKNOWN and world.api_freeze is None and _clock_before_thaw(m, memory.thawed_at):
             plan.machines.append(MachinePlan(key=o.key(m), uid=uid, status={
                 'currentStatus': current_status(Phase.UNKNOWN, now, timeout_active=True)}, retry=Retry.SHORT,
                 waiting='health clock restarted after a freeze ended'))
@@ -231,11 +244,20 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
         machine_plan = plan_machine(view, now)
         if machine_plan.failed:
             progress[gate_key] = progress.get(gate_key, 0) + 1
+            memory.failing[uid] = gate_key
         plan.machines.append(machine_plan)
 
     frozen_sets = _plan_sets(world, index, settings, now, plan)
     _plan_deployments(world, index, now, plan, frozen_sets)
     return plan
+
+
+def _clock_before_thaw(machine: Obj, thawed_at: Mapping[str, float]) -> bool:
+    """The machine's health clock started before the last freeze over it ended. Whole seconds, as the clock is
+    written: a restarted clock (written at or after the thaw) never counts as before it."""
+    ended = max(thawed_at.get('*', 0.0), thawed_at.get(o.namespace(machine), 0.0))
+    since = o.phase_time(machine)
+    return since is not None and since < math.floor(ended)
 
 
 def _class_problem(state: Optional[ClassState], machine: Obj) -> str:

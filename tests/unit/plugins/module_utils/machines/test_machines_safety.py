@@ -68,6 +68,23 @@ def test_a_cap_of_two_with_thirty_percent_bad_never_replaces_more_than_two_at_on
     assert len(running_nodes(sim)) == 10 and not set(bad) & set(running_nodes(sim))
 
 
+def test_the_cap_counts_failures_whose_status_write_is_still_in_flight():
+    """A pass that runs while the Failed writes of the previous one are in flight (their machines busy, the
+    cache still showing them Unknown) must count them: seen end to end, 3 of a deployment failed at once with a
+    cap of 2."""
+    sim = sim_with(10, settings=dataclasses.replace(FAST, max_replacements=2))
+    sim.unreachable.update(running_nodes(sim)[:3])
+    sim.run_until(lambda: sim.phases().count('Unknown') == 3, limit=10)
+    sim.now += 31                                          # past the 30 s health timeout
+    world = sim.world()
+    first = [mp.uid for mp in plan_pass(world, sim.memory, sim.settings, sim.now).machines if mp.failed]
+    assert len(first) == 2
+    in_flight = dataclasses.replace(world, busy=set(first))
+    assert not [mp for mp in plan_pass(in_flight, sim.memory, sim.settings, sim.now + 0.2).machines if mp.failed]
+    sim.step(count=3)                                      # the writes landed: still 2, the third waits
+    assert failed_or_replaced(sim) == 2
+
+
 def test_in_progress_counts_terminating_twice():
     def m(phase, deleting=False):
         md = {'deletionTimestamp': 'x'} if deleting else {}
@@ -100,6 +117,30 @@ def test_after_a_partial_thaw_the_remaining_unknown_machines_get_a_fresh_clock()
     sim.step(count=5)
     assert frozen_condition(sim) is None and failed_or_replaced(sim) == 0      # clock restarted at the thaw
     sim.run_until(lambda: failed_or_replaced(sim) == 1, limit=60)
+
+
+def test_a_health_clock_restart_missed_at_the_thaw_is_made_in_a_later_pass():
+    """The restart of an Unknown machine's health clock after a freeze is owed until it is written: the pass that
+    learns of the thaw may skip the machine (an action in flight) or its status write may fail; the next pass must
+    not fail the machine on its pre-freeze clock (seen end to end: Failed right after an API-server freeze)."""
+    sim = sim_with(3)
+    bad = running_nodes(sim)[0]
+    sim.unreachable.add(bad)
+    sim.step(count=2)
+    [machine] = [m for m in sim.machines() if o.phase(m).value == 'Unknown']
+    sim.api_freeze = safety.Freeze('APIServerUnreachable', 'no answer')
+    sim.step(count=40)                                     # past the 30 s health timeout, frozen
+    assert o.phase(sim.get('Machine', o.name(machine))).value == 'Unknown'
+    sim.api_freeze, sim.api_thawed, sim.busy = None, True, {o.uid(machine)}
+    thawed_at = sim.now
+    sim.step()                                             # the thaw pass skips the busy machine
+    sim.busy = set()
+    sim.step(count=3)
+    after = sim.get('Machine', o.name(machine))
+    assert o.phase(after).value == 'Unknown' and o.phase_time(after) >= thawed_at
+    assert failed_or_replaced(sim) == 0
+    sim.run_until(lambda: failed_or_replaced(sim) == 1, limit=60)     # then its fresh clock runs out as usual
+    assert sim.now - thawed_at > 30
 
 
 def test_one_unreachable_machine_is_replaced():

@@ -206,6 +206,33 @@ def test_pause_stops_a_rollout_and_rollback_restores_the_previous_template():
     assert ('md', 'DeploymentRollback', 'Rolled back deployment md to revision 1') in sim.events
 
 
+def test_a_paused_deployment_keeps_its_rollback_until_it_is_resumed():
+    """Kubernetes' and MCM's syncDeployment check spec.paused before rollbackTo: while paused the rollback waits
+    (the field stays, the template and the machines do not change, no event); resumed, it is applied and cleared."""
+    sim = MachinesSim(node_delay=2)
+    sim.add_class('c1')
+    sim.add_class('c2')
+    sim.add_deployment(replicas=2, cls='c1')
+    settled(sim, 2)
+    sim.update('MachineDeployment', 'md', {'spec': {'template': {'spec': {'class': {'name': 'c2'}}}}})
+    sim.run_until(lambda: sorted(o.class_name(o.spec(m)) for m in sim.machines()) == ['c2', 'c2'])
+    names = sorted(o.name(m) for m in sim.machines())
+    sim.update('MachineDeployment', 'md', {'spec': {'paused': True, 'rollbackTo': {'revision': 0}}})
+    sim.step(count=10)
+    md = sim.get('MachineDeployment', 'md')
+    assert o.spec(md)['rollbackTo'] == {'revision': 0} and o.class_name(o.spec(md)['template']['spec']) == 'c2'
+    assert sorted(o.name(m) for m in sim.machines()) == names
+    assert not [e for e in sim.events if e[1] == 'DeploymentRollback']
+    cond = [c for c in o.status(md)['conditions'] if c['type'] == 'Progressing'][0]
+    assert cond['reason'] == 'DeploymentPaused'
+    sim.update('MachineDeployment', 'md', {'spec': {'paused': None}})
+    sim.step()
+    md = sim.get('MachineDeployment', 'md')
+    assert 'rollbackTo' not in o.spec(md) and o.class_name(o.spec(md)['template']['spec']) == 'c1'
+    assert ('md', 'DeploymentRollback', 'Rolled back deployment md to revision 1') in sim.events
+    sim.run_until(lambda: sorted(o.class_name(o.spec(m)) for m in sim.machines()) == ['c1', 'c1'])
+
+
 def test_scaling_mid_rollout_is_proportional_and_updates_desired_replicas():
     sim = MachinesSim(node_delay=1000)        # new machines never join: the rollout stays mid-way
     sim.add_class('c1')
