@@ -4,10 +4,10 @@ signalled. Real processes (`sleep`); the whole lab is in tests/integration/test_
 
 import json
 import os
-import subprocess
 
 import pytest
 
+from support.processes import exec_started
 import support.kube  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
 import parts  # noqa: E402
 
@@ -38,7 +38,7 @@ def test_a_new_peer_url_restarts_the_part(pid_file, tmp_path):
 
 
 def test_stop_signals_only_the_recorded_process(pid_file):
-    bystander = subprocess.Popen(SLEEP)
+    bystander = exec_started(SLEEP)
     try:
         start_time = parts._start_time(bystander.pid)
         for record in ({'pid': bystander.pid, 'start_time': '1', 'argv': SLEEP},           # another start time

@@ -2,15 +2,14 @@
 
 import os
 import shutil
-import subprocess
-import time
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_argv, process_start_time
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_start_time
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import (
     data_dir_state,
     pid_alive,
     reset_data_dir,
 )
+from support.processes import exec_started
 
 
 def make_data_dir(path):
@@ -68,11 +67,8 @@ def test_pid_alive(tmp_path):
     assert pid_alive(str(pid_file)) is False        # alive, but not etcd: facts must not call it the member
     fake_etcd = tmp_path / 'etcd'
     fake_etcd.symlink_to(shutil.which('sleep'))
-    proc = subprocess.Popen([str(fake_etcd), '60'])
+    proc = exec_started([str(fake_etcd), '60'])
     try:
-        deadline = time.monotonic() + 10  # Popen returns before the child has exec'd: until then it is Python
-        while process_argv(proc.pid)[:1] != [str(fake_etcd)] and time.monotonic() < deadline:
-            time.sleep(0.01)
         pid_file.write_text('%d\nstart %d\n' % (proc.pid, process_start_time(proc.pid)))
         assert pid_alive(str(pid_file)) is True
         pid_file.write_text('%d\nstart 1\n' % proc.pid)   # recorded for an earlier process with this pid
