@@ -484,8 +484,10 @@ def test_https_certificate_checks(tls_files):
             SabakanClient(server.url, timeout=5).search()
         assert len(SabakanClient(server.url, timeout=5, ca_path=cert).search()) == 2
         assert len(SabakanClient(server.url, timeout=5, validate_certs=False).search()) == 2
-        with pytest.raises(SabakanError, match='cannot load CA certificates'):
+        with pytest.raises(SabakanError, match='ca_path: .* does not exist'):
             SabakanClient(server.url, ca_path=key + '.missing')
+        with pytest.raises(SabakanError, match='ca_path.*cannot load CA certificates'):
+            SabakanClient(server.url, ca_path=key)
     finally:
         server.stop()
 
