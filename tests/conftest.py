@@ -80,6 +80,16 @@ def ec2(ec2_server):
 
 
 @pytest.fixture
+def bench(kube, ec2, tmp_path):
+    """A machines bench (tests/support/machines_cluster.py): the real controller program against this test's API
+    emulator and EC2, with its state under tmp_path; the controller is stopped after the test."""
+    from support.machines_cluster import MachinesBench
+    b = MachinesBench(kube, ec2.url, str(tmp_path))
+    yield b
+    b.stop()
+
+
+@pytest.fixture
 def sabakan_server():
     """A sabakan GraphQL server over real HTTP on 127.0.0.1 (lab/sabakan_server.py) serving a generated data
     center: 4 racks x 8 machines (one boot server per rack, roles cs/ss), seed 1, all HEALTHY. Yields the

@@ -15,25 +15,16 @@ controller process, the API emulator, EC2 on moto with the fidelity layer over H
 
 import time
 
-import pytest
-
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.fault_driver import ALLOW_TAG, INITIALIZED_TAG, PROVIDER
 from support.kube import repo_path
 from support.machines_aws import secret_data
-from support.machines_cluster import API, REGION, MachinesBench, wait_for, when
+from support.machines_cluster import API, REGION, wait_for, when
 from support.netcut import CuttableLink
 
 LAUNCHER = repo_path('tests', 'support', 'controller_with_fault_driver.py')
 USABLE = 'cluster.steward.io/usable-by-controller'
-
-
-@pytest.fixture
-def bench(kube, ec2, tmp_path):
-    b = MachinesBench(kube, ec2.url, str(tmp_path))
-    yield b
-    b.stop()
 
 
 def status(machine):

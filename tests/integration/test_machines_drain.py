@@ -6,18 +6,9 @@ CrashLoopBackOff with the cloud's message."""
 
 import time
 
-import pytest
-
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import MachinesBench, wait_for, when
-
-
-@pytest.fixture
-def bench(kube, ec2, tmp_path):
-    b = MachinesBench(kube, ec2.url, str(tmp_path))
-    yield b
-    b.stop()
+from support.machines_cluster import wait_for, when
 
 
 def add_pod(bench, name, node, labels):

@@ -3,11 +3,10 @@ HTTP and kubelets registering Nodes. Inventory §2 acceptance 1 (create -> Pendi
 the Node carries Gardener's critical-components-not-ready taint), 10 (scale-down), and the lab contract (3
 tagged instances; scale to 1; deleting the deployment leaves no instance)."""
 
-import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import MachinesBench, wait_for, when
+from support.machines_cluster import wait_for, when
 from support.rbac import audited, calls_of, grants_from, least_privilege
 
 # What the machines loop may do (controller/deploy/rbac.yaml) and, of that, what this scenario does not reach.
@@ -27,13 +26,6 @@ CRITICAL = {'key': 'node.gardener.cloud/critical-components-not-ready', 'effect'
 
 def current(machine):
     return ((machine or {}).get('status') or {}).get('currentStatus') or {}
-
-
-@pytest.fixture
-def bench(kube, ec2, tmp_path):
-    b = MachinesBench(kube, ec2.url, str(tmp_path))
-    yield b
-    b.stop()
 
 
 def test_a_pool_of_three_runs_scales_and_is_deleted(bench, ec2):

@@ -10,17 +10,10 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import Kubelets, MachinesBench, wait_for, when
+from support.machines_cluster import Kubelets, wait_for, when
 
 REVISION = 'deployment.kubernetes.io/revision'
 DESIRED = 'deployment.kubernetes.io/desired-replicas'
-
-
-@pytest.fixture
-def bench(kube, ec2, tmp_path):
-    b = MachinesBench(kube, ec2.url, str(tmp_path))
-    yield b
-    b.stop()
 
 
 def live(bench, md='pool'):

@@ -6,19 +6,10 @@ import datetime
 import time
 import uuid
 
-import pytest
-
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import MachinesBench, stamp, wait_for, when
+from support.machines_cluster import stamp, wait_for, when
 from support.netcut import CuttableLink
-
-
-@pytest.fixture
-def bench(kube, ec2, tmp_path):
-    b = MachinesBench(kube, ec2.url, str(tmp_path))
-    yield b
-    b.stop()
 
 
 def frozen(bench, name='pool'):
