@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import time
 
@@ -185,3 +186,31 @@ def test_an_etcd_backup_restore_store_is_read_verified_and_restored(etcd1, s3_bu
     assert proof['hash_kv']['match'] is None and 'records no HashKV' in proof['hash_kv']['note']
     restored = restore_with_fallback(store, tmp_dir=str(tmp_path), **restore_args(tmp_path, 'druid'))
     assert restored['changed'] and restored['revision'] == end and restored['skipped'] == []
+
+
+def test_a_scratch_port_taken_before_etcd_binds_it_is_retried_on_other_ports(etcd1, tmp_path, monkeypatch):
+    # A port found free can be held by someone else when etcd binds it; the first scratch etcd then exits at
+    # once. That is not the backup's fault: the check starts again on other ports and answers intact.
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd import replay
+    taken = socket.socket()
+    taken.bind(('127.0.0.1', 0))
+    taken.listen(1)
+    taken_port = taken.getsockname()[1]
+    handed = []
+    real = replay._loopback_port
+
+    def first_one_taken():
+        handed.append(real() if handed else taken_port)
+        return handed[-1]
+
+    monkeypatch.setattr(replay, '_loopback_port', first_one_taken)
+    conn = EtcdConnection(endpoints=tuple(etcd1.endpoints))
+    store = open_store(str(tmp_path / 'store'))
+    etcd1.put_many({'/k/%02d' % i: 'v' for i in range(20)})
+    take_full_snapshot(conn, store, now=NOW)
+    try:
+        outcome = verify_backup(store, work_dir=str(tmp_path))
+    finally:
+        taken.close()
+    assert outcome['ok'] and [v['result'] for v in outcome['verdicts']] == ['intact'], summary(outcome)
+    assert len(handed) == 4 and handed[0] == taken_port and taken_port not in handed[1:], handed

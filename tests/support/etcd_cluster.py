@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import shutil
 import signal
 import socket
@@ -17,10 +18,39 @@ from typing import Dict, List, Optional
 import requests
 
 
+_HANDED_OUT: set = set()
+_RANDOM = random.SystemRandom()   # a test that seeds the global generator must not make workers pick alike
+
+
+def _ephemeral_range() -> tuple:
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            low, high = (int(p) for p in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, for a server a test starts next.
+
+    Picked below the kernel's ephemeral range when there is room: bind(0) and every outgoing connection take
+    their ports from that range, so a port found there can become a client connection's source port before
+    the server binds it (a 3-member etcd then never forms; the suite opens thousands of connections).
+    Never the same port twice in one process."""
+    low = _ephemeral_range()[0]
+    candidates = range(20000, low) if low > 21000 else None
+    for _attempt in range(200):
+        with socket.socket() as s:
+            try:
+                s.bind(('127.0.0.1', _RANDOM.choice(candidates) if candidates else 0))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError('no free loopback port found in 200 tries')
 
 
 def etcd_bin_dirs() -> List[str]:
@@ -56,6 +86,14 @@ class Member:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+class MemberExited(RuntimeError):
+    """A member process ended while the cluster was waited for (its log's last lines say why)."""
+
+    def __init__(self, name: str, code: Optional[int], log_tail: str):
+        super().__init__('etcd member %s exited with code %s while starting; last log lines:\n%s' % (name, code, log_tail))
+        self.log_tail = log_tail
 
 
 class EtcdCluster:
@@ -123,9 +161,21 @@ class EtcdCluster:
         return m
 
     def start(self, timeout: float = 30.0) -> 'EtcdCluster':
-        for name in self.members:
-            self.start_member(name)
-        self.wait_healthy(timeout=timeout)
+        """Start every member and wait until all serve. A member that could not bind its port (another
+        process took it after free_port() found it free) restarts the new cluster on fresh ports, twice at most."""
+        for attempt in range(3):
+            for name in self.members:
+                self.start_member(name)
+            try:
+                self.wait_healthy(timeout=timeout)
+                return self
+            except MemberExited as exc:
+                if 'address already in use' not in exc.log_tail or attempt == 2:
+                    raise
+                self.stop()
+                for m in self.members.values():
+                    shutil.rmtree(m.data_dir, ignore_errors=True)
+                    m.client_port, m.peer_port = free_port(), free_port()
         return self
 
     def kill(self, name: str, wipe: bool = False) -> None:
@@ -146,9 +196,22 @@ class EtcdCluster:
         while True:
             if all(self.member_healthy(n) for n in names):
                 return
+            for name in names:
+                m = self.members[name]
+                if m.proc is not None and m.proc.poll() is not None:
+                    raise MemberExited(name, m.proc.returncode, self.log_tail(name))
             if time.time() > deadline:
-                raise TimeoutError('etcd members %s not healthy after %ss; logs in %s' % (names, timeout, self.base_dir))
+                raise TimeoutError('etcd members %s not healthy after %ss; last log lines:\n%s' % (
+                    names, timeout, '\n'.join('%s: %s' % (n, self.log_tail(n, 600)) for n in names)))
             time.sleep(0.1)
+
+    def log_tail(self, name: str, size: int = 2000) -> str:
+        try:
+            with open(self.members[name].log_path, 'rb') as f:
+                f.seek(max(0, os.path.getsize(self.members[name].log_path) - size))
+                return f.read().decode('utf-8', 'replace')
+        except OSError as exc:
+            return '(no log: %s)' % exc
 
     def member_healthy(self, name: str) -> bool:
         try:

@@ -48,6 +48,13 @@ class ProcessError(EtcdError):
     """etcd could not be started or stopped (exited at once, not healthy in time, cannot signal)."""
 
 
+class ProcessExited(ProcessError):
+    """etcd exited before it served: a port another process holds, a refused flag, a damaged data dir.
+
+    Its own type so a caller that picked the ports itself (the scratch etcd of a restore check) can try
+    again on others without reading the message."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ProcessSpec:
     """Everything needed to find, start and stop one member process."""
@@ -269,7 +276,7 @@ def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep
     while True:
         if proc.poll() is not None:
             _remove(spec.pid_file)
-            raise ProcessError('etcd exited at once with code %s (%s); last lines of %s:\n%s'
+            raise ProcessExited('etcd exited at once with code %s (%s); last lines of %s:\n%s'
                                % (proc.returncode, ' '.join(spec.command()), spec.log_file,
                                   log_tail(spec.log_file, offset)))
         if time.time() >= deadline or (spec.wait_url and _listening(spec.wait_url)):
@@ -321,7 +328,7 @@ def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable
             return path
         if not process_alive(pid):
             _remove(spec.pid_file)
-            raise ProcessError('etcd (pid %d) died while waiting for %s; last lines of %s:\n%s'
+            raise ProcessExited('etcd (pid %d) died while waiting for %s; last lines of %s:\n%s'
                                % (pid, base, spec.log_file, log_tail(spec.log_file, log_offset)))
         if time.time() > deadline:
             raise EtcdUnavailable('etcd (pid %d) is running but %s did not answer /health or /version within %ss; '

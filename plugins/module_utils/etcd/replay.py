@@ -20,6 +20,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import random
 import shutil
 import socket
 import tempfile
@@ -29,7 +30,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries impo
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import EVENT_DELETE, Event, group_by_revision
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SnapshotInvalid
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, start_process, stop_process
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (
+    ProcessError, ProcessExited, ProcessSpec, start_process, stop_process)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool import run_restore_tool
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import verify_snapshot_file
@@ -57,10 +59,28 @@ class ReplayResult:
     compacted: bool
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+_RANDOM = random.SystemRandom()   # unaffected by a caller that seeds the global generator
+
+
+def _loopback_port() -> int:
+    """A free loopback port for the scratch etcd, below the kernel's ephemeral range when there is room.
+
+    Ports in that range are handed to every outgoing connection, so one found free there can be taken
+    before etcd binds it; below it only another explicit choice can collide (start() then tries again)."""
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 0
+    for _attempt in range(100):
+        port = _RANDOM.randrange(20000, ephemeral_low) if ephemeral_low > 21000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(('127.0.0.1', port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise ProcessError('no free loopback port for the scratch etcd in 100 tries')
 
 
 class ScratchEtcd:
@@ -70,12 +90,23 @@ class ScratchEtcd:
         self.work_dir = tempfile.mkdtemp(prefix='replay-', dir=work_dir)
         self.binary = find_binary('etcd', etcd_binary)
         self.tool = tool
-        self.client_url = 'http://127.0.0.1:%d' % _free_port()
-        self.peer_url = 'http://127.0.0.1:%d' % _free_port()
+        self.client_url = self.peer_url = ''
         self.data_dir = os.path.join(self.work_dir, 'data')
         self.pid: Optional[int] = None
 
     def start(self, snapshot_path: str) -> 'ScratchEtcd':
+        """Restore the snapshot and start etcd on fresh loopback ports. When etcd exits before it listens
+        (typically a port taken between the check and its bind) the data dir is rebuilt on other ports and
+        started once more; a second exit is the answer."""
+        try:
+            return self._start_once(snapshot_path)
+        except ProcessExited:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        return self._start_once(snapshot_path)
+
+    def _start_once(self, snapshot_path: str) -> 'ScratchEtcd':
+        self.client_url = 'http://127.0.0.1:%d' % _loopback_port()
+        self.peer_url = 'http://127.0.0.1:%d' % _loopback_port()
         initial = '%s=%s' % (REPLAY_NAME, self.peer_url)
         run_restore_tool(snapshot_path, self.data_dir, name=REPLAY_NAME, initial_cluster=initial,
                          initial_cluster_token=REPLAY_NAME, initial_advertise_peer_urls=[self.peer_url], tool=self.tool)
