@@ -277,8 +277,8 @@ def start_process(spec: ProcessSpec, sleep: Callable[[float], None] = time.sleep
         if proc.poll() is not None:
             _remove(spec.pid_file)
             raise ProcessExited('etcd exited at once with code %s (%s); last lines of %s:\n%s'
-                               % (proc.returncode, ' '.join(spec.command()), spec.log_file,
-                                  log_tail(spec.log_file, offset)))
+                                % (proc.returncode, ' '.join(spec.command()), spec.log_file,
+                                   log_tail(spec.log_file, offset)))
         if time.time() >= deadline or (spec.wait_url and _listening(spec.wait_url)):
             break
         sleep(POLL_SECONDS)
@@ -329,7 +329,7 @@ def wait_ready(spec: ProcessSpec, pid: int, log_offset: int = 0, sleep: Callable
         if not process_alive(pid):
             _remove(spec.pid_file)
             raise ProcessExited('etcd (pid %d) died while waiting for %s; last lines of %s:\n%s'
-                               % (pid, base, spec.log_file, log_tail(spec.log_file, log_offset)))
+                                % (pid, base, spec.log_file, log_tail(spec.log_file, log_offset)))
         if time.time() > deadline:
             raise EtcdUnavailable('etcd (pid %d) is running but %s did not answer /health or /version within %ss; '
                                   'last lines of %s:\n%s' % (pid, base, spec.wait_timeout, spec.log_file,
