@@ -305,9 +305,9 @@ class MachinesSim(apply_mod.Target):
             m = by_uid[mp.uid]
             timeouts = machine_timeouts(o.spec(m), self.settings)
             if o.deleting(m):
-                view: Any = DeletionView(m, o.node_of(m, world.nodes), None, timeouts)
+                view: Any = DeletionView(m, o.node_of(m, world.nodes.get), None, timeouts)
             else:
-                view = MachineView(m, o.node_of(m, world.nodes), None, timeouts)
+                view = MachineView(m, o.node_of(m, world.nodes.get), None, timeouts)
             apply_mod.run_machine(self, m, mp, view, self.settings, lambda: self.now)
         sets = {o.key(s): s for s in world.sets}
         for key, patch in plan.set_freezes.items():

@@ -540,9 +540,9 @@ class MachinesController:
 
     def _run_machine(self, machine: Mapping[str, Any], plan: MachinePlan) -> None:
         timeouts = machine_timeouts(o.spec(machine), self.settings)
-        node = o.node_of(machine, self.caches.nodes)
+        node = o.node_of(machine, self.caches.nodes.get)
         lookup = None
-        inventory = self.inventories.get('%s/%s' % (o.namespace(machine), o.class_name(o.spec(machine))))
+        inventory = self.inventories.get(class_key(machine))
         if inventory is not None:
             lookup = inventory.lookup(machine_context(machine))
         if o.deleting(machine):

@@ -255,7 +255,7 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             outcome, _provider = _call(t, Call.DELETE, current)
             plan = after_step(view, plan.step, outcome if isinstance(outcome, DriverError) else None, now())
         elif plan.action == ClusterAction.DRAIN:
-            node = _own_node(t, current)
+            node = o.node_of(current, t.node)
             if node is None:
                 plan = after_drain(view, DrainPlan(done=True, message='node gone'), '', now())
             else:
@@ -269,7 +269,7 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
         elif plan.action == ClusterAction.DELETE_VOLUME_ATTACHMENTS:
             plan = after_step(view, plan.step, _attempt(lambda: t.delete_volume_attachments(o.node_name(current))), now())
         elif plan.action == ClusterAction.DELETE_NODE:
-            mine = _own_node(t, current)    # a Node of that name that another VM registered since is not deleted
+            mine = o.node_of(current, t.node)    # a Node of that name that another VM registered since is not deleted
             plan = after_step(view, plan.step, _attempt(lambda: t.delete_node(o.name(mine)) if mine else None), now())
         elif plan.action == ClusterAction.REMOVE_FINALIZER:
             finalizers = [f for f in o.meta(current).get('finalizers') or [] if f != FINALIZER]
@@ -285,12 +285,6 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             return d.flush(plan)
         plan = plan_deletion(dataclasses.replace(view, machine=d.local), now())
     return d.flush(plan)
-
-
-def _own_node(t: Target, machine: Obj) -> Optional[Obj]:
-    name = o.node_name(machine)
-    node = t.node(name) if name else None
-    return node if node is not None and o.owns_node(machine, node) else None
 
 
 def _attempt(fn: Callable[[], Any]) -> Optional[Exception]:

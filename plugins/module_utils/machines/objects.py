@@ -9,7 +9,7 @@ RFC 3339 strings are parsed once here.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro
@@ -151,11 +151,11 @@ def owns_node(machine: Obj, node: Obj) -> bool:
     return not mine or not theirs or mine == theirs
 
 
-def node_of(machine: Obj, nodes: Any) -> Optional[Obj]:
-    """The machine's Node from `nodes` (anything with .get(name)): the one its `node` label names, if it owns it;
-    health is judged, drains run and deletions delete on this Node only."""
+def node_of(machine: Obj, node_named: Callable[[str], Optional[Obj]]) -> Optional[Obj]:
+    """The machine's Node, looked up by `node_named` (a dict's .get, a cache's, the apply Target's .node): the one
+    its `node` label names, if it owns it; health is judged, drains run and deletions delete on this Node only."""
     name = node_name(machine)
-    node = nodes.get(name) if name else None
+    node = node_named(name) if name else None
     return node if node is not None and owns_node(machine, node) else None
 
 

@@ -220,7 +220,7 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
             continue
         state = world.classes.get(class_key(m))
         if o.deleting(m):
-            view = DeletionView(m, o.node_of(m, world.nodes), lookups.get(uid), timeouts)
+            view = DeletionView(m, o.node_of(m, world.nodes.get), lookups.get(uid), timeouts)
             plan.machines.append(plan_deletion(view, now))
             continue
         if o.phase(m) == Phase.UNKNOWN and world.api_freeze is None and _clock_before_thaw(m, memory.thawed_at):
@@ -238,7 +238,7 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
                 progress.get(gate_key, 0), settings.max_replacements)
         else:
             gate = ''
-        view = MachineView(m, o.node_of(m, world.nodes), lookups.get(uid), timeouts,
+        view = MachineView(m, o.node_of(m, world.nodes.get), lookups.get(uid), timeouts,
                            class_problem=_class_problem(state, m), vm_missing=uid in missing, may_fail=may_fail,
                            gate=gate, frozen=world.api_freeze.text() if world.api_freeze else '')
         machine_plan = plan_machine(view, now)

@@ -100,7 +100,7 @@ def fleet(machines: Sequence[Obj], nodes: Mapping[str, Obj], vm_of: Mapping[str,
         vm = vm_of.get(o.uid(m))
         if vm is None or vm.state != VMState.RUNNING:
             continue
-        verdict = health_mod.judge(o.node_of(m, nodes), ())
+        verdict = health_mod.judge(o.node_of(m, nodes.get), ())
         if not verdict.reachable:
             unreachable += 1
     threshold = settings.fleet_freeze_fraction * total
