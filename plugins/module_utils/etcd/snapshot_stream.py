@@ -41,9 +41,9 @@ IOV_MAX = 1024
 class _Worker:
     """One background thread consuming a queue; its first error is re-raised by `finish`."""
 
-    def __init__(self, name: str, step: Any, size: int = 0):
+    def __init__(self, name: str, step: Any):
         self.step = step
-        self.queue: 'queue.Queue[Any]' = queue.Queue(maxsize=size)
+        self.queue: 'queue.Queue[Any]' = queue.Queue()
         self.error: Optional[BaseException] = None
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
