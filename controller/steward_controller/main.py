@@ -10,6 +10,7 @@ pod restarts as a standby. SIGTERM releases the lease for a fast hand-over.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -42,10 +43,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log.error(str(exc))
         return 2
     runtime = Runtime(settings=settings, client=client, metrics=metrics.Metrics(), health=metrics.Health())
-    server = metrics.serve(settings.http_host, settings.http_port, runtime.metrics, runtime.health)
+    try:
+        server = metrics.serve(settings.http_host, settings.http_port, runtime.metrics, runtime.health)
+    except OSError as exc:
+        log.error(_cannot_listen(settings.http_host, settings.http_port, '--http-port', 'STEWARD_HTTP_PORT', exc))
+        return 2
     log.info('serving /metrics, /healthz and /readyz', extra={'port': server.server_port, 'identity': settings.identity})
     if settings.health_port and settings.health_port != settings.http_port:
-        health_server = metrics.serve(settings.http_host, settings.health_port, runtime.metrics, runtime.health)
+        try:
+            health_server = metrics.serve(settings.http_host, settings.health_port, runtime.metrics, runtime.health)
+        except OSError as exc:
+            log.error(_cannot_listen(settings.http_host, settings.health_port, '--health-port', 'STEWARD_HEALTH_PORT', exc))
+            server.shutdown()
+            return 2
         log.info('serving /healthz and /readyz', extra={'port': health_server.server_port})
 
     stop_flag = Stopper()
@@ -83,6 +93,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if lost:
             return 1
     return code
+
+
+def _cannot_listen(host: str, port: int, flag: str, variable: str, exc: OSError) -> str:
+    """Why the program stops before it does anything: which address, which flag sets it, and what the OS said."""
+    busy = ' (another process, perhaps a second controller, listens there)' if exc.errno == errno.EADDRINUSE else ''
+    return 'cannot listen on %s:%d%s: %s; choose another port with %s (env %s)' % (
+        host, port, busy, exc.strerror or exc, flag, variable)
 
 
 class Stopper:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +16,8 @@ import yaml
 
 from support.ansible import REPO, run_playbook
 from support.kube import KubeServer, repo_path
+
+from steward_controller.core.settings import environment_variables
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 
@@ -346,10 +347,7 @@ def test_manifests_agree_with_the_controller_and_kustomization():
     on_disk = sorted(os.path.relpath(p, deploy_dir) for p in glob.glob(os.path.join(deploy_dir, '*.yaml'))
                      + glob.glob(os.path.join(deploy_dir, 'crds', '*.yaml')) if not p.endswith('kustomization.yaml'))
     assert sorted(listed) == on_disk
-    known = set()
-    for path in glob.glob(repo_path('controller', 'steward_controller', '**', '*.py'), recursive=True):
-        with open(path) as f:  # every flag's environment variable (core/settings.py and each loop's own flags)
-            known |= set(re.findall(r"env_default\('(STEWARD_[A-Z_]+)'", f.read()))
+    known = set(environment_variables())   # every flag's variable (core/settings.py and each loop's own)
     with open(os.path.join(deploy_dir, 'deployment.yaml')) as f:
         (dep,) = [d for d in yaml.safe_load_all(f) if d]
     names = {e['name'] for e in dep['spec']['template']['spec']['containers'][0]['env']}

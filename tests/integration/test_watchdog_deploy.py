@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +19,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.watchdog.weeder_co
 
 from support.ansible import REPO, run_playbook
 from support.kube import KubeServer, repo_path
+
+from steward_controller.core.settings import environment_variables
 
 PLAYBOOK = 'steward.cluster.watchdog_deploy'
 NS = 'ops'
@@ -171,10 +172,7 @@ def test_manifests_agree_with_the_controller():
     on_disk = sorted(os.path.basename(p) for p in glob.glob(os.path.join(DEPLOY_DIR, '*.yaml'))
                      if not p.endswith('kustomization.yaml'))
     assert sorted(listed) == on_disk
-    known = set()
-    for path in glob.glob(repo_path('controller', 'steward_controller', '**', '*.py'), recursive=True):
-        with open(path) as f:
-            known |= set(re.findall(r"env_default\('(STEWARD_[A-Z_]+)'", f.read()))
+    known = set(environment_variables())   # every flag's variable (core/settings.py and each loop's own)
     for component, parse in (('prober', parse_prober_config), ('weeder', parse_weeder_config)):
         with open(os.path.join(DEPLOY_DIR, '%s-deployment.yaml' % component)) as f:
             (dep,) = [d for d in yaml.safe_load_all(f) if d]

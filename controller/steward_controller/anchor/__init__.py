@@ -20,7 +20,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import vali
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label
 
-from steward_controller.core.loops import Loop, env_default
+from steward_controller.core import flags
+from steward_controller.core.flags import Flag
+from steward_controller.core.loops import Loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,43 +38,40 @@ class AnchorOptions:
     etcd_peer_port: int
 
 
+FLAGS = (
+    Flag('anchor-root', 'text', '/host', "the node's root as mounted in the pod"),
+    Flag('anchor-node-name', 'text', '', 'this node (from the downward API)', env='STEWARD_NODE_NAME'),
+    Flag('anchor-node-ip', 'text', '', "this node's address (from the downward API status.hostIP)",
+         env='STEWARD_NODE_IP'),
+    Flag('anchor-namespace', 'text', 'kube-system', 'namespace of the ConfigMap/Secret sources'),
+    Flag('anchor-selector', 'text', 'cluster.steward.io/anchor', 'label selector of the sources'),
+    Flag('anchor-interval', 'float', 10.0, 'seconds between drift checks'),
+    Flag('anchor-cleanup', 'bool', True, 'leave the files (and the etcd member) in place when the anchor stops',
+         off='--anchor-no-cleanup'),
+    Flag('anchor-etcd-endpoints', 'text', '', 'comma-separated etcd client URLs of the cluster, for the etcd member '
+                                              'source'),
+    Flag('anchor-etcd-peer-port', 'int', 2380, 'etcd peer port of this node'),
+)
+
+
 def add_arguments(group: Any) -> None:
-    group.add_argument('--anchor-root', default=env_default('STEWARD_ANCHOR_ROOT', '/host'),
-                       help="the node's root as mounted in the pod (env STEWARD_ANCHOR_ROOT)")
-    group.add_argument('--anchor-node-name', default=env_default('STEWARD_NODE_NAME', ''),
-                       help='this node (env STEWARD_NODE_NAME, from the downward API)')
-    group.add_argument('--anchor-node-ip', default=env_default('STEWARD_NODE_IP', ''),
-                       help="this node's address (env STEWARD_NODE_IP, from the downward API status.hostIP)")
-    group.add_argument('--anchor-namespace', default=env_default('STEWARD_ANCHOR_NAMESPACE', 'kube-system'),
-                       help='namespace of the ConfigMap/Secret sources (env STEWARD_ANCHOR_NAMESPACE)')
-    group.add_argument('--anchor-selector', default=env_default('STEWARD_ANCHOR_SELECTOR', 'cluster.steward.io/anchor'),
-                       help='label selector of the sources (env STEWARD_ANCHOR_SELECTOR)')
-    group.add_argument('--anchor-interval', type=float, default=float(env_default('STEWARD_ANCHOR_INTERVAL', '10')),
-                       help='seconds between drift checks (env STEWARD_ANCHOR_INTERVAL)')
-    group.add_argument('--anchor-no-cleanup', dest='anchor_cleanup', action='store_false',
-                       default=env_default('STEWARD_ANCHOR_CLEANUP', 'true').lower() != 'false',
-                       help='leave the files (and the etcd member) in place when the anchor stops')
-    group.add_argument('--anchor-etcd-endpoints', default=env_default('STEWARD_ANCHOR_ETCD_ENDPOINTS', ''),
-                       help='comma-separated etcd client URLs of the cluster, for the etcd member source '
-                            '(env STEWARD_ANCHOR_ETCD_ENDPOINTS)')
-    group.add_argument('--anchor-etcd-peer-port', type=int,
-                       default=int(env_default('STEWARD_ANCHOR_ETCD_PEER_PORT', '2380')),
-                       help='etcd peer port of this node (env STEWARD_ANCHOR_ETCD_PEER_PORT)')
+    flags.add(group, FLAGS)
 
 
 def options(args: argparse.Namespace) -> AnchorOptions:
     try:
         from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ip_address
-        node_ip = ip_address(args.anchor_node_ip, '--anchor-node-ip') if args.anchor_node_ip else ''
+        value = flags.values(args, FLAGS)
+        node_ip = ip_address(value['anchor_node_ip'], '--anchor-node-ip') if value['anchor_node_ip'] else ''
         return AnchorOptions(
-            root=validate.absolute_path(args.anchor_root, '--anchor-root'),
-            node_name=args.anchor_node_name, node_ip=node_ip,
-            namespace=dns_label(args.anchor_namespace, '--anchor-namespace'),
-            selector=validate.text(args.anchor_selector, '--anchor-selector'),
-            interval=validate.timeout(args.anchor_interval, '--anchor-interval', maximum=3600),
-            cleanup=args.anchor_cleanup,
-            etcd_endpoints=tuple(e.strip() for e in args.anchor_etcd_endpoints.split(',') if e.strip()),
-            etcd_peer_port=validate.integer(args.anchor_etcd_peer_port, '--anchor-etcd-peer-port', 1, 65535))
+            root=validate.absolute_path(value['anchor_root'], '--anchor-root'),
+            node_name=value['anchor_node_name'], node_ip=node_ip,
+            namespace=dns_label(value['anchor_namespace'], '--anchor-namespace'),
+            selector=validate.text(value['anchor_selector'], '--anchor-selector'),
+            interval=validate.timeout(value['anchor_interval'], '--anchor-interval', maximum=3600),
+            cleanup=value['anchor_cleanup'],
+            etcd_endpoints=tuple(e.strip() for e in value['anchor_etcd_endpoints'].split(',') if e.strip()),
+            etcd_peer_port=validate.integer(value['anchor_etcd_peer_port'], '--anchor-etcd-peer-port', 1, 65535))
     except InvalidInput as exc:
         raise ValueError(str(exc)) from exc
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 # Order is the order of `--help` and of registration.
@@ -33,11 +32,6 @@ LOOP_PACKAGES = (
 ALL = 'all'
 
 
-def env_default(name: str, default: str) -> str:
-    """A flag's default from its environment variable (the Deployment sets these)."""
-    return os.environ.get(name, default)
-
-
 class LoopSelectionError(ValueError):
     """`--controllers` named a loop that does not exist (the message lists the known ones)."""
 
@@ -49,7 +43,8 @@ class Loop:
     name:          the word for `--controllers` (lowercase, dashes).
     help:          one line for `--help`.
     register:      `register(registry, runtime)`: add the loop's kopf handlers (imports them lazily).
-    add_arguments: adds the loop's own flags to its argument group (each with an env variable).
+    add_arguments: adds the loop's own flags to its argument group (a core/flags.py table: each flag has an
+                   environment variable, and a bad value names both).
     options:       turns the parsed flags into the loop's validated options object (kept in
                    `Settings.loop_options[name]`); raises ValueError with the flag name on bad input.
     watches_resources: whether it registers kopf handlers on resources; a process of loops that do not

@@ -12,7 +12,12 @@ import socket
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from steward_controller.core.loops import ALL, env_default, Loop, LoopSelectionError, all_loops, loop_options, select
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+
+from steward_controller.core import flags
+from steward_controller.core.flags import Flag, choice
+from steward_controller.core.loops import ALL, Loop, LoopSelectionError, all_loops, loop_options, select
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,79 +49,99 @@ class Settings:
         return self.loop_options.get(loop)
 
 
-def build_parser(loops: Sequence[Loop]) -> argparse.ArgumentParser:
+def core_flags() -> Tuple[Flag, ...]:
+    """The flags of the shared runtime (the loops declare their own); built when the parser is, because two
+    defaults are read from the pod (its namespace) and the host (its name)."""
+    return (
+        Flag('namespace', 'text', _pod_namespace(), 'namespace of the leader-election and repair-queue Leases'),
+        Flag('identity', 'text', '%s-%s' % (socket.gethostname(), uuid.uuid4().hex[:6]),
+             'this replica in the leader Lease (default hostname + random)'),
+        Flag('kubeconfig', 'text', '', 'kubeconfig file (default: in-cluster service account)', env='KUBECONFIG'),
+        Flag('http-host', 'text', '0.0.0.0', 'metrics/health bind address'),
+        Flag('http-port', _port, 8080, 'port of /metrics, /healthz and /readyz (0 = pick a free one)'),
+        Flag('health-port', _port, 0, 'also serve /healthz and /readyz on this port, as DWD serves health on :9644 '
+                                      'beside metrics on :9643 (0 = only on --http-port)'),
+        Flag('leader-election', 'bool', True, 'act without holding the leader Lease (a single replica only)',
+             off='--no-leader-election'),
+        Flag('lease-name', 'text', 'steward-controller-leader', 'name of the leader Lease'),
+        Flag('lease-duration', _seconds, 15.0, 'seconds a standby waits after the last renewal before it takes over'),
+        Flag('renew-deadline', _seconds, 10.0,
+             'the leader stops acting when it could not renew for this long (< lease duration)'),
+        Flag('retry-period', _seconds, 2.0, 'seconds between renewals / acquisition attempts'),
+        Flag('log-format', choice('json', 'plain'), 'json', 'json or plain'),
+        Flag('log-level', 'text', 'INFO', 'DEBUG, INFO, WARNING or ERROR'),
+        Flag('secret-opt-in', 'bool', True,
+             'use only Secrets labelled cluster.steward.io/usable-by-controller=true when a custom resource names one '
+             '(--no-secret-opt-in uses any Secret a resource names)'),
+        Flag('work-dir', 'text', '/tmp', 'scratch directory for snapshots being taken or rebuilt'),
+    )
+
+
+def _port(text: str, field: str) -> int:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise InvalidInput(field, 'integer', 'expected a port number, got %r' % (text,), text) from None
+    return validate.integer(number, field, 0, 65535)
+
+
+def _seconds(text: str, field: str) -> float:
+    return validate.number(text.strip(), field, minimum=0, exclusive_minimum=True)
+
+
+def build_parser(loops: Sequence[Loop], table: Sequence[Flag]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='steward-controller',
         description='steward.cluster controller: the collection\'s engine run continuously, one control loop per area '
                     '(also started as `python -m steward_controller`).',
         epilog='loops: ' + '; '.join('%s: %s' % (loop.name, loop.help) for loop in loops))
-    parser.add_argument('--controllers', default=env_default('STEWARD_CONTROLLERS', ALL),
+    parser.add_argument('--controllers', default=os.environ.get('STEWARD_CONTROLLERS', ALL),
                         help='comma-separated loops to run, or "all" (env STEWARD_CONTROLLERS; default all); known: '
                              + ', '.join(loop.name for loop in loops))
-    parser.add_argument('--namespace', default=env_default('STEWARD_NAMESPACE', _pod_namespace()),
-                        help='namespace of the leader-election and repair-queue Leases (env STEWARD_NAMESPACE)')
-    parser.add_argument('--identity', default=env_default('STEWARD_IDENTITY', '%s-%s' % (socket.gethostname(), uuid.uuid4().hex[:6])),
-                        help='this replica in the leader Lease (env STEWARD_IDENTITY; default hostname + random)')
     parser.add_argument('--watch-namespace', action='append', default=None,
                         help='watch only this namespace (repeatable; env STEWARD_WATCH_NAMESPACES, comma-separated); '
                              'default all namespaces')
-    parser.add_argument('--kubeconfig', default=os.environ.get('KUBECONFIG') or None,
-                        help='kubeconfig file (default: in-cluster service account, then KUBECONFIG)')
-    parser.add_argument('--http-host', default=env_default('STEWARD_HTTP_HOST', '0.0.0.0'), help='metrics/health bind address')
-    parser.add_argument('--http-port', type=int, default=int(env_default('STEWARD_HTTP_PORT', '8080')),
-                        help='port of /metrics, /healthz and /readyz (env STEWARD_HTTP_PORT; 0 = pick a free one)')
-    parser.add_argument('--health-port', type=int, default=int(env_default('STEWARD_HEALTH_PORT', '0')),
-                        help='also serve /healthz and /readyz on this port, as DWD serves health on :9644 beside '
-                             'metrics on :9643 (env STEWARD_HEALTH_PORT; 0 = only on --http-port)')
-    parser.add_argument('--no-leader-election', dest='leader_election', action='store_false',
-                        default=env_default('STEWARD_LEADER_ELECTION', 'true').lower() != 'false',
-                        help='act without holding the leader Lease (a single replica only)')
-    parser.add_argument('--lease-name', default=env_default('STEWARD_LEASE_NAME', 'steward-controller-leader'))
-    parser.add_argument('--lease-duration', type=float, default=float(env_default('STEWARD_LEASE_DURATION', '15')),
-                        help='seconds a standby waits after the last renewal before it takes over')
-    parser.add_argument('--renew-deadline', type=float, default=float(env_default('STEWARD_RENEW_DEADLINE', '10')),
-                        help='the leader stops acting when it could not renew for this long (< lease duration)')
-    parser.add_argument('--retry-period', type=float, default=float(env_default('STEWARD_RETRY_PERIOD', '2')),
-                        help='seconds between renewals / acquisition attempts')
-    parser.add_argument('--log-format', choices=('json', 'plain'), default=env_default('STEWARD_LOG_FORMAT', 'json'))
-    parser.add_argument('--log-level', default=env_default('STEWARD_LOG_LEVEL', 'INFO'))
-    parser.add_argument('--secret-opt-in', dest='secret_opt_in', action=argparse.BooleanOptionalAction,
-                        default=env_default('STEWARD_SECRET_OPT_IN', 'true').lower() not in ('0', 'false', 'no', 'off'),
-                        help='use only Secrets labelled cluster.steward.io/usable-by-controller=true when a custom '
-                             'resource names one (default on; --no-secret-opt-in uses any Secret a resource names)')
-    parser.add_argument('--work-dir', default=env_default('STEWARD_WORK_DIR', '/tmp'),
-                        help='scratch directory for snapshots being taken or rebuilt')
+    flags.add(parser, table)
     for loop in loops:
         if loop.add_arguments is not None:
             loop.add_arguments(parser.add_argument_group('%s loop' % loop.name, loop.help))
     return parser
 
 
+def environment_variables() -> Tuple[str, ...]:
+    """Every environment variable the controller reads a setting from (a Deployment must set no other)."""
+    parser = build_parser(all_loops(), core_flags())
+    return tuple(sorted(set(flags.variables(parser)) | {'STEWARD_CONTROLLERS', 'STEWARD_WATCH_NAMESPACES'}))
+
+
 def parse(argv: Optional[Sequence[str]] = None) -> Settings:
     loops = all_loops()
-    parser = build_parser(loops)
+    table = core_flags()
+    parser = build_parser(loops, table)
     args = parser.parse_args(argv)
     try:
         controllers = select(args.controllers, loops)
     except LoopSelectionError as exc:
         parser.error(str(exc))
     try:
+        value = flags.values(args, table)
         options = loop_options(loops, args)
     except ValueError as exc:
         parser.error(str(exc))
     watch = args.watch_namespace
     if watch is None:
-        watch = [n.strip() for n in env_default('STEWARD_WATCH_NAMESPACES', '').split(',') if n.strip()]
-    if args.renew_deadline >= args.lease_duration:
+        watch = [n.strip() for n in os.environ.get('STEWARD_WATCH_NAMESPACES', '').split(',') if n.strip()]
+    if value['renew_deadline'] >= value['lease_duration']:
         parser.error('--renew-deadline (%s) must be shorter than --lease-duration (%s)' % (
-            args.renew_deadline, args.lease_duration))
-    return Settings(namespace=args.namespace, identity=args.identity, watch_namespaces=watch,
-                    kubeconfig=args.kubeconfig, http_host=args.http_host, http_port=args.http_port,
-                    leader_election=args.leader_election, lease_name=args.lease_name,
-                    lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
-                    retry_period=args.retry_period, log_format=args.log_format, log_level=args.log_level.upper(),
-                    work_dir=args.work_dir, health_port=args.health_port, controllers=controllers, loop_options=options,
-                    secret_opt_in=args.secret_opt_in)
+            value['renew_deadline'], value['lease_duration']))
+    return Settings(namespace=value['namespace'], identity=value['identity'], watch_namespaces=watch,
+                    kubeconfig=value['kubeconfig'] or None, http_host=value['http_host'],
+                    http_port=value['http_port'], leader_election=value['leader_election'],
+                    lease_name=value['lease_name'], lease_duration=value['lease_duration'],
+                    renew_deadline=value['renew_deadline'], retry_period=value['retry_period'],
+                    log_format=value['log_format'], log_level=value['log_level'].upper(), work_dir=value['work_dir'],
+                    health_port=value['health_port'], controllers=controllers, loop_options=options,
+                    secret_opt_in=value['secret_opt_in'])
 
 
 def _pod_namespace() -> str:

@@ -19,15 +19,16 @@ import argparse
 import dataclasses
 from typing import Any, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.durations import format_duration, parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import Settings, check_settings, parse_node_conditions
 
-from steward_controller.core.loops import Loop, env_default
+from steward_controller.core import flags
+from steward_controller.core.flags import Flag
+from steward_controller.core.loops import Loop
 
 DEFAULTS = Settings()
 
-# flag -> (Settings field or None for loop options, kind, default, help)
+# flag -> (Settings field or None for loop options, kind (core/flags.py, or conditions), default, help)
 FLAGS = (
     ('machine-creation-timeout', 'machine_creation_timeout', 'duration', DEFAULTS.machine_creation_timeout,
      'a machine that has not joined in this time is Failed and replaced'),
@@ -82,7 +83,6 @@ FLAGS = (
      'use only MachineClass Secrets labelled cluster.steward.io/usable-by-controller=true: true, false, or inherit '
      '(follow --secret-opt-in)'),
 )
-SWITCH = {'inherit': None, 'true': True, 'false': False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,40 +99,12 @@ def _dest(flag: str) -> str:
     return flag.replace('-', '_')
 
 
-def _env(flag: str) -> str:
-    return 'STEWARD_' + _dest(flag).upper()
-
-
-def _shown(kind: str, default: Any) -> str:
-    return format_duration(default) if kind == 'duration' else str(default)
+TABLE = tuple(Flag(flag, parse_node_conditions if kind == 'conditions' else kind, default, text,
+                   dest='machines_' + _dest(flag)) for flag, _field, kind, default, text in FLAGS)
 
 
 def add_arguments(group: Any) -> None:
-    for flag, _field, kind, default, text in FLAGS:
-        group.add_argument('--' + flag, dest='machines_' + _dest(flag), default=env_default(_env(flag), _shown(kind, default)),
-                           help='%s (env %s; default %s)' % (text, _env(flag), _shown(kind, default) or '""'))
-
-
-def _convert(flag: str, kind: str, text: str) -> Any:
-    if kind == 'duration':
-        return parse_duration(text, '--' + flag)
-    if kind == 'int':
-        try:
-            return int(text)
-        except (TypeError, ValueError):
-            raise InvalidInput('--' + flag, 'integer', 'expected a whole number, got %r' % (text,), text) from None
-    if kind == 'float':
-        try:
-            return float(text)
-        except (TypeError, ValueError):
-            raise InvalidInput('--' + flag, 'number', 'expected a number, got %r' % (text,), text) from None
-    if kind == 'switch':
-        if text not in SWITCH:
-            raise InvalidInput('--' + flag, 'choice', 'expected one of %s, got %r' % (', '.join(SWITCH), text), text)
-        return SWITCH[text]
-    if kind == 'conditions':
-        return parse_node_conditions(text, '--' + flag)
-    return text
+    flags.add(group, TABLE)
 
 
 def options(args: argparse.Namespace) -> MachinesOptions:
@@ -140,8 +112,9 @@ def options(args: argparse.Namespace) -> MachinesOptions:
     fields = {}
     loop = {}
     try:
-        for flag, field, kind, _default, _text in FLAGS:
-            value = _convert(flag, kind, getattr(args, 'machines_' + _dest(flag)))
+        values = flags.values(args, TABLE)
+        for flag, field, _kind, _default, _text in FLAGS:
+            value = values['machines_' + _dest(flag)]
             if field:
                 fields[field] = value
             else:

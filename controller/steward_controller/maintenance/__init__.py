@@ -16,7 +16,9 @@ from typing import Any, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import ConfigSource, parse_config_source
 
-from steward_controller.core.loops import Loop, env_default
+from steward_controller.core import flags
+from steward_controller.core.flags import Flag
+from steward_controller.core.loops import Loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,25 +28,29 @@ class MaintenanceOptions:
     slack_api_url: str               # slackThread notifications (a test double in tests)
 
 
+FLAGS = (
+    Flag('maintenance-config', 'text', '',
+         'secret/<namespace>/<name>[/<key>] or configmap/<namespace>/<name>[/<key>] holding maintenance.yaml (key '
+         'default maintenance.yaml); empty: node maintenance is off'),
+    Flag('maintenance-workers', 'int', 8, 'nodes reconciled concurrently'),
+    Flag('slack-api-url', 'text', 'https://slack.com/api',
+         'base URL of the Slack Web API for slackThread notifications'),
+)
+
+
 def add_arguments(group: Any) -> None:
-    group.add_argument('--maintenance-config', default=env_default('STEWARD_MAINTENANCE_CONFIG', ''),
-                       help='secret/<namespace>/<name>[/<key>] or configmap/<namespace>/<name>[/<key>] holding '
-                            'maintenance.yaml (key default maintenance.yaml); empty: node maintenance is off '
-                            '(env STEWARD_MAINTENANCE_CONFIG)')
-    group.add_argument('--maintenance-workers', type=int, default=int(env_default('STEWARD_MAINTENANCE_WORKERS', '8')),
-                       help='nodes reconciled concurrently (env STEWARD_MAINTENANCE_WORKERS)')
-    group.add_argument('--slack-api-url', default=env_default('STEWARD_SLACK_API_URL', 'https://slack.com/api'),
-                       help='base URL of the Slack Web API for slackThread notifications (env STEWARD_SLACK_API_URL)')
+    flags.add(group, FLAGS)
 
 
 def options(args: argparse.Namespace) -> MaintenanceOptions:
+    value = flags.values(args, FLAGS)
     try:
-        config = parse_config_source(args.maintenance_config)
+        config = parse_config_source(value['maintenance_config'])
     except ValueError as exc:
         raise ValueError('--maintenance-config: %s' % exc) from exc
-    if args.maintenance_workers < 1:
+    if value['maintenance_workers'] < 1:
         raise ValueError('--maintenance-workers must be at least 1')
-    return MaintenanceOptions(config=config, workers=args.maintenance_workers, slack_api_url=args.slack_api_url)
+    return MaintenanceOptions(config=config, workers=value['maintenance_workers'], slack_api_url=value['slack_api_url'])
 
 
 def register(registry: Any, runtime: Any) -> None:

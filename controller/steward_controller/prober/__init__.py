@@ -7,7 +7,8 @@ The probed cluster is the one the controller runs against, or the kubeconfig in 
 the dependent resources (and the status ConfigMap) live in `--namespace`. Files: loop.py (the probe thread:
 timing, gating, decisions, status), report.py (Events, logs, metrics).
 
-`--kube-api-qps` / `--kube-api-burst` are defined here and shared with the weeder loop (one flag each, as DWD).
+`--kube-api-qps` / `--kube-api-burst` (core/kube_api.py) are added here and shared with the weeder loop (one flag
+each, as DWD).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import argparse
 import dataclasses
 from typing import Any, Optional
 
-from steward_controller.core.loops import Loop, env_default
+from steward_controller.core import flags, kube_api
+from steward_controller.core.flags import Flag
+from steward_controller.core.loops import Loop
 
 DEFAULT_NAME = 'steward-watchdog-prober'
 
@@ -30,52 +33,28 @@ class ProberOptions:
     burst: int
 
 
+FLAGS = (
+    Flag('prober-config', 'text', '', "DWD's prober config file (kubeConfigSecretName, probeInterval, "
+                                      'dependentResourceInfos, ...); empty: the prober is off'),
+    Flag('prober-name', 'text', DEFAULT_NAME,
+         'who this prober is on the targets it scales (annotation cluster.steward.io/watchdog-owner) and the prefix '
+         'of its status ConfigMap <name>-status'),
+)
+
+
 def add_arguments(group: Any) -> None:
-    group.add_argument('--prober-config', default=env_default('STEWARD_PROBER_CONFIG', ''),
-                       help="DWD's prober config file (kubeConfigSecretName, probeInterval, dependentResourceInfos, ...); "
-                            'empty: the prober is off (env STEWARD_PROBER_CONFIG)')
-    group.add_argument('--prober-name', default=env_default('STEWARD_PROBER_NAME', DEFAULT_NAME),
-                       help='who this prober is on the targets it scales (annotation cluster.steward.io/watchdog-owner) '
-                            'and the prefix of its status ConfigMap <name>-status (env STEWARD_PROBER_NAME)')
-    group.add_argument('--kube-api-qps', type=float, default=float(env_default('STEWARD_KUBE_API_QPS', '5')),
-                       help='prober and weeder: requests per second to the API server, 0 = 5 (env STEWARD_KUBE_API_QPS)')
-    group.add_argument('--kube-api-burst', type=int, default=int(env_default('STEWARD_KUBE_API_BURST', '10')),
-                       help='prober and weeder: burst above --kube-api-qps, 0 = 10 (env STEWARD_KUBE_API_BURST)')
-
-
-def rate_limits(args: argparse.Namespace) -> tuple:
-    """DWD's reading of --kube-api-qps / --kube-api-burst: >= 0, and 0 means client-go's default (5, 10)."""
-    from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import effective
-    if args.kube_api_qps < 0:
-        raise ValueError('--kube-api-qps must be >= 0 (0 means 5), got %s' % args.kube_api_qps)
-    if args.kube_api_burst < 0:
-        raise ValueError('--kube-api-burst must be >= 0 (0 means 10), got %s' % args.kube_api_burst)
-    return effective(args.kube_api_qps, args.kube_api_burst)
+    flags.add(group, FLAGS + kube_api.FLAGS)
 
 
 def options(args: argparse.Namespace) -> ProberOptions:
-    qps, burst = rate_limits(args)
-    name = args.prober_name
-    config: Optional[Any] = None
-    if args.prober_config:
-        config = load_config_file(args.prober_config, '--prober-config', 'prober')
-    return ProberOptions(config=config, path=args.prober_config, name=name, qps=qps, burst=burst)
-
-
-def load_config_file(path: str, flag: str, kind: str) -> Any:
-    """Read and check a DWD config file at start: a bad file stops the program with the field named."""
-    from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-    from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_file
+    from ansible_collections.steward.cluster.plugins.module_utils.watchdog.config_file import read_config_file
     from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import parse_prober_config
-    from ansible_collections.steward.cluster.plugins.module_utils.watchdog.weeder_config import parse_weeder_config
-    parse = parse_prober_config if kind == 'prober' else parse_weeder_config
-    try:
-        with open(existing_file(path, flag)) as f:
-            return parse(f.read(), '')
-    except InvalidInput as exc:
-        if exc.field == flag:
-            raise ValueError(str(exc)) from None
-        raise ValueError('%s %s: %s' % (flag, path, exc)) from None
+    qps, burst = kube_api.rate_limits(args)
+    value = flags.values(args, FLAGS)
+    config: Optional[Any] = None
+    if value['prober_config']:
+        config = read_config_file(value['prober_config'], '--prober-config', parse_prober_config)
+    return ProberOptions(config=config, path=value['prober_config'], name=value['prober_name'], qps=qps, burst=burst)
 
 
 def register(registry: Any, runtime: Any) -> None:

@@ -23,7 +23,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import vali
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label, dns_subdomain
 
-from steward_controller.core.loops import Loop, env_default
+from steward_controller.core import flags
+from steward_controller.core.flags import Flag
+from steward_controller.core.loops import Loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,41 +60,41 @@ def _words(value: str) -> Tuple[str, ...]:
     return tuple(w.strip() for w in value.split(',') if w.strip())
 
 
+FLAGS = (
+    Flag('provisioning-api-host', 'text', '0.0.0.0', 'bind address of the provisioning API'),
+    Flag('provisioning-api-port', 'text', '', 'port of the provisioning API (0 = a free one); not set: the API is off '
+                                              '(the deploy manifest sets 9000)'),
+    Flag('provisioning-api-tls-cert', 'text', '', 'serve HTTPS with this certificate (and key); without it the API '
+                                                  'must sit behind TLS termination: it receives bearer tokens'),
+    Flag('provisioning-api-tls-key', 'text', '', 'the key of --provisioning-api-tls-cert'),
+    Flag('provisioning-cluster-config', 'text', '', '<namespace>/<configmap> whose key cluster.yaml holds the cluster '
+                                                    'options of the provisioning modules'),
+    Flag('provisioning-authority', 'text', '', '<namespace>/<secret> holding ca.crt and ca.key, to sign the kubelet '
+                                               'certificates of join scripts'),
+    Flag('provisioning-api-allowed-users', 'text', '', 'comma-separated users allowed to call the API',
+         env='STEWARD_PROVISIONING_API_USERS'),
+    Flag('provisioning-api-allowed-groups', 'text', 'system:masters', 'comma-separated groups allowed to call the API',
+         env='STEWARD_PROVISIONING_API_GROUPS'),
+)
+
+
 def add_arguments(group: Any) -> None:
-    group.add_argument('--provisioning-api-host', default=env_default('STEWARD_PROVISIONING_API_HOST', '0.0.0.0'),
-                       help='bind address of the provisioning API (env STEWARD_PROVISIONING_API_HOST)')
-    group.add_argument('--provisioning-api-port', default=env_default('STEWARD_PROVISIONING_API_PORT', ''),
-                       help='port of the provisioning API (env STEWARD_PROVISIONING_API_PORT; 0 = a free one); '
-                            'not set: the API is off (the deploy manifest sets 9000)')
-    group.add_argument('--provisioning-api-tls-cert', default=env_default('STEWARD_PROVISIONING_API_TLS_CERT', ''),
-                       help='serve HTTPS with this certificate (and key); without it the API must sit behind TLS '
-                            'termination: it receives bearer tokens')
-    group.add_argument('--provisioning-api-tls-key', default=env_default('STEWARD_PROVISIONING_API_TLS_KEY', ''))
-    group.add_argument('--provisioning-cluster-config', default=env_default('STEWARD_PROVISIONING_CLUSTER_CONFIG', ''),
-                       help='<namespace>/<configmap> whose key cluster.yaml holds the cluster options of the '
-                            'provisioning modules (env STEWARD_PROVISIONING_CLUSTER_CONFIG)')
-    group.add_argument('--provisioning-authority', default=env_default('STEWARD_PROVISIONING_AUTHORITY', ''),
-                       help='<namespace>/<secret> holding ca.crt and ca.key, to sign the kubelet certificates of join '
-                            'scripts (env STEWARD_PROVISIONING_AUTHORITY)')
-    group.add_argument('--provisioning-api-allowed-users', default=env_default('STEWARD_PROVISIONING_API_USERS', ''),
-                       help='comma-separated users allowed to call the API (env STEWARD_PROVISIONING_API_USERS)')
-    group.add_argument('--provisioning-api-allowed-groups',
-                       default=env_default('STEWARD_PROVISIONING_API_GROUPS', 'system:masters'),
-                       help='comma-separated groups allowed to call the API (env STEWARD_PROVISIONING_API_GROUPS)')
+    flags.add(group, FLAGS)
 
 
 def options(args: argparse.Namespace) -> ApiOptions:
     try:
-        if bool(args.provisioning_api_tls_cert) != bool(args.provisioning_api_tls_key):
+        value = flags.values(args, FLAGS)
+        if bool(value['provisioning_api_tls_cert']) != bool(value['provisioning_api_tls_key']):
             raise InvalidInput('--provisioning-api-tls-cert', 'together', 'the TLS certificate and key go together')
         return ApiOptions(
-            host=validate.text(args.provisioning_api_host, '--provisioning-api-host'),
-            port=_port(args.provisioning_api_port),
-            tls_cert=args.provisioning_api_tls_cert or None, tls_key=args.provisioning_api_tls_key or None,
-            cluster_config=_ref(args.provisioning_cluster_config, '--provisioning-cluster-config'),
-            authority=_ref(args.provisioning_authority, '--provisioning-authority'),
-            allowed_users=_words(args.provisioning_api_allowed_users),
-            allowed_groups=_words(args.provisioning_api_allowed_groups))
+            host=validate.text(value['provisioning_api_host'], '--provisioning-api-host'),
+            port=_port(value['provisioning_api_port']),
+            tls_cert=value['provisioning_api_tls_cert'] or None, tls_key=value['provisioning_api_tls_key'] or None,
+            cluster_config=_ref(value['provisioning_cluster_config'], '--provisioning-cluster-config'),
+            authority=_ref(value['provisioning_authority'], '--provisioning-authority'),
+            allowed_users=_words(value['provisioning_api_allowed_users']),
+            allowed_groups=_words(value['provisioning_api_allowed_groups']))
     except InvalidInput as exc:
         raise ValueError(str(exc)) from exc
 

@@ -5,7 +5,7 @@
 
 Watches the Endpoints and EndpointSlices of the configured services in `--namespace`; when one turns ready,
 deletes the dependant pods stuck in CrashLoopBackOff for `watchDuration`. Files: loop.py (watches, weeders,
-deletions, Events, metrics). Shares `--kube-api-qps` / `--kube-api-burst` with the prober loop.
+deletions, Events, metrics). Shares `--kube-api-qps` / `--kube-api-burst` (core/kube_api.py) with the prober loop.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import argparse
 import dataclasses
 from typing import Any, Optional
 
-from steward_controller.core.loops import Loop, env_default
+from steward_controller.core import flags, kube_api
+from steward_controller.core.flags import Flag
+from steward_controller.core.loops import Loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,19 +27,25 @@ class WeederOptions:
     burst: int
 
 
+FLAGS = (
+    Flag('weeder-config', 'text', '', "DWD's weeder config file (watchDuration, servicesAndDependantSelectors); "
+                                      'empty: the weeder is off'),
+)
+
+
 def add_arguments(group: Any) -> None:
-    group.add_argument('--weeder-config', default=env_default('STEWARD_WEEDER_CONFIG', ''),
-                       help="DWD's weeder config file (watchDuration, servicesAndDependantSelectors); empty: the weeder "
-                            'is off (env STEWARD_WEEDER_CONFIG)')
+    flags.add(group, FLAGS)
 
 
 def options(args: argparse.Namespace) -> WeederOptions:
-    from steward_controller.prober import load_config_file, rate_limits
-    qps, burst = rate_limits(args)
+    from ansible_collections.steward.cluster.plugins.module_utils.watchdog.config_file import read_config_file
+    from ansible_collections.steward.cluster.plugins.module_utils.watchdog.weeder_config import parse_weeder_config
+    qps, burst = kube_api.rate_limits(args)
+    path = flags.values(args, FLAGS)['weeder_config']
     config: Optional[Any] = None
-    if args.weeder_config:
-        config = load_config_file(args.weeder_config, '--weeder-config', 'weeder')
-    return WeederOptions(config=config, path=args.weeder_config, qps=qps, burst=burst)
+    if path:
+        config = read_config_file(path, '--weeder-config', parse_weeder_config)
+    return WeederOptions(config=config, path=path, qps=qps, burst=burst)
 
 
 def register(registry: Any, runtime: Any) -> None:
