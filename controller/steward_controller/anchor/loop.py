@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from typing import Any, List, Optional, Set, Tuple
 
-import kopf
 from prometheus_client import Counter, Gauge
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
@@ -32,11 +30,13 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.error
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import etcd_bootstrap_flags
 
 from steward_controller.anchor import AnchorOptions
+from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime
 
 log = logging.getLogger('steward.anchor')
 PROMOTE_TIMEOUT = 5.0   # one promotion attempt per cycle; a learner still catching up is tried again next cycle
 CLEANUP_SECONDS = 100.0  # the stop's budget: the loop's last cycle, the member removal, the files
+STOP_SECONDS = 60.0      # the loop's last cycle
 
 
 class AnchorMetrics:
@@ -56,8 +56,7 @@ class AnchorLoop:
         self.options = options
         self.metrics = metrics
         self.root = files.Root(options.root)
-        self.stop = threading.Event()
-        self.thread: Optional[threading.Thread] = None
+        self.background = BackgroundLoop('anchor', runtime.health, 'anchor')
         self.refused: Set[Tuple[Any, Any, str]] = set()   # (uid, resourceVersion, message) already reported
 
     @property
@@ -160,18 +159,27 @@ class AnchorLoop:
             return
         self.metrics.files.set(len(anchor.read_record(self.root)))
         self.metrics.last_sync.set(self.runtime.clock())
-        self.runtime.health.beat('anchor')
+        self.background.beat()
+
+    def start(self) -> None:
+        self.background.spawn(self.run, 'anchor')
 
     def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                self.cycle()
-            except Exception:  # a bug must not end the anchor: the next cycle tries again
-                log.exception('anchor cycle crashed')
-                self.metrics.errors.labels('crash').inc()
-            self.stop.wait(self.options.interval)
+        # a bug must not end the anchor: the next cycle tries again (the health beat is a complete sync's)
+        self.background.repeat(self.step, 'anchor cycle crashed', self.options.interval,
+                               on_crash=self.metrics.errors.labels('crash').inc)
+
+    def step(self) -> float:
+        self.cycle()
+        return self.options.interval
 
     # --- stop ------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """The operator stops: end the loop (its cycle in hand finishes), then clean up unless told not to."""
+        self.background.stop(STOP_SECONDS)
+        if self.options.cleanup:
+            self.cleanup()
+
     def cleanup(self) -> None:
         """Remove the etcd member (refused when it would break quorum: then everything stays), then every file."""
         recorded = anchor.read_record(self.root)
@@ -204,19 +212,6 @@ def register(registry: Any, runtime: Runtime) -> None:
     if not os.path.isdir(options.root):
         raise SystemExit('--anchor-root %s is not a directory (mount the host root there)' % options.root)
     loop = AnchorLoop(runtime, options, AnchorMetrics(runtime.metrics.registry))
-
-    @kopf.on.startup(registry=registry)
-    def start_anchor(settings: kopf.OperatorSettings, **_: Any) -> None:
-        # kopf kills its own process this long after a stop signal: leave room for the cleanup (an etcd member
-        # removal waits out etcd's 5-second rule and its retries); the DaemonSet grants 120 s.
-        settings.process.ultimate_exiting_timeout = max(settings.process.ultimate_exiting_timeout or 0, CLEANUP_SECONDS)
-        loop.thread = threading.Thread(target=loop.run, name='anchor', daemon=True)
-        loop.thread.start()
-
-    @kopf.on.cleanup(registry=registry)
-    def stop_anchor(**_: Any) -> None:
-        loop.stop.set()
-        if loop.thread is not None:
-            loop.thread.join(timeout=60)
-        if options.cleanup:
-            loop.cleanup()
+    # kopf kills its own process this long after a stop signal: leave room for the cleanup (an etcd member
+    # removal waits out etcd's 5-second rule and its retries); the DaemonSet grants 120 s.
+    register_background(registry, 'anchor', loop.start, loop.finish, exiting_timeout=CLEANUP_SECONDS)

@@ -55,6 +55,7 @@ from steward_controller.maintenance.gate import GateHold, GateLost, MaintenanceG
 from steward_controller.maintenance.leases import CachedLeaseStore, LeaseCache
 from steward_controller.maintenance.queue import NodeCache, WorkQueue, resource_version
 from steward_controller.maintenance.shuffles import ShuffleError, kube_lookup, pods_on, shuffle_records
+from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime
 
 log = logging.getLogger('steward.maintenance')
@@ -76,13 +77,7 @@ def register(registry: Any, runtime: Runtime) -> None:
         return
     controller = MaintenanceController(runtime, source)
 
-    @kopf.on.startup(registry=registry, id='maintenance-start')
-    def start_node_maintenance(**kwargs: Any) -> None:
-        controller.start()
-
-    @kopf.on.cleanup(registry=registry, id='maintenance-stop')
-    def stop_node_maintenance(**kwargs: Any) -> None:
-        controller.stop()
+    register_background(registry, 'maintenance', controller.start, controller.stop)
 
     @kopf.on.event('', 'v1', 'nodes', registry=registry, id='maintenance-node')
     async def node_event(event: Mapping[str, Any], **kwargs: Any) -> None:
@@ -186,32 +181,28 @@ class MaintenanceController:
         self.lease_cache = LeaseCache(clock=runtime.clock)
         self.smtp = SmtplibSender()
         self.http = UrllibPoster()
-        self.stopping = threading.Event()
+        self.background = BackgroundLoop('maintenance', runtime.health, HEALTH_KEY)
+        self.stopping = self.background.stopped
         self.requeue_all = threading.Event()
-        self.threads: List[threading.Thread] = []
         self.last_errors: Dict[str, Tuple[str, ...]] = {}
         self.errors_lock = threading.Lock()
         self.list_error = ''
         self.config_error = ''
+        self.next_poll = self.next_resync = self.next_queue = 0.0   # the scheduler's timetable (monotonic)
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self, scheduler: bool = True) -> None:
         """The workers and (unless a benchmark drives the cycles itself) the scheduler."""
         log.info('node maintenance starts', extra={'source': str(self.source), 'workers': self.workers})
-        self.runtime.health.beat(HEALTH_KEY)
-        self.threads = [threading.Thread(target=self._schedule, name='maintenance-scheduler', daemon=True)] if scheduler else []
-        self.threads += [threading.Thread(target=self._work, name='maintenance-worker-%d' % i, daemon=True)
-                         for i in range(self.workers)]
-        for thread in self.threads:
-            thread.start()
+        self.background.beat()
+        if scheduler:
+            self.background.spawn(self._schedule, 'maintenance-scheduler')
+        for i in range(self.workers):
+            self.background.spawn(self._work, 'maintenance-worker-%d' % i)
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
-        self.stopping.set()
         self.queue.close()
-        deadline = time.monotonic() + timeout
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        busy = [t.name for t in self.threads if t.is_alive()]
+        busy = self.background.stop(timeout)
         if busy:
             log.warning('node maintenance stopped with work in flight', extra={'threads': busy})
         else:
@@ -288,30 +279,29 @@ class MaintenanceController:
 
     # --- the scheduler ----------------------------------------------------------------------
     def _schedule(self) -> None:
-        next_poll = next_resync = next_queue = 0.0
-        while not self.stopping.is_set():
-            try:
-                now = time.monotonic()
-                self.runtime.health.beat(HEALTH_KEY)
-                if now >= next_poll:
-                    self.poll_config()
-                    next_poll = now + CONFIG_POLL_SECONDS
-                config = self.watcher.config
-                wait = MAX_TICK_SECONDS
-                if config is not None:
-                    if now >= next_resync:
-                        next_resync = now + (max(config.requeue, RESYNC_MIN_SECONDS) if self.resync() else 1.0)
-                    if now >= next_queue or self.requeue_all.is_set():
-                        self.requeue_all.clear()
-                        self.queue.add_all(self.cache.names())
-                        next_queue = now + config.requeue
-                    self.export_gauges()
-                    wait = min(wait, next_queue - time.monotonic())
-                wait = min(wait, next_poll - time.monotonic())
-            except Exception:  # a bug here must not end the loop silently: /healthz goes stale if it repeats
-                log.exception('node maintenance scheduler failed')
-                wait = 1.0
-            self.stopping.wait(max(MIN_TICK_SECONDS, wait))
+        # a bug here must not end the loop silently: logged, and /healthz goes stale if it repeats
+        self.background.repeat(self.tick, 'node maintenance scheduler failed', crash_wait=1.0)
+
+    def tick(self) -> float:
+        """One turn of the scheduler: poll the config, resync, requeue; the seconds until the next turn."""
+        now = time.monotonic()
+        self.background.beat()
+        if now >= self.next_poll:
+            self.poll_config()
+            self.next_poll = now + CONFIG_POLL_SECONDS
+        config = self.watcher.config
+        wait = MAX_TICK_SECONDS
+        if config is not None:
+            if now >= self.next_resync:
+                self.next_resync = now + (max(config.requeue, RESYNC_MIN_SECONDS) if self.resync() else 1.0)
+            if now >= self.next_queue or self.requeue_all.is_set():
+                self.requeue_all.clear()
+                self.queue.add_all(self.cache.names())
+                self.next_queue = now + config.requeue
+            self.export_gauges()
+            wait = min(wait, self.next_queue - time.monotonic())
+        wait = min(wait, self.next_poll - time.monotonic())
+        return max(MIN_TICK_SECONDS, wait)
 
     def export_gauges(self) -> None:
         counts = dict.fromkeys(STATES, 0)

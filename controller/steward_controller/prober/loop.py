@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from typing import Any, Callable, Dict, Optional
-
-import kopf
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, KubeError, NotFound
@@ -42,6 +39,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe imp
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.scaler import Scaler, first_scale_call, summarize
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.targets import Targets
 
+from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime
 from steward_controller.prober.report import ProberMetrics, Reporter
 
@@ -56,14 +54,7 @@ def register(registry: Any, runtime: Runtime) -> None:
         log.info('the prober is off (no --prober-config)')
         return
     loop = ProberLoop(runtime, options)
-
-    @kopf.on.startup(registry=registry, id='prober-start')
-    def start_prober(**_: Any) -> None:
-        loop.start()
-
-    @kopf.on.cleanup(registry=registry, id='prober-stop')
-    def stop_prober(**_: Any) -> None:
-        loop.stop()
+    register_background(registry, 'prober', loop.start, loop.stop)
 
 
 class ProberLoop:
@@ -80,7 +71,10 @@ class ProberLoop:
         self.metrics = ProberMetrics(runtime.metrics.registry)
         self.metrics.threshold.set(self.config.node_lease_failure_fraction)
         self.reporter = Reporter(runtime, self.metrics, self.namespace)
-        self.stopped = threading.Event()
+        self.background = BackgroundLoop('prober', runtime.health, HEALTH_KEY, clock)
+        self.stopped = self.background.stopped
+        self.beat = self.background.beat
+        self.sleep = self.background.sleep
         self.scaler = Scaler(Targets(self.seed, self.namespace), self.config.dependent_resources, self.owner,
                              clock=clock, stop=self.stopped, on_result=self.reporter.step, on_wait=self.beat)
         self.state = ProbeState()
@@ -91,7 +85,6 @@ class ProberLoop:
         self.resumed = False     # the phase was taken from the targets' annotations
         self.status_object = {'apiVersion': 'v1', 'kind': 'ConfigMap',
                               'metadata': {'name': status.status_name(self.owner), 'namespace': self.namespace}}
-        self.thread = threading.Thread(target=self.run, name='prober', daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -100,40 +93,20 @@ class ProberLoop:
         log.info('prober started', extra={'namespace': self.namespace, 'owner': self.owner,
                                           'targets': [str(r.ref) for r in self.config.dependent_resources]})
         self.beat()
-        self.thread.start()
+        self.background.spawn(self.run, 'prober')
 
     def stop(self) -> None:
-        self.stopped.set()
-        if self.thread.is_alive():
-            self.thread.join(STOP_SECONDS)
-
-    def beat(self) -> None:
-        self.runtime.health.beat(HEALTH_KEY)
-
-    def sleep(self, seconds: float) -> bool:
-        """Wait, beating; False when stopping."""
-        deadline = self.clock() + seconds
-        while not self.stopped.is_set():
-            self.beat()
-            left = deadline - self.clock()
-            if left <= 0:
-                return True
-            self.stopped.wait(min(left, 1.0))
-        return False
+        self.background.stop(STOP_SECONDS)
 
     def run(self) -> None:
-        if not self.sleep(self.config.initial_delay):
-            return
-        while not self.stopped.is_set():
-            if not self.resumed:
-                self.resumed = self.resume()
-            try:
-                wait = self.probe_once()
-            except Exception:  # a bug must not end the watchdog: log it, probe again next interval
-                log.exception('probe failed unexpectedly')
-                wait = self.config.probe_interval
-            if not self.sleep(wait):
-                return
+        if self.sleep(self.config.initial_delay):
+            # a bug must not end the watchdog: logged, and the next probe comes an interval later
+            self.background.repeat(self.step, 'probe failed unexpectedly', self.config.probe_interval, beating=True)
+
+    def step(self) -> float:
+        if not self.resumed:
+            self.resumed = self.resume()
+        return self.probe_once()
 
     def resume(self) -> bool:
         """The phase from the targets: DOWN when one carries our scaled-down marker. False when a target could not

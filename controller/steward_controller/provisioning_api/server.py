@@ -19,7 +19,6 @@ import ssl
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-import kopf
 from aiohttp import web
 from prometheus_client import Counter
 
@@ -31,6 +30,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_labels_op import NodeNotFound, ensure_labels
 
+from steward_controller.core.background import register_background
 from steward_controller.core.runtime import Runtime
 from steward_controller.provisioning_api import ApiOptions
 
@@ -190,11 +190,4 @@ def register(registry: Any, runtime: Runtime) -> None:
         log.info('provisioning API: off (no --provisioning-api-port)')
         return
     server = ProvisioningApi(runtime, options)
-
-    @kopf.on.startup(registry=registry)
-    async def start_provisioning_api(**_: Any) -> None:
-        await server.start()
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_provisioning_api(**_: Any) -> None:
-        await server.stop()
+    register_background(registry, 'provisioning-api', server.start, server.stop)

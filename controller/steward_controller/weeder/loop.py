@@ -21,7 +21,6 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping
 
-import kopf
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
@@ -32,6 +31,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.watch import 
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import weeder as w
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.weeder_config import PodSelector, WeederConfig
 
+from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime
 
 log = logging.getLogger('steward.weeder')
@@ -47,14 +47,7 @@ def register(registry: Any, runtime: Runtime) -> None:
         log.info('the weeder is off (no --weeder-config)')
         return
     loop = WeederLoop(runtime, options.config, options.qps, options.burst)
-
-    @kopf.on.startup(registry=registry, id='weeder-start')
-    def start_weeder(**_: Any) -> None:
-        loop.start()
-
-    @kopf.on.cleanup(registry=registry, id='weeder-stop')
-    def stop_weeder(**_: Any) -> None:
-        loop.stop()
+    register_background(registry, 'weeder', loop.start, loop.stop)
 
 
 class WeederMetrics:
@@ -118,14 +111,14 @@ class WeederLoop:
         self.readiness = w.Readiness(set(config.services))
         self.budget = w.DeletionBudget(config.max_deletions_per_pod, config.deletion_window)
         self.metrics = WeederMetrics(runtime.metrics.registry)
-        self.stopped = threading.Event()
+        self.background = BackgroundLoop('weeder', runtime.health, HEALTH_KEY, clock)
+        self.stopped = self.background.stopped
         self.weeders: Dict[str, Weeder] = {}
         self.deleted: Dict[str, float] = {}         # uid -> when we deleted it (a pod is deleted once)
         self.limited: Dict[str, float] = {}         # uid -> when its deletion was refused (one Warning per pod)
         self.lock = threading.Lock()
         self.watches: Dict[str, threading.Thread] = {}
         self.listwatches: Dict[str, ListWatch] = {}
-        self.supervisor = threading.Thread(target=self._supervise, name='weeder-supervisor', daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -135,8 +128,8 @@ class WeederLoop:
                                           'watchDuration': self.config.watch_duration})
         for kind, _api_version, _plural in SOURCES:
             self._start_watch(kind)
-        self.runtime.health.beat(HEALTH_KEY)
-        self.supervisor.start()
+        self.background.beat()
+        self.background.spawn(self._supervise, 'weeder-supervisor')
 
     def stop(self) -> None:
         self.stopped.set()
@@ -144,8 +137,7 @@ class WeederLoop:
             weeders = list(self.weeders.values())
         for weeder in weeders:
             weeder.stop.set()
-        if self.supervisor.is_alive():
-            self.supervisor.join(IDLE_TIMEOUT + 5)
+        self.background.stop(IDLE_TIMEOUT + 5)   # a watch notices the stop within IDLE_TIMEOUT
 
     def _start_watch(self, kind: str) -> None:
         api_version, plural = next((v, p) for k, v, p in SOURCES if k == kind)
@@ -161,10 +153,8 @@ class WeederLoop:
                           idle_timeout=IDLE_TIMEOUT, clock=self.clock,
                           on_error=lambda exc: log.warning('%s watch: %s', kind, exc))
         holder['watch'] = watch
-        thread = threading.Thread(target=watch.run, name='weeder-%s' % plural, daemon=True)
-        self.watches[kind] = thread
         self.listwatches[kind] = watch
-        thread.start()
+        self.watches[kind] = self.background.spawn(watch.run, 'weeder-%s' % plural)
 
     def _supervise(self) -> None:
         while not self.stopped.wait(SUPERVISE_SECONDS):
@@ -181,7 +171,7 @@ class WeederLoop:
                 for memory in (self.deleted, self.limited):
                     for uid in [u for u, t in memory.items() if t < horizon]:
                         del memory[uid]
-            self.runtime.health.beat(HEALTH_KEY)
+            self.background.beat()
 
     # --- triggers and deletions ---------------------------------------------------------------
     def trigger(self, service: str, kind: str, name: str) -> None:
