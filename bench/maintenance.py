@@ -61,9 +61,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import HttpPoster, SmtpSender  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile  # noqa: E402
 
-from steward_controller.maintenance.controller import slim  # noqa: E402
+from steward_controller.core.informer import NodeCache, slim  # noqa: E402
 from steward_controller.maintenance.leases import CachedLeaseStore, LeaseCache  # noqa: E402
-from steward_controller.maintenance.queue import NodeCache  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
 NOW = 1767258000.0     # 2026-01-01T09:00:00Z, a Thursday

@@ -5,8 +5,9 @@
 `--anchor-interval` seconds, and a cleanup when the operator stops (the DaemonSet pod's termination).
 
 Without an API server (a full reboot) it leaves the files as they are: they are what the kubelet runs from.
-Each cycle: read the sources, write the non-etcd files, then the etcd member's manifest (adding the member as a
-learner first when the manifest is new), then try to promote a learner that caught up. Every write, drift fix and
+Each cycle: read the sources, then the engine's sequence (provisioning/anchor.run_cycle): write the non-etcd files,
+then the etcd member's manifest (adding the member as a learner first when the manifest is new), then try to promote
+a learner that caught up. Every write, drift fix and
 refusal is a log line and a metric; bad sources are refused with the object and annotation named.
 """
 
@@ -19,22 +20,15 @@ from typing import Any, List, Optional, Set, Tuple
 from prometheus_client import Counter, Gauge
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_present
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, etcd_membership, files, layout
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import etcd_bootstrap_flags
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, files
 
 from steward_controller.anchor import AnchorOptions
 from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime
 
 log = logging.getLogger('steward.anchor')
-PROMOTE_TIMEOUT = 5.0   # one promotion attempt per cycle; a learner still catching up is tried again next cycle
 CLEANUP_SECONDS = 100.0  # the stop's budget: the loop's last cycle, the member removal, the files
 STOP_SECONDS = 60.0      # the loop's last cycle
 
@@ -56,13 +50,10 @@ class AnchorLoop:
         self.options = options
         self.metrics = metrics
         self.root = files.Root(options.root)
+        self.node = anchor.AnchorNode(name=options.node_name, ip=options.node_ip, etcd_peer_port=options.etcd_peer_port,
+                                      etcd_endpoints=options.etcd_endpoints)
         self.background = BackgroundLoop('anchor', runtime.health, 'anchor')
         self.refused: Set[Tuple[Any, Any, str]] = set()   # (uid, resourceVersion, message) already reported
-
-    @property
-    def peer_url(self) -> str:
-        host = '[%s]' % self.options.node_ip if ':' in self.options.node_ip else self.options.node_ip
-        return 'https://%s:%d' % (host, self.options.etcd_peer_port)
 
     # --- sources ----------------------------------------------------------------------------------
     def sources(self) -> Optional[List[anchor.Source]]:
@@ -100,61 +91,30 @@ class AnchorLoop:
         self.refused.add(seen)
         self.runtime.report(obj, 'InvalidAnchorSource', message, warning=True, kind='anchor')
 
-    def etcd(self) -> EtcdConnection:
-        pki = layout.ETCD_PKI_DIR
-        return EtcdConnection(endpoints=self.options.etcd_endpoints, ca_cert=self.root.host(pki + '/ca.crt'),
-                              client_cert=self.root.host(pki + '/healthcheck-client.crt'),
-                              client_key=self.root.host(pki + '/healthcheck-client.key'))
-
     # --- one cycle --------------------------------------------------------------------------------
-    def apply(self, changes: List[files.Change], reason: str) -> None:
-        files.apply(self.root, changes)
-        for change in changes:
-            if change.path == anchor.ANCHOR_RECORD:
+    def report(self, report: anchor.AnchorReport, reason: str) -> None:
+        """Log and count what a sequence did, in order: each file change (drift when a sync rewrote a file), each etcd
+        call."""
+        for step in report.steps:
+            if isinstance(step, str):
+                log.info('etcd: %s', step, extra={'node': self.options.node_name})
                 continue
-            why = 'drift' if change.action == files.UPDATE and reason == 'sync' else change.action
+            if step.path == anchor.ANCHOR_RECORD:
+                continue
+            why = 'drift' if step.action == files.UPDATE and reason == 'sync' else step.action
             self.metrics.writes.labels(why).inc()
-            log.info('%s %s (%s)', change.action, change.path, why, extra={'node': self.options.node_name})
-
-    def etcd_flags(self, sources: List[anchor.Source]) -> Optional[Tuple[str, str]]:
-        """The member's --initial-cluster flags: kept from the manifest on disk, or decided by adding the member."""
-        if not any(s.etcd for s in sources):
-            return None
-        kept = etcd_bootstrap_flags(self.root.read(layout.MANIFEST['etcd']))
-        if kept is not None:
-            return kept
-        if not self.options.etcd_endpoints:
-            raise ProvisioningError('an etcd member source is anchored but --anchor-etcd-endpoints is empty')
-        result = ensure_member_present(self.etcd(), name=self.options.node_name, peer_urls=[self.peer_url],
-                                       learner=True, promote=False)
-        log.info('etcd: %s', result['msg'], extra={'node': self.options.node_name})
-        return result['initial_cluster'], 'existing'
-
-    def promote(self) -> None:
-        try:
-            member = etcd_membership.member_of(cluster_info(self.etcd()), self.peer_url)
-            if member is not None and member['is_learner'] and member['name']:
-                result = ensure_member_present(self.etcd(), name=self.options.node_name, peer_urls=[self.peer_url],
-                                               learner=True, promote=True, promote_timeout=PROMOTE_TIMEOUT,
-                                               retry_timeout=PROMOTE_TIMEOUT)
-                log.info('etcd: %s', result['msg'], extra={'node': self.options.node_name})
-        except EtcdError as exc:
-            log.info('etcd learner not promoted yet: %s', exc, extra={'node': self.options.node_name})
+            log.info('%s %s (%s)', step.action, step.path, why, extra={'node': self.options.node_name})
+        if report.waiting:
+            log.info('etcd learner not promoted yet: %s', report.waiting, extra={'node': self.options.node_name})
 
     def cycle(self) -> None:
         sources = self.sources()
         if sources is None:
             return
-        try:
-            self.apply(anchor.plan_sync(self.root, anchor.desired_files(
-                sources, self.options.node_name, self.options.node_ip), keep_etcd_manifest=True), 'sync')
-            flags = self.etcd_flags(sources)
-            desired = anchor.desired_files(sources, self.options.node_name, self.options.node_ip, flags)
-            self.apply(anchor.plan_sync(self.root, desired), 'sync')
-            if flags is not None:
-                self.promote()
-        except (InvalidInput, ProvisioningError, EtcdError, OSError) as exc:
-            log.error('anchor sync failed: %s', exc, extra={'node': self.options.node_name})
+        report = anchor.run_cycle(self.root, sources, self.node)
+        self.report(report, 'sync')
+        if report.error is not None:
+            log.error('anchor sync failed: %s', report.error, extra={'node': self.options.node_name})
             self.metrics.errors.labels('sync').inc()
             return
         self.metrics.files.set(len(anchor.read_record(self.root)))
@@ -182,22 +142,16 @@ class AnchorLoop:
 
     def cleanup(self) -> None:
         """Remove the etcd member (refused when it would break quorum: then everything stays), then every file."""
-        recorded = anchor.read_record(self.root)
-        if layout.MANIFEST['etcd'] in recorded and self.options.etcd_endpoints:
-            try:
-                plan = etcd_membership.plan_removal(self.etcd(), self.peer_url, None, self.options.node_name)
-                if plan['member'] is not None:
-                    etcd_membership.remove(self.etcd(), plan['member'], check_mode=False)
-                    log.info('etcd: removed member %s', plan['member']['id'], extra={'node': self.options.node_name})
-            except Refused as exc:
-                log.error('anchor stop: %s; the etcd member and every anchored file stay', exc,
-                          extra={'node': self.options.node_name, 'rule': exc.rule})
-                return
-            except EtcdError as exc:
-                log.error('anchor stop: cannot remove the etcd member (%s); the files stay', exc,
-                          extra={'node': self.options.node_name})
-                return
-        self.apply(anchor.plan_cleanup(self.root), 'cleanup')
+        report = anchor.cleanup(self.root, self.node)
+        self.report(report, 'cleanup')
+        if report.refused is not None:
+            log.error('anchor stop: %s; the etcd member and every anchored file stay', report.refused,
+                      extra={'node': self.options.node_name, 'rule': report.refused.rule})
+            return
+        if report.error is not None:
+            log.error('anchor stop: cannot remove the etcd member (%s); the files stay', report.error,
+                      extra={'node': self.options.node_name})
+            return
         self.metrics.files.set(0)
 
 

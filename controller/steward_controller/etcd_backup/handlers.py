@@ -13,6 +13,7 @@ store holds; deleting the object stops the loop and keeps every snapshot.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import shutil
@@ -24,12 +25,12 @@ import kopf
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
     KIND_COMPACTION, KIND_DELTA, KIND_FULL, BackupListener, BackupRunner)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
-    BackupSpec, parse_backup_spec, secret_value)
+    BackupSpec, connection_from_secrets, parse_backup_spec, secret_names)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
@@ -258,45 +259,33 @@ def read_secret(runtime: Runtime, namespace: str, name: str, field: str = '') ->
     return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
 
 
-def _write_private(directory: str, name: str, content: str) -> str:
+def _write_private(directory: str, name: str, content: Optional[str]) -> Optional[str]:
+    """The PEM text as a new 0600 file (the one left by the loop's previous run is replaced)."""
+    if content is None:
+        return None
     path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, 'w') as f:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    with open_private(path, 'w') as f:
         f.write(content)
     return path
 
 
 def connect(runtime: Runtime, spec: BackupSpec, namespace: str, work_dir: str) -> tuple:
-    """(EtcdConnection, store) from the spec and its Secrets."""
-    ca = cert = key = user = password = None
-    if spec.tls_secret:
-        data = read_secret(runtime, namespace, spec.tls_secret.name, 'spec.etcd.tlsSecretRef')
-        ca = _write_private(work_dir, 'ca.crt', secret_value(data, ['ca.crt'], spec.tls_secret.name, 'CA certificate'))
-        if data.get('tls.crt') or data.get('tls.key'):
-            cert = _write_private(work_dir, 'tls.crt', secret_value(data, ['tls.crt'], spec.tls_secret.name, 'certificate'))
-            key = _write_private(work_dir, 'tls.key', secret_value(data, ['tls.key'], spec.tls_secret.name, 'key'))
-    if spec.auth_secret:
-        data = read_secret(runtime, namespace, spec.auth_secret.name, 'spec.etcd.authSecretRef')
-        user = secret_value(data, ['username', 'user'], spec.auth_secret.name, 'user name')
-        password = secret_value(data, ['password'], spec.auth_secret.name, 'password')
-    conn = EtcdConnection(endpoints=tuple(spec.endpoints), ca_cert=ca, client_cert=cert, client_key=key,
-                          user=user, password=password, timeout=spec.connection_timeout)
-    access = secret = token = customer_key = None
-    region = spec.region
-    if spec.store_secret:
-        data = read_secret(runtime, namespace, spec.store_secret.name, 'spec.store.secretRef')
-        access = secret_value(data, ['accessKeyID', 'AWS_ACCESS_KEY_ID'], spec.store_secret.name, 'access key')
-        secret = secret_value(data, ['secretAccessKey', 'AWS_SECRET_ACCESS_KEY'], spec.store_secret.name, 'secret key')
-        token = data.get('sessionToken') or data.get('AWS_SESSION_TOKEN')
-        region = region or data.get('region') or data.get('AWS_REGION')
-        customer_key = data.get('sseCustomerKey') or None  # etcd-backup-restore's key name
-    key_field = 'secret %s key sseCustomerKey' % (spec.store_secret.name if spec.store_secret else '')
-    encryption = s3_encryption(mode=spec.encryption_mode, kms_key_id=spec.kms_key_id,
-                               customer_key=customer_key if spec.encryption_mode == 'SSE-C' else None,
-                               fields={'mode': 'spec.store.encryption.mode', 'encrypt': 'spec.store.encryption.mode',
-                                       'kms_key_id': 'spec.store.encryption.kmsKeyId', 'customer_key': key_field})
-    store = open_store(spec.store_url, endpoint_url=spec.s3_endpoint, access_key=access, secret_key=secret,
-                       session_token=token, region=region, encryption=encryption)
+    """(EtcdConnection, store) from the spec and its Secrets: the handler reads the Secrets, the engine says what
+    each key means (backup_spec.connection_from_secrets)."""
+    secrets: Dict[str, Dict[str, str]] = {}
+    for field, name in secret_names(spec).items():
+        if name not in secrets:
+            secrets[name] = read_secret(runtime, namespace, name, field)
+    found = connection_from_secrets(spec, secrets)
+    conn = EtcdConnection(endpoints=tuple(spec.endpoints), ca_cert=_write_private(work_dir, 'ca.crt', found.ca_cert),
+                          client_cert=_write_private(work_dir, 'tls.crt', found.client_cert),
+                          client_key=_write_private(work_dir, 'tls.key', found.client_key),
+                          user=found.user, password=found.password, timeout=spec.connection_timeout)
+    store = open_store(spec.store_url, endpoint_url=spec.s3_endpoint, access_key=found.access_key,
+                       secret_key=found.secret_key, session_token=found.session_token, region=found.region,
+                       encryption=found.encryption)
     return conn, store
 
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
-from steward_controller.maintenance.controller import slim
-from steward_controller.maintenance.queue import NodeCache, older, resource_version
+from steward_controller.core.informer import NodeCache, older, resource_version, slim
 
 KINDS = ('MachineClass', 'Machine', 'MachineSet', 'MachineDeployment')
 Key = Tuple[str, str]

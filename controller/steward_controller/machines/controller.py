@@ -73,7 +73,7 @@ from steward_controller.machines.admission import CloudSlots, calls_cloud, slots
 from steward_controller.machines.caches import KINDS, Caches
 from steward_controller.machines.metrics import MachineMetrics
 from steward_controller.machines.target import KubeTarget
-from steward_controller.maintenance.controller import slim
+from steward_controller.core.informer import slim
 
 log = logging.getLogger('steward.machines')
 HEALTH_KEY = 'machines-loop'

@@ -5,7 +5,7 @@
 
 Files: controller.py (the loop: scheduler, workers, kopf node watch), config.py (hot-reloaded config),
 gate.py (process lock + Lease mutex), leases.py (Lease cache), queue.py (work queue, node cache),
-shuffles.py (the seed's shuffle metrics).
+shuffles.py (the pods and owners the engine's shuffle metrics count).
 """
 
 from __future__ import annotations

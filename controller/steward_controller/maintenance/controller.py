@@ -46,6 +46,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.consta
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import SmtplibSender, UrllibPoster
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.shuffles import ShuffleError, shuffle_records
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import ErrorKind, ReconcileError, ReconcileResult, reconcile
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import ConfigSource
@@ -53,9 +54,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config
 from steward_controller.maintenance.config import ConfigWatcher, PollOutcome
 from steward_controller.maintenance.gate import GateHold, GateLost, MaintenanceGate
 from steward_controller.maintenance.leases import CachedLeaseStore, LeaseCache
-from steward_controller.maintenance.queue import NodeCache, WorkQueue, resource_version
-from steward_controller.maintenance.shuffles import ShuffleError, kube_lookup, pods_on, shuffle_records
+from steward_controller.maintenance.queue import WorkQueue
+from steward_controller.maintenance.shuffles import kube_lookup, pods_on
 from steward_controller.core.background import BackgroundLoop, register_background
+from steward_controller.core.informer import NodeCache, resource_version, slim
 from steward_controller.core.runtime import Runtime
 
 log = logging.getLogger('steward.maintenance')
@@ -82,18 +84,6 @@ def register(registry: Any, runtime: Runtime) -> None:
     @kopf.on.event('', 'v1', 'nodes', registry=registry, id='maintenance-node')
     async def node_event(event: Mapping[str, Any], **kwargs: Any) -> None:
         controller.observe(event.get('type'), event.get('object') or {})
-
-
-def slim(node: Mapping[str, Any]) -> Dict[str, Any]:
-    """The Node without managedFields and status.images (shallow copies; the rest is shared, never mutated)."""
-    out = dict(node)
-    meta = out.get('metadata')
-    if isinstance(meta, dict) and 'managedFields' in meta:
-        out['metadata'] = {k: v for k, v in meta.items() if k != 'managedFields'}
-    status = out.get('status')
-    if isinstance(status, dict) and 'images' in status:
-        out['status'] = {k: v for k, v in status.items() if k != 'images'}
-    return out
 
 
 class StaleNode(Exception):

@@ -8,8 +8,8 @@ every `probeInterval` + up to `backoffJitterFactor` x `probeInterval`, counted f
 probe (a scale operation in flight delays the next probe; it never overlaps one); after an HTTP 429 the
 next probe waits at least `backoffDurationForThrottledRequests`.
 
-Each probe: is probing on for the cluster (decision.stopped_reason on the namespace); the probe itself
-(probe.probe_cluster: API server, Nodes, Leases, Machines); the hysteresis (decision.decide); if it says
+Each probe: is probing on for the cluster (probe.cluster_stopped: the namespace); the probe itself
+(probe.probe_now: API server, Nodes, Leases, Machines; no Nodes stops probing too); the hysteresis (decision.decide); if it says
 so, the plan from the targets as they are (plan.build_plan), logged and posted as an Event on the status
 ConfigMap, then applied level by level (scaler.Scaler), every step an Event on its target and a metric;
 last the status ConfigMap `<--prober-name>-status` in `--namespace`.
@@ -31,11 +31,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import RateLimitedClient, TokenBucket
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import status
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import (
-    DOWN, ProbeState, decide, stopped_reason)
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.errors import ProbeError
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe import (
-    ProbeOutcome, machine_lister, probe_cluster, probed_client)
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import DOWN, ProbeState, decide
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe import ProbeOutcome, cluster_stopped, probe_now
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.scaler import Scaler, first_scale_call, summarize
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.targets import Targets
 
@@ -132,7 +129,7 @@ class ProberLoop:
     def probe_once(self) -> float:
         """One probe and what follows from it; returns the seconds to wait before the next one."""
         self.beat()
-        off = self.lifecycle()
+        off = cluster_stopped(self.seed, self.namespace)
         if off:
             self.set_off(off)
             return self.next_wait(False)
@@ -143,11 +140,11 @@ class ProberLoop:
             return self.config.initial_delay
         self.off_reason = ''
         self.metrics.probing.set(1)
-        outcome = self.probe()
+        outcome, empty = probe_now(self.seed, self.config, self.namespace, self.clock)
         self.metrics.probes.labels(outcome.result).inc()
         self.metrics.probe_seconds.observe(max(0.0, outcome.finished - outcome.started))
-        if outcome.error is None and outcome.nodes == 0:
-            self.set_off(stopped_reason(None, 0))
+        if empty:
+            self.set_off(empty)
             return self.next_wait(False)
         self.record(outcome)
         decision = decide(self.state, outcome.verdict.verdict if outcome.verdict is not None and outcome.error is None
@@ -160,14 +157,6 @@ class ProberLoop:
         self.write_status(data)
         return self.next_wait(outcome.error is not None and outcome.error.throttled)
 
-    def lifecycle(self) -> str:
-        try:
-            namespace = self.seed.get_or_none(api_path('v1', 'namespaces', name=self.namespace))
-        except KubeError as exc:
-            log.debug('cannot read namespace %s: %s', self.namespace, exc)
-            namespace = None
-        return stopped_reason(namespace)
-
     def set_off(self, why: str) -> None:
         self.metrics.probes.labels('stopped').inc()
         self.metrics.probing.set(0)
@@ -175,17 +164,6 @@ class ProberLoop:
             log.info('probing stopped for this cluster: %s; nothing is scaled while it lasts', why)
             self.write_status(status.probe_data(self.state, {'result': 'stopped'}, self.clock(), stopped=why))
         self.off_reason = why
-
-    def probe(self) -> ProbeOutcome:
-        try:
-            client = probed_client(self.seed, self.config, self.namespace)
-        except ProbeError as exc:
-            now = self.clock()
-            return ProbeOutcome(started=now, finished=now, error=exc)
-        try:
-            return probe_cluster(client, self.config, self.clock, machines=machine_lister(self.seed, self.namespace))
-        finally:
-            client.close()
 
     def record(self, outcome: ProbeOutcome) -> None:
         if outcome.error is not None:

@@ -24,7 +24,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression i
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import CronError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import MODE_SSE_S3, MODES
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import MODE_SSE_C, MODE_SSE_S3, MODES, S3Encryption, s3_encryption
 
 DEFAULTS: Dict[str, Any] = {
     'fullSnapshotSchedule': '0 */24 * * *',
@@ -220,3 +220,65 @@ def secret_value(data: Mapping[str, str], keys: List[str], secret: str, what: st
         if data.get(key):
             return data[key]
     raise SpecError('secret %s' % secret, 'key', 'has no %s (looked for key %s)' % (what, ' or '.join(keys)))
+
+
+@dataclasses.dataclass(frozen=True)
+class BackupConnection:
+    """What the Secrets of an EtcdBackup give the loop: the etcd client's TLS material (PEM text, to be written to
+    private files by the caller) and credentials, and the S3 store's credentials and encryption. Holds secrets:
+    never logged, never put in status."""
+    ca_cert: Optional[str] = None
+    client_cert: Optional[str] = None
+    client_key: Optional[str] = None
+    user: Optional[str] = None
+    password: Optional[str] = dataclasses.field(default=None, repr=False)
+    access_key: Optional[str] = None
+    secret_key: Optional[str] = dataclasses.field(default=None, repr=False)
+    session_token: Optional[str] = dataclasses.field(default=None, repr=False)
+    region: Optional[str] = None
+    encryption: Optional[S3Encryption] = None
+
+
+def secret_names(spec: BackupSpec) -> Dict[str, str]:
+    """The Secrets a spec names, by the field naming each (`spec.etcd.tlsSecretRef` -> name): what to read."""
+    refs = (('spec.etcd.tlsSecretRef', spec.tls_secret), ('spec.etcd.authSecretRef', spec.auth_secret),
+            ('spec.store.secretRef', spec.store_secret))
+    return {field: ref.name for field, ref in refs if ref is not None}
+
+
+def connection_from_secrets(spec: BackupSpec, secrets: Mapping[str, Mapping[str, str]]) -> BackupConnection:
+    """The connection from the Secrets' decoded data (`secrets`: Secret name -> data), in etcd-backup-restore's
+    key vocabulary: TLS `ca.crt` (+ `tls.crt`/`tls.key` for a client certificate); auth `username` (or `user`) and
+    `password`; store `accessKeyID`/`secretAccessKey`/`sessionToken`/`region`/`sseCustomerKey`, or the AWS
+    environment names `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`/`AWS_REGION`. The spec's
+    region wins over the Secret's. SpecError (or InvalidInput for the encryption) names the Secret and the keys."""
+    out: Dict[str, Any] = {}
+    if spec.tls_secret:
+        name = spec.tls_secret.name
+        data = secrets[name]
+        out['ca_cert'] = secret_value(data, ['ca.crt'], name, 'CA certificate')
+        if data.get('tls.crt') or data.get('tls.key'):
+            out['client_cert'] = secret_value(data, ['tls.crt'], name, 'certificate')
+            out['client_key'] = secret_value(data, ['tls.key'], name, 'key')
+    if spec.auth_secret:
+        name = spec.auth_secret.name
+        data = secrets[name]
+        out['user'] = secret_value(data, ['username', 'user'], name, 'user name')
+        out['password'] = secret_value(data, ['password'], name, 'password')
+    customer_key = None
+    region = spec.region
+    if spec.store_secret:
+        name = spec.store_secret.name
+        data = secrets[name]
+        out['access_key'] = secret_value(data, ['accessKeyID', 'AWS_ACCESS_KEY_ID'], name, 'access key')
+        out['secret_key'] = secret_value(data, ['secretAccessKey', 'AWS_SECRET_ACCESS_KEY'], name, 'secret key')
+        out['session_token'] = data.get('sessionToken') or data.get('AWS_SESSION_TOKEN')
+        region = region or data.get('region') or data.get('AWS_REGION')
+        customer_key = data.get('sseCustomerKey') or None
+    key_field = 'secret %s key sseCustomerKey' % (spec.store_secret.name if spec.store_secret else '')
+    out['encryption'] = s3_encryption(
+        mode=spec.encryption_mode, kms_key_id=spec.kms_key_id,
+        customer_key=customer_key if spec.encryption_mode == MODE_SSE_C else None,
+        fields={'mode': 'spec.store.encryption.mode', 'encrypt': 'spec.store.encryption.mode',
+                'kms_key_id': 'spec.store.encryption.kmsKeyId', 'customer_key': key_field})
+    return BackupConnection(region=region, **out)

@@ -7,5 +7,6 @@ Entry points: `config.load_config`, `state.reconcile`, `info.describe_node`; `en
 carries every side effect (node lists, leases, SMTP, HTTP, the gate and the commit). The Ansible modules
 add `node_view.node_view` (what node_maintenance_info reports), `node_edit.plan_node_change` (what
 node_maintenance writes) and one thin I/O layer, `kube_reads` (config from a file or the cluster, the
-checks' Environment over the Kubernetes API). Errors: `errors.MaintenanceError` and its subclasses.
+checks' Environment over the Kubernetes API). The controller adds `shuffles.shuffle_records` (the seed's
+shuffle metrics of a node entering maintenance). Errors: `errors.MaintenanceError` and its subclasses.
 """

@@ -14,7 +14,12 @@ annotated `cluster.steward.io/anchor-etcd: member` holds the node's etcd manifes
 as a learner, and kept from the file on disk afterwards).
 
 Everything written is recorded in /etc/kubernetes/steward-anchor.json (apart from what provisioning itself
-recorded); only recorded files are ever rewritten or removed. Pure planning here; the controller loop does I/O.
+recorded); only recorded files are ever rewritten or removed.
+
+Planning (`desired_files`, `plan_sync`, `plan_cleanup`) is pure. `run_cycle` and `cleanup` are the anchor's two
+sequences over it - one sync (files, then the etcd member as a learner before its manifest, then its promotion),
+and the stop (remove the member, quorum permitting, then every file) - returning what they changed and what was
+refused, so the controller loop only reads the sources and reports.
 """
 
 from __future__ import annotations
@@ -27,7 +32,13 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, layout
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_present
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import etcd_membership, files, layout
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import etcd_bootstrap_flags
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import FileSpec
 
 SOURCE_LABEL = 'cluster.steward.io/anchor'
@@ -157,3 +168,114 @@ def plan_cleanup(root: files.Root) -> List[files.Change]:
     if root.exists(ANCHOR_RECORD):
         changes.append(files.Change(ANCHOR_RECORD, files.REMOVE, 'file', root.read(ANCHOR_RECORD), None, None, False))
     return changes
+
+
+PROMOTE_TIMEOUT = 5.0   # one promotion attempt per cycle; a learner still catching up is tried again next cycle
+
+
+@dataclasses.dataclass(frozen=True)
+class AnchorNode:
+    """The node an anchor acts for: its name and address, its etcd peer port, and the cluster's etcd client URLs."""
+    name: str
+    ip: str
+    etcd_peer_port: int = 2380
+    etcd_endpoints: Tuple[str, ...] = ()
+
+    @property
+    def peer_url(self) -> str:
+        host = '[%s]' % self.ip if ':' in self.ip else self.ip
+        return 'https://%s:%d' % (host, self.etcd_peer_port)
+
+
+@dataclasses.dataclass
+class AnchorReport:
+    """What one sequence did. `steps`, in the order they happened: a file change applied (the record file included)
+    or what an etcd membership call said; `waiting`: why a learner is not promoted yet ('' when none); `refused`: a
+    removal quorum refused (nothing else was done); `error`: what stopped the sequence (the steps before it stand)."""
+    steps: List[Any] = dataclasses.field(default_factory=list)   # files.Change, or str for an etcd call
+    waiting: str = ''
+    refused: Optional[Refused] = None
+    error: Optional[Exception] = None
+
+    @property
+    def changes(self) -> List[files.Change]:
+        return [step for step in self.steps if isinstance(step, files.Change)]
+
+
+def etcd_connection(root: files.Root, node: AnchorNode) -> EtcdConnection:
+    """The node's etcd client, with the health-check client certificate provisioning put in the etcd PKI."""
+    pki = layout.ETCD_PKI_DIR
+    return EtcdConnection(endpoints=node.etcd_endpoints, ca_cert=root.host(pki + '/ca.crt'),
+                          client_cert=root.host(pki + '/healthcheck-client.crt'),
+                          client_key=root.host(pki + '/healthcheck-client.key'))
+
+
+def _apply(root: files.Root, changes: List[files.Change], report: AnchorReport) -> None:
+    files.apply(root, changes)
+    report.steps.extend(changes)
+
+
+def _etcd_flags(root: files.Root, sources: List[Source], node: AnchorNode, report: AnchorReport
+                ) -> Optional[Tuple[str, str]]:
+    """The member's --initial-cluster flags: kept from the manifest on disk, or decided by adding the member."""
+    if not any(s.etcd for s in sources):
+        return None
+    kept = etcd_bootstrap_flags(root.read(layout.MANIFEST['etcd']))
+    if kept is not None:
+        return kept
+    if not node.etcd_endpoints:
+        raise ProvisioningError('an etcd member source is anchored but --anchor-etcd-endpoints is empty')
+    result = ensure_member_present(etcd_connection(root, node), name=node.name, peer_urls=[node.peer_url],
+                                   learner=True, promote=False)
+    report.steps.append(result['msg'])
+    return result['initial_cluster'], 'existing'
+
+
+def _promote(root: files.Root, node: AnchorNode, report: AnchorReport) -> None:
+    """Promote the node's learner once it has started (it has a name); a learner still catching up waits."""
+    try:
+        member = etcd_membership.member_of(cluster_info(etcd_connection(root, node)), node.peer_url)
+        if member is not None and member['is_learner'] and member['name']:
+            result = ensure_member_present(etcd_connection(root, node), name=node.name, peer_urls=[node.peer_url],
+                                           learner=True, promote=True, promote_timeout=PROMOTE_TIMEOUT,
+                                           retry_timeout=PROMOTE_TIMEOUT)
+            report.steps.append(result['msg'])
+    except EtcdError as exc:
+        report.waiting = str(exc)
+
+
+def run_cycle(root: files.Root, sources: List[Source], node: AnchorNode) -> AnchorReport:
+    """One sync: the non-etcd files first, then the etcd member's flags (kept from its manifest, or decided by adding
+    the member as a learner) and the full set with its manifest, then the promotion of a learner that caught up.
+    Bad input, a refusal, etcd or the disk failing end the sequence as the report's `error`."""
+    report = AnchorReport()
+    try:
+        _apply(root, plan_sync(root, desired_files(sources, node.name, node.ip), keep_etcd_manifest=True), report)
+        flags = _etcd_flags(root, sources, node, report)
+        _apply(root, plan_sync(root, desired_files(sources, node.name, node.ip, flags)), report)
+        if flags is not None:
+            _promote(root, node, report)
+    except (InvalidInput, ProvisioningError, EtcdError, OSError) as exc:
+        report.error = exc
+    return report
+
+
+def cleanup(root: files.Root, node: AnchorNode) -> AnchorReport:
+    """The stop: remove the node's etcd member (refused when it would break quorum: then everything stays), then
+    every anchored file. An etcd failure keeps the files too (the member would run on without its manifest)."""
+    report = AnchorReport()
+    if layout.MANIFEST['etcd'] in read_record(root) and node.etcd_endpoints:
+        try:
+            conn = etcd_connection(root, node)
+            plan = etcd_membership.plan_removal(conn, node.peer_url, None, node.name)
+            if plan['member'] is not None:
+                etcd_membership.remove(conn, plan['member'], check_mode=False)
+                report.steps.append('removed member %s' % plan['member']['id'])
+        except Refused as exc:
+            report.refused = exc
+            return report
+        except EtcdError as exc:
+            report.error = exc
+            return report
+    _apply(root, plan_cleanup(root), report)
+    return report

@@ -12,6 +12,9 @@ nothing is scaled on missing evidence. HTTP 429 marks the error `throttled`, aft
 The probed cluster is reached with a fresh client per probe, as DWD does since its issue #61 (a connection
 kept alive across a network failure must not make an outage look like a healthy API server or the reverse):
 the caller's own cluster, or the kubeconfig in the Secret `kubeConfigSecretName` (key `kubeconfig`).
+
+The sequence the prober loop and the watchdog_probe module share: `cluster_stopped` (is probing on for the
+cluster, from the watchdog's namespace), then `probe_now` (client, probe, close; no Nodes means stopped too).
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import HAS_KUBERNETES, KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import leases
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import stopped_reason
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.errors import ProbeError
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import ProberConfig
 
@@ -144,3 +148,29 @@ def probed_client(seed: KubeClient, config: ProberConfig, namespace: str) -> Kub
         raise ProbeError('Secret %s/%s key %r is not a usable kubeconfig: %s' % (
             namespace, name, c.KUBECONFIG_SECRET_KEY, exc.__class__.__name__), SECRET) from None
     return KubeClient(configuration, timeout=config.probe_timeout)
+
+
+def cluster_stopped(seed: KubeClient, namespace: str) -> str:
+    """Why probing is off for the cluster by its namespace ('' when on): deleting, hibernated, migrating
+    (decision.stopped_reason). A namespace that cannot be read stops nothing."""
+    try:
+        ns = seed.get_or_none(api_path('v1', 'namespaces', name=namespace))
+    except KubeError:
+        ns = None
+    return stopped_reason(ns)
+
+
+def probe_now(seed: KubeClient, config: ProberConfig, namespace: str,
+              clock: Callable[[], float] = time.time) -> Tuple[ProbeOutcome, str]:
+    """One probe with a fresh client (closed after), and why probing is off when the probe found no Nodes ('' else).
+    A client that cannot be made (the kubeconfig Secret) is an outcome with its ProbeError, as a failed probe is."""
+    try:
+        probed = probed_client(seed, config, namespace)
+    except ProbeError as exc:
+        now = clock()
+        return ProbeOutcome(started=now, finished=now, error=exc), ''
+    try:
+        outcome = probe_cluster(probed, config, clock, machines=machine_lister(seed, namespace))
+    finally:
+        probed.close()
+    return outcome, (stopped_reason(None, 0) if outcome.error is None and outcome.nodes == 0 else '')

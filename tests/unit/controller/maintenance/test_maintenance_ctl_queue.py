@@ -10,7 +10,8 @@ import time
 from collections import Counter
 from typing import Dict, List
 
-from steward_controller.maintenance.queue import NodeCache, WorkQueue, older
+from steward_controller.core.informer import NodeCache, older
+from steward_controller.maintenance.queue import WorkQueue
 
 
 def node(name: str, version: str, state: str = '') -> Dict:

@@ -18,7 +18,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import HttpPoster
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
 
-from steward_controller.maintenance.controller import DEFERRALS, StaleNode, error_kind, slim
+from steward_controller.core.informer import slim
+from steward_controller.maintenance.controller import DEFERRALS, StaleNode, error_kind
 from steward_controller.maintenance.leases import CachedLeaseStore, LeaseCache
 
 NOW = 1767225600.0   # 2026-01-01T00:00:00Z

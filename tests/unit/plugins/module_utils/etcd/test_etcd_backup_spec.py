@@ -6,7 +6,8 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import full_snapshot_reason
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import parse_backup_spec, parse_quantity
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
+    connection_from_secrets, parse_backup_spec, parse_quantity, secret_names)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain
@@ -153,3 +154,60 @@ def test_restore_verification_is_daily_by_default_and_can_be_turned_off_or_resch
     assert hourly.policy.verify_schedule.expr == '15 * * * *'
     with pytest.raises(SpecError, match='^spec.restoreVerification.schedule: '):
         parse_backup_spec(dict(BASE, restoreVerification={'schedule': '61 * * * *'}))
+
+
+SECRETS_SPEC = dict(BASE, etcd=dict(BASE.get('etcd') or {}, endpoints=['https://etcd-0:2379'],
+                                    tlsSecretRef={'name': 'etcd-tls'}, authSecretRef={'name': 'etcd-auth'}),
+                    store=dict(BASE['store'], secretRef={'name': 'backup-s3'}))
+
+
+def test_connection_from_secrets_in_etcd_backup_restore_keys():
+    spec = parse_backup_spec(SECRETS_SPEC)
+    assert secret_names(spec) == {'spec.etcd.tlsSecretRef': 'etcd-tls', 'spec.etcd.authSecretRef': 'etcd-auth',
+                                  'spec.store.secretRef': 'backup-s3'}
+    found = connection_from_secrets(spec, {
+        'etcd-tls': {'ca.crt': 'CA', 'tls.crt': 'CERT', 'tls.key': 'KEY'},
+        'etcd-auth': {'user': 'root', 'password': 'pw'},
+        'backup-s3': {'accessKeyID': 'AK', 'secretAccessKey': 'SK', 'sessionToken': 'ST', 'region': 'eu-1'}})
+    assert (found.ca_cert, found.client_cert, found.client_key, found.user, found.password) == (
+        'CA', 'CERT', 'KEY', 'root', 'pw')
+    assert (found.access_key, found.secret_key, found.session_token, found.region) == ('AK', 'SK', 'ST', 'eu-1')
+    assert found.encryption.mode == 'AES256'
+    assert 'pw' not in repr(found) and 'SK' not in repr(found) and 'ST' not in repr(found)
+
+
+def test_connection_from_secrets_takes_the_aws_names_and_the_spec_region_wins():
+    spec = parse_backup_spec(dict(SECRETS_SPEC, etcd=dict(SECRETS_SPEC['etcd'], authSecretRef=None),
+                                  store=dict(SECRETS_SPEC['store'], region='us-2')))
+    found = connection_from_secrets(spec, {
+        'etcd-tls': {'ca.crt': 'CA'},
+        'backup-s3': {'AWS_ACCESS_KEY_ID': 'AK', 'AWS_SECRET_ACCESS_KEY': 'SK', 'AWS_REGION': 'eu-1'}})
+    assert (found.ca_cert, found.client_cert, found.user) == ('CA', None, None)
+    assert (found.access_key, found.secret_key, found.session_token, found.region) == ('AK', 'SK', None, 'us-2')
+
+
+@pytest.mark.parametrize('secrets, message', [
+    ({'etcd-tls': {}, 'etcd-auth': {'user': 'u', 'password': 'p'}, 'backup-s3': {'accessKeyID': 'a', 'secretAccessKey': 's'}},
+     r'^secret etcd-tls: has no CA certificate \(looked for key ca.crt\)'),
+    ({'etcd-tls': {'ca.crt': 'CA', 'tls.crt': 'C'}, 'etcd-auth': {'user': 'u', 'password': 'p'},
+      'backup-s3': {'accessKeyID': 'a', 'secretAccessKey': 's'}}, r'^secret etcd-tls: has no key \(looked for key tls.key\)'),
+    ({'etcd-tls': {'ca.crt': 'CA'}, 'etcd-auth': {'password': 'p'}, 'backup-s3': {'accessKeyID': 'a', 'secretAccessKey': 's'}},
+     r'^secret etcd-auth: has no user name \(looked for key username or user\)'),
+    ({'etcd-tls': {'ca.crt': 'CA'}, 'etcd-auth': {'user': 'u', 'password': 'p'}, 'backup-s3': {'secretAccessKey': 's'}},
+     r'^secret backup-s3: has no access key \(looked for key accessKeyID or AWS_ACCESS_KEY_ID\)'),
+])
+def test_connection_from_secrets_names_the_secret_and_the_keys(secrets, message):
+    with pytest.raises(SpecError, match=message):
+        connection_from_secrets(parse_backup_spec(SECRETS_SPEC), secrets)
+
+
+def test_connection_from_secrets_sse_c_key_from_the_store_secret():
+    spec = parse_backup_spec(dict(SECRETS_SPEC, store=dict(SECRETS_SPEC['store'], encryption={'mode': 'SSE-C'})))
+    key = 'k' * 32
+    found = connection_from_secrets(spec, {'etcd-tls': {'ca.crt': 'CA'}, 'etcd-auth': {'user': 'u', 'password': 'p'},
+                                           'backup-s3': {'accessKeyID': 'a', 'secretAccessKey': 's',
+                                                         'sseCustomerKey': key}})
+    assert found.encryption.mode == 'SSE-C' and found.encryption.customer_key
+    with pytest.raises(InvalidInput, match='secret backup-s3 key sseCustomerKey'):
+        connection_from_secrets(spec, {'etcd-tls': {'ca.crt': 'CA'}, 'etcd-auth': {'user': 'u', 'password': 'p'},
+                                       'backup-s3': {'accessKeyID': 'a', 'secretAccessKey': 's'}})

@@ -112,6 +112,33 @@ def test_sync_rewrites_drift_removes_what_is_no_longer_wanted_and_cleans_up(tmp_
     assert not root.exists('/etc/kubernetes/manifests/a.yaml')
 
 
+def test_run_cycle_reports_the_changes_in_order_and_cleanup_removes_them(tmp_path):
+    root = files.Root(str(tmp_path))
+    node = anchor.AnchorNode(name='cp1', ip='fd00::1')
+    assert node.peer_url == 'https://[fd00::1]:2380'
+    sources = [anchor.parse_source(_configmap('s', '/etc/kubernetes/manifests', {'a.yaml': '$(NODE_IP)'}), 'cp1')]
+    report = anchor.run_cycle(root, sources, node)
+    assert report.error is None and report.refused is None and report.waiting == ''
+    assert [(c.action, c.path) for c in report.steps] == [        # the record first: a file is never unrecorded
+        ('create', anchor.ANCHOR_RECORD), ('create', '/etc/kubernetes/manifests/a.yaml')]
+    assert root.read('/etc/kubernetes/manifests/a.yaml') == b'fd00::1'
+    assert anchor.run_cycle(root, sources, node).steps == []          # the second cycle changes nothing
+    gone = anchor.cleanup(root, node)                                # no etcd member recorded: files only
+    assert [c.path for c in gone.changes] == ['/etc/kubernetes/manifests/a.yaml', anchor.ANCHOR_RECORD]
+    assert not root.exists('/etc/kubernetes/manifests/a.yaml')
+
+
+def test_run_cycle_stops_at_an_etcd_source_without_endpoints_keeping_what_it_wrote(tmp_path):
+    root = files.Root(str(tmp_path))
+    sources = [anchor.parse_source(_configmap('s', '/etc/kubernetes/manifests', {'a.yaml': 'A'}), 'cp1'),
+               anchor.parse_source(_configmap('etcd', '/etc/kubernetes/manifests', {'etcd.yaml': ETCD_TEMPLATE.decode()},
+                                              **{anchor.ETCD_ANNOTATION: 'member'}), 'cp1')]
+    report = anchor.run_cycle(root, sources, anchor.AnchorNode(name='cp1', ip='10.0.0.1'))
+    assert 'anchor-etcd-endpoints is empty' in str(report.error)
+    assert '/etc/kubernetes/manifests/a.yaml' in [c.path for c in report.changes]
+    assert root.exists('/etc/kubernetes/manifests/a.yaml') and not root.exists('/etc/kubernetes/manifests/etcd.yaml')
+
+
 def test_join_request_parameters_as_promenade_names_them():
     spec = cluster()
     node = api.join_request({'hostname': ['w7'], 'ip': ['10.0.1.7'], 'design_ref': ['deckhand+http://x'],

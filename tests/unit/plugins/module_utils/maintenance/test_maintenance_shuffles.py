@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from steward_controller.maintenance.shuffles import ShuffleError, ShuffleRecord, shuffle_records
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.shuffles import ShuffleError, ShuffleRecord, shuffle_records
 
 NS = 'team'
 
