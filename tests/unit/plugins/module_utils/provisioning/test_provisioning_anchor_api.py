@@ -119,7 +119,7 @@ def test_run_cycle_reports_the_changes_in_order_and_cleanup_removes_them(tmp_pat
     sources = [anchor.parse_source(_configmap('s', '/etc/kubernetes/manifests', {'a.yaml': '$(NODE_IP)'}), 'cp1')]
     report = anchor.run_cycle(root, sources, node)
     assert report.error is None and report.refused is None and report.waiting == ''
-    assert [(c.action, c.path) for c in report.steps] == [        # the record first: a file is never unrecorded
+    assert [(c.action, c.path) for c in report.steps] == [        # manifests last, as in provisioning
         ('create', anchor.ANCHOR_RECORD), ('create', '/etc/kubernetes/manifests/a.yaml')]
     assert root.read('/etc/kubernetes/manifests/a.yaml') == b'fd00::1'
     assert anchor.run_cycle(root, sources, node).steps == []          # the second cycle changes nothing
