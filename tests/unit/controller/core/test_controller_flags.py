@@ -82,7 +82,7 @@ def test_a_bad_command_line_value_names_the_flag_only():
     ('STEWARD_KUBE_API_QPS', 'lots', "--kube-api-qps: expected a number, got 'lots'"),
     ('STEWARD_ANCHOR_INTERVAL', '10x', "--anchor-interval: expected a number, got '10x'"),
     ('STEWARD_ANCHOR_ETCD_PEER_PORT', 'peer', "--anchor-etcd-peer-port: expected a whole number, got 'peer'"),
-    ("STEWARD_SAFETY_UP", "two", "--safety-up: expected a whole number, got 'two'"),
+    ('STEWARD_SAFETY_UP', 'two', "--safety-up: expected a whole number, got 'two'"),
 ])
 def test_every_loop_and_the_runtime_name_a_bad_environment_value(monkeypatch, capsys, name, text, words):
     monkeypatch.setenv(name, text)
