@@ -88,14 +88,14 @@ def add(group: Any, table: Iterable[Flag]) -> None:
         else:
             default = _FromEnvironment(text)
             default.variable = flag.variable
-        helptext = '%s (env %s; default %s)' % (flag.help, flag.variable, flag.shown_default() or '""') if flag.help \
-            else '(env %s; default %s)' % (flag.variable, flag.shown_default() or '""')
+        helptext = ('%s ' % flag.help if flag.help else '') + '(env %s; default %s)' % (
+            flag.variable, flag.shown_default() or '""')
         if flag.kind == 'bool' and flag.off:
-            action = group.add_argument(flag.off, dest=flag.attribute, action='store_const', const=False, default=default,
-                               help=helptext)
+            action = group.add_argument(flag.off, dest=flag.attribute, action='store_const', const=False,
+                                        default=default, help=helptext)
         elif flag.kind == 'bool':
             action = group.add_argument(flag.option, dest=flag.attribute, action=argparse.BooleanOptionalAction,
-                               default=default, help=helptext)
+                                        default=default, help=helptext)
         else:
             action = group.add_argument(flag.option, dest=flag.attribute, default=default, help=helptext)
         action.environment_variable = flag.variable
@@ -164,4 +164,3 @@ def _convert(kind: Kind, value: Any, field: str) -> Any:
             raise InvalidInput(field, 'choice', 'expected one of %s, got %s' % (', '.join(SWITCH), shown(text)), text)
         return SWITCH[text]
     raise ValueError('unknown flag kind %r' % (kind,))
-

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.shuffles import OWNER_KINDS, Lookup
 
+
 def kube_lookup(client: KubeClient) -> Lookup:
     """Owners read from the API, each at most once per call of the returned function's user."""
     seen: Dict[tuple, Optional[Dict[str, Any]]] = {}
