@@ -53,13 +53,12 @@ import threading
 import time
 from typing import Any, Dict, List
 
-import kubernetes
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
+
+import kubernetes  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'tests'))
-sys.path.insert(0, os.path.join(REPO, 'controller'))
-sys.path.insert(0, os.path.join(REPO, 'lab'))
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import plan_pass  # noqa: E402
@@ -364,7 +363,9 @@ def main() -> int:
     parser.add_argument('--skip-controller', action='store_true', help='only the engine part (c)')
     parser.add_argument('--skip-engine', action='store_true', help='only the controller parts (a, b)')
     parser.add_argument('--results', default=RESULTS, help='where the summary goes (JSON)')
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'machines', {'machines': 3, 'engine_machines': 50, 'timeout': 180.0, 'mcm_sample': 2},
+                           output='results')
+    _env.announce(args)
     summary: Dict[str, Any] = {'benchmark': 'machines', 'python': platform.python_version(), 'cpus': os.cpu_count(),
                                'load_at_start': load()}
 

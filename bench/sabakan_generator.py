@@ -38,11 +38,12 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
-import yaml
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
+
+import yaml  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'lab'))
 
 from datacenter import generate_datacenter  # noqa: E402
 from summary_file import write_summary  # noqa: E402
@@ -110,7 +111,8 @@ def main() -> int:
     parser.add_argument('--runs', type=int, default=5, help='runs per measurement; the median is reported (default 5)')
     parser.add_argument('--sizes', default=','.join(map(str, SIZES)), help='machine counts (default %(default)s)')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'sabakan_generator.json'))
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'sabakan_generator', {'runs': 1, 'sizes': '100,300'})
+    _env.announce(args)
     sizes = [int(s) for s in args.sizes.split(',') if s.strip()]
     with open(os.path.join(REPO, 'lab', 'sabakan-template.yml')) as f:
         template = yaml.safe_load(f)
