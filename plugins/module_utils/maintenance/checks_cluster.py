@@ -98,7 +98,7 @@ class MaxMaintenance(CheckPlugin):
                    fields.duration('skipAfter'))
 
     def check(self, params: PluginParams) -> CheckResult:
-        nodes = [n for n in params.cluster_nodes() if labels_of(n).get(STATE_LABEL) == IN_MAINTENANCE]
+        nodes = params.cluster_in_maintenance()   # counted once per node list, not walked per node checked
         if self.profile:
             nodes = [n for n in nodes if contains_profile(labels_of(n).get(PROFILE_LABEL, ''), self.profile)]
         scope = []

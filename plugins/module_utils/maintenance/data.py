@@ -58,7 +58,7 @@ class NodeData:
 
 def _fold(obj: Any, fields: List[str], what: str) -> Dict[str, Any]:
     """Go's case-insensitive field matching with DisallowUnknownFields."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):   # json.loads gives dicts: skip the ABC check
         raise DataError(what, 'type', 'expected a JSON object, got %s' % (type(obj).__name__,))
     by_lower = {f.lower(): f for f in fields}
     out: Dict[str, Any] = {}
