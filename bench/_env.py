@@ -92,6 +92,16 @@ def parse_args(parser: argparse.ArgumentParser, name: str, tiny: dict, output: s
     return args
 
 
+def python_calls(fn: Any) -> int:
+    """Function calls one run of fn makes (cProfile's count): the work, apart from the machine's caches and load
+    (on a shared machine wall times move with the load; this does not)."""
+    import cProfile
+    import pstats
+    profile = cProfile.Profile()
+    profile.runcall(fn)
+    return pstats.Stats(profile).total_calls
+
+
 def announce(args: Any) -> None:
     """One line every benchmark prints first: when and under which load it ran (the docs' figures quote both)."""
     import time

@@ -39,12 +39,10 @@ Every figure is printed with the load average it was taken at. Writes bench/resu
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gc
 import math
 import os
 import platform
-import pstats
 import shutil
 import statistics
 import sys
@@ -296,13 +294,6 @@ def steady_fleet(machines: int) -> MachinesSim:
     raise RuntimeError('the in-memory fleet of %d did not settle: %s' % (machines, sorted(set(sim.phases()))))
 
 
-def python_calls(fn: Any) -> int:
-    """Function calls one run of fn makes (cProfile's count): the work, apart from the machine's caches and load."""
-    profile = cProfile.Profile()
-    profile.runcall(fn)
-    return pstats.Stats(profile).total_calls
-
-
 def part_engine(sizes: List[int], repeats: int = 7) -> Dict[str, Any]:
     rows = []
     for n in sizes:
@@ -318,7 +309,7 @@ def part_engine(sizes: List[int], repeats: int = 7) -> Dict[str, Any]:
         best = min(times)     # the least disturbed of the runs: other processes only ever add to a pass's time
         rows.append({'machines': n, 'pass_s': round(best, 3), 'median_s': round(statistics.median(times), 3),
                      'per_machine_us': round(best / n * 1e6, 1),
-                     'calls_per_machine': round(python_calls(lambda: plan_pass(world, sim.memory, sim.settings, sim.now)) / n, 1),
+                     'calls_per_machine': round(_env.python_calls(lambda: plan_pass(world, sim.memory, sim.settings, sim.now)) / n, 1),
                      'machine_actions_in_steady_pass': actions, 'load': load()})
         del sim, world
     base = rows[0]

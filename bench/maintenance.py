@@ -216,7 +216,9 @@ class MemoryCluster:
         self.cache.put(node)
 
 
-def engine_part(count: int) -> Dict[str, Any]:
+def engine_part(count: int, calls: bool = False) -> Dict[str, Any]:
+    """Three passes over `count` nodes; with `calls`, each pass runs under cProfile and its function calls are
+    counted (the work, which the load of a shared machine does not change; its times are then not comparable)."""
     config = load_config(CONFIG, environ={})
     gc.collect()
     rss_start = rss_mib()
@@ -232,13 +234,19 @@ def engine_part(count: int) -> Dict[str, Any]:
         before = (cluster.patches, http.posts + smtp.mails, cluster.gate_entries)
         transitions = errors = 0
         gc.collect()
+
+        def one_pass() -> None:
+            nonlocal transitions, errors
+            for name in cluster.cache.names():
+                result = reconcile(cluster.cache.get(name), config, NOW + 60 * number, env)
+                transitions += len(result.transitions)
+                errors += len(result.errors)
         start = time.perf_counter()
-        for name in cluster.cache.names():
-            result = reconcile(cluster.cache.get(name), config, NOW + 60 * number, env)
-            transitions += len(result.transitions)
-            errors += len(result.errors)
+        made = _env.python_calls(one_pass) if calls else 0
+        if not calls:
+            one_pass()
         seconds = time.perf_counter() - start
-        passes.append({'pass': label, 'seconds': seconds, 'per_node_us': seconds / count * 1e6,
+        passes.append({'pass': label, 'seconds': seconds, 'per_node_us': seconds / count * 1e6, 'calls_per_node': made / count,
                        'patches': cluster.patches - before[0], 'notifications': http.posts + smtp.mails - before[1],
                        'gate_entries': cluster.gate_entries - before[2], 'transitions': transitions, 'errors': errors})
     states: Dict[str, int] = {}
@@ -374,18 +382,21 @@ def main() -> int:
     for label, requeue in REQUEUES.items():
         engine['ratios'][label] = {'worst_pass': worst / requeue, 'steady_pass': steady / requeue}
         print('requeue %-24s ratio pass/requeue: worst %.3f, steady %.3f (goal <= 1.0)' % (label, worst / requeue, steady / requeue))
+    # growth: the work (Python calls per node, each pass under cProfile), which the load does not move
     growth = []
-    for size in sorted({int(s) for s in args.growth_sizes.split(',') if s.strip() and int(s) < args.nodes}):
-        smaller = engine_part(size)
-        growth.append({'nodes': size, 'passes': [p['seconds'] for p in smaller['passes']]})
-    growth.append({'nodes': args.nodes, 'passes': [p['seconds'] for p in engine['passes']]})
+    for size in sorted({int(s) for s in args.growth_sizes.split(',') if s.strip() and int(s) < args.nodes} | {args.nodes}):
+        counted = engine_part(size, calls=True)
+        growth.append({'nodes': size, 'calls_per_node': [p['calls_per_node'] for p in counted['passes']]})
     engine['growth'] = growth
+    for row in growth:
+        print('%6d nodes: Python calls per node, first contact %.0f, transitions %.0f, steady %.0f'
+              % ((row['nodes'],) + tuple(row['calls_per_node'])))
     if len(growth) > 1:
         low, high = growth[0], growth[-1]
-        exponents = [math.log(max(high['passes'][i], 1e-9) / max(low['passes'][i], 1e-9)) / math.log(high['nodes'] / low['nodes'])
+        exponents = [1 + math.log(high['calls_per_node'][i] / low['calls_per_node'][i]) / math.log(high['nodes'] / low['nodes'])
                      for i in range(3)]
         engine['growth_exponents'] = dict(zip(('first_contact', 'transitions', 'steady'), exponents))
-        print('growth t ~ n^k from %d to %d nodes (1.0 = linear): first contact %.2f, transitions %.2f, steady %.2f'
+        print('work growth ~ n^k from %d to %d nodes (1.0 = linear): first contact %.2f, transitions %.2f, steady %.2f'
               % (low['nodes'], high['nodes'], exponents[0], exponents[1], exponents[2]))
     memory = cache_memory(args.nodes)
     engine['cache_memory'] = memory
