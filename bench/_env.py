@@ -72,14 +72,16 @@ def bootstrap() -> None:
 def smoke_output(name: str) -> str:
     """The summary path of a `--smoke` run: under STEWARD_BENCH_SMOKE_DIR (the smoke test's tmp_path) or a temp
     dir, never bench/results."""
-    base = os.environ.get('STEWARD_BENCH_SMOKE_DIR') or os.path.join(tempfile.gettempdir(), 'steward-bench-smoke-%d' % os.getpid())
+    default = os.path.join(tempfile.gettempdir(), 'steward-bench-smoke-%d' % os.getpid())
+    base = os.environ.get('STEWARD_BENCH_SMOKE_DIR') or default
     return os.path.join(base, name + '.json')
 
 
 def parse_args(parser: argparse.ArgumentParser, name: str, tiny: dict, output: str = 'output') -> argparse.Namespace:
     """Parse the benchmark's options with one more, `--smoke`: the options in `tiny` (a scale that runs in
-    seconds; a callable is called, e.g. for a fresh temp dir) and the summary to `smoke_output(name)`. The smoke test (tests/integration/test_bench_smoke.py) runs
-    every benchmark so, so a change that breaks one fails the suite the same day; its figures mean nothing."""
+    seconds; a callable is called, e.g. for a fresh temp dir) and the summary to `smoke_output(name)`. The smoke
+    tests (tests/integration/test_bench_smoke*.py) run every benchmark so, so a change that breaks one fails the
+    suite the same day; the figures of a smoke run mean nothing."""
     parser.add_argument('--smoke', action='store_true',
                         help='tiny scale (%s), summary to a temp file: proves the benchmark runs, measures nothing'
                         % ', '.join('%s=%s' % (k, '...' if callable(v) else v) for k, v in sorted(tiny.items())))

@@ -197,7 +197,6 @@ def test_max_maintenance_scope_info_and_config_errors():
         build(MaxMaintenance, {'max': 'two'})
 
 
-
 def test_max_maintenance_counts_from_the_callers_index_when_given():
     # the index (the controller's cache keeps one) answers instead of a walk over every node; scoping still applies
     nodes = [other('a', 'in-maintenance', labels={'zone': 'z1'}), other('b', 'operational', labels={'zone': 'z1'})]

@@ -131,7 +131,6 @@ def test_reconcile_does_not_modify_its_input():
     assert set(result.patch['metadata']['annotations']) == {DATA}
 
 
-
 def test_a_transition_with_triggers_does_not_modify_its_input_either():
     # the working copy shares spec and status with the input (only metadata is copied): triggers write a deep copy
     config = '''

@@ -27,7 +27,6 @@ def test_a_lease_without_renew_time_is_expired():
     assert leases.lease_expired({'metadata': {'name': 'n'}, 'spec': {}}, NOW, EXPIRY)
 
 
-
 @pytest.mark.parametrize('text', [
     '2027-01-15T07:59:30.000000Z',            # exactly at the cutoff (NOW - 30 s): expired
     '2027-01-15T07:59:30.000001Z',            # one microsecond later: not
