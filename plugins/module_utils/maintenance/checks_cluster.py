@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
-    DATA_ANNOTATION, IN_MAINTENANCE, OPERATIONAL, PROFILE_LABEL, REQUIRED, STATE_LABEL, contains_profile)
+    DATA_ANNOTATION, OPERATIONAL, PROFILE_LABEL, REQUIRED, STATE_LABEL, contains_profile)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import node_data, parse_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import (
     PluginParams, labels_of, name_of)

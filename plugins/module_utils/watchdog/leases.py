@@ -137,6 +137,8 @@ class ExpiryCutoff:
         return known
 
     def expired(self, text: Any) -> bool:
+        # pylint: disable=unidiomatic-typecheck
+        # the exact type: a str subclass may compare differently
         if type(text) is str and len(text) == 27 and text[19] == '.' and text[26] == 'Z':  # noqa: E721
             fraction = text[20:26]
             if fraction.isascii() and fraction.isdigit() and self._real_date(text[:19]):
@@ -155,6 +157,7 @@ def lease_expired(lease: Mapping[str, Any], now: float, expiry_seconds: float) -
 def evaluate_leases(leases: Iterable[Mapping[str, Any]], candidates: Set[str], now: float, expiry_seconds: float,
                     failure_fraction: float, excluded: Optional[Mapping[str, int]] = None) -> LeaseVerdict:
     """The verdict over the leases of candidate nodes (a lease is named after its node)."""
+    # pylint: disable=unidiomatic-typecheck
     counted = 0
     expired: List[str] = []
     cutoff = ExpiryCutoff(now, expiry_seconds)
