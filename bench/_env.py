@@ -6,8 +6,9 @@
 The Makefile exports the environment the code under test needs (the collection link on PYTHONPATH, the etcd
 binaries in STEWARD_ETCD_BIN_DIRS, the venv's tools on PATH). A benchmark run as its docstring shows has none
 of that, and used to fail on the first import or etcd start. Importing this module sets up the same things
-from the checkout's own `.venv` and `.build` (what `make all` made), and leaves a variable that is already
-set alone, so `make bench` and a caller's own choices still win:
+from the checkout's own `.venv` and `.build` (what `make all` made); ANSIBLE_COLLECTIONS_PATH,
+STEWARD_ETCD_BIN_DIRS and ANSIBLE_PYTHON_INTERPRETER already set are left alone, so `make bench` and a caller's
+own choices still win, and PYTHONPATH and PATH get the checkout's entries in front of theirs:
 
 - run by another interpreter than the checkout's venv, it re-executes the benchmark with `.venv/bin/python`
   (the venv has the packages; a system python does not);
