@@ -110,17 +110,24 @@ class ClusterView:
     def __init__(self, source: Callable[[], NodeList], index: Optional[Callable[[], NodeList]] = None):
         self.source = source
         self.index = index
+        self.read: Optional[NodeList] = None        # what the source returned (its identity keys the memo)
         self.items: Optional[NodeList] = None
         self.maintained: Optional[NodeList] = None
 
+    def _read(self) -> NodeList:
+        """The one read of the source for this view (inside the gate the source is a LIST from the API)."""
+        if self.read is None:
+            self.read = self.source()
+        return self.read
+
     def get(self) -> NodeList:
         if self.items is None:
-            self.items = list(self.source())
+            self.items = list(self._read())
         return self.items
 
     def in_maintenance(self) -> NodeList:
         if self.maintained is None:
-            self.maintained = list(self.index()) if self.index is not None else _IN_MAINTENANCE.of(self.source())
+            self.maintained = list(self.index()) if self.index is not None else _IN_MAINTENANCE.of(self._read())
         return self.maintained
 
 

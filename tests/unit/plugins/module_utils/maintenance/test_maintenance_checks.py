@@ -227,6 +227,22 @@ def test_max_maintenance_without_an_index_walks_each_node_list_once_and_sees_eve
     assert len(walks) == 2
 
 
+def test_a_view_reads_its_source_once_for_the_count_and_the_list():
+    # inside the gate the source is a LIST from the API: maxMaintenance and nodeCount in one phase share one read
+    reads = []
+
+    def listing():
+        reads.append(1)
+        return [other('a', 'in-maintenance'), other('b')]
+
+    env = Environment(nodes=listing)
+    shared = params(other('me'), env=env)
+    assert build(MaxMaintenance, {'max': 2}).check(shared).info['maintained'] == 1
+    assert build(NodeCount, {'count': 2}).check(shared).passed
+    assert len(reads) == 1
+
+
+
 @pytest.mark.parametrize('count, expected', [(2, True), (3, True), (4, False)])
 def test_node_count(count, expected):
     assert build(NodeCount, {'count': count}).check(params(nodes=[other('a'), other('b'), other('c')])).passed is expected
