@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -194,6 +195,7 @@ def main() -> int:
         fast.stop()
     finally:
         parts.down(state)
+        shutil.rmtree(state, ignore_errors=True)   # the parts' logs and pid files (a temp dir of this run)
     write_summary(args.output, summary)
     return 0
 
