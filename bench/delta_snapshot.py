@@ -34,7 +34,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 from support.etcd_cluster import EtcdCluster  # noqa: E402
 from summary_file import write_summary  # noqa: E402
@@ -312,7 +312,9 @@ def main() -> None:
     parser.add_argument('--backlog', type=int, default=100000, help='events for the throughput part (0: skip)')
     parser.add_argument('--memory-limit-mib', type=int, default=100, help='deltaSnapshotMemoryLimit of our loop')
     parser.add_argument('--backlog-only', action='store_true', help='skip the sustained-rate sweeps')
-    args = parser.parse_args()
+    parser.add_argument('--output', default=os.path.join(HERE, 'results', 'delta_snapshot.json'))
+    args = _env.parse_args(parser, 'delta_snapshot', {'rates': '200', 'seconds': 1.0, 'backlog': 2000})
+    _env.announce(args)
     rates = [float(r) for r in args.rates.split(',')]
     work = tempfile.mkdtemp(prefix='bench-delta-')
     cluster = EtcdCluster(os.path.join(work, 'etcd'), 1).start()
@@ -351,7 +353,7 @@ def main() -> None:
               'limit + idle + %d MiB): %s' % (
                   o['rss_peak_mib'], o['memory_limit_mib'], o['rss_peak_mib'] - o['memory_limit_mib'], o['rss_idle_mib'],
                   beyond, IN_FLIGHT_MIB, IN_FLIGHT_MIB, 'met' if beyond <= IN_FLIGHT_MIB else 'NOT MET'))
-    write_summary(os.path.join(HERE, 'results', 'delta_snapshot.json'),
+    write_summary(args.output,
                   {'ours': mine, 'etcdctl_watch': theirs, 'backlog': drained, 'seconds': args.seconds,
                    'period': args.period})
 

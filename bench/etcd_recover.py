@@ -23,19 +23,21 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import random
 import re
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from typing import Dict, List, Optional
+
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'lab'))
-
 import etcd_act  # noqa: E402  (load, read_all, lose_for_good)
 import lab  # noqa: E402
 from summary_file import write_summary  # noqa: E402
@@ -147,13 +149,17 @@ def main() -> int:
     parser.add_argument('--ip-base', default='127.0.0.61')
     parser.add_argument('--reference', help='a collections dir with another version of steward.cluster')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'etcd_recover.json'))
-    args = parser.parse_args()
+    # smoke: a fresh state dir and a random loopback range, so it runs next to the lab and other tests
+    args = _env.parse_args(parser, 'etcd_recover', {
+        'keys': 50, 'runs': 1, 'state': lambda: os.path.join(tempfile.mkdtemp(prefix='steward-bench-recover-'), 'lab'),
+        'ip_base': lambda: '127.%d.%d.11' % (random.randint(100, 250), random.randint(0, 250))})
+    _env.announce(args)
     state = os.path.abspath(args.state)
     store = os.path.join(state, 'backups')
     results: Dict[str, Dict[str, List]] = {}
     tables: Dict[str, List] = {}
     try:
-        lab.lab_up(state, 3, args.ip_base, echo=False, sabakan=False)
+        lab.lab_up(state, 3, args.ip_base, echo=False, sabakan=False, only=['etcd'])
         hosts = lab.read_inventory(state)
         data = etcd_act.load(hosts, args.keys)
         backup = lab.run_playbook(state, 'steward.cluster.etcd_backup', ['-e', 'etcd_backup_store=' + store], echo=False)

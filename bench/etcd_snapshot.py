@@ -26,8 +26,9 @@ import sys
 import tempfile
 import time
 
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
 
 from support.etcd_cluster import EtcdCluster  # noqa: E402
 from summary_file import write_summary  # noqa: E402
@@ -115,7 +116,8 @@ def main() -> int:
     parser.add_argument('--work-dir', default=None, help='where etcd data and snapshots go (default: a temp dir)')
     parser.add_argument('--full-structure', action='store_true', help='also time ours with a full snapshot status read')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'etcd_snapshot.json'))
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'etcd_snapshot', {'size_mb': 2, 'runs': 1})
+    _env.announce(args)
 
     work = args.work_dir or tempfile.mkdtemp(prefix='steward-bench-')
     cluster = EtcdCluster(os.path.join(work, 'etcd'), 1).start()

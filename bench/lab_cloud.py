@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,8 +38,7 @@ from typing import Any, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'lab'))
-sys.path.insert(0, os.path.join(REPO, 'tests'))
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 import requests  # noqa: E402
 
@@ -128,7 +128,8 @@ def main() -> int:
     parser.add_argument('--steady', type=float, default=30.0, help='seconds of steady state to measure')
     parser.add_argument('--grace', type=float, default=8.0, help='grace for part (d)')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'lab_cloud.json'))
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'lab_cloud', {'instances': 3, 'steady': 2.0, 'grace': 2.0})
+    _env.announce(args)
     n = args.instances
     state = tempfile.mkdtemp(prefix='steward-bench-lab-')
     summary: Dict[str, Any] = {'instances': n, 'machine': platform.machine(), 'cpus': os.cpu_count()}
@@ -194,6 +195,7 @@ def main() -> int:
         fast.stop()
     finally:
         parts.down(state)
+        shutil.rmtree(state, ignore_errors=True)   # the parts' logs and pid files (a temp dir of this run)
     write_summary(args.output, summary)
     return 0
 

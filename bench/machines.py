@@ -39,12 +39,10 @@ Every figure is printed with the load average it was taken at. Writes bench/resu
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gc
 import math
 import os
 import platform
-import pstats
 import shutil
 import statistics
 import sys
@@ -53,13 +51,12 @@ import threading
 import time
 from typing import Any, Dict, List
 
-import kubernetes
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
+
+import kubernetes  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'tests'))
-sys.path.insert(0, os.path.join(REPO, 'controller'))
-sys.path.insert(0, os.path.join(REPO, 'lab'))
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import plan_pass  # noqa: E402
@@ -297,13 +294,6 @@ def steady_fleet(machines: int) -> MachinesSim:
     raise RuntimeError('the in-memory fleet of %d did not settle: %s' % (machines, sorted(set(sim.phases()))))
 
 
-def python_calls(fn: Any) -> int:
-    """Function calls one run of fn makes (cProfile's count): the work, apart from the machine's caches and load."""
-    profile = cProfile.Profile()
-    profile.runcall(fn)
-    return pstats.Stats(profile).total_calls
-
-
 def part_engine(sizes: List[int], repeats: int = 7) -> Dict[str, Any]:
     rows = []
     for n in sizes:
@@ -319,7 +309,7 @@ def part_engine(sizes: List[int], repeats: int = 7) -> Dict[str, Any]:
         best = min(times)     # the least disturbed of the runs: other processes only ever add to a pass's time
         rows.append({'machines': n, 'pass_s': round(best, 3), 'median_s': round(statistics.median(times), 3),
                      'per_machine_us': round(best / n * 1e6, 1),
-                     'calls_per_machine': round(python_calls(lambda: plan_pass(world, sim.memory, sim.settings, sim.now)) / n, 1),
+                     'calls_per_machine': round(_env.python_calls(lambda: plan_pass(world, sim.memory, sim.settings, sim.now)) / n, 1),
                      'machine_actions_in_steady_pass': actions, 'load': load()})
         del sim, world
     base = rows[0]
@@ -364,7 +354,9 @@ def main() -> int:
     parser.add_argument('--skip-controller', action='store_true', help='only the engine part (c)')
     parser.add_argument('--skip-engine', action='store_true', help='only the controller parts (a, b)')
     parser.add_argument('--results', default=RESULTS, help='where the summary goes (JSON)')
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'machines', {'machines': 3, 'engine_machines': 50, 'timeout': 180.0, 'mcm_sample': 2},
+                           output='results')
+    _env.announce(args)
     summary: Dict[str, Any] = {'benchmark': 'machines', 'python': platform.python_version(), 'cpus': os.cpu_count(),
                                'load_at_start': load()}
 

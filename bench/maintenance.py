@@ -41,6 +41,7 @@ import concurrent.futures
 import contextlib
 import copy
 import gc
+import math
 import os
 import platform
 import sys
@@ -51,11 +52,11 @@ from typing import Any, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'tests'))
-sys.path.insert(0, os.path.join(REPO, 'controller'))
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, STATE_LABEL  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import MemoryLeaseStore  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import HttpPoster, SmtpSender  # noqa: E402
@@ -182,7 +183,7 @@ class MemoryCluster:
     """The API as a dict: commits apply the merge patch and move the resourceVersion on; the cache follows."""
 
     def __init__(self, nodes: List[Dict[str, Any]]):
-        self.cache = NodeCache()
+        self.cache = NodeCache(index_label=STATE_LABEL)
         for node in nodes:
             self.cache.put(node)
         self.version = 100000
@@ -214,7 +215,9 @@ class MemoryCluster:
         self.cache.put(node)
 
 
-def engine_part(count: int) -> Dict[str, Any]:
+def engine_part(count: int, calls: bool = False) -> Dict[str, Any]:
+    """Three passes over `count` nodes; with `calls`, each pass runs under cProfile and its function calls are
+    counted (the work, which the load of a shared machine does not change; its times are then not comparable)."""
     config = load_config(CONFIG, environ={})
     gc.collect()
     rss_start = rss_mib()
@@ -222,20 +225,27 @@ def engine_part(count: int) -> Dict[str, Any]:
     rss_nodes = rss_mib()
     http, smtp = CountingHttp(), CountingSmtp()
     leases = CachedLeaseStore(MemoryLeaseStore(), LeaseCache(clock=lambda: NOW))
-    env = Environment(nodes=cluster.cache.snapshot, fresh_nodes=cluster.cache.snapshot, leases=leases, http=http, smtp=smtp,
-                      gate=cluster.gate, commit=cluster.commit)
+    env = Environment(nodes=cluster.cache.snapshot, fresh_nodes=cluster.cache.snapshot,
+                      nodes_in_maintenance=lambda: cluster.cache.labelled(IN_MAINTENANCE), leases=leases, http=http,
+                      smtp=smtp, gate=cluster.gate, commit=cluster.commit)
     passes = []
     for number, label in enumerate(('first contact', 'transitions and notifications', 'steady (nothing to do)')):
         before = (cluster.patches, http.posts + smtp.mails, cluster.gate_entries)
         transitions = errors = 0
         gc.collect()
+
+        def one_pass() -> None:
+            nonlocal transitions, errors
+            for name in cluster.cache.names():
+                result = reconcile(cluster.cache.get(name), config, NOW + 60 * number, env)
+                transitions += len(result.transitions)
+                errors += len(result.errors)
         start = time.perf_counter()
-        for name in cluster.cache.names():
-            result = reconcile(cluster.cache.get(name), config, NOW + 60 * number, env)
-            transitions += len(result.transitions)
-            errors += len(result.errors)
+        made = _env.python_calls(one_pass) if calls else 0
+        if not calls:
+            one_pass()
         seconds = time.perf_counter() - start
-        passes.append({'pass': label, 'seconds': seconds, 'per_node_us': seconds / count * 1e6,
+        passes.append({'pass': label, 'seconds': seconds, 'per_node_us': seconds / count * 1e6, 'calls_per_node': made / count,
                        'patches': cluster.patches - before[0], 'notifications': http.posts + smtp.mails - before[1],
                        'gate_entries': cluster.gate_entries - before[2], 'transitions': transitions, 'errors': errors})
     states: Dict[str, int] = {}
@@ -278,7 +288,7 @@ def emulator_part(count: int, workers: int) -> Dict[str, Any]:
     from support.kube import KubeServer
     from steward_controller.core import metrics as metrics_mod, settings as settings_mod
     from steward_controller.maintenance.controller import MaintenanceController
-    from steward_controller.maintenance.config import parse_config_source
+    from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import parse_config_source
     from steward_controller.core.runtime import Runtime
 
     server = KubeServer().start()
@@ -346,8 +356,11 @@ def main() -> int:
     parser.add_argument('--nodes', type=int, default=5000, help='nodes of part (a) (default 5000)')
     parser.add_argument('--emulator-nodes', type=int, default=200, help='nodes of part (b), 0 skips it (default 200)')
     parser.add_argument('--workers', type=int, default=8, help='maintenance workers in part (b) (default 8)')
+    parser.add_argument('--growth-sizes', default='1250,2500',
+                        help='smaller node counts part (a) also runs at, for the growth exponent (default 1250,2500)')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'maintenance.json'))
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'maintenance', {'nodes': 60, 'emulator_nodes': 6, 'workers': 2, 'growth_sizes': '20'})
+    _env.announce(args)
     import logging
     logging.basicConfig(level=logging.ERROR)
 
@@ -368,6 +381,22 @@ def main() -> int:
     for label, requeue in REQUEUES.items():
         engine['ratios'][label] = {'worst_pass': worst / requeue, 'steady_pass': steady / requeue}
         print('requeue %-24s ratio pass/requeue: worst %.3f, steady %.3f (goal <= 1.0)' % (label, worst / requeue, steady / requeue))
+    # growth: the work (Python calls per node, each pass under cProfile), which the load does not move
+    growth = []
+    for size in sorted({int(s) for s in args.growth_sizes.split(',') if s.strip() and int(s) < args.nodes} | {args.nodes}):
+        counted = engine_part(size, calls=True)
+        growth.append({'nodes': size, 'calls_per_node': [p['calls_per_node'] for p in counted['passes']]})
+    engine['growth'] = growth
+    for row in growth:
+        print('%6d nodes: Python calls per node, first contact %.0f, transitions %.0f, steady %.0f'
+              % ((row['nodes'],) + tuple(row['calls_per_node'])))
+    if len(growth) > 1:
+        low, high = growth[0], growth[-1]
+        exponents = [1 + math.log(high['calls_per_node'][i] / low['calls_per_node'][i]) / math.log(high['nodes'] / low['nodes'])
+                     for i in range(3)]
+        engine['growth_exponents'] = dict(zip(('first_contact', 'transitions', 'steady'), exponents))
+        print('work growth ~ n^k from %d to %d nodes (1.0 = linear): first contact %.2f, transitions %.2f, steady %.2f'
+              % (low['nodes'], high['nodes'], exponents[0], exponents[1], exponents[2]))
     memory = cache_memory(args.nodes)
     engine['cache_memory'] = memory
     print('controller cache of %d realistic Nodes (40 images each): %.0f MiB full, %.0f MiB slimmed (ratio %.2f)'

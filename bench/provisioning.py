@@ -39,8 +39,7 @@ from typing import Any, Callable, Dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, '.build', 'collections'))
-sys.path.insert(0, HERE)
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 from summary_file import write_summary  # noqa: E402
 
@@ -106,7 +105,8 @@ def main() -> int:
     parser.add_argument('--workers', type=int, default=200)
     parser.add_argument('--runs', type=int, default=3)
     parser.add_argument('--out', default=os.path.join(REPO, 'bench', 'results', 'provisioning.json'))
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'provisioning', {'control_plane': 1, 'workers': 2, 'runs': 1}, output='out')
+    _env.announce(args)
     cluster, nodes, boot = cluster_and_nodes(args.control_plane, args.workers)
     authority = new_authority('ecdsa-p256', NOW, 3650)
     leaves = args.control_plane * 11 + args.workers

@@ -45,8 +45,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'tests'))
-sys.path.insert(0, os.path.join(REPO, 'controller'))
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import leases as lease_engine  # noqa: E402
@@ -297,7 +296,8 @@ def main() -> int:
     parser.add_argument('--interval', type=float, default=2.0, help='probeInterval of part (c), seconds (default 2)')
     parser.add_argument('--crossings', type=int, default=3, help='threshold crossings in part (c); 0 skips it')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'watchdog.json'))
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'watchdog', {'nodes': 50, 'interval': 1.0, 'crossings': 1})
+    _env.announce(args)
     import logging
     logging.basicConfig(level=logging.ERROR)
 

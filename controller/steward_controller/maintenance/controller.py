@@ -163,7 +163,7 @@ class MaintenanceController:
         self.source = source
         self.workers = workers or runtime.settings.options('maintenance').workers
         self.watcher = ConfigWatcher(source, lambda: self.client.get_or_none(source.path))
-        self.cache = NodeCache()
+        self.cache = NodeCache(index_label=STATE_LABEL)
         self.queue = WorkQueue()
         settings = runtime.settings
         self.gate = MaintenanceGate(self.client, settings.namespace, settings.identity, clock=runtime.clock)
@@ -321,6 +321,7 @@ class MaintenanceController:
 
     def environment(self, scope: _Scope) -> Environment:
         return Environment(nodes=self.cache.snapshot, fresh_nodes=self.fresh_nodes,
+                           nodes_in_maintenance=lambda: self.cache.labelled(IN_MAINTENANCE),
                            pods_on_node=lambda name: pods_on(self.client, name),
                            leases=CachedLeaseStore(self.api_leases, self.lease_cache, lambda: scope.hold is not None),
                            kube=_TrackingClient(self.client, scope), smtp=self.smtp, http=self.http,

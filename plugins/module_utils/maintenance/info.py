@@ -47,7 +47,7 @@ def describe_node(node: Mapping[str, Any], config: Config, now: float, env: Opti
     now_ns = seconds_to_ns(now)
     maintain_profiles(data, profile_label, config, now_ns)
     profiles = attached_profiles(profile_label, config)
-    cluster = ClusterView(env.nodes)
+    cluster = ClusterView(env.nodes, env.nodes_in_maintenance)
     working = {'metadata': dict(md), **{k: v for k, v in node.items() if k != 'metadata'}}
     in_maintenance = any_in_maintenance(data, profiles)
     last = last_profile(data)

@@ -157,15 +157,18 @@ class _Reconcile:
         self.now_ns = seconds_to_ns(now)
         self.env = env
         self.name = name_of(node)
-        self.working = copy.deepcopy(node)
-        meta = self.working.setdefault('metadata', {})
+        # The working copy: own metadata, labels and annotations (what checks may set up and finish writes);
+        # the rest is shared with `node`, read-only here: triggers write into a deep copy (run_triggers). A deep
+        # copy of every node was a third of a steady pass.
+        self.working = dict(node)
+        meta = self.working['metadata'] = dict(node.get('metadata') or {})
         meta['labels'] = dict(meta.get('labels') or {})
         meta['annotations'] = dict(meta.get('annotations') or {})
         self.errors: List[ReconcileError] = []
         self.transitions: List[TransitionRecord] = []
         self.notifications: List[NotificationRecord] = []
         self.outcomes: Dict[str, ProfileOutcome] = {}
-        self.cluster = ClusterView(env.nodes)
+        self.cluster = ClusterView(env.nodes, env.nodes_in_maintenance)
         self.raw: Optional[str] = meta['annotations'].get(DATA_ANNOTATION)
         self.data = NodeData()            # read in run()
         self.original = NodeData()

@@ -10,6 +10,8 @@ import time
 from collections import Counter
 from typing import Dict, List
 
+import pytest
+
 from steward_controller.core.informer import NodeCache, older
 from steward_controller.maintenance.queue import WorkQueue
 
@@ -116,3 +118,32 @@ def test_a_full_list_removes_what_is_gone_but_not_what_is_newer_than_the_list():
     assert sorted(cache.replace([node('a', '20')], list_version='40')) == ['c', 'late']
     cache.remove('a')
     assert cache.names() == [] and cache.snapshot() == []
+
+
+def test_the_label_index_follows_every_put_remove_and_full_list():
+    # maxMaintenance asks "which nodes are in-maintenance" for every node it checks: the cache answers from an
+    # index kept as nodes change, so that answer must be exactly what a walk over the cache would give
+    cache = NodeCache(index_label='s')
+
+    def labelled(value):
+        return sorted(n['metadata']['name'] for n in cache.labelled(value))
+
+    def walked(value):
+        return sorted(n['metadata']['name'] for n in cache.snapshot() if n['metadata']['labels'].get('s', '') == value)
+
+    cache.put(node('a', '1', 'in'))
+    cache.put(node('b', '2', 'in'))
+    cache.put(node('c', '3', 'out'))
+    cache.put({'metadata': {'name': 'd', 'resourceVersion': '4'}})   # no label: indexed under ''
+    assert labelled('in') == ['a', 'b'] and labelled('out') == ['c'] and labelled('') == ['d']
+    cache.put(node('a', '5', 'out'))                      # moves
+    assert not cache.put(node('b', '1', 'out'))           # older: neither stored nor moved
+    cache.remove('b')
+    assert labelled('in') == [] and labelled('out') == ['a', 'c']
+    cache.replace([node('c', '9', 'in'), node('e', '10', 'in')], list_version='10')
+    for value in ('in', 'out', '', 'never'):
+        assert labelled(value) == walked(value)
+    assert labelled('in') == ['c', 'e'] and labelled('out') == []
+    assert cache.labelled('in')[0] is cache.get('c')      # the cached objects themselves, as snapshot() gives
+    with pytest.raises(ValueError, match='index_label'):
+        NodeCache().labelled('in')

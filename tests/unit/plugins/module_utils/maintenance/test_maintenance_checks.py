@@ -197,6 +197,52 @@ def test_max_maintenance_scope_info_and_config_errors():
         build(MaxMaintenance, {'max': 'two'})
 
 
+def test_max_maintenance_counts_from_the_callers_index_when_given():
+    # the index (the controller's cache keeps one) answers instead of a walk over every node; scoping still applies
+    nodes = [other('a', 'in-maintenance', labels={'zone': 'z1'}), other('b', 'operational', labels={'zone': 'z1'})]
+    index = [other('x', 'in-maintenance', labels={'zone': 'z1'}), other('y', 'in-maintenance', labels={'zone': 'z2'})]
+    env = Environment(nodes=lambda: list(nodes), nodes_in_maintenance=lambda: list(index))
+    result = build(MaxMaintenance, {'max': 2, 'groupBy': ['zone']}).check(params(other('me', labels={'zone': 'z1'}), env=env))
+    assert result.info['nodes'] == ['x'] and result.passed
+
+
+def test_max_maintenance_without_an_index_walks_each_node_list_once_and_sees_every_new_list():
+    # a cache returns one list object until something changes: the walk is remembered for that object only
+    nodes = [other('a', 'in-maintenance'), other('b', 'operational')]
+    walks = []
+
+    class Counted(list):
+        def __iter__(self):
+            walks.append(1)
+            return super().__iter__()
+
+    listing = Counted(nodes)
+    env = Environment(nodes=lambda: listing)
+    check = build(MaxMaintenance, {'max': 2})
+    for _ in range(3):
+        assert check.check(params(other('me'), env=env)).info['nodes'] == ['a']
+    assert len(walks) == 1   # one walk for three checks
+    listing = Counted(nodes + [other('c', 'in-maintenance')])   # changed: a new list object
+    assert check.check(params(other('me'), env=env)).info['nodes'] == ['a', 'c']
+    assert len(walks) == 2
+
+
+def test_a_view_reads_its_source_once_for_the_count_and_the_list():
+    # inside the gate the source is a LIST from the API: maxMaintenance and nodeCount in one phase share one read
+    reads = []
+
+    def listing():
+        reads.append(1)
+        return [other('a', 'in-maintenance'), other('b')]
+
+    env = Environment(nodes=listing)
+    shared = params(other('me'), env=env)
+    assert build(MaxMaintenance, {'max': 2}).check(shared).info['maintained'] == 1
+    assert build(NodeCount, {'count': 2}).check(shared).passed
+    assert len(reads) == 1
+
+
+
 @pytest.mark.parametrize('count, expected', [(2, True), (3, True), (4, False)])
 def test_node_count(count, expected):
     assert build(NodeCount, {'count': count}).check(params(nodes=[other('a'), other('b'), other('c')])).passed is expected

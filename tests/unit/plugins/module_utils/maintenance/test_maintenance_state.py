@@ -131,6 +131,28 @@ def test_reconcile_does_not_modify_its_input():
     assert set(result.patch['metadata']['annotations']) == {DATA}
 
 
+def test_a_transition_with_triggers_does_not_modify_its_input_either():
+    # the working copy shares spec and status with the input (only metadata is copied): triggers write a deep copy
+    config = '''
+intervals: {requeue: 1m}
+instances:
+  check: [{type: hasLabel, name: go, config: {key: go}}]
+  trigger: [{type: alterLabel, name: mark, config: {key: marked, value: "yes"}},
+            {type: alterAnnotation, name: note, config: {key: noted, value: "yes"}}]
+profiles:
+- name: p
+  operational: {transitions: [{check: go, trigger: mark && note, next: in-maintenance}]}
+'''
+    node = make_node('w', {PROFILE: 'p', 'go': 'y'})
+    node['spec'] = {'taints': [{'key': 'k', 'effect': 'NoSchedule'}]}
+    node['status'] = {'conditions': [{'type': 'Ready', 'status': 'True'}]}
+    before = copy.deepcopy(node)
+    result = reconcile(node, load_config(config), T0, Environment())
+    assert node == before
+    assert [t.target for t in result.transitions] == ['in-maintenance']
+    assert result.patch['metadata']['labels']['marked'] == 'yes' and result.patch['metadata']['annotations']['noted'] == 'yes'
+
+
 EXCLUSIVE = '''
 intervals: {requeue: 1m}
 instances:

@@ -27,6 +27,30 @@ def test_a_lease_without_renew_time_is_expired():
     assert leases.lease_expired({'metadata': {'name': 'n'}, 'spec': {}}, NOW, EXPIRY)
 
 
+@pytest.mark.parametrize('text', [
+    '2027-01-15T07:59:30.000000Z',            # exactly at the cutoff (NOW - 30 s): expired
+    '2027-01-15T07:59:30.000001Z',            # one microsecond later: not
+    '2027-01-15T07:59:29.999999Z',
+    '2027-01-15T08:00:00.000000Z',
+    '2027-01-15T07:59:30Z',                   # no fraction: another format, parsed
+    '2027-01-15T07:59:30.000001+00:00',       # an offset instead of Z: parsed
+    '2027-01-15T09:59:30.000001+02:00',
+    '2027-13-15T07:59:30.000001Z',            # month 13: unreadable, so expired (also in the fast path's shape)
+    '2027-01-15T07:59:30.00000xZ',            # not digits
+    '2027-01-15T07:59:30.\u0661\u0662\u0663\u0664\u0665\u0666Z',  # digits, but not ASCII ones
+    '', None, 'yesterday',
+])
+def test_the_text_cutoff_agrees_with_parsing_every_renew_time(text):
+    # the verdict compares canonical MicroTime texts with the cutoff as text; it must decide as a parse would
+    assert format_micro(NOW - EXPIRY) == '2027-01-15T07:59:30.000000Z'
+    parsed = leases.parse_micro(text) if isinstance(text, str) else None
+    expected = parsed is None or parsed + EXPIRY <= NOW
+    item = {'metadata': {'name': 'n'}, 'spec': {'renewTime': text}}
+    assert leases.ExpiryCutoff(NOW, EXPIRY).expired(text) is expected
+    assert leases.lease_expired(item, NOW, EXPIRY) is expected
+    assert leases.evaluate_leases([item, item], {'n'}, NOW, EXPIRY, 0.5).expired == (2 if expected else 0)
+
+
 def verdict(total, expired, fraction=0.6):
     names = {'n%d' % i for i in range(total)}
     items = [lease('n%d' % i, 60 if i < expired else 1) for i in range(total)]
