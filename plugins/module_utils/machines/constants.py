@@ -40,15 +40,12 @@ DEFAULT_PRIORITY = 3
 ANNOTATION_REVISION = 'deployment.kubernetes.io/revision'
 ANNOTATION_DESIRED_REPLICAS = 'deployment.kubernetes.io/desired-replicas'
 ANNOTATION_MAX_REPLICAS = 'deployment.kubernetes.io/max-replicas'
-ANNOTATION_REVISION_HISTORY = 'deployment.kubernetes.io/revision-history'
 ANNOTATION_UNFREEZE = 'safety.machine.sapcloud.io/unfreeze'            # an operator lifts an overshoot freeze
 
 # Node annotations and taints
 ANNOTATION_TRIGGER_DELETION = 'node.machine.sapcloud.io/trigger-deletion-by-mcm'
-ANNOTATION_NOT_MANAGED = 'node.machine.sapcloud.io/not-managed-by-mcm'
 ANNOTATION_LAST_APPLIED_NODE_TEMPLATE = 'node.machine.sapcloud.io/last-applied-anno-labels-taints'
 TAINT_CRITICAL_COMPONENTS_NOT_READY = 'node.gardener.cloud/critical-components-not-ready'
-TAINT_PREFER_NO_SCHEDULE = 'deployment.machine.sapcloud.io/prefer-no-schedule'
 
 # dependency-watchdog marks the targets it scaled down; while any carries it, machines are not replaced.
 ANNOTATION_WATCHDOG_MELTDOWN = 'dependency-watchdog.gardener.cloud/meltdown-protection-active'
@@ -140,7 +137,6 @@ STEP_BY_KEY = {v: k for k, v in STEP_KEYS.items()}
 # Conditions
 COND_AVAILABLE = 'Available'
 COND_PROGRESSING = 'Progressing'
-COND_REPLICA_FAILURE = 'ReplicaFailure'
 COND_FROZEN = 'Frozen'                       # replacement or scale-up stopped by a safety rule (reason names it)
 
 # Reasons of the Frozen condition (MCM's OverShootingReplicaCount, then ours)

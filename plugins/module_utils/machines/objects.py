@@ -184,10 +184,6 @@ def replicas(obj: Obj, default: int = 0) -> int:
     return int_field(spec(obj), 'replicas', default)
 
 
-def index_by_uid(objs: Iterable[Obj]) -> Dict[str, Obj]:
-    return {uid(o): o for o in objs if uid(o)}
-
-
 def sorted_by_age(objs: Iterable[Obj]) -> List[Obj]:
     """Oldest first, then by name (the Deployment controller's tie-break)."""
     return sorted(objs, key=lambda o: (created_at(o), name(o)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Retry
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import OpState, OpType, Phase, Step
@@ -68,9 +68,3 @@ def last_operation(op_type: OpType, state: OpState, description: str, now: float
     return {'type': op_type.value, 'state': state.value, 'description': description, 'lastUpdateTime': stamp(now),
             'errorCode': error_code or None, 'step': step.key if step else None}
 
-
-def merge_status(*parts: Mapping[str, Any]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for part in parts:
-        out.update(part)
-    return out
