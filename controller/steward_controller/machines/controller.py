@@ -38,7 +38,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines import safety
 from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import run_deployment, run_machine, run_set
-from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Retry
+from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, retry_delay
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import machine_timeouts
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     ANNOTATION_WATCHDOG_MELTDOWN,
@@ -69,7 +69,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile
 
 from steward_controller.core.runtime import Runtime
 from steward_controller.machines import MachinesOptions
-from steward_controller.machines.admission import CloudSlots, calls_cloud, slots_for
+from steward_controller.machines.admission import CloudSlots, slots_for
 from steward_controller.machines.caches import KINDS, Caches
 from steward_controller.machines.metrics import MachineMetrics
 from steward_controller.machines.target import KubeTarget
@@ -462,7 +462,7 @@ class MachinesController:
             if mp.empty and not mp.events:
                 next_due = min(next_due, time.monotonic() + self.delay(mp))
                 continue
-            slot = class_key(m) if calls_cloud(m, mp) else None
+            slot = class_key(m) if mp.calls_cloud(o.deleting(m)) else None
             if slot is not None and not self.cloud_slots.take(slot, mp.uid, self.slot_limit(world.classes.get(slot))):
                 continue     # no slot free: a finishing job wakes the scheduler, and this machine is planned again
             if not self.submit(mp.uid, self._machine_job, m, mp) and slot is not None:
@@ -473,7 +473,7 @@ class MachinesController:
             self.submit(o.uid(ms), self._set_freeze_job, ms, patch)
         for sp in plan.sets:
             ms = sets.get(sp.key)
-            if ms is not None and (sp.create or sp.delete or sp.adopt or sp.status or sp.metadata or sp.remove_finalizer or sp.events):
+            if ms is not None and sp.has_work:
                 self.submit(sp.uid, run_set, self.target, ms, sp)
         mds = {o.key(d): d for d in world.deployments}
         for key, patch in plan.deployment_patches.items():
@@ -481,8 +481,7 @@ class MachinesController:
             self.submit(o.uid(md) + '/label', self.target.patch, KIND_DEPLOYMENT, o.namespace(md), o.name(md), patch)
         for dp in plan.deployments:
             md = mds.get(dp.key)
-            if md is not None and (dp.create_set or dp.set_patches or dp.delete_sets or dp.adopt_sets or dp.patch
-                                   or dp.status or dp.remove_finalizer or dp.events):
+            if md is not None and dp.has_work:
                 self.submit(dp.uid, run_deployment, self.target, md, dp)
         for key, error in plan.invalid.items():
             log.warning('%s is invalid and waits: %s', key, error, extra={'field': error.field, 'rule': error.rule})
@@ -495,12 +494,7 @@ class MachinesController:
         return slots_for(self.opts.aws_api_rate, self.opts.aws_api_burst)
 
     def delay(self, plan: MachinePlan) -> float:
-        if plan.retry_after is not None:
-            return max(MIN_PASS_GAP, plan.retry_after)
-        s = self.settings
-        return {Retry.CONFLICT: 0.2, Retry.SHORT: s.short_retry, Retry.MEDIUM: s.medium_retry, Retry.LONG: s.long_retry,
-                Retry.RESOURCE_EXHAUSTED: s.resource_exhausted_retry,
-                Retry.THROTTLED: self.rng.uniform(1.0, 5.0)}[plan.retry]
+        return retry_delay(plan.retry, self.settings, self.rng, plan.retry_after, floor=MIN_PASS_GAP)
 
     def submit(self, key: str, fn: Any, *args: Any) -> bool:
         """Run fn(*args) on a worker unless `key` has a job in flight; False when it was not started."""

@@ -60,6 +60,12 @@ class DeploymentPlan:
     remove_finalizer: bool = False
     events: List[Event] = dataclasses.field(default_factory=list)
 
+    @property
+    def has_work(self) -> bool:
+        """Whether applying the plan writes anything (otherwise no job is started for the deployment)."""
+        return bool(self.create_set or self.set_patches or self.delete_sets or self.adopt_sets or self.patch
+                    or self.status or self.remove_finalizer or self.events)
+
 
 def rollout_template(template: Mapping[str, Any]) -> Dict[str, Any]:
     """The template as far as a rollout cares: no hash label, no in-place fields."""

@@ -46,6 +46,12 @@ class SetPlan:
     events: List[Event] = dataclasses.field(default_factory=list)
     waiting: str = ''
 
+    @property
+    def has_work(self) -> bool:
+        """Whether applying the plan writes anything (otherwise no job is started for the set)."""
+        return bool(self.create or self.delete or self.adopt or self.status or self.metadata or self.remove_finalizer
+                    or self.events)
+
 
 def victim_order(machines: Sequence[Obj]) -> List[Obj]:
     """MCM's ActiveMachines sort: the first ones are deleted first."""

@@ -56,6 +56,19 @@ class MachinePlan:
     def empty(self) -> bool:
         return not (self.metadata or self.spec or self.status or self.call or self.action)
 
+    def calls_cloud(self, deleting: bool) -> bool:
+        """Whether applying this plan may call the machine's driver: a driver call, or a deletion job that may still
+        reach the VM's deletion (the applier runs a deletion's steps one after another while they succeed; from the
+        Node's deletion on, the VM is gone and the rest is Kubernetes only). `deleting`: the machine has a
+        deletionTimestamp."""
+        if self.call is not None:
+            return True
+        return deleting and self.step not in AFTER_THE_VM
+
+
+# Deletion steps that come after the VM's deletion (MachinePlan.calls_cloud).
+AFTER_THE_VM = (Step.INITIATE_NODE_DELETION, Step.INITIATE_FINALIZER_REMOVAL)
+
 
 def current_status(phase: Phase, now: float, timeout_active: bool = False) -> Dict[str, Any]:
     return {'phase': phase.value, 'timeoutActive': timeout_active, 'lastUpdateTime': stamp(now)}
