@@ -34,12 +34,16 @@ LABEL_FREEZE = 'freeze'                               # MachineSet / MachineDepl
 # Machine annotations
 ANNOTATION_PRIORITY = 'machinepriority.machine.sapcloud.io'            # lower goes first on scale-down (default 3)
 ANNOTATION_MARKED_FOR_DELETION = 'machine.sapcloud.io/marked-for-deletion-time'
+PRIORITY_MARKED = '1'                                 # the priority a scaler (the cluster-autoscaler) marks its choice with
 DEFAULT_PRIORITY = 3
 
 # MachineSet / MachineDeployment annotations (the Deployment controller's keys)
 ANNOTATION_REVISION = 'deployment.kubernetes.io/revision'
 ANNOTATION_DESIRED_REPLICAS = 'deployment.kubernetes.io/desired-replicas'
 ANNOTATION_MAX_REPLICAS = 'deployment.kubernetes.io/max-replicas'
+# When a scaler (the cluster-autoscaler) last changed the deployment's replicas; copied to its new set. Machines
+# marked with priority 1 at or before it are deleted even when the set's replica count already matches.
+ANNOTATION_SCALER_CHANGE_TIME = 'machine.sapcloud.io/last-deployment-replica-change-by-scaler-time'
 ANNOTATION_UNFREEZE = 'safety.machine.sapcloud.io/unfreeze'            # an operator lifts an overshoot freeze
 
 # Node annotations and taints
@@ -133,6 +137,12 @@ STEP_KEYS = {
     Step.CREATE_VM: 'CreateVM', Step.INSTANCE_INITIALIZATION: 'InstanceInitialization',
 }
 STEP_BY_KEY = {v: k for k, v in STEP_KEYS.items()}
+
+# Template fields that change machines in place instead of rolling them (MCM): the deployment copies them to its
+# new set's template, the set to its active machines (MCM's syncMachinesNodeTemplates / syncMachinesConfig), and
+# the machine's node template reaches its Node (node_template.py).
+IN_PLACE_FIELDS = ('nodeTemplate', 'drainTimeout', 'healthTimeout', 'creationTimeout', 'maxEvictRetries',
+                   'nodeConditions', 'disableHealthTimeout')
 
 # Conditions
 COND_AVAILABLE = 'Available'

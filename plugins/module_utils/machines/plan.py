@@ -37,11 +37,12 @@ class ClusterAction(str, enum.Enum):
 
 @dataclasses.dataclass
 class MachinePlan:
-    """What to do with one Machine now. Writes go in this order: metadata, spec, the call or action, status."""
+    """What to do with one Machine now. Writes go in this order: metadata, spec, its Node, the call or action, status."""
     key: str
     uid: str
     metadata: Optional[Dict[str, Any]] = None        # merge patch of labels / annotations / finalizers
     spec: Optional[Dict[str, Any]] = None            # merge patch of spec (providerID)
+    node: Optional[Dict[str, Any]] = None            # merge patch of the machine's Node (its node template)
     status: Optional[Dict[str, Any]] = None          # merge patch of status
     call: Optional[Call] = None                      # driver call to make (its outcome goes to machine.after_call)
     action: Optional[ClusterAction] = None           # cluster action to take (deletion steps)
@@ -54,7 +55,7 @@ class MachinePlan:
 
     @property
     def empty(self) -> bool:
-        return not (self.metadata or self.spec or self.status or self.call or self.action)
+        return not (self.metadata or self.spec or self.node or self.status or self.call or self.action)
 
     def calls_cloud(self, deleting: bool) -> bool:
         """Whether applying this plan may call the machine's driver: a driver call, or a deletion job that may still
