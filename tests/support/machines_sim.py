@@ -204,7 +204,7 @@ class MachinesSim(apply_mod.Target):
         if self.nodes.pop(name, None) is not None:
             self.deleted_nodes.append(name)
 
-    def patch_node(self, name: str, patch: Dict[str, Any]) -> None:
+    def patch_node(self, name: str, patch: Dict[str, Any], status: bool = False) -> None:
         node = self.nodes.get(name)
         if node is None:
             raise LookupError('node %s not found' % name)

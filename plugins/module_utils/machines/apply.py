@@ -35,8 +35,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion 
     DeletionView,
     after_drain,
     after_step,
+    after_termination_mark_failed,
     force_reason,
     plan_deletion,
+    termination_patch,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deployment import DeploymentPlan
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import DrainMemory, DrainPlan
@@ -86,9 +88,10 @@ class Target:
     def delete_node(self, name: str) -> None:
         raise NotImplementedError
 
-    def patch_node(self, name: str, patch: Dict[str, Any]) -> None:
-        """Merge-patch the Node. The patch carries metadata.resourceVersion (the API server's precondition: a
-        Conflict if the Node moved on since the patch was computed; it replaces the whole taint list)."""
+    def patch_node(self, name: str, patch: Dict[str, Any], status: bool = False) -> None:
+        """Merge-patch the Node (`status`: its status subresource). The patch carries metadata.resourceVersion (the
+        API server's precondition: a Conflict if the Node moved on since the patch was computed, as the patch
+        replaces a whole list: the taints, the conditions)."""
         raise NotImplementedError
 
     def drain_round(self, machine: Obj, node: Obj, force: str, timeouts: MachineTimeouts, memory: DrainMemory,
@@ -274,11 +277,17 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             plan = after_step(view, plan.step, outcome if isinstance(outcome, DriverError) else None, now())
         elif plan.action == ClusterAction.DRAIN:
             node = o.node_of(current, t.node)
-            if node is None:
-                plan = after_drain(view, DrainPlan(done=True, message='node gone'), '', now())
+            if node is None:    # gone since the plan: its volume attachments go before the VM, as after a forced drain
+                plan = after_drain(view, DrainPlan(done=True, message='node gone'), 'node %s gone' % o.node_name(current),
+                                   now())
             else:
                 view = dataclasses.replace(view, node=node)
                 forced = force_reason(view, settings, now())
+                marking = _attempt(lambda: _mark_terminating(t, view, now()))
+                if marking is not None and not forced:
+                    plan = after_termination_mark_failed(view, marking, now())
+                    d.apply(plan)
+                    return d.flush(plan)
                 result = t.drain_round(current, node, forced, view.timeouts, memory, settings, now())
                 plan = after_drain(view, result, forced, now())
                 if not result.done:
@@ -303,6 +312,12 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             return d.flush(plan)
         plan = plan_deletion(dataclasses.replace(view, machine=d.local), now())
     return d.flush(plan)
+
+
+def _mark_terminating(t: Target, view: DeletionView, now: float) -> None:
+    patch = termination_patch(view, now)
+    if patch is not None and view.node is not None:
+        t.patch_node(o.name(view.node), patch, status=True)
 
 
 def _attempt(fn: Callable[[], Any]) -> Optional[Exception]:

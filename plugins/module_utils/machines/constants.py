@@ -63,6 +63,9 @@ SABAKAN_CLAIM_PREFIX = 'sabakan-claim-'
 
 # Node conditions
 NODE_READY = 'Ready'
+NODE_TERMINATING = 'Terminating'                      # set True on a Node whose machine is being drained (MCM)
+TERMINATING_UNHEALTHY = 'Unhealthy'                   # its reason when the machine had Failed
+TERMINATING_SCALE_DOWN = 'ScaleDown'                  # its reason otherwise
 READONLY_FILESYSTEM = 'ReadonlyFilesystem'
 DEFAULT_NODE_CONDITIONS = ('KernelDeadlock', 'ReadonlyFilesystem', 'DiskPressure', 'NetworkUnavailable')
 
