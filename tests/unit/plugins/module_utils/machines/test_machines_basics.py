@@ -131,6 +131,9 @@ CHECKED = ('KernelDeadlock', 'DiskPressure')
     (node(('Ready', 'True')), True, True),
     (node(('Ready', 'True'), ('DiskPressure', 'True')), False, True),      # a live kubelet reporting trouble
     (node(('Ready', 'True'), ('MemoryPressure', 'True')), True, True),     # not a checked condition
+    (node(('Ready', 'True'), ('DiskPressure', 'Unknown')), False, True),   # anything but False is bad (MCM)
+    (node(('Ready', 'True'), ('DiskPressure', '')), False, True),
+    (node(('Ready', 'True'), ('DiskPressure', 'False'), ('KernelDeadlock', 'False')), True, True),
     (node(('Ready', 'False')), False, True),
     (node(('Ready', 'Unknown')), False, False),                            # the kubelet stopped talking
     (node(), False, True),
@@ -139,6 +142,10 @@ CHECKED = ('KernelDeadlock', 'DiskPressure')
 def test_health_from_node_conditions(the_node, healthy, reachable):
     verdict = health.judge(the_node, CHECKED)
     assert (verdict.healthy, verdict.reachable) == (healthy, reachable)
+
+
+def test_an_unknown_condition_is_named_in_the_verdict():
+    assert health.judge(node(('Ready', 'True'), ('DiskPressure', 'Unknown')), CHECKED).describe() == 'DiskPressure=Unknown'
 
 
 def test_critical_components_taint_and_conditions_without_heartbeats():
