@@ -433,3 +433,43 @@ def test_the_deployment_passes_the_scalers_change_time_to_its_new_set():
     sim.run_until(lambda: victim not in [o.name(m) for m in sim.machines()])
     assert o.annotations_of(sim.sets()[0])['machine.sapcloud.io/last-deployment-replica-change-by-scaler-time'] == changed_at
     settled(sim, 2)
+
+
+# --- MCM's validation: selector against template labels, class kind and name (issue 23 §3) --------------------------
+
+@pytest.mark.parametrize('patch, field, rule', [
+    ({'spec': {'selector': {'matchLabels': {'name': 'other'}}}}, 'spec.selector.matchLabels', 'matches-template'),
+    ({'spec': {'selector': {'matchLabels': {'extra': 'x'}}}}, 'spec.selector.matchLabels', 'matches-template'),
+    ({'spec': {'template': {'spec': {'class': {'kind': ''}}}}}, 'spec.template.spec.class.kind', 'required'),
+    ({'spec': {'template': {'spec': {'class': {'kind': None}}}}}, 'spec.template.spec.class.kind', 'required'),
+    ({'spec': {'template': {'spec': {'class': {'name': ''}}}}}, 'spec.template.spec.class.name', 'required'),
+])
+def test_a_deployment_mcm_would_refuse_is_named_and_nothing_is_done(patch, field, rule):
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.add_deployment(replicas=2, cls='c1')
+    settled(sim, 2)
+    names = sorted(o.name(m) for m in sim.machines())
+    sim.update('MachineDeployment', 'md', dict(patch, spec=dict(patch['spec'], replicas=4)))
+    sim.step(count=3)
+    assert sorted(o.name(m) for m in sim.machines()) == names and sim.sets()[0]['spec']['replicas'] == 2
+    error = sim.last_plan.invalid['ns/md']
+    assert (error.field, error.rule) == (field, rule)
+
+
+def test_a_set_and_a_machine_mcm_would_refuse_are_named():
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.add_deployment(replicas=1, cls='c1')
+    settled(sim, 1)
+    ms = sim.sets()[0]
+    sim.update('MachineSet', o.name(ms), {'spec': {'selector': {'matchLabels': {'nope': 'x'}}}})
+    [m] = sim.machines()
+    sim.update('Machine', o.name(m), {'spec': {'class': {'kind': ''}}})
+    sim.step(count=2)
+    invalid = sim.last_plan.invalid
+    assert (invalid['ns/' + o.name(ms)].field, invalid['ns/' + o.name(m)].field) == (
+        'spec.selector.matchLabels', 'spec.class.kind')
+    assert 'ns/md' in invalid and 'owned set is invalid' in str(invalid['ns/md'])
+    sim.delete('Machine', 'ns', o.name(m))                        # a deletion is not held up by the class reference
+    sim.run_until(lambda: not sim.machines())
