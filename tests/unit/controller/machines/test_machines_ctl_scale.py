@@ -22,7 +22,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile
 from steward_controller.core.metrics import Health, Metrics
 from steward_controller.machines import add_arguments, options
 from steward_controller.machines.admission import CloudSlots, slots_for
-from steward_controller.machines.controller import MIN_PASS_GAP, MachinesController, pass_gap
+from steward_controller.machines.controller import MachinesController
+from steward_controller.machines.scheduler import MIN_PASS_GAP, pass_gap
 from support.machines_sim import MachinesSim
 
 
