@@ -93,14 +93,15 @@ def in_place_patches(ms: Obj, machines: Sequence[Obj]) -> Dict[str, Dict[str, An
     in-place fields: the node template and the per-machine timeouts (MCM's syncMachinesNodeTemplates and
     syncMachinesConfig). No rollout: the machines stay, their Nodes follow (node_template.py)."""
     want = (o.spec(ms).get('template') or {}).get('spec') or {}
+    wanted = [(k, want.get(k)) for k in IN_PLACE_FIELDS]
     patches: Dict[str, Dict[str, Any]] = {}
     for m in machines:
+        have = o.spec(m)
+        if all(have.get(k) == v for k, v in wanted):      # the usual case, checked first: every pass, every machine
+            continue
         if o.deleting(m) or o.phase(m) in (Phase.FAILED, Phase.TERMINATING):
             continue
-        have = o.spec(m)
-        changed = {k: o.replacing_patch(have.get(k), want.get(k)) for k in IN_PLACE_FIELDS if want.get(k) != have.get(k)}
-        if changed:
-            patches[o.name(m)] = {'spec': changed}
+        patches[o.name(m)] = {'spec': {k: o.replacing_patch(have.get(k), v) for k, v in wanted if have.get(k) != v}}
     return patches
 
 

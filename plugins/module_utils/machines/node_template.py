@@ -113,6 +113,8 @@ def node_patch(machine: Obj, node: Obj) -> Optional[Dict[str, Any]]:
     patch also records the template in the last-applied annotation (so a later removal is known), and carries the
     Node's resourceVersion: it replaces the whole taint list, so it applies only to the Node it was computed from
     (the API server answers Conflict otherwise, and the next pass computes it again)."""
+    if not o.spec(machine).get('nodeTemplate') and ANNOTATION_LAST_APPLIED_NODE_TEMPLATE not in o.annotations_of(node):
+        return None      # nothing to put there and nothing recorded to take off: the common case, every pass
     want = template_of(machine)
     before = last_applied(node)
     want_labels, want_annotations, want_taints = _maps(want)

@@ -32,11 +32,11 @@ def check_scalable(obj: Mapping[str, Any]) -> None:
 
 def check_class_reference(class_spec: Any, field: str) -> None:
     """MCM's validateClassReference: `kind` and `name` are required."""
-    if class_spec is not None and not isinstance(class_spec, Mapping):
+    if class_spec is not None and not isinstance(class_spec, dict):       # plain data, as the API returns it
         raise InvalidInput(field, 'object', 'expected an object, got %r' % (class_spec,), class_spec)
     for part in ('kind', 'name'):
         value = (class_spec or {}).get(part)
-        if not isinstance(value, str) or not value:
+        if not value or not isinstance(value, str):
             raise InvalidInput('%s.%s' % (field, part), 'required', '%s is required' % part.capitalize(), value)
 
 
