@@ -46,7 +46,6 @@ class Inputs:
                 return True
         return False
 
-
     def _list(self, group_version: str, plural: str) -> Tuple[List[Dict[str, Any]], str]:
         if not self.namespaces:
             answer = self.client.request('GET', api_path(group_version, plural)) or {}

@@ -81,4 +81,3 @@ def last_operation(op_type: OpType, state: OpState, description: str, now: float
     merge patch removes what an earlier operation wrote."""
     return {'type': op_type.value, 'state': state.value, 'description': description, 'lastUpdateTime': stamp(now),
             'errorCode': error_code or None, 'step': step.key if step else None}
-
