@@ -213,10 +213,14 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import desired_deployment, plan_change
+from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import (
+    Wait,
+    apply_change,
+    desired_deployment,
+    plan_change,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import WaitTimeout
-from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import wait_gone, wait_ready
 
 
 def run(module):
@@ -236,18 +240,7 @@ def run(module):
             result['diff'] = dict(before=change.before, after=change.after)
         if module.check_mode:
             return result
-        if change.action == 'create':
-            result['machine_deployment'] = client.create(api_path(API_VERSION, 'machinedeployments', namespace), change.body)
-        elif change.action == 'patch':
-            result['machine_deployment'] = client.merge_patch(path, change.body)
-        elif change.action == 'delete':
-            client.delete(path)
-        if params['wait']:
-            if params['state'] == 'absent':
-                wait_gone(client, path, params['wait_timeout'])
-            else:
-                md, ready = wait_ready(client, path, params['wait_timeout'])
-                result.update(machine_deployment=md, readiness=ready)
+        result.update(apply_change(client, change, Wait(params['wait'], params['wait_timeout'])))
     finally:
         client.close()
     return result

@@ -144,8 +144,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.args import K
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import parse_label_selector
-from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import describe_machine, readiness
+from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import describe_machine
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, Phase
+from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import readiness
 
 PHASE_CHOICES = ['Creating'] + [p.value for p in Phase if p.value]
 

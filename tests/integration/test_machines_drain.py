@@ -54,6 +54,8 @@ def test_a_blocking_budget_is_named_and_nothing_is_forced_before_the_drain_timeo
                     what='Drained=False naming the budget')
     assert cond['status'] == 'False' and cond['reason'] == 'PodDisruptionBudget'
     assert '%s/web (minAvailable=1)' % bench.namespace in cond['message']
+    marked = [c for c in bench.kube.get(api_path('v1', 'nodes', name=node))['status']['conditions'] if c['type'] == 'Terminating']
+    assert [(c['status'], c['reason']) for c in marked] == [('True', 'ScaleDown')]     # MCM marks the Node it drains
     assert not pod_exists(bench, 'free-0') and pod_exists(bench, 'web-0')     # evicted / refused
     if time.monotonic() - started < 30:      # the 30 s drain timeout has not passed (a loaded machine may be later)
         assert pod_exists(bench, 'web-0')
@@ -207,6 +209,25 @@ def test_a_node_not_ready_too_long_is_drained_by_force_and_its_volume_attachment
     assert forced and 'NotReady for more than 3s' in forced[0]['message']
     vas = {v['metadata']['name'] for v in bench.kube.list(api_path('storage.k8s.io/v1', 'volumeattachments'))}
     assert 'va-other-' + bench.namespace in vas and 'va-mine-' + bench.namespace not in vas
+
+
+def test_a_gone_node_s_volume_attachments_are_deleted_before_the_vm(bench):
+    """Issue 23: the Node is gone (its kubelet stopped, the object deleted) when its machine is deleted: nothing to
+    drain, but the VolumeAttachments to its name go (as after a forced drain) before the VM and the machine."""
+    m = one_machine(bench, machine_drain_timeout='10m')
+    name, node = m['metadata']['name'], m['metadata']['labels']['node']
+    for va, on in (('va-mine', node), ('va-other', 'ip-10-9-9-9.eu-west-1.compute.internal')):
+        bench.kube.create(api_path('storage.k8s.io/v1', 'volumeattachments'), {
+            'apiVersion': 'storage.k8s.io/v1', 'kind': 'VolumeAttachment', 'metadata': {'name': va + '-' + bench.namespace},
+            'spec': {'attacher': 'ebs.csi.aws.com', 'nodeName': on, 'source': {'persistentVolumeName': 'pv-' + va}}})
+    bench.kubelets.halt([node])
+    bench.kube.delete(api_path('v1', 'nodes', name=node))
+    bench.kube.delete(bench.path('machines', name))
+    wait_for(lambda: bench.kube.get_or_none(bench.path('machines', name)) is None, 90, 0.5, what='machine gone')
+    vas = {v['metadata']['name'] for v in bench.kube.list(api_path('storage.k8s.io/v1', 'volumeattachments'))}
+    assert 'va-other-' + bench.namespace in vas and 'va-mine-' + bench.namespace not in vas
+    assert not [i for i in bench.all_instances() if i['State']['Name'] not in ('shutting-down', 'terminated')
+                and m['spec']['providerID'].endswith(i['InstanceId'])]
 
 
 def test_a_create_error_is_crash_loop_back_off_with_the_clouds_message(bench):

@@ -8,7 +8,7 @@ import sys
 # tests/ (for `support`) in place of this script's own directory, whose ansible.py would hide the real package
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from steward_controller.machines.controller import register_driver  # noqa: E402  pylint: disable=wrong-import-position
+from steward_controller.machines.drivers import register_driver  # noqa: E402  pylint: disable=wrong-import-position
 from steward_controller.main import main  # noqa: E402  pylint: disable=wrong-import-position
 
 from support.fault_driver import PROVIDER, InitFaultDriver  # noqa: E402  pylint: disable=wrong-import-position

@@ -204,6 +204,16 @@ class MachinesSim(apply_mod.Target):
         if self.nodes.pop(name, None) is not None:
             self.deleted_nodes.append(name)
 
+    def patch_node(self, name: str, patch: Dict[str, Any], status: bool = False) -> None:
+        node = self.nodes.get(name)
+        if node is None:
+            raise LookupError('node %s not found' % name)
+        body = copy.deepcopy(patch)
+        wanted = (body.get('metadata') or {}).pop('resourceVersion', None)
+        if wanted and (node.get('metadata') or {}).get('resourceVersion', wanted) != wanted:
+            raise Conflict('node %s changed' % name)
+        self.nodes[name] = merge(node, body)
+
     def drain_round(self, machine, node, force, timeouts, memory, settings, now) -> DrainPlan:
         return DrainPlan(done=True, message='no pods')
 

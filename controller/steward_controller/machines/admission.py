@@ -9,7 +9,7 @@ machines than the budget serves in that time hands every worker a create that th
 measured with 100 machines against EC2 limited to 4 requests/s (controller bucket 3.2/s, 50 workers), two
 creates waited past 30 s and surfaced as `Throttled` failures although EC2 never throttled anything, and
 meanwhile no worker was free for the Kubernetes-only work (a Node turned Ready, a set's status). So a job
-that may call the cloud (a create, an initialize, a deletion whose VM is not deleted yet) takes a slot of its
+that may call the cloud (`MachinePlan.calls_cloud`: a create, an initialize, a deletion whose VM is not deleted yet) takes a slot of its
 class first; a class has `burst + rate` slots (what its bucket hands out within about a second), the others
 wait in the scheduler, not in a worker, and the first job to finish wakes the scheduler for the next.
 """
@@ -18,22 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Dict, Mapping, Optional, Set
-
-from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Step
-from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import MachinePlan
-
-# A deletion job runs its steps one after another while they succeed (apply.py): from these it may reach the
-# VM's deletion; from the node's deletion on, the VM is gone and the rest is Kubernetes only.
-AFTER_THE_VM = (Step.INITIATE_NODE_DELETION, Step.INITIATE_FINALIZER_REMOVAL)
-
-
-def calls_cloud(machine: Mapping[str, Any], plan: MachinePlan) -> bool:
-    """Whether applying `plan` may call the machine's driver."""
-    if plan.call is not None:
-        return True
-    return o.deleting(machine) and plan.step not in AFTER_THE_VM
+from typing import Dict, Optional, Set
 
 
 def slots_for(rate: float, burst: int) -> int:

@@ -195,6 +195,11 @@ class KubeTarget(Target):
         self.client.delete(api_path('v1', 'nodes', name=name))
         self.caches.nodes.remove(name)
 
+    def patch_node(self, name: str, patch: Dict[str, Any], status: bool = False) -> None:
+        answer = self.client.merge_patch(api_path('v1', 'nodes', name=name, subresource='status' if status else None), patch)
+        if answer:
+            self.caches.put('Node', answer)
+
     def delete_volume_attachments(self, node_name: str) -> None:
         path = api_path('storage.k8s.io/v1', 'volumeattachments')
         for va in self.client.list(path):

@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the machine modules need, as pure functions: a MachineDeployment from module options (checked, field
-by field, before the cluster is contacted), the change to an existing one as a merge patch with a before/after
-diff, whether a deployment is ready, and machines described for machine_info.
+"""What the machine modules need: as pure functions, a MachineDeployment from module options (checked, field by
+field, before the cluster is contacted), the change to an existing one as a merge patch with a before/after diff,
+and machines described for machine_info; and the one I/O sequence machine_deployment runs (`apply_change`: create,
+patch or delete, then wait; what `wait` waits for is waiting.py's).
 
 Only options that were given are applied: an existing deployment keeps every field the task does not name
 (amazon.aws's rule), so `replicas: 5` alone scales and touches nothing else.
@@ -13,15 +14,17 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import names, validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines import rollout
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import parse_node_conditions
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, KIND_DEPLOYMENT
+from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import wait_gone, wait_ready
 
 # module option -> Machine spec field (MCM's MachineConfiguration, inlined in the template's spec)
 TIMEOUT_OPTIONS = {'creation_timeout': 'creationTimeout', 'health_timeout': 'healthTimeout', 'drain_timeout': 'drainTimeout'}
@@ -34,6 +37,8 @@ class DeploymentChange:
     body: Optional[Dict[str, Any]]    # the object to create, or the merge patch
     before: Dict[str, Any]
     after: Dict[str, Any]
+    namespace: str = ''
+    name: str = ''
 
     @property
     def changed(self) -> bool:
@@ -171,12 +176,6 @@ def new_deployment(desired: Dict[str, Any]) -> Dict[str, Any]:
     return body
 
 
-def _contains(current: Any, wanted: Any) -> bool:
-    if isinstance(wanted, Mapping):
-        return isinstance(current, Mapping) and all(_contains(current.get(k), v) for k, v in wanted.items())
-    return current == wanted
-
-
 def _strip(obj: Mapping[str, Any]) -> Dict[str, Any]:
     out = copy.deepcopy(dict(obj))
     md = out.get('metadata') or {}
@@ -199,6 +198,12 @@ def _merge(base: Any, patch: Any) -> Any:
 
 def plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any], state: str) -> DeploymentChange:
     """create / patch / none / delete / absent; `after` is what the object would be."""
+    change = _plan_change(existing, desired, state)
+    change.namespace, change.name = desired['metadata']['namespace'], desired['metadata']['name']
+    return change
+
+
+def _plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any], state: str) -> DeploymentChange:
     if state == 'absent':
         if existing is None:
             return DeploymentChange('absent', None, {}, {})
@@ -210,29 +215,39 @@ def plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any], 
         raise InvalidInput('name', 'deleting', 'machine deployment %s/%s is being deleted; wait until it is gone' % (
             o.namespace(existing), o.name(existing)), o.name(existing))
     patch = {'spec': copy.deepcopy(desired['spec'])}
-    if _contains(existing, patch):
-        return DeploymentChange('none', None, _strip(existing), _strip(existing))
     template = (patch['spec'].get('template') or {})
     labels = (template.get('metadata') or {}).get('labels')
     if labels is not None:
         labels['name'] = o.name(existing)
-    return DeploymentChange('patch', patch, _strip(existing), _strip(_merge(existing, patch)))
+    for path in REPLACED_MAPS:
+        _replace_at(patch['spec'], o.spec(existing), path)
+    after = _merge(existing, patch)
+    if _strip(after) == _strip(existing):
+        return DeploymentChange('none', None, _strip(existing), _strip(existing))
+    return DeploymentChange('patch', patch, _strip(existing), _strip(after))
 
 
-def readiness(md: Mapping[str, Any]) -> Dict[str, Any]:
-    """What `wait` waits for: the controller has seen this generation, every machine is updated and available,
-    no old machine is left (MCM: DeploymentComplete)."""
-    spec, status = o.spec(md), o.status(md)
-    desired = o.replicas(md)
-    seen = o.int_field(status, 'observedGeneration') >= o.generation(md)
-    ready = (seen and o.int_field(status, 'updatedReplicas') == desired and o.int_field(status, 'replicas') == desired
-             and o.int_field(status, 'availableReplicas') == desired)
-    frozen = next((c for c in status.get('conditions') or [] if c.get('type') == 'Frozen' and c.get('status') == 'True'), None)
-    deadline = next((c for c in status.get('conditions') or [] if c.get('reason') == 'ProgressDeadlineExceeded'), None)
-    return {'ready': ready, 'desired': desired, 'replicas': o.int_field(status, 'replicas'),
-            'updated': o.int_field(status, 'updatedReplicas'), 'available': o.int_field(status, 'availableReplicas'),
-            'observed': seen, 'paused': bool(spec.get('paused')), 'frozen': dict(frozen) if frozen else None,
-            'progress_deadline_exceeded': deadline is not None}
+# Maps an option sets as a whole: the patch removes the keys the task no longer names (a merge patch alone would
+# keep them), so `node_labels: {pool: a}` after `{pool: a, tier: web}` takes `tier` off the template and the Nodes.
+REPLACED_MAPS = (('template', 'metadata', 'labels'), ('template', 'metadata', 'annotations'),
+                 ('template', 'spec', 'nodeTemplate', 'metadata', 'labels'),
+                 ('template', 'spec', 'nodeTemplate', 'metadata', 'annotations'))
+
+
+def _replace_at(patch: Dict[str, Any], current: Mapping[str, Any], path: Tuple[str, ...]) -> None:
+    """Where `patch` sets the map at `path`, turn it into the merge patch that makes the current map equal to it."""
+    holder: Any = patch
+    have: Any = current
+    for key in path[:-1]:
+        if not isinstance(holder, dict) or not isinstance(holder.get(key), dict):
+            return
+        holder = holder[key]
+        have = have.get(key) if isinstance(have, Mapping) else None
+    last = path[-1]
+    if not isinstance(holder, dict) or not isinstance(holder.get(last), dict):
+        return
+    before = have.get(last) if isinstance(have, Mapping) else None
+    holder[last] = o.replacing_patch(before or {}, holder[last])
 
 
 def describe_machine(machine: Mapping[str, Any], sets: Mapping[str, Mapping[str, Any]],
@@ -255,3 +270,32 @@ def describe_machine(machine: Mapping[str, Any], sets: Mapping[str, Mapping[str,
         'node_ready': (ready or {}).get('status') or '',
         'priority': o.priority(machine),
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class Wait:
+    """The module's `wait` and `wait_timeout` (seconds, a deadline for the whole wait)."""
+    enabled: bool
+    timeout: float
+
+
+def apply_change(client: KubeClient, change: DeploymentChange, wait: Wait) -> Dict[str, Any]:
+    """Apply a planned change (create, merge-patch or delete the MachineDeployment), then, with `wait`, wait until
+    it is ready (or gone, for a deletion or an absent one). Returns what the module reports: the deployment as
+    stored (`machine_deployment`, when there is one) and, after a wait for readiness, `readiness`. Raises KubeError
+    or WaitTimeout."""
+    path = api_path(API_VERSION, 'machinedeployments', change.namespace, change.name)
+    out: Dict[str, Any] = {}
+    if change.action == 'create':
+        out['machine_deployment'] = client.create(api_path(API_VERSION, 'machinedeployments', change.namespace), change.body)
+    elif change.action == 'patch':
+        out['machine_deployment'] = client.merge_patch(path, change.body or {})
+    elif change.action == 'delete':
+        client.delete(path)
+    if wait.enabled:
+        if change.action in ('delete', 'absent'):
+            wait_gone(client, path, wait.timeout)
+        else:
+            md, ready = wait_ready(client, path, wait.timeout)
+            out.update(machine_deployment=md, readiness=ready)
+    return out

@@ -7,11 +7,11 @@ The controller applies plans against the Kubernetes API and the drivers; tests a
 same plans against an in-memory world. Both implement `Target` (object writes, driver access, the few
 cluster actions a deletion needs), so the order below is the only one there is:
 
-* a machine: metadata, then spec, then the driver call or cluster action, then status; a new VM's providerID and
-  node are written before InitializeMachine (MCM's order). A deleting machine goes through as many deletion
+* a machine: metadata, then spec, then its Node (the node template), then the driver call or cluster action,
+  then status; a new VM's providerID and node are written before InitializeMachine (MCM's order). A deleting machine goes through as many deletion
   steps as it can in one go (each transition written before the next step);
 * a set: adopt orphans, create machines in slow-start batches (1, 2, 4, ... stop at the first failure),
-  delete machines, then status and finalizer;
+  delete machines, update machines in place (node template, timeouts), then status and finalizer;
 * a deployment: create its new set, patch sets, delete sets, patch itself, status, finalizer.
 """
 
@@ -35,8 +35,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion 
     DeletionView,
     after_drain,
     after_step,
+    after_termination_mark_failed,
     force_reason,
     plan_deletion,
+    termination_patch,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deployment import DeploymentPlan
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import DrainMemory, DrainPlan
@@ -86,6 +88,12 @@ class Target:
     def delete_node(self, name: str) -> None:
         raise NotImplementedError
 
+    def patch_node(self, name: str, patch: Dict[str, Any], status: bool = False) -> None:
+        """Merge-patch the Node (`status`: its status subresource). The patch carries metadata.resourceVersion (the
+        API server's precondition: a Conflict if the Node moved on since the patch was computed, as the patch
+        replaces a whole list: the taints, the conditions)."""
+        raise NotImplementedError
+
     def drain_round(self, machine: Obj, node: Obj, force: str, timeouts: MachineTimeouts, memory: DrainMemory,
                     settings: Settings, now: float) -> DrainPlan:
         """Cordon the node, read its pods and budgets, plan one round (drain.plan_round), evict or delete."""
@@ -116,11 +124,24 @@ def _write(t: Target, machine: Obj, plan: MachinePlan) -> Optional[Obj]:
         current = t.patch(KIND_MACHINE, ns, name, body, resource_version=version)
         if current is None:
             return None
+    if plan.node:
+        _sync_node(t, current or machine, plan.node)
     if plan.status:
         current = t.patch(KIND_MACHINE, ns, name, {'status': plan.status}, status=True) or current
     for event in plan.events:
         t.event(current or machine, event)
     return current
+
+
+def _sync_node(t: Target, machine: Obj, patch: Dict[str, Any]) -> None:
+    """Put the node template on the machine's Node. A failure (the Node changed since it was read, the API
+    refused) does not hold up the machine's own writes: the next pass computes the patch again from the Node
+    as it is then (MCM retries the sync the same way, after a short or conflict retry)."""
+    name = o.node_name(machine)
+    try:
+        t.patch_node(name, patch)
+    except Exception as exc:  # pylint: disable=broad-except
+        log.info('node template of machine %s not synced to node %s yet: %s', o.key(machine), name, exc)
 
 
 def _call(t: Target, call: Call, machine: Obj) -> Tuple[Any, str]:
@@ -164,7 +185,7 @@ def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings:
     if plan.call is None:
         return MachineRun(_write(t, machine, plan), plan)
     current = _write(t, machine, MachinePlan(plan.key, plan.uid, metadata=plan.metadata, spec=plan.spec,
-                                             status=plan.status, events=plan.events))
+                                             node=plan.node, status=plan.status, events=plan.events))
     if current is None:
         return MachineRun(None, plan)
     outcome, _provider = _call(t, plan.call, current)
@@ -256,11 +277,17 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             plan = after_step(view, plan.step, outcome if isinstance(outcome, DriverError) else None, now())
         elif plan.action == ClusterAction.DRAIN:
             node = o.node_of(current, t.node)
-            if node is None:
-                plan = after_drain(view, DrainPlan(done=True, message='node gone'), '', now())
+            if node is None:    # gone since the plan: its volume attachments go before the VM, as after a forced drain
+                plan = after_drain(view, DrainPlan(done=True, message='node gone'), 'node %s gone' % o.node_name(current),
+                                   now())
             else:
                 view = dataclasses.replace(view, node=node)
                 forced = force_reason(view, settings, now())
+                marking = _attempt(lambda: _mark_terminating(t, view, now()))
+                if marking is not None and not forced:
+                    plan = after_termination_mark_failed(view, marking, now())
+                    d.apply(plan)
+                    return d.flush(plan)
                 result = t.drain_round(current, node, forced, view.timeouts, memory, settings, now())
                 plan = after_drain(view, result, forced, now())
                 if not result.done:
@@ -285,6 +312,12 @@ def _run_deletion(t: Target, machine: Obj, plan: MachinePlan, view: DeletionView
             return d.flush(plan)
         plan = plan_deletion(dataclasses.replace(view, machine=d.local), now())
     return d.flush(plan)
+
+
+def _mark_terminating(t: Target, view: DeletionView, now: float) -> None:
+    patch = termination_patch(view, now)
+    if patch is not None and view.node is not None:
+        t.patch_node(o.name(view.node), patch, status=True)
 
 
 def _attempt(fn: Callable[[], Any]) -> Optional[Exception]:
@@ -342,6 +375,13 @@ def run_set(t: Target, ms: Obj, plan: SetPlan) -> Tuple[int, List[str]]:
             t.event(ms, Event('SuccessfulDelete', 'Deleted machine %s (%s)' % (name, plan.delete_reasons.get(name, ''))))
         except Exception as exc:
             errors.append('delete machine %s: %s' % (name, exc))
+    for name, patch in plan.machine_patches.items():
+        if name in plan.delete:
+            continue
+        try:
+            t.patch(KIND_MACHINE, ns, name, patch)
+        except Exception as exc:
+            errors.append('update machine %s in place: %s' % (name, exc))
     if plan.metadata:
         t.patch(KIND_SET, ns, o.name(ms), {'metadata': plan.metadata}, resource_version=o.resource_version(ms))
     if plan.status:

@@ -16,7 +16,8 @@ every caller of that account/region down.
 from __future__ import annotations
 
 import enum
-from typing import Dict, Tuple
+import random
+from typing import Any, Dict, Optional, Tuple
 
 
 class Code(enum.IntEnum):
@@ -143,3 +144,21 @@ def next_step(call: Call, code: Code) -> Tuple[Next, Retry]:
 def auto_retried(call: Call, code: Code) -> bool:
     """MCM's "Auto-Retry" column: whether the code is transient for this call."""
     return code in _AUTO or code in _EXTRA_AUTO.get(call, ())
+
+
+CONFLICT_DELAY = 0.2                 # seconds: someone wrote in between, look again almost at once
+THROTTLED_DELAY = (1.0, 5.0)         # seconds: a throttled call is retried after a uniform pick in this range
+
+
+def retry_delay(retry: Retry, settings: Any, rng: random.Random, retry_after: Optional[float] = None,
+                floor: float = 0.0) -> float:
+    """Seconds until a machine is looked at again: `retry_after` (an exact delay a plan computed, e.g. up to a
+    timeout) when given, else the retry class's period from `settings` (config.Settings: MCM's ShortRetry,
+    MediumRetry, LongRetry and the resource-exhausted retry). Throttling is jittered so that machines throttled
+    together do not come back together. Never less than `floor` (the scheduler's pass gap)."""
+    if retry_after is not None:
+        return max(floor, retry_after)
+    if retry == Retry.THROTTLED:
+        return rng.uniform(*THROTTLED_DELAY)
+    return {Retry.CONFLICT: CONFLICT_DELAY, Retry.SHORT: settings.short_retry, Retry.MEDIUM: settings.medium_retry,
+            Retry.LONG: settings.long_retry, Retry.RESOURCE_EXHAUSTED: settings.resource_exhausted_retry}[retry]

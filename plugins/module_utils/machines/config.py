@@ -37,7 +37,7 @@ class Settings:
     safety_up: int = 2
     safety_down: int = 1
     machine_safety_overshooting_period: float = 1 * MINUTE
-    machine_safety_orphan_vms_period: float = 15 * MINUTE
+    machine_safety_orphan_vms_period: float = 30 * MINUTE
     machine_safety_apiserver_statuscheck_period: float = 1 * MINUTE
     machine_safety_apiserver_statuscheck_timeout: float = 30.0
     concurrent_syncs: int = 50

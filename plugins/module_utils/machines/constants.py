@@ -34,21 +34,22 @@ LABEL_FREEZE = 'freeze'                               # MachineSet / MachineDepl
 # Machine annotations
 ANNOTATION_PRIORITY = 'machinepriority.machine.sapcloud.io'            # lower goes first on scale-down (default 3)
 ANNOTATION_MARKED_FOR_DELETION = 'machine.sapcloud.io/marked-for-deletion-time'
+PRIORITY_MARKED = '1'                                 # the priority a scaler (the cluster-autoscaler) marks its choice with
 DEFAULT_PRIORITY = 3
 
 # MachineSet / MachineDeployment annotations (the Deployment controller's keys)
 ANNOTATION_REVISION = 'deployment.kubernetes.io/revision'
 ANNOTATION_DESIRED_REPLICAS = 'deployment.kubernetes.io/desired-replicas'
 ANNOTATION_MAX_REPLICAS = 'deployment.kubernetes.io/max-replicas'
-ANNOTATION_REVISION_HISTORY = 'deployment.kubernetes.io/revision-history'
+# When a scaler (the cluster-autoscaler) last changed the deployment's replicas; copied to its new set. Machines
+# marked with priority 1 at or before it are deleted even when the set's replica count already matches.
+ANNOTATION_SCALER_CHANGE_TIME = 'machine.sapcloud.io/last-deployment-replica-change-by-scaler-time'
 ANNOTATION_UNFREEZE = 'safety.machine.sapcloud.io/unfreeze'            # an operator lifts an overshoot freeze
 
 # Node annotations and taints
 ANNOTATION_TRIGGER_DELETION = 'node.machine.sapcloud.io/trigger-deletion-by-mcm'
-ANNOTATION_NOT_MANAGED = 'node.machine.sapcloud.io/not-managed-by-mcm'
 ANNOTATION_LAST_APPLIED_NODE_TEMPLATE = 'node.machine.sapcloud.io/last-applied-anno-labels-taints'
 TAINT_CRITICAL_COMPONENTS_NOT_READY = 'node.gardener.cloud/critical-components-not-ready'
-TAINT_PREFER_NO_SCHEDULE = 'deployment.machine.sapcloud.io/prefer-no-schedule'
 
 # dependency-watchdog marks the targets it scaled down; while any carries it, machines are not replaced.
 ANNOTATION_WATCHDOG_MELTDOWN = 'dependency-watchdog.gardener.cloud/meltdown-protection-active'
@@ -62,6 +63,9 @@ SABAKAN_CLAIM_PREFIX = 'sabakan-claim-'
 
 # Node conditions
 NODE_READY = 'Ready'
+NODE_TERMINATING = 'Terminating'                      # set True on a Node whose machine is being drained (MCM)
+TERMINATING_UNHEALTHY = 'Unhealthy'                   # its reason when the machine had Failed
+TERMINATING_SCALE_DOWN = 'ScaleDown'                  # its reason otherwise
 READONLY_FILESYSTEM = 'ReadonlyFilesystem'
 DEFAULT_NODE_CONDITIONS = ('KernelDeadlock', 'ReadonlyFilesystem', 'DiskPressure', 'NetworkUnavailable')
 
@@ -137,10 +141,15 @@ STEP_KEYS = {
 }
 STEP_BY_KEY = {v: k for k, v in STEP_KEYS.items()}
 
+# Template fields that change machines in place instead of rolling them (MCM): the deployment copies them to its
+# new set's template, the set to its active machines (MCM's syncMachinesNodeTemplates / syncMachinesConfig), and
+# the machine's node template reaches its Node (node_template.py).
+IN_PLACE_FIELDS = ('nodeTemplate', 'drainTimeout', 'healthTimeout', 'creationTimeout', 'maxEvictRetries',
+                   'nodeConditions', 'disableHealthTimeout')
+
 # Conditions
 COND_AVAILABLE = 'Available'
 COND_PROGRESSING = 'Progressing'
-COND_REPLICA_FAILURE = 'ReplicaFailure'
 COND_FROZEN = 'Frozen'                       # replacement or scale-up stopped by a safety rule (reason names it)
 
 # Reasons of the Frozen condition (MCM's OverShootingReplicaCount, then ours)

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One Machine being deleted: MCM's deletion flow with a typed step.
 
-Terminating -> GetVMStatus -> InitiateDrain -> (DelVolumesAttachments, forced drains only) ->
-InitiateVMDeletion -> InitiateNodeDeletion -> InitiateFinalizerRemoval. MCM keeps the step inside the
+Terminating -> GetVMStatus -> InitiateDrain -> (DelVolumesAttachments, forced drains and a Node that is gone) ->
+InitiateVMDeletion -> InitiateNodeDeletion -> InitiateFinalizerRemoval. Before the drain, the Node gets the
+condition `Terminating=True` (MCM's UpdateNodeTerminationCondition; other controllers read it). MCM keeps the step inside the
 free-text `lastOperation.description` and finds it with strings.Contains; here it is `status.lastOperation.step`
 (constants.Step), written with every transition, and the description is for people.
 
@@ -16,7 +17,7 @@ one pass; every transition is written before the next step starts, so a crash re
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import format_duration
 from ansible_collections.steward.cluster.plugins.module_utils.machines import health as health_mod
@@ -27,7 +28,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     LABEL_FORCE_DELETION,
     LABEL_NODE,
     NODE_READY,
+    NODE_TERMINATING,
     READONLY_FILESYSTEM,
+    TERMINATING_SCALE_DOWN,
+    TERMINATING_UNHEALTHY,
     OpState,
     OpType,
     Phase,
@@ -89,8 +93,10 @@ def plan_deletion(view: DeletionView, now: float) -> MachinePlan:
             return _to(plan, Step.INITIATE_VM_DELETION, 'Skipping drain as nodeName is not a valid one for machine. %s'
                        % Step.INITIATE_VM_DELETION.value, now)
         if view.node is None:
-            return _to(plan, Step.INITIATE_VM_DELETION, 'Node %s does not exist; skipping drain. %s' % (
-                o.node_name(m), Step.INITIATE_VM_DELETION.value), now)
+            # Its pods are gone with it, but volumes may still be attached to the name: their VolumeAttachments go
+            # before the VM (as after a forced drain), or a volume's next attach waits on the stale one
+            return _to(plan, Step.DELETE_VOLUME_ATTACHMENTS, 'Node %s does not exist; skipping drain. %s' % (
+                o.node_name(m), Step.DELETE_VOLUME_ATTACHMENTS.value), now)
         plan.action, plan.step = ClusterAction.DRAIN, step
         return plan
     if step == Step.DELETE_VOLUME_ATTACHMENTS:
@@ -146,6 +152,42 @@ def force_reason(view: DeletionView, settings: Settings, now: float) -> str:
             return 'node %s %s for more than %s' % (o.node_name(m), 'NotReady' if kind == NODE_READY else kind,
                                                     format_duration(settings.node_not_ready_force_after))
     return ''
+
+
+def termination_patch(view: DeletionView, now: float) -> Optional[Dict[str, Any]]:
+    """The Node status patch that sets condition Terminating=True (MCM's UpdateNodeTerminationCondition), None when
+    the Node has it already. A condition someone set before keeps its reason and message; otherwise the reason
+    follows the machine's phase as MCM's does (Failed: Unhealthy, else ScaleDown). The patch replaces the condition
+    list, so it carries the Node's resourceVersion (a Conflict if the kubelet wrote in between; retried)."""
+    node = view.node
+    if node is None:
+        return None
+    conditions = list(health_mod.node_conditions(node))
+    old = next((c for c in conditions if c.get('type') == NODE_TERMINATING), None)
+    if old is not None and old.get('status') == 'True':
+        return None
+    phase = o.phase(view.machine)
+    if old is not None and phase == Phase.TERMINATING:
+        reason, message = old.get('reason') or '', old.get('message') or ''
+    elif phase == Phase.FAILED:
+        reason, message = TERMINATING_UNHEALTHY, 'Machine Controller is terminating failed machine'
+    else:
+        reason, message = TERMINATING_SCALE_DOWN, 'Machine Controller is scaling down machine'
+    condition = {'type': NODE_TERMINATING, 'status': 'True', 'reason': reason, 'message': message,
+                 'lastHeartbeatTime': o.stamp(now), 'lastTransitionTime': o.stamp(now)}
+    conditions = [c for c in conditions if c.get('type') != NODE_TERMINATING] + [condition]
+    patch: Dict[str, Any] = {'status': {'conditions': conditions}}
+    if o.resource_version(node):
+        patch['metadata'] = {'resourceVersion': o.resource_version(node)}
+    return patch
+
+
+def after_termination_mark_failed(view: DeletionView, error: Exception, now: float) -> MachinePlan:
+    """The Node could not be marked Terminating and the drain is not forced: MCM does not drain then, and retries."""
+    m = view.machine
+    plan = MachinePlan(key=o.key(m), uid=o.uid(m))
+    return _to(plan, Step.INITIATE_DRAIN, 'Drain failed due to failure in update of node conditions - %s. Will retry in '
+               'next sync. %s' % (error, Step.INITIATE_DRAIN.value), now, OpState.FAILED)
 
 
 def drain_deadline(view: DeletionView) -> Optional[float]:

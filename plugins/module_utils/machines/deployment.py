@@ -32,8 +32,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     ANNOTATION_REVISION,
     API_VERSION,
     COND_AVAILABLE,
+    ANNOTATION_SCALER_CHANGE_TIME,
     COND_PROGRESSING,
     FINALIZER,
+    IN_PLACE_FIELDS,
     KIND_DEPLOYMENT,
     KIND_SET,
     LABEL_TEMPLATE_HASH,
@@ -41,9 +43,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
 
 Obj = Mapping[str, Any]
-# Template fields that change machines in place instead of rolling them (MCM).
-IN_PLACE_FIELDS = ('nodeTemplate', 'drainTimeout', 'healthTimeout', 'creationTimeout', 'maxEvictRetries',
-                   'nodeConditions', 'disableHealthTimeout')
 _SAFE_ALPHABET = 'bcdfghjklmnpqrstvwxz2456789'   # Kubernetes' rand.SafeEncodeString
 
 
@@ -59,6 +58,12 @@ class DeploymentPlan:
     status: Optional[Dict[str, Any]] = None
     remove_finalizer: bool = False
     events: List[Event] = dataclasses.field(default_factory=list)
+
+    @property
+    def has_work(self) -> bool:
+        """Whether applying the plan writes anything (otherwise no job is started for the deployment)."""
+        return bool(self.create_set or self.set_patches or self.delete_sets or self.adopt_sets or self.patch
+                    or self.status or self.remove_finalizer or self.events)
 
 
 def rollout_template(template: Mapping[str, Any]) -> Dict[str, Any]:
@@ -218,12 +223,17 @@ def plan_deployment(md: Obj, sets: Sequence[Obj], orphan_sets: Sequence[Obj], ol
 
 
 def _in_place(plan: DeploymentPlan, md: Obj, new: Obj) -> None:
-    """Node template and per-machine timeouts change in the new set's template without a rollout."""
+    """Node template and per-machine timeouts change in the new set's template without a rollout; the scaler's
+    last change time follows the deployment's."""
     want = (o.spec(md).get('template') or {}).get('spec') or {}
     have = (o.spec(new).get('template') or {}).get('spec') or {}
-    changed = {k: want.get(k) for k in IN_PLACE_FIELDS if want.get(k) != have.get(k)}
+    changed = {k: o.replacing_patch(have.get(k), want.get(k)) for k in IN_PLACE_FIELDS if want.get(k) != have.get(k)}
     if changed:
         _merge(plan, o.name(new), {'spec': {'template': {'spec': changed}}})
+    scaled_at = o.annotations_of(md).get(ANNOTATION_SCALER_CHANGE_TIME)
+    if scaled_at and o.annotations_of(new).get(ANNOTATION_SCALER_CHANGE_TIME) != scaled_at:
+        # MCM copies the deployment's annotations to its new set; this is the one the set acts on (machineset.py)
+        _merge(plan, o.name(new), {'metadata': {'annotations': {ANNOTATION_SCALER_CHANGE_TIME: scaled_at}}})
 
 
 def _scale(plan: DeploymentPlan, live: Sequence[Obj], states: Sequence[r.SetState], new: Optional[r.SetState],

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Machine health from its Node, as MCM's machine controller judges it.
 
-Healthy: the Node exists, its Ready condition is True and none of the configured `nodeConditions`
-(default KernelDeadlock, ReadonlyFilesystem, DiskPressure, NetworkUnavailable) is True. A Pending machine
+Healthy: the Node exists, its Ready condition is True and every configured `nodeConditions` condition
+(default KernelDeadlock, ReadonlyFilesystem, DiskPressure, NetworkUnavailable) it reports is False: True,
+Unknown or any other status counts as unhealthy, as in MCM's isHealthy. A Pending machine
 becomes Running only when, in addition, the Node no longer has the
 `node.gardener.cloud/critical-components-not-ready` taint.
 
@@ -26,6 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
 )
 
 TRUE = 'True'
+FALSE = 'False'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +59,8 @@ def judge(node: Optional[Mapping[str, Any]], checked: Sequence[str]) -> Health:
         reachable = ready.get('status') not in ('Unknown', None, '')
     for kind in checked:
         cond = get_condition(conditions, kind)
-        if cond is not None and cond.get('status') == TRUE:
-            reasons.append('%s=True' % kind)
+        if cond is not None and cond.get('status') != FALSE:       # True, Unknown or anything else (MCM's isHealthy)
+            reasons.append('%s=%s' % (kind, cond.get('status')))
     return Health(not reasons, reachable, tuple(reasons))
 
 

@@ -42,6 +42,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import CreateResult, VM
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Lookup
+from ansible_collections.steward.cluster.plugins.module_utils.machines.node_template import node_patch
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import (
     ClusterAction,
     Event,
@@ -83,6 +84,9 @@ def plan_machine(view: MachineView, now: float) -> MachinePlan:
             o.name(view.node or {}), ANNOTATION_TRIGGER_DELETION, o.name(m))))
         return plan
     phase = o.phase(m)
+    if view.node is not None and phase != Phase.CREATING:
+        # MCM's syncNodeTemplates: the node template's labels, annotations and taints on the machine's Node
+        plan.node = node_patch(m, view.node)
     if phase == Phase.FAILED:
         # Final: the MachineSet replaces it. Checked before the creation flow, so a Failed machine without a
         # providerID (its VM deleted as stale, or gone before it joined) is not failed again on every pass.

@@ -8,7 +8,11 @@
 * too many: delete the first `diff` machines in MCM's order: `machinepriority.machine.sapcloud.io` (lower
   first, default 3), then the `marked-for-deletion-time` annotation (older first), then phase (Terminating,
   Failed, CrashLoopBackOff, Unknown, Pending, Available, Running), then oldest;
+* machines a scaler marked (priority 1, marked-for-deletion-time at or before the set's
+  `last-deployment-replica-change-by-scaler-time`) are deleted even when the count matches (MCM); not while the
+  set is short of machines;
 * Failed machines are deleted (the set then creates their replacements);
+* every active machine gets the template's in-place fields (node template, timeouts) without a rollout;
 * a set being deleted deletes its machines and drops its finalizer when none is left.
 """
 
@@ -21,10 +25,14 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions im
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     ANNOTATION_MARKED_FOR_DELETION,
+    ANNOTATION_PRIORITY,
+    ANNOTATION_SCALER_CHANGE_TIME,
     COND_FROZEN,
     FINALIZER,
+    IN_PLACE_FIELDS,
     LABEL_FREEZE,
     PHASE_DELETE_RANK,
+    PRIORITY_MARKED,
     Phase,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
@@ -40,11 +48,18 @@ class SetPlan:
     delete: List[str] = dataclasses.field(default_factory=list)        # machine names to delete
     delete_reasons: Dict[str, str] = dataclasses.field(default_factory=dict)
     adopt: List[str] = dataclasses.field(default_factory=list)         # orphan machines to take ownership of
+    machine_patches: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # name -> in-place spec
     status: Optional[Dict[str, Any]] = None
     metadata: Optional[Dict[str, Any]] = None             # labels (freeze) / finalizers
     remove_finalizer: bool = False
     events: List[Event] = dataclasses.field(default_factory=list)
     waiting: str = ''
+
+    @property
+    def has_work(self) -> bool:
+        """Whether applying the plan writes anything (otherwise no job is started for the set)."""
+        return bool(self.create or self.delete or self.adopt or self.machine_patches or self.status or self.metadata
+                    or self.remove_finalizer or self.events)
 
 
 def victim_order(machines: Sequence[Obj]) -> List[Obj]:
@@ -54,6 +69,40 @@ def victim_order(machines: Sequence[Obj]) -> List[Obj]:
         return (o.priority(m), 0 if marked is not None else 1, marked or 0.0,
                 PHASE_DELETE_RANK.get(o.phase(m), 4), o.created_at(m), o.name(m))
     return sorted(machines, key=rank)
+
+
+def marked_by_scaler(machines: Sequence[Obj], ms: Obj) -> List[Obj]:
+    """MCM's getMachinesMarkedForDeletion: machines a scaler chose (priority 1 with a marked-for-deletion time) at or
+    before the set's last scaler change. They go even when the replica count already matches: the autoscaler
+    lowers replicas and marks its choice, and the set must not keep that machine and delete another."""
+    scaled_at = o.parse_time(o.annotations_of(ms).get(ANNOTATION_SCALER_CHANGE_TIME))
+    if scaled_at is None:
+        return []
+    out = []
+    for m in machines:
+        if str(o.annotations_of(m).get(ANNOTATION_PRIORITY) or '') != PRIORITY_MARKED:
+            continue
+        marked = o.parse_time(o.annotations_of(m).get(ANNOTATION_MARKED_FOR_DELETION))
+        if marked is not None and marked <= scaled_at:
+            out.append(m)
+    return out
+
+
+def in_place_patches(ms: Obj, machines: Sequence[Obj]) -> Dict[str, Dict[str, Any]]:
+    """Spec patches that give every active machine (not Failed, not Terminating, not deleting) the set template's
+    in-place fields: the node template and the per-machine timeouts (MCM's syncMachinesNodeTemplates and
+    syncMachinesConfig). No rollout: the machines stay, their Nodes follow (node_template.py)."""
+    want = (o.spec(ms).get('template') or {}).get('spec') or {}
+    wanted = [(k, want.get(k)) for k in IN_PLACE_FIELDS]
+    patches: Dict[str, Dict[str, Any]] = {}
+    for m in machines:
+        have = o.spec(m)
+        if all(have.get(k) == v for k, v in wanted):      # the usual case, checked first: every pass, every machine
+            continue
+        if o.deleting(m) or o.phase(m) in (Phase.FAILED, Phase.TERMINATING):
+            continue
+        patches[o.name(m)] = {'spec': {k: o.replacing_patch(have.get(k), v) for k, v in wanted if have.get(k) != v}}
+    return patches
 
 
 def available(machine: Obj, min_ready_seconds: int, now: float) -> bool:
@@ -120,6 +169,13 @@ def plan_set(ms: Obj, machines: Sequence[Obj], orphans: Sequence[Obj], now: floa
             if o.name(m) not in plan.delete:
                 plan.delete.append(o.name(m))
                 plan.delete_reasons[o.name(m)] = 'scale down to %d' % wanted
+    for m in marked_by_scaler(live, ms) if diff >= 0 else ():
+        if o.name(m) not in plan.delete and len(plan.delete) < burst:
+            plan.delete.append(o.name(m))
+            plan.delete_reasons[o.name(m)] = 'marked for deletion by a scaler (%s=%s, %s=%s)' % (
+                ANNOTATION_PRIORITY, PRIORITY_MARKED, ANNOTATION_MARKED_FOR_DELETION,
+                o.annotations_of(m).get(ANNOTATION_MARKED_FOR_DELETION))
+    plan.machine_patches = in_place_patches(ms, live)
     plan.status = _with_status(ms, set_status(ms, machines, now))
     return plan
 

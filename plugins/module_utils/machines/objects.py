@@ -184,8 +184,22 @@ def replicas(obj: Obj, default: int = 0) -> int:
     return int_field(spec(obj), 'replicas', default)
 
 
-def index_by_uid(objs: Iterable[Obj]) -> Dict[str, Obj]:
-    return {uid(o): o for o in objs if uid(o)}
+def replacing_patch(have: Any, want: Any) -> Any:
+    """The RFC 7386 merge patch that turns `have` into `want` (keys `want` lacks are nulled), so that copying a
+    template field by merge patch also removes what the template dropped. {} when they are equal already."""
+    if not isinstance(have, Mapping) or not isinstance(want, Mapping):
+        return want
+    patch: Dict[str, Any] = {}
+    for key in have:
+        if key not in want:
+            patch[key] = None
+    for key, value in want.items():
+        if key not in have:
+            patch[key] = value
+        elif have[key] != value:
+            inner = replacing_patch(have[key], value)
+            patch[key] = inner if inner != {} or not isinstance(value, Mapping) else value
+    return patch
 
 
 def sorted_by_age(objs: Iterable[Obj]) -> List[Obj]:

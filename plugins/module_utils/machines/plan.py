@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Retry
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import OpState, OpType, Phase, Step
@@ -37,11 +37,12 @@ class ClusterAction(str, enum.Enum):
 
 @dataclasses.dataclass
 class MachinePlan:
-    """What to do with one Machine now. Writes go in this order: metadata, spec, the call or action, status."""
+    """What to do with one Machine now. Writes go in this order: metadata, spec, its Node, the call or action, status."""
     key: str
     uid: str
     metadata: Optional[Dict[str, Any]] = None        # merge patch of labels / annotations / finalizers
     spec: Optional[Dict[str, Any]] = None            # merge patch of spec (providerID)
+    node: Optional[Dict[str, Any]] = None            # merge patch of the machine's Node (its node template)
     status: Optional[Dict[str, Any]] = None          # merge patch of status
     call: Optional[Call] = None                      # driver call to make (its outcome goes to machine.after_call)
     action: Optional[ClusterAction] = None           # cluster action to take (deletion steps)
@@ -54,7 +55,20 @@ class MachinePlan:
 
     @property
     def empty(self) -> bool:
-        return not (self.metadata or self.spec or self.status or self.call or self.action)
+        return not (self.metadata or self.spec or self.node or self.status or self.call or self.action)
+
+    def calls_cloud(self, deleting: bool) -> bool:
+        """Whether applying this plan may call the machine's driver: a driver call, or a deletion job that may still
+        reach the VM's deletion (the applier runs a deletion's steps one after another while they succeed; from the
+        Node's deletion on, the VM is gone and the rest is Kubernetes only). `deleting`: the machine has a
+        deletionTimestamp."""
+        if self.call is not None:
+            return True
+        return deleting and self.step not in AFTER_THE_VM
+
+
+# Deletion steps that come after the VM's deletion (MachinePlan.calls_cloud).
+AFTER_THE_VM = (Step.INITIATE_NODE_DELETION, Step.INITIATE_FINALIZER_REMOVAL)
 
 
 def current_status(phase: Phase, now: float, timeout_active: bool = False) -> Dict[str, Any]:
@@ -67,10 +81,3 @@ def last_operation(op_type: OpType, state: OpState, description: str, now: float
     merge patch removes what an earlier operation wrote."""
     return {'type': op_type.value, 'state': state.value, 'description': description, 'lastUpdateTime': stamp(now),
             'errorCode': error_code or None, 'step': step.key if step else None}
-
-
-def merge_status(*parts: Mapping[str, Any]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for part in parts:
-        out.update(part)
-    return out

@@ -42,7 +42,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import MachineView, plan_machine
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machineset import SetPlan, freeze_patch, plan_set
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event, MachinePlan, current_status
-from ansible_collections.steward.cluster.plugins.module_utils.machines.validation import check_scalable
+from ansible_collections.steward.cluster.plugins.module_utils.machines.validation import (
+    check_machine,
+    check_owner,
+    check_scalable,
+)
 
 Obj = Mapping[str, Any]
 
@@ -215,6 +219,8 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
             continue
         try:
             timeouts = machine_timeouts(o.spec(m), settings)
+            if not o.deleting(m):        # a deletion needs no class to go on: the finalizer holds the VM's deletion
+                check_machine(m)
         except InvalidInput as exc:
             plan.invalid[o.key(m)] = exc
             continue
@@ -288,7 +294,10 @@ def _plan_sets(world: World, index: _Index, settings: Settings, now: float, plan
                 plan.freezes['set:' + o.key(ms)] = safety.Freeze(FREEZE_OVERSHOOT, 'MachineSet %s is frozen' % o.key(ms))
             continue
         try:
-            check_scalable(ms)
+            if o.deleting(ms):
+                check_scalable(ms)
+            else:
+                check_owner(ms)
         except InvalidInput as exc:
             plan.invalid[o.key(ms)] = exc
             continue
@@ -325,7 +334,10 @@ def _plan_deployments(world: World, index: _Index, now: float, plan: PassPlan, f
             continue
         sets = index.sets_by_md.get(o.uid(md), [])
         try:
-            check_scalable(md)
+            if o.deleting(md):
+                check_scalable(md)
+            else:
+                check_owner(md)
             for ms in sets:   # a set read wrongly would be counted as 0 machines: the deployment waits for it
                 if o.key(ms) in plan.invalid:
                     raise InvalidInput('MachineSet %s' % o.name(ms), plan.invalid[o.key(ms)].rule,

@@ -17,30 +17,18 @@ import kubernetes
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
-from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Step
-from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import ClusterAction, MachinePlan
 from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import ClassState
 
 from steward_controller.core.metrics import Health, Metrics
 from steward_controller.machines import add_arguments, options
-from steward_controller.machines.admission import CloudSlots, calls_cloud, slots_for
-from steward_controller.machines.controller import MIN_PASS_GAP, MachinesController, pass_gap
+from steward_controller.machines.admission import CloudSlots, slots_for
+from steward_controller.machines.controller import MachinesController
+from steward_controller.machines.scheduler import MIN_PASS_GAP, pass_gap
 from support.machines_sim import MachinesSim
 
 
 def test_slots_are_the_burst_plus_one_second_of_rate():
     assert slots_for(10.0, 20) == 30 and slots_for(3.2, 3) == 7 and slots_for(0.1, 1) == 2
-
-
-def test_creates_and_deletions_before_the_vm_is_deleted_may_call_the_cloud():
-    live, deleting = {'metadata': {'name': 'm'}}, {'metadata': {'name': 'm', 'deletionTimestamp': '2026-01-01T00:00:00Z'}}
-    assert calls_cloud(live, MachinePlan('ns/m', 'u', call=Call.CREATE))
-    assert not calls_cloud(live, MachinePlan('ns/m', 'u', status={'currentStatus': {'phase': 'Running'}}))
-    for step in (Step.GET_VM_STATUS, Step.INITIATE_DRAIN, Step.DELETE_VOLUME_ATTACHMENTS, Step.INITIATE_VM_DELETION, None):
-        assert calls_cloud(deleting, MachinePlan('ns/m', 'u', action=ClusterAction.DRAIN, step=step)), step
-    for step in (Step.INITIATE_NODE_DELETION, Step.INITIATE_FINALIZER_REMOVAL):
-        assert not calls_cloud(deleting, MachinePlan('ns/m', 'u', action=ClusterAction.DELETE_NODE, step=step)), step
 
 
 def test_slots_are_taken_once_per_job_and_given_back():

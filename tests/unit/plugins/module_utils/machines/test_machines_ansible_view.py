@@ -11,7 +11,8 @@ from ansible_collections.steward.cluster.plugins.doc_fragments.kube_connection i
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import (
-    desired_deployment, describe_machine, plan_change, readiness)
+    desired_deployment, describe_machine, plan_change)
+from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import readiness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 
@@ -59,6 +60,25 @@ def test_node_template_and_timeouts_go_into_the_template():
                                                         'spec': {'taints': [{'key': 'k', 'effect': 'NoSchedule'}]}}
     assert spec['template']['spec']['drainTimeout'] == '1h' and spec['template']['spec']['nodeConditions'] == 'DiskPressure'
     assert spec['paused'] is True
+
+
+def test_node_labels_and_annotations_are_set_as_a_whole_and_a_dropped_key_is_removed():
+    """The options say what the controller puts on each Node: a key the task no longer names is removed (a merge
+    patch alone would keep it on the template, and so on the Nodes); the Node sync then takes it off the Nodes."""
+    md = existing()
+    md['spec']['template']['spec']['nodeTemplate'] = {'metadata': {'labels': {'pool': 'a', 'tier': 'web'},
+                                                                   'annotations': {'team': 'x'}}}
+    change = plan_change(md, desired_deployment(params(node_labels={'pool': 'a'}, node_annotations={})), 'present')
+    assert change.action == 'patch'
+    assert change.body['spec']['template']['spec']['nodeTemplate']['metadata'] == {'labels': {'tier': None},
+                                                                                   'annotations': {'team': None}}
+    assert change.after['spec']['template']['spec']['nodeTemplate']['metadata'] == {'labels': {'pool': 'a'}, 'annotations': {}}
+    md['spec']['template']['spec']['nodeTemplate'] = change.after['spec']['template']['spec']['nodeTemplate']
+    assert plan_change(md, desired_deployment(params(node_labels={'pool': 'a'}, node_annotations={})), 'present').action == 'none'
+    relabelled = plan_change(existing(), desired_deployment(params(labels={'x': '1'})), 'present')
+    assert relabelled.after['spec']['template']['metadata']['labels'] == {'name': 'workers', 'x': '1'}
+    assert plan_change(existing(), desired_deployment(params(node_labels={'pool': 'b'})), 'present').body == {
+        'spec': {'template': {'spec': {'nodeTemplate': {'metadata': {'labels': {'pool': 'b'}}}}}}}
 
 
 @pytest.mark.parametrize('changes, field', [

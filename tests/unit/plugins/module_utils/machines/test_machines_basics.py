@@ -1,17 +1,23 @@
-"""Error-code table, settings and per-machine overrides, Node health, and GetMachineStatus from one listing."""
+"""Error-code table, retry delays, settings and per-machine overrides, Node health, GetMachineStatus from one listing,
+and what a plan asks of the shells (cloud slots, whether a set/deployment job is needed)."""
+
+import random
 
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.machines import health
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import (
-    NEXT_STEP, Call, Code, Next, Retry, auto_retried, is_failure, next_step)
+    NEXT_STEP, Call, Code, Next, Retry, auto_retried, is_failure, next_step, retry_delay)
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import (
     Settings, check_settings, machine_timeouts, parse_node_conditions)
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Step
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import VM, MachineContext, VMState
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
+from ansible_collections.steward.cluster.plugins.module_utils.machines.deployment import DeploymentPlan
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Inventory
+from ansible_collections.steward.cluster.plugins.module_utils.machines.machineset import SetPlan
+from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import ClusterAction, Event, MachinePlan
 
 
 # --- the code -> next-step table (MCM's machine_error_codes.md) -------------------------------------
@@ -125,6 +131,9 @@ CHECKED = ('KernelDeadlock', 'DiskPressure')
     (node(('Ready', 'True')), True, True),
     (node(('Ready', 'True'), ('DiskPressure', 'True')), False, True),      # a live kubelet reporting trouble
     (node(('Ready', 'True'), ('MemoryPressure', 'True')), True, True),     # not a checked condition
+    (node(('Ready', 'True'), ('DiskPressure', 'Unknown')), False, True),   # anything but False is bad (MCM)
+    (node(('Ready', 'True'), ('DiskPressure', '')), False, True),
+    (node(('Ready', 'True'), ('DiskPressure', 'False'), ('KernelDeadlock', 'False')), True, True),
     (node(('Ready', 'False')), False, True),
     (node(('Ready', 'Unknown')), False, False),                            # the kubelet stopped talking
     (node(), False, True),
@@ -133,6 +142,10 @@ CHECKED = ('KernelDeadlock', 'DiskPressure')
 def test_health_from_node_conditions(the_node, healthy, reachable):
     verdict = health.judge(the_node, CHECKED)
     assert (verdict.healthy, verdict.reachable) == (healthy, reachable)
+
+
+def test_an_unknown_condition_is_named_in_the_verdict():
+    assert health.judge(node(('Ready', 'True'), ('DiskPressure', 'Unknown')), CHECKED).describe() == 'DiskPressure=Unknown'
 
 
 def test_critical_components_taint_and_conditions_without_heartbeats():
@@ -184,3 +197,39 @@ def test_answers_the_flow_goes_on_with_are_not_failures():
     assert is_failure(Call.CREATE, Code.INVALID_ARGUMENT)
     assert is_failure(Call.INITIALIZE, Code.UNINITIALIZED)
     assert is_failure(Call.STATUS, Code.OUT_OF_RANGE)
+
+
+# --- what a plan asks of the shells --------------------------------------------------------------------
+
+def test_creates_and_deletions_before_the_vm_is_deleted_may_call_the_cloud():
+    """(moved here from the controller's tests with MachinePlan.calls_cloud)"""
+    assert MachinePlan('ns/m', 'u', call=Call.CREATE).calls_cloud(deleting=False)
+    assert not MachinePlan('ns/m', 'u', status={'currentStatus': {'phase': 'Running'}}).calls_cloud(deleting=False)
+    for step in (Step.GET_VM_STATUS, Step.INITIATE_DRAIN, Step.DELETE_VOLUME_ATTACHMENTS, Step.INITIATE_VM_DELETION, None):
+        assert MachinePlan('ns/m', 'u', action=ClusterAction.DRAIN, step=step).calls_cloud(deleting=True), step
+    for step in (Step.INITIATE_NODE_DELETION, Step.INITIATE_FINALIZER_REMOVAL):
+        assert not MachinePlan('ns/m', 'u', action=ClusterAction.DELETE_NODE, step=step).calls_cloud(deleting=True), step
+
+
+def test_retry_delays_are_the_settings_periods_an_exact_delay_or_a_jittered_throttle():
+    s = Settings(short_retry=5.0, medium_retry=180.0, long_retry=600.0, resource_exhausted_retry=900.0)
+    rng = random.Random(7)
+    assert [retry_delay(r, s, rng) for r in (Retry.SHORT, Retry.MEDIUM, Retry.LONG, Retry.RESOURCE_EXHAUSTED)] == [
+        5.0, 180.0, 600.0, 900.0]
+    assert retry_delay(Retry.CONFLICT, s, rng) == 0.2
+    throttled = [retry_delay(Retry.THROTTLED, s, rng) for _ in range(50)]
+    assert all(1.0 <= d <= 5.0 for d in throttled) and len(set(throttled)) > 1
+    assert retry_delay(Retry.LONG, s, rng, retry_after=42.0) == 42.0          # an exact delay wins over the class
+    assert retry_delay(Retry.LONG, s, rng, retry_after=0.01, floor=0.2) == 0.2
+
+
+def test_set_and_deployment_plans_have_work_only_when_they_write_something():
+    assert not SetPlan('ns/s', 'u').has_work and not SetPlan('ns/s', 'u', waiting='frozen').has_work
+    for fields in ({'create': 1}, {'delete': ['m']}, {'adopt': ['m']}, {'status': {'replicas': 1}},
+                   {'metadata': {'labels': {}}}, {'remove_finalizer': True}, {'events': [Event('R', 'm')]}):
+        assert SetPlan('ns/s', 'u', **fields).has_work, fields
+    assert not DeploymentPlan('ns/d', 'u').has_work
+    for fields in ({'create_set': {'metadata': {}}}, {'set_patches': {'s': {}}}, {'delete_sets': ['s']},
+                   {'adopt_sets': ['s']}, {'patch': {'spec': {}}}, {'status': {'replicas': 1}},
+                   {'remove_finalizer': True}, {'events': [Event('R', 'm')]}):
+        assert DeploymentPlan('ns/d', 'u', **fields).has_work, fields

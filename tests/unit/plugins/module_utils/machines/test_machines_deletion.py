@@ -7,7 +7,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import 
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Retry
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import Settings, machine_timeouts
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion import (
-    DeletionView, after_drain, after_step, current_step, force_reason, plan_deletion)
+    DeletionView, after_drain, after_step, after_termination_mark_failed, current_step, force_reason, plan_deletion,
+    termination_patch)
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Step
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import (
     DrainInputs, DrainMemory, DrainPlan, plan_round, record_eviction)
@@ -95,9 +96,34 @@ def test_vm_deletion_is_a_driver_call_and_not_found_counts_as_done():
     assert step_of(denied) == 'InitiateVMDeletion' and denied.retry == Retry.LONG
 
 
-def test_no_node_skips_the_drain():
-    assert step_of(plan_deletion(dview(deleting(Step.INITIATE_DRAIN), None), T0)) == 'InitiateVMDeletion'
+def test_no_node_skips_the_drain_and_a_gone_node_s_volume_attachments_go_before_the_vm():
+    """A Node that is gone: no drain, but the volume attachments to its name are deleted before the VM (issue 23:
+    a missing Node used to go straight to the VM). No node name at all: nothing to look for."""
+    assert step_of(plan_deletion(dview(deleting(Step.INITIATE_DRAIN), None), T0)) == 'DelVolumesAttachments'
     assert step_of(plan_deletion(dview(deleting(Step.INITIATE_DRAIN, node='')), T0)) == 'InitiateVMDeletion'
+
+
+def test_draining_marks_the_node_terminating_once_with_mcms_reasons():
+    view = dview(deleting(Step.INITIATE_DRAIN), dict(node(), metadata={'name': 'n1', 'resourceVersion': '9'}))
+    patch = termination_patch(view, T0)
+    assert patch['metadata'] == {'resourceVersion': '9'}
+    conds = {c['type']: c for c in patch['status']['conditions']}
+    assert conds['Ready']['status'] == 'True'                              # the Node's other conditions are kept
+    assert (conds['Terminating']['status'], conds['Terminating']['reason']) == ('True', 'ScaleDown')
+    marked = dict(node(), status={'conditions': patch['status']['conditions']})
+    assert termination_patch(dview(deleting(Step.INITIATE_DRAIN), marked), T0 + 5) is None     # already marked
+    failed = termination_patch(dview(deleting(phase='Failed'), node()), T0)
+    assert failed['status']['conditions'][-1]['reason'] == 'Unhealthy'
+    earlier = {'type': 'Terminating', 'status': 'False', 'reason': 'Theirs', 'message': 'kept'}
+    mine = termination_patch(dview(deleting(Step.INITIATE_DRAIN), dict(node(), status={'conditions': [earlier]})), T0)
+    assert (mine['status']['conditions'][-1]['reason'], mine['status']['conditions'][-1]['status']) == ('Theirs', 'True')
+    assert termination_patch(dview(deleting(Step.INITIATE_DRAIN), None), T0) is None
+
+
+def test_a_node_that_cannot_be_marked_is_not_drained_and_the_step_is_retried():
+    plan = after_termination_mark_failed(dview(deleting(Step.INITIATE_DRAIN), node()), RuntimeError('conflict'), T0)
+    op = plan.status['lastOperation']
+    assert (op['step'], op['state']) == ('InitiateDrain', 'Failed') and 'update of node conditions - conflict' in op['description']
 
 
 def test_node_deletion_then_finalizer():

@@ -340,3 +340,136 @@ def test_a_wrong_replicas_is_named_and_nothing_is_scaled(replicas, rule):
     assert sorted(o.name(m) for m in sim.machines()) == names
     assert sim.last_plan.invalid['ns/' + o.name(ms)].field == 'spec.replicas'
     assert sim.last_plan.invalid['ns/md'].field == 'MachineSet %s' % o.name(ms)
+
+
+# --- in place: node template and timeouts reach the machines and their Nodes (MCM) ----------------------
+
+def test_node_template_changes_reach_every_machine_and_its_node_and_removals_follow():
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.add_deployment(replicas=2, cls='c1')
+    sim.update('MachineDeployment', 'md', {'spec': {'template': {'spec': {'nodeTemplate': {
+        'metadata': {'labels': {'pool': 'a', 'tier': 'web'}, 'annotations': {'team': 'x'}},
+        'spec': {'taints': [{'key': 'dedicated', 'value': 'web', 'effect': 'NoSchedule'}]}}}}}})
+    settled(sim, 2)
+    names = sorted(o.name(m) for m in sim.machines())
+    sim.step(count=3)
+    for m in sim.machines():
+        node = sim.nodes[o.node_name(m)]
+        assert node['metadata']['labels']['pool'] == 'a' and node['metadata']['labels']['tier'] == 'web'
+        assert node['metadata']['annotations']['team'] == 'x'
+        assert {'key': 'dedicated', 'value': 'web', 'effect': 'NoSchedule'} in node['spec']['taints']
+    sim.update('MachineDeployment', 'md', {'spec': {'template': {'spec': {'nodeTemplate': {
+        'metadata': {'labels': {'pool': 'b', 'tier': None}, 'annotations': None}, 'spec': {'taints': None}}}}}})
+    sim.step(count=5)
+    assert sorted(o.name(m) for m in sim.machines()) == names          # no rollout
+    for m in sim.machines():
+        assert m['spec']['nodeTemplate'] == {'metadata': {'labels': {'pool': 'b'}}, 'spec': {}}
+        node = sim.nodes[o.node_name(m)]
+        labels = node['metadata']['labels']
+        assert labels['pool'] == 'b' and 'tier' not in labels
+        assert 'team' not in node['metadata'].get('annotations', {})
+        assert not [t for t in node['spec'].get('taints') or [] if t['key'] == 'dedicated']
+
+
+def test_in_place_patches_skip_failed_terminating_and_deleting_machines():
+    from ansible_collections.steward.cluster.plugins.module_utils.machines.machineset import in_place_patches
+    ms = mset(3)
+    ms['spec']['template']['spec'] = {'healthTimeout': '5m', 'nodeTemplate': {'metadata': {'labels': {'x': 'y'}}}}
+    machines = [mach('a'), mach('b', 'Failed'), mach('c', 'Terminating'), mach('d', deleting=True)]
+    assert in_place_patches(ms, machines) == {
+        'a': {'spec': {'healthTimeout': '5m', 'nodeTemplate': {'metadata': {'labels': {'x': 'y'}}}}}}
+    machines[0]['spec'] = dict(ms['spec']['template']['spec'])
+    assert in_place_patches(ms, machines) == {}
+
+
+# --- machines a scaler marked (MCM's getMachinesMarkedForDeletion) --------------------------------------
+
+def marked(m, at):
+    m['metadata']['annotations'].update({'machinepriority.machine.sapcloud.io': '1',
+                                         'machine.sapcloud.io/marked-for-deletion-time': ts(at)})
+    return m
+
+
+def scaled_set(replicas, at):
+    ms = mset(replicas)
+    ms['metadata']['annotations'] = {'machine.sapcloud.io/last-deployment-replica-change-by-scaler-time': ts(at)}
+    return ms
+
+
+def test_a_machine_the_autoscaler_marked_goes_even_when_the_count_matches():
+    machines = [mach('a'), marked(mach('b', created=T0 + 1), T0 + 10), mach('c', created=T0 + 2)]
+    plan = plan_set(scaled_set(3, T0 + 10), machines, [], T0 + 11, 100)
+    assert plan.delete == ['b'] and 'marked for deletion' in plan.delete_reasons['b'] and plan.create == 0
+
+
+def test_a_mark_after_the_scalers_last_change_or_without_one_waits():
+    machines = [mach('a'), marked(mach('b'), T0 + 20), mach('c')]
+    assert plan_set(scaled_set(3, T0 + 10), machines, [], T0 + 21, 100).delete == []     # marked after the change
+    assert plan_set(mset(3), machines, [], T0 + 21, 100).delete == []                    # no scaler change time
+    only_priority = [mach('a'), mach('b', priority=1), mach('c')]                       # priority without a mark time
+    assert plan_set(scaled_set(3, T0 + 10), only_priority, [], T0 + 21, 100).delete == []
+
+
+def test_a_marked_machine_is_not_deleted_while_the_set_is_short():
+    machines = [marked(mach('b'), T0 + 5), mach('c')]
+    plan = plan_set(scaled_set(3, T0 + 10), machines, [], T0 + 11, 100)
+    assert plan.delete == [] and plan.create == 1
+
+
+def test_the_deployment_passes_the_scalers_change_time_to_its_new_set():
+    """The count already matches (the autoscaler's replica change landed); only the mark and the change time,
+    copied from the deployment to its set, make the marked machine the one that goes."""
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.add_deployment(replicas=2, cls='c1')
+    settled(sim, 2)
+    victim = o.name(sorted(sim.machines(), key=o.name)[1])
+    sim.update('Machine', victim, {'metadata': {'annotations': {
+        'machinepriority.machine.sapcloud.io': '1', 'machine.sapcloud.io/marked-for-deletion-time': ts(sim.now)}}})
+    changed_at = ts(sim.now + 1)
+    sim.update('MachineDeployment', 'md', {'metadata': {'annotations': {
+        'machine.sapcloud.io/last-deployment-replica-change-by-scaler-time': changed_at}}})
+    sim.run_until(lambda: victim not in [o.name(m) for m in sim.machines()])
+    assert o.annotations_of(sim.sets()[0])['machine.sapcloud.io/last-deployment-replica-change-by-scaler-time'] == changed_at
+    settled(sim, 2)
+
+
+# --- MCM's validation: selector against template labels, class kind and name (issue 23 §3) --------------------------
+
+@pytest.mark.parametrize('patch, field, rule', [
+    ({'spec': {'selector': {'matchLabels': {'name': 'other'}}}}, 'spec.selector.matchLabels', 'matches-template'),
+    ({'spec': {'selector': {'matchLabels': {'extra': 'x'}}}}, 'spec.selector.matchLabels', 'matches-template'),
+    ({'spec': {'template': {'spec': {'class': {'kind': ''}}}}}, 'spec.template.spec.class.kind', 'required'),
+    ({'spec': {'template': {'spec': {'class': {'kind': None}}}}}, 'spec.template.spec.class.kind', 'required'),
+    ({'spec': {'template': {'spec': {'class': {'name': ''}}}}}, 'spec.template.spec.class.name', 'required'),
+])
+def test_a_deployment_mcm_would_refuse_is_named_and_nothing_is_done(patch, field, rule):
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.add_deployment(replicas=2, cls='c1')
+    settled(sim, 2)
+    names = sorted(o.name(m) for m in sim.machines())
+    sim.update('MachineDeployment', 'md', dict(patch, spec=dict(patch['spec'], replicas=4)))
+    sim.step(count=3)
+    assert sorted(o.name(m) for m in sim.machines()) == names and sim.sets()[0]['spec']['replicas'] == 2
+    error = sim.last_plan.invalid['ns/md']
+    assert (error.field, error.rule) == (field, rule)
+
+
+def test_a_set_and_a_machine_mcm_would_refuse_are_named():
+    sim = MachinesSim()
+    sim.add_class('c1')
+    sim.add_deployment(replicas=1, cls='c1')
+    settled(sim, 1)
+    ms = sim.sets()[0]
+    sim.update('MachineSet', o.name(ms), {'spec': {'selector': {'matchLabels': {'nope': 'x'}}}})
+    [m] = sim.machines()
+    sim.update('Machine', o.name(m), {'spec': {'class': {'kind': ''}}})
+    sim.step(count=2)
+    invalid = sim.last_plan.invalid
+    assert (invalid['ns/' + o.name(ms)].field, invalid['ns/' + o.name(m)].field) == (
+        'spec.selector.matchLabels', 'spec.class.kind')
+    assert 'ns/md' in invalid and 'owned set is invalid' in str(invalid['ns/md'])
+    sim.delete('Machine', 'ns', o.name(m))                        # a deletion is not held up by the class reference
+    sim.run_until(lambda: not sim.machines())

@@ -2,7 +2,7 @@
 "The machine controller's fleet freeze"): every target the prober holds down carries
 `dependency-watchdog.gardener.cloud/meltdown-protection-active`, and loses it when it is restored or released.
 The machines loop freezes replacements in a namespace while any Deployment or StatefulSet there carries that
-annotation (controller/steward_controller/machines/controller.py `check_watchdog`, then
+annotation (controller/steward_controller/machines/inputs.py `check_watchdog`, then
 module_utils/machines/safety.py `watchdog_freezes`). Here the prober's own plan steps are applied to objects, as
 the scaler writes them (merge patches: None removes), and the machines engine judges the result."""
 
