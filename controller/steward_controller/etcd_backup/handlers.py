@@ -32,6 +32,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import FILE_MODE, write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, rfc3339, set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
@@ -260,9 +261,7 @@ def read_secret(runtime: Runtime, namespace: str, name: str, field: str = '') ->
 
 def _write_private(directory: str, name: str, content: str) -> str:
     path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, 'w') as f:
-        f.write(content)
+    write_atomic(path, content, FILE_MODE)
     return path
 
 

@@ -19,7 +19,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store i
     remove_quietly,
     temp_name,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import open_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import iso, publish_two_phase, unix
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import METADATA_FORMAT, Snapshot, SnapshotStore
 

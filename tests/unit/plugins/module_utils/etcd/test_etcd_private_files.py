@@ -8,9 +8,8 @@ import stat
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import makedirs_private, open_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import (
-    makedirs_private,
-    open_private,
     wide_mode_notes,
 )
 
