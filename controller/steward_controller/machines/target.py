@@ -39,7 +39,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.drain imp
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import ClassContext, CreateResult, Driver
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import ClassNotReady
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import eviction_body, pod_ref
+from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import eviction_body, pod_ref
 
 from steward_controller.machines.caches import Caches
 from steward_controller.machines.metrics import MachineMetrics

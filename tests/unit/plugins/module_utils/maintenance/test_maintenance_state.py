@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance import eviction
+from ansible_collections.steward.cluster.plugins.module_utils.kube import drain as kube_drain
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import parse_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
@@ -207,9 +207,9 @@ profiles:
 
     def failing_cordon(client, name):
         calls.append(name)
-        raise eviction.DrainError('node %s does not exist' % name)
+        raise kube_drain.DrainError('node %s does not exist' % name)
 
-    monkeypatch.setattr(eviction, 'cordon', failing_cordon)
+    monkeypatch.setattr(kube_drain, 'cordon', failing_cordon)
     sim = Sim(config, make_node('w', {PROFILE: 'p', 'go': 'y'}), Environment(kube='CLIENT'))
     result = sim.step()
     assert calls == ['w']
@@ -217,7 +217,7 @@ profiles:
     assert {e.kind for e in result.errors} == {ErrorKind.TRIGGER}
     assert messages(result) == ['profile p: transition operational -> in-maintenance aborted: trigger cordon (cordon) failed: '
                                 'cordon w: node w does not exist']
-    monkeypatch.setattr(eviction, 'cordon', lambda client, name: True)
+    monkeypatch.setattr(kube_drain, 'cordon', lambda client, name: True)
     result = sim.step()
     assert sim.labels[STATE] == 'in-maintenance' and sim.labels['marked'] == 'yes'
 
@@ -272,7 +272,7 @@ profiles:
             raise outcome
         return outcome
 
-    monkeypatch.setattr(eviction, 'uncordon', flaky_uncordon)
+    monkeypatch.setattr(kube_drain, 'uncordon', flaky_uncordon)
     sim.step()                                    # in-maintenance -> operational
     assert calls == [] and states(sim) == {'p': 'operational'}
     result = sim.step()                           # entering operational: uncordon fails
