@@ -62,8 +62,8 @@ def add_arguments(group: Any) -> None:
 
 def options(args: argparse.Namespace) -> AnchorOptions:
     try:
-        from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ip_address
-        node_ip = ip_address(args.anchor_node_ip, '--anchor-node-ip') if args.anchor_node_ip else ''
+        from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+        node_ip = validate.ip_address(args.anchor_node_ip, '--anchor-node-ip') if args.anchor_node_ip else ''
         return AnchorOptions(
             root=validate.absolute_path(args.anchor_root, '--anchor-root'),
             node_name=args.anchor_node_name, node_ip=node_ip,

@@ -21,6 +21,7 @@ import kopf
 from prometheus_client import Counter, Gauge
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -62,8 +63,7 @@ class AnchorLoop:
 
     @property
     def peer_url(self) -> str:
-        host = '[%s]' % self.options.node_ip if ':' in self.options.node_ip else self.options.node_ip
-        return 'https://%s:%d' % (host, self.options.etcd_peer_port)
+        return 'https://%s:%d' % (url_host(self.options.node_ip), self.options.etcd_peer_port)
 
     # --- sources ----------------------------------------------------------------------------------
     def sources(self) -> Optional[List[anchor.Source]]:
