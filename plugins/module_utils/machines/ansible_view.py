@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import names, validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.kube.objects import merge_patch
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines import rollout
@@ -185,18 +186,6 @@ def _strip(obj: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _merge(base: Any, patch: Any) -> Any:
-    if not isinstance(patch, Mapping) or not isinstance(base, Mapping):
-        return copy.deepcopy(patch)
-    out = dict(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
 def plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any], state: str) -> DeploymentChange:
     """create / patch / none / delete / absent; `after` is what the object would be."""
     if state == 'absent':
@@ -216,7 +205,7 @@ def plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any], 
     labels = (template.get('metadata') or {}).get('labels')
     if labels is not None:
         labels['name'] = o.name(existing)
-    return DeploymentChange('patch', patch, _strip(existing), _strip(_merge(existing, patch)))
+    return DeploymentChange('patch', patch, _strip(existing), _strip(merge_patch(existing, patch)))
 
 
 def readiness(md: Mapping[str, Any]) -> Dict[str, Any]:
