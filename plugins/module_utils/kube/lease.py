@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Dict, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, Conflict, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 
 HOLD = 'hold'        # we hold it: renew
 ACQUIRE = 'acquire'  # free or expired: take it
@@ -142,8 +142,9 @@ class LeaseLock:
         self.held_since = None
 
 
-class MutexTimeout(Exception):
-    """The cluster-wide mutex could not be taken in time."""
+class MutexTimeout(KubeError):
+    """The cluster-wide mutex could not be taken in time (a KubeError, the area's one base; `status` is 0: the
+    server answered every request, another holder kept the Lease)."""
 
 
 class LeaseMutex:
