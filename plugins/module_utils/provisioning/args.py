@@ -15,13 +15,12 @@ from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import argspec  # the one argspec merger
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import lb
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import KUBELET_BINARY
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import DEFAULTS, KEY_ALGORITHMS
 
-__all__ = ['CLUSTER_SPEC', 'NODE_SPEC', 'PROVISION_SPEC', 'argspec', 'cluster_params', 'failure', 'parse_now']
+__all__ = ['CLUSTER_SPEC', 'NODE_SPEC', 'PROVISION_SPEC', 'cluster_params', 'failure', 'parse_now']
 
 CLUSTER_SPEC: Dict[str, Any] = {
     'control_plane': {'type': 'list', 'elements': 'dict', 'required': True,
