@@ -91,5 +91,3 @@ def use_index(on: bool) -> None:
         setattr(owner, name, indexed if on else _ORIGINALS[name])
 
 
-def index_in_use() -> bool:
-    return all(getattr(owner, name) is indexed for name, (owner, indexed) in _targets().items())

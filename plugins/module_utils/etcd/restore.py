@@ -48,7 +48,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import
 MARKER_SUFFIX = '.restore.json'
 ASIDE_REASON = 'pre-restore'
 
-STATE_ABSENT = local_member.DATA_ABSENT
 STATE_EMPTY = local_member.DATA_EMPTY
 STATE_PRESENT = local_member.DATA_PRESENT
 

@@ -36,7 +36,6 @@ MODE_ANNOTATION = 'cluster.steward.io/anchor-mode'
 NODE_ANNOTATION = 'cluster.steward.io/anchor-node'
 ETCD_ANNOTATION = 'cluster.steward.io/anchor-etcd'
 ANCHOR_RECORD = '/etc/kubernetes/steward-anchor.json'
-ETCD_PLACEHOLDERS = ('$(ETCD_INITIAL_CLUSTER)', '$(ETCD_INITIAL_CLUSTER_STATE)')
 # Directories an anchor may write into; anything else in a source is refused (a source is not a way to write
 # arbitrary host files through the anchor's host mount).
 ALLOWED_DIRS = ('/etc/kubernetes', '/var/lib/kubelet', '/etc/systemd/system/kubelet.service.d')

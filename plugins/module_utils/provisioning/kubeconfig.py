@@ -52,8 +52,3 @@ def embedded_client(data: Optional[bytes], where: str = '') -> Optional[KeyPair]
         return None
 
 
-def server_of(data: Optional[bytes]) -> Optional[str]:
-    try:
-        return from_yaml(data or b'')['clusters'][0]['cluster']['server']
-    except Exception:
-        return None

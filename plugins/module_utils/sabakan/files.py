@@ -192,13 +192,6 @@ def write_text_atomic(path: str, text: str, mode: Optional[int] = None) -> None:
         raise FileError(path, 'writable', f'cannot write it: {exc.strerror or exc}') from None
 
 
-def write_yaml_atomic(path: str, data: Any, mode: Optional[int] = None) -> str:
-    """Write `data` as YAML atomically; returns the text written."""
-    text = dump_yaml(data)
-    write_text_atomic(path, text, mode)
-    return text
-
-
 @dataclass(frozen=True)
 class FileUpdate:
     """Writing one file the way the sabakan modules do: planned first (content and mode), so check mode and

@@ -25,11 +25,6 @@ STATE_TAINTS: Dict[str, Dict[str, str]] = {
 }
 
 
-def state_taint(state: str) -> Optional[Dict[str, str]]:
-    taint = STATE_TAINTS.get(state)
-    return dict(taint) if taint else None
-
-
 _FORMATTED: Dict[Tuple[datetime, Any], Tuple[str, str]] = {}
 
 
