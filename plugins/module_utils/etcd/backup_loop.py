@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, plan_chain
@@ -103,7 +104,7 @@ def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_a
         return 'the newest full snapshot is %.1f h old (more than %.0f h)' % ((now - created) / 3600, max_age / 3600)
     missed = schedule.previous_at_or_before(now)
     if missed is not None and created < missed:
-        return 'the scheduled full snapshot of %s was missed' % time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(missed))
+        return 'the scheduled full snapshot of %s was missed' % format_rfc3339(int(missed))
     if chain.gap:
         return 'the delta chain has a gap: %s' % chain.gap
     if cluster:

@@ -24,6 +24,7 @@ import base64
 import datetime
 from typing import Iterable, List
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import Authority
@@ -97,7 +98,7 @@ def render(cluster: ClusterSpec, node: NodeSpec, planned: Iterable[FileSpec], no
     paths = [f.path for f in specs]
     record = FileSpec(layout.RECORD, files.record_content(node.name, node.role, paths + [layout.RECORD]), 0o644)
     out = [_HEAD % {'node': node.name, 'role': node.role, 'cluster': cluster.cluster_name,
-                    'when': now.strftime('%Y-%m-%dT%H:%M:%SZ'), 'script': script_name}]
+                    'when': format_rfc3339(now), 'script': script_name}]
     out.append('log "writing %d files below ${ROOT:-/}"\n' % (len(specs) + 1))
     for directory in files.PRIVATE_DIRS:
         if any(p.startswith(directory + '/') for p in paths):

@@ -33,7 +33,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import vali
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import FileError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import format_rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 
 DEFAULT_FILE_MODE = 0o644
 REPAIR_STATUSES = ('queued', 'processing', 'succeeded', 'failed')

@@ -9,9 +9,10 @@ import copy
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import MachineError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import (
-    RETIRED, RETIRING, Machine, TimeLike, format_month, format_rfc3339, parse_machine, parse_time,
+    RETIRED, RETIRING, Machine, TimeLike, format_month, parse_machine, parse_time,
 )
 
 STATE_TAINT_KEY = 'cke.cybozu.com/state'

@@ -10,11 +10,12 @@ import json
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339_ns
 from ansible_collections.steward.cluster.plugins.module_utils.kube import drain as kube_drain
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import parse_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import format_time_ns, seconds_to_ns
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import seconds_to_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import ErrorKind, metadata_patch, reconcile
 
 from support.maintenance import (
@@ -336,7 +337,7 @@ def test_upstream_data_is_kept_byte_for_byte_and_old_formats_are_rewritten():
     node = make_node('w', {PROFILE: 'flatcar', STATE: 'maintenance-required'}, {DATA: v1, APPROVED: 'true'})
     result = reconcile(node, config, T0, Environment(http=FakeHttp()))
     rewritten = json.loads(result.patch['metadata']['annotations'][DATA])
-    assert rewritten['Profiles']['flatcar'] == {'Transition': format_time_ns(seconds_to_ns(T0)), 'Current': 'in-maintenance',
+    assert rewritten['Profiles']['flatcar'] == {'Transition': format_rfc3339_ns(seconds_to_ns(T0)), 'Current': 'in-maintenance',
                                                 'Previous': 'maintenance-required'}
 
 
