@@ -12,7 +12,6 @@ store holds; deleting the object stops the loop and keeps every snapshot.
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import shutil
@@ -27,7 +26,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec i
     BackupSpec, parse_backup_spec, secret_value)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
-from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in
+from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import read_secret as kube_read_secret
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
@@ -249,14 +248,9 @@ def read_secret(runtime: Runtime, namespace: str, name: str, field: str = '') ->
     """The Secret's data, when it exists and (with --secret-opt-in, the default) carries the opt-in label: the
     right to create an EtcdBackup must not be the right to send any Secret of the namespace to any endpoint."""
     try:
-        secret = runtime.client.get(api_path('v1', 'secrets', namespace, name))
-    except NotFound:
-        raise SpecError(field, 'exists', 'secret %s/%s does not exist' % (namespace, name)) from None
-    try:
-        require_opt_in(secret, field, required=runtime.settings.secret_opt_in)
+        return kube_read_secret(runtime.client, namespace, name, field, opt_in=runtime.settings.secret_opt_in)
     except InvalidInput as exc:
         raise exc.recast(SpecError) from None
-    return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
 
 
 def _write_private(directory: str, name: str, content: str) -> str:
