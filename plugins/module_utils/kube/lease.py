@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339, parse_rfc3339
@@ -39,6 +39,34 @@ def parse_micro(text: Optional[str]) -> Optional[float]:
         return parse_rfc3339(text, 'time', naive_utc=True).timestamp()
     except InvalidInput:
         return None
+
+
+def lease_spec(holder: str, now: float, duration: float, transitions: Optional[int] = None,
+               acquire: bool = True) -> Dict[str, Any]:
+    """A Lease spec held by `holder` from `now` for `duration` seconds (acquireTime too when taking it)."""
+    spec: Dict[str, Any] = {'holderIdentity': holder, 'renewTime': format_micro(now), 'leaseDurationSeconds': int(duration)}
+    if acquire:
+        spec['acquireTime'] = format_micro(now)
+    if transitions is not None:
+        spec['leaseTransitions'] = transitions
+    return spec
+
+
+def renewed_at(lease: Optional[Mapping[str, Any]]) -> Optional[float]:
+    return parse_micro(((lease or {}).get('spec') or {}).get('renewTime'))
+
+
+def held_for(lease: Optional[Mapping[str, Any]]) -> float:
+    return float(((lease or {}).get('spec') or {}).get('leaseDurationSeconds') or 0)
+
+
+def seconds_left(lease: Optional[Mapping[str, Any]], now: float) -> float:
+    """How long the lease is still held (<= 0: free): renewTime + leaseDurationSeconds - now, as
+    maintenance-controller's stagger and Slack-thread leases read it. A missing lease or renewTime is free."""
+    renewed = renewed_at(lease)
+    if lease is None or renewed is None:
+        return -1.0
+    return renewed + held_for(lease) - now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +107,7 @@ class LeaseLock:
         self.holder = ''
 
     def _spec(self, now: float, acquiring: bool, transitions: int) -> Dict[str, Any]:
-        spec: Dict[str, Any] = {'holderIdentity': self.identity, 'leaseDurationSeconds': int(self.duration),
-                                'renewTime': format_micro(now)}
-        if acquiring:
-            spec['acquireTime'] = format_micro(now)
-            spec['leaseTransitions'] = transitions
-        return spec
+        return lease_spec(self.identity, now, self.duration, transitions if acquiring else None, acquire=acquiring)
 
     def try_acquire(self) -> bool:
         """True while we hold the lease (taken or renewed now); False when someone else does or we lost a race."""

@@ -14,7 +14,8 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import PluginError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore, LeaseConflict, lease_spec
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import lease_spec
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore, LeaseConflict
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import (
     SmtpAuth, SmtplibSender, UrllibPoster)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
