@@ -25,6 +25,7 @@ import dataclasses
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import doubled
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
@@ -276,7 +277,7 @@ def _evict_all(client: KubeClient, pods: List[Dict[str, Any]], deadline: float, 
         if pending:
             earliest = min(p.deadline for p in pending.values())
             sleep(max(0.0, min(backoff, earliest - clock())))
-            backoff = min(backoff * 2, EVICT_BACKOFF_MAX)
+            backoff = doubled(backoff, EVICT_BACKOFF_START, EVICT_BACKOFF_MAX)
     return waiting
 
 
@@ -294,5 +295,5 @@ def _wait_gone(client: KubeClient, waiting: Dict[str, Dict[str, Any]], deadline:
         if not remaining or clock() >= deadline:
             break
         sleep(max(0.0, min(interval, deadline - clock())))
-        interval = min(interval * 2, POLL_MAX)
+        interval = doubled(interval, POLL_START, POLL_MAX)
     return sorted(remaining)

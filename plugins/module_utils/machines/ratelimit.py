@@ -2,7 +2,7 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The cloud API budget: one token bucket per account and region, shared by every caller in the process,
-and full-jitter exponential backoff for throttled calls.
+and a full-jitter exponential backoff for throttled calls (common/deadline.jittered_backoff).
 
 EC2 limits requests per account and region (a token bucket on its side; ours is common/ratelimit.py). MCM's AWS driver has no client-
 side limit: a scale-out of hundreds of machines runs into `RequestLimitExceeded`, which it then treats as
@@ -12,9 +12,8 @@ also pauses the bucket for the backoff, so all callers slow down together instea
 
 from __future__ import annotations
 
-import random
 import threading
-from typing import Dict, Hashable, Optional
+from typing import Dict, Hashable
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.ratelimit import TokenBucket
 
@@ -30,9 +29,3 @@ def bucket_for(key: Hashable, rate: float, burst: int) -> TokenBucket:
             bucket = TokenBucket(rate, burst)
             _BUCKETS[key] = bucket
         return bucket
-
-
-def jittered_backoff(attempt: int, base: float = 0.5, cap: float = 20.0, rng: Optional[random.Random] = None) -> float:
-    """Full jitter (AWS Architecture Blog): uniform in [base/2, min(cap, base * 2**attempt)]."""
-    upper = min(cap, base * (2 ** max(0, attempt)))
-    return (rng or random).uniform(min(base / 2, upper), upper)
