@@ -31,6 +31,7 @@ KUBELET_CONFIG = '/var/lib/kubelet/config.yaml'
 KUBELET_FLAGS = '/var/lib/kubelet/kubeadm-flags.env'
 KUBELET_CLIENT_PEM = '/var/lib/kubelet/pki/kubelet-client-current.pem'
 KUBELET_UNIT = '/etc/systemd/system/kubelet.service'
+KUBELET_SERVICE = 'kubelet.service'   # the unit's name, for systemctl
 # The record of every file this collection wrote on the node: teardown removes exactly these and nothing else.
 RECORD = '/etc/kubernetes/steward-provisioning.json'
 
