@@ -15,8 +15,9 @@ list shrinks with the code).
 from __future__ import annotations
 
 import ast
+import functools
 import os
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -74,7 +75,8 @@ def module_of(path: str) -> str:
     return '.'.join(parts)
 
 
-def imports(path: str) -> Set[str]:
+@functools.lru_cache(maxsize=None)
+def imports(path: str) -> FrozenSet[str]:
     """Every module `path` imports; for `from package import name` both `package` and `package.name` (the name
     may be a submodule: `from ...maintenance import eviction`)."""
     with open(os.path.join(REPO, path), encoding='utf-8') as f:
@@ -94,7 +96,7 @@ def imports(path: str) -> Set[str]:
                 module = node.module or ''
             found.add(module)
             found.update('%s.%s' % (module, alias.name) for alias in node.names if alias.name != '*')
-    return found
+    return frozenset(found)
 
 
 def engine_area(module: str) -> str:
