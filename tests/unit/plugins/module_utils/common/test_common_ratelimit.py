@@ -5,20 +5,11 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.ratelimit import TokenBucket
 
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
+from support.clock import FakeClock
 
 
 def test_take_reserves_in_order_and_acquire_waits_behind_the_reservations():
-    clock = Clock()
+    clock = FakeClock()
     bucket = TokenBucket(10, 2, clock=clock, sleep=lambda s: None)     # reservations only: nobody sleeps here
     assert [round(bucket.take(), 6) for _ in range(4)] == [0.0, 0.0, 0.1, 0.2]
     assert bucket.try_take() == pytest.approx(0.3)                     # two tokens are promised already
@@ -28,7 +19,7 @@ def test_take_reserves_in_order_and_acquire_waits_behind_the_reservations():
 
 
 def test_pause_holds_back_takes_and_acquires_then_restarts_empty():
-    clock = Clock()
+    clock = FakeClock()
     bucket = TokenBucket(10, 5, clock=clock, sleep=clock.sleep)
     bucket.pause(3)
     assert bucket.try_take() == pytest.approx(3.0)

@@ -8,18 +8,7 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import (
     Deadline, doubled, jittered_backoff, retry_until)
 
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(round(seconds, 6))
-        self.now += seconds
+from support.clock import FakeClock
 
 
 class Refused(Exception):
@@ -29,7 +18,7 @@ class Refused(Exception):
 
 
 def test_a_fixed_interval_a_predicate_and_the_caller_s_error():
-    clock = Clock()
+    clock = FakeClock()
     calls = []
 
     def attempt(left):
@@ -45,7 +34,7 @@ def test_a_fixed_interval_a_predicate_and_the_caller_s_error():
 
 
 def test_an_error_the_predicate_refuses_leaves_at_once():
-    clock = Clock()
+    clock = FakeClock()
     calls = []
 
     def attempt(left):

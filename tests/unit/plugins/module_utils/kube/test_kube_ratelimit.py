@@ -3,18 +3,7 @@
 from ansible_collections.steward.cluster.plugins.module_utils.common.ratelimit import TokenBucket
 from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import client_go_bucket, effective
 
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(round(seconds, 6))
-        self.now += seconds
+from support.clock import FakeClock
 
 
 def test_defaults_for_zero():
@@ -23,7 +12,7 @@ def test_defaults_for_zero():
 
 
 def test_burst_then_qps():
-    clock = Clock()
+    clock = FakeClock()
     bucket = TokenBucket(5, 10, clock=clock, sleep=clock.sleep)
     waits = [bucket.take() for _call in range(12)]
     assert waits[:10] == [0.0] * 10                  # the burst

@@ -6,7 +6,6 @@ local webhook / Slack Web API double, and Leases through KubeClient on the Kuber
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -20,7 +19,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.sender
     SmtpAuth, SmtplibSender, UrllibPoster)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
 
-from support.bad_input import Drip, serve_each
+from support.bad_input import Drip
 from support.maintenance import T0, apply_patch, make_node
 
 CONFIG = '''
@@ -142,45 +141,25 @@ def test_a_webhook_that_drips_its_answer_is_cut_at_the_deadline(headers):
         server.close()
 
 
-class StallingSmtp:
-    """An SMTP peer that accepts and then sends its greeting a byte every half second (or, after the greeting,
-    drips its answer to EHLO): each read gets a byte in time, so only a deadline over the whole send ends it."""
+def smtp_greeting(conn):
+    """An SMTP peer that sends its greeting a byte every half second."""
+    return b'220 ' + b'x' * 200 + b'\r\n'
 
-    def __init__(self, stall_after_greeting: bool):
-        self.stall_after_greeting = stall_after_greeting
-        self.closed = threading.Event()
-        self.sock = serve_each(self._serve)
-        self.address = '127.0.0.1:%d' % self.sock.getsockname()[1]
 
-    def _serve(self, conn):
-        try:
-            if self.stall_after_greeting:
-                conn.sendall(b'220 slow.example.org ESMTP\r\n')
-                conn.recv(1024)
-                trickle = b'250-slow.example.org\r\n' * 50
-            else:
-                trickle = b'220 ' + b'x' * 200 + b'\r\n'
-            for byte in trickle:
-                if self.closed.wait(0.5):
-                    break
-                conn.sendall(bytes([byte]))
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self):
-        self.closed.set()
-        self.sock.close()
+def smtp_ehlo(conn):
+    """An SMTP peer that greets at once, then drips its answer to EHLO."""
+    conn.sendall(b'220 slow.example.org ESMTP\r\n')
+    conn.recv(1024)
+    return b'250-slow.example.org\r\n' * 50
 
 
 @pytest.mark.parametrize('stall_after_greeting', [False, True], ids=['greeting', 'ehlo'])
 def test_an_smtp_peer_that_stalls_is_cut_at_the_deadline(stall_after_greeting):
-    peer = StallingSmtp(stall_after_greeting)
+    peer = Drip(script=smtp_ehlo if stall_after_greeting else smtp_greeting)
     try:
         started = time.monotonic()
         with pytest.raises(PluginError, match='SMTP 127.0.0.1:[0-9]+: SMTP send at 127.0.0.1:[0-9]+ gave up after'):
-            SmtplibSender(timeout=SEND_TIMEOUT).send(peer.address, 'a@example.org', ['b@example.org'], b'x', None)
+            SmtplibSender(timeout=SEND_TIMEOUT).send('127.0.0.1:%d' % peer.port, 'a@example.org', ['b@example.org'], b'x', None)
         took = time.monotonic() - started
         assert SEND_TIMEOUT <= took < SEND_TIMEOUT + SLACK, took
     finally:
