@@ -1,5 +1,7 @@
 """common/files.write_atomic: the old or the new content, never half; private from the first byte; and the
-directory fsynced after the rename, so the new name survives a power cut (issue 23 §4)."""
+directory fsynced after the rename, so the new name survives a power cut (issue 23 §4). open_private and
+makedirs_private (moved here from etcd with their tests): backup files 0600 from the first byte, store directories
+we create 0700, existing ones left alone."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import stat
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import files
-from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import makedirs_private, open_private, write_atomic
 
 
 def mode(path):
@@ -154,3 +156,43 @@ def test_every_writer_fsyncs_the_directory(tmp_path, monkeypatch, writer):
         restore._write_marker(str(tmp_path / 'member'), {'snapshot': 's'})  # pylint: disable=protected-access
         expected = 1
     assert synced_dirs == [str(tmp_path)] * expected
+
+
+# --- open_private / makedirs_private ----------------------------------------------------------------
+@pytest.mark.parametrize('mask', [0o022, 0o000, 0o077, 0o277], ids=['022', '000', '077', '277'])
+def test_open_private_is_0600_whatever_the_umask(tmp_path, umask, mask):
+    umask(mask)
+    path = tmp_path / 'snap'
+    with open_private(str(path)) as f:
+        assert mode(path) == 0o600  # before the first byte
+        f.write(b'secret')
+    assert mode(path) == 0o600 and path.read_bytes() == b'secret'
+
+
+def test_open_private_never_opens_an_existing_file(tmp_path):
+    path = tmp_path / 'snap'
+    path.write_bytes(b'theirs')
+    with pytest.raises(FileExistsError):
+        open_private(str(path))
+    os.symlink(str(tmp_path / 'elsewhere'), str(tmp_path / 'link'))
+    with pytest.raises(FileExistsError):
+        open_private(str(tmp_path / 'link'))  # a planted symlink is not followed
+    assert path.read_bytes() == b'theirs' and not (tmp_path / 'elsewhere').exists()
+
+
+def test_makedirs_private_creates_0700_and_leaves_existing_dirs(tmp_path, umask):
+    umask(0o022)
+    existing = tmp_path / 'backups'
+    existing.mkdir(mode=0o755)
+    target = existing / 'etcd' / 'v2'
+    makedirs_private(str(target))
+    assert mode(existing) == 0o755  # the operator's, not ours
+    assert mode(existing / 'etcd') == 0o700 and mode(target) == 0o700
+    makedirs_private(str(target))  # idempotent
+    assert mode(target) == 0o700
+
+
+def test_makedirs_private_refuses_a_file_in_the_way(tmp_path):
+    (tmp_path / 'store').write_bytes(b'')
+    with pytest.raises(NotADirectoryError, match='is not a directory'):
+        makedirs_private(str(tmp_path / 'store' / 'v2'))
