@@ -89,5 +89,3 @@ def use_index(on: bool) -> None:
     for name, (owner, indexed) in _targets().items():
         _ORIGINALS.setdefault(name, getattr(owner, name))
         setattr(owner, name, indexed if on else _ORIGINALS[name])
-
-

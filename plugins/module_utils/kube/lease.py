@@ -24,6 +24,7 @@ HOLD = 'hold'        # we hold it: renew
 ACQUIRE = 'acquire'  # free or expired: take it
 WAIT = 'wait'        # someone else holds a live lease
 
+
 def format_micro(now: float) -> str:
     """metav1.MicroTime (Lease renewTime and acquireTime, Event times) of `now`, seconds since the epoch."""
     return format_rfc3339(now, 'us')

@@ -45,6 +45,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.plan impo
     last_operation,
 )
 
+
 @dataclasses.dataclass(frozen=True)
 class DeletionView:
     machine: Mapping[str, Any]

@@ -45,6 +45,7 @@ K_CHANGED = 'changed-by-other'       # replicas changed by someone else while sc
 K_RELEASED = 'released'              # left alone for this outage
 K_CLEANUP = 'cleanup'                # stale markers removed (no replicas change)
 
+
 @dataclasses.dataclass(frozen=True)
 class Observation:
     """One dependent resource as read: `replicas` from its scale subresource, the rest from the object."""

@@ -201,5 +201,3 @@ def _scale_info(value: Any, where: str, warnings: List[str]) -> ScaleInfo:
         timeout = metav1_duration(fields.get('timeout'), fields.field('timeout'))
         validate.timeout(timeout, fields.field('timeout'))
     return ScaleInfo(level=level, initial_delay=initial_delay, timeout=timeout)
-
-
