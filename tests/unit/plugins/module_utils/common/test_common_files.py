@@ -56,8 +56,8 @@ def test_temporary_file_is_private_before_the_first_byte(tmp_path, monkeypatch, 
     monkeypatch.setattr(os, 'write', spy)
     write_atomic(str(tmp_path / 'key'), b'secret', 0o600)
     write_atomic(str(tmp_path / 'key'), b'secret2', 0o600)
-    assert [m for m, _ in seen] == [0o600, 0o600]
-    names = [os.path.basename(p) for _, p in seen]
+    assert [mode_ for mode_, _path in seen] == [0o600, 0o600]
+    names = [os.path.basename(path) for _mode, path in seen]
     assert all(n.startswith('.key.tmp-') for n in names) and names[0] != names[1]
 
 
@@ -112,7 +112,7 @@ def test_a_directory_that_cannot_be_fsynced_is_not_an_error(tmp_path, monkeypatc
 def test_a_planted_symlink_at_a_temporary_name_is_not_followed(tmp_path, monkeypatch):
     victim = tmp_path / 'victim'
     victim.write_text('untouched')
-    monkeypatch.setattr(files.uuid, 'uuid4', lambda: type('U', (), {'hex': 'f' * 32})())
+    monkeypatch.setattr(files.uuid, 'uuid4', type('U', (), {'hex': 'f' * 32}))
     os.symlink(str(victim), str(tmp_path / ('.x.tmp-' + 'f' * 12)))
     with pytest.raises(FileExistsError):
         write_atomic(str(tmp_path / 'x'), 'evil')

@@ -11,7 +11,7 @@ from support.clock import FakeClock
 def test_take_reserves_in_order_and_acquire_waits_behind_the_reservations():
     clock = FakeClock()
     bucket = TokenBucket(10, 2, clock=clock, sleep=lambda s: None)     # reservations only: nobody sleeps here
-    assert [round(bucket.take(), 6) for _ in range(4)] == [0.0, 0.0, 0.1, 0.2]
+    assert [round(bucket.take(), 6) for _call in range(4)] == [0.0, 0.0, 0.1, 0.2]
     assert bucket.try_take() == pytest.approx(0.3)                     # two tokens are promised already
     assert not bucket.acquire(timeout=0.2)
     clock.now = 0.3

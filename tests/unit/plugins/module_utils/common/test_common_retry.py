@@ -49,7 +49,7 @@ def test_an_error_the_predicate_refuses_leaves_at_once():
 
 def test_doubled_starts_at_the_floor_and_stops_at_the_cap():
     delays = [0.0]
-    for _ in range(6):
+    for _step in range(6):
         delays.append(doubled(delays[-1], 5.0, 30.0))
     assert delays[1:] == [5.0, 10.0, 20.0, 30.0, 30.0, 30.0]
     assert doubled(0.2, 0.2, 5.0) == 0.4
