@@ -10,7 +10,7 @@ so a crash leaves either nothing or a dot-file that lists as `partial`, never a 
 under a snapshot name. The data is renamed into place only after its metadata: a data file
 without metadata is then never ours, which is how etcd-backup-restore's files are told apart
 (store.mark_unrecorded); a crash in between leaves orphan metadata, which is never valid. Files are 0600 from their first byte and directories we create 0700
-(private_files.py): a snapshot holds every Secret of the cluster.
+(common/files.py; etcd/private_files.py reports wider store directories): a snapshot holds every Secret of the cluster.
 """
 
 from __future__ import annotations
