@@ -89,7 +89,3 @@ def use_index(on: bool) -> None:
     for name, (owner, indexed) in _targets().items():
         _ORIGINALS.setdefault(name, getattr(owner, name))
         setattr(owner, name, indexed if on else _ORIGINALS[name])
-
-
-def index_in_use() -> bool:
-    return all(getattr(owner, name) is indexed for name, (owner, indexed) in _targets().items())

@@ -117,7 +117,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, haproxy, layout, lb
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ip_address, parse_cluster
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster
 
 SPEC = dict(
     root={'type': 'path', 'default': '/'},
@@ -138,7 +138,7 @@ def main():
     try:
         cluster = parse_cluster({'control_plane': p['control_plane'], 'apiserver_port': p['apiserver_port'],
                                  'lb_port': p['lb_port']})
-        local = ip_address(p['local_address'], 'local_address')
+        local = validate.ip_address(p['local_address'], 'local_address')
         root = files.Root(validate.absolute_path(p['root'], 'root'))
         timeout = validate.timeout(p['reload_timeout'], 'reload_timeout')
         config = haproxy.render(cluster, local)

@@ -141,7 +141,8 @@ gap:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_dir
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_verify import summary, verify_backup
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_PYETCD

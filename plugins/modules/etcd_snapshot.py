@@ -169,11 +169,11 @@ import time
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_CONNECTION_SPEC,
     ETCD_STORE_SPEC,
     ETCD_TOOLS_SPEC,
-    argspec,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (

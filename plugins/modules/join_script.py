@@ -97,8 +97,9 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import join_script, layout
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import (
-    CLUSTER_SPEC, NODE_SPEC, argspec, cluster_params, failure, parse_now,
+    CLUSTER_SPEC, NODE_SPEC, cluster_params, failure, parse_now,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import parse_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused

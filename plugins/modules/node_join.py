@@ -99,8 +99,9 @@ lb:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import (
-    CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC, argspec,
+    CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import run_provision

@@ -222,12 +222,13 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import parse_label_selector
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, OptionError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import parse_time_ns
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import parse_rfc3339_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import kube_environment, read_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_view import node_view
 
@@ -236,9 +237,9 @@ def describe(params):
     now = time.time()
     if params['now']:
         try:
-            now = parse_time_ns(params['now']) / 1e9
-        except ValueError as exc:
-            raise OptionError('now', 'rfc3339', str(exc), params['now']) from None
+            now = parse_rfc3339_ns(params['now'], 'now') / 1e9
+        except InvalidInput as exc:
+            raise exc.recast(OptionError) from None
     if params['label_selector']:
         parse_label_selector(params['label_selector'], 'label_selector')   # refused here, before any request
     client = client_from_params(params)

@@ -95,6 +95,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.systemd import ansible_runner, answer, systemctl
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -143,9 +144,9 @@ def main():
         module.fail_json(exception=traceback.format_exc(), **failure(exc))
     if result['changed'] and not module.check_mode and had_kubelet and p['manage_kubelet'] \
             and os.path.normpath(root.root) == '/':
-        rc, out, err = module.run_command(['systemctl', 'disable', '--now', 'kubelet.service'])
-        if rc != 0:
-            module.warn('stopping the kubelet failed (rc=%d): %s' % (rc, (err or out).strip()))
+        done = systemctl(layout.KUBELET_SERVICE, 'disable', '--now', run=ansible_runner(module.run_command))
+        if done.returncode != 0:
+            module.warn('stopping the kubelet failed (rc=%d): %s' % (done.returncode, answer(done)))
     result['msg'] = ('removed %d file(s)%s' % (len(result['removed']), ', moved %s aside' % result['moved'][0]
                                                if result['moved'] else '')) if result['changed'] else 'nothing of ours here'
     module.exit_json(**result)

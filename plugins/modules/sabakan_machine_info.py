@@ -119,7 +119,8 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import SABAKAN_CONNECTION_SPEC, argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import SABAKAN_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES,
     REPAIR_VARIABLES,

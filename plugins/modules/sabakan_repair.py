@@ -164,12 +164,12 @@ error:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import (
     CONSTRAINTS_SPEC,
     MACHINES_SOURCE_EXCLUSIVE,
     MACHINES_SOURCE_SPEC,
     SABAKAN_CONNECTION_SPEC,
-    argspec,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import REPAIR_VARIABLES
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, error_result

@@ -169,7 +169,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_file, text
-from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, argspec, client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.oneshot import ACTIONS, failure_message, run_once
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import parse_prober_config

@@ -18,7 +18,7 @@ import requests
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, KubeUnavailable, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import (
+from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import (
     DrainError, cordon, drain, plan_drain, uncordon)
 
 NS = 'default'

@@ -207,28 +207,32 @@ def serve_each(handle: Callable[[socket.socket], None]) -> socket.socket:
 
 
 class Drip:
-    """An HTTP server that trickles: by default it answers 200 at once and then sends its body a byte every half
-    second; with `headers=True` it sends the status line and headers themselves that way (a server that never
-    finishes its headers). A per-read socket timeout never fires; only a deadline over the whole answer ends it."""
+    """A server that trickles: by default an HTTP server that answers 200 at once and then sends its body a byte every
+    half second; with `headers=True` it sends the status line and headers themselves that way (a server that never
+    finishes its headers). A per-read socket timeout never fires; only a deadline over the whole answer ends it.
+    `script(conn)` replaces the HTTP part for another protocol: it does what it sends at once (reading the client's
+    first words if the protocol has the client speak first) and returns the bytes to trickle."""
 
     HEAD = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n'
 
-    def __init__(self, headers: bool = False) -> None:
+    def __init__(self, headers: bool = False, script: Optional[Callable[[socket.socket], bytes]] = None) -> None:
         self.headers = headers
+        self.script = script or self._http
         self.closed = threading.Event()
         self.sock = serve_each(self._drip)
         self.port = self.sock.getsockname()[1]
 
+    def _http(self, conn: socket.socket) -> bytes:
+        conn.recv(65536)
+        if self.headers:
+            return self.HEAD + b''.join(b'X-Slow-%d: %s\r\n' % (n, b'y' * 40) for n in range(100))
+        conn.sendall(self.HEAD + b'\r\n{')
+        return b' ' * 4095
+
     def _drip(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(5)
-            conn.recv(65536)
-            if self.headers:
-                trickle = self.HEAD + b''.join(b'X-Slow-%d: %s\r\n' % (n, b'y' * 40) for n in range(100))
-            else:
-                conn.sendall(self.HEAD + b'\r\n{')
-                trickle = b' ' * 4095
-            for byte in trickle:
+            for byte in self.script(conn):
                 if self.closed.wait(0.5):
                     break
                 conn.sendall(bytes([byte]))

@@ -60,9 +60,9 @@ def add_arguments(group: Any) -> None:
 
 def options(args: argparse.Namespace) -> AnchorOptions:
     try:
-        from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ip_address
+        from ansible_collections.steward.cluster.plugins.module_utils.common import validate
         value = flags.values(args, FLAGS)
-        node_ip = ip_address(value['anchor_node_ip'], '--anchor-node-ip') if value['anchor_node_ip'] else ''
+        node_ip = validate.ip_address(value['anchor_node_ip'], '--anchor-node-ip') if value['anchor_node_ip'] else ''
         return AnchorOptions(
             root=validate.absolute_path(value['anchor_root'], '--anchor-root'),
             node_name=value['anchor_node_name'], node_ip=node_ip,

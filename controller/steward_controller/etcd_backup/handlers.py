@@ -12,8 +12,6 @@ store holds; deleting the object stops the loop and keeps every snapshot.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import logging
 import os
 import shutil
@@ -28,11 +26,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec i
     BackupSpec, connection_from_secrets, parse_backup_spec, secret_names)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
-from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in
+from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import read_secret as kube_read_secret
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import FILE_MODE, write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, rfc3339, set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
@@ -249,14 +247,9 @@ def read_secret(runtime: Runtime, namespace: str, name: str, field: str = '') ->
     """The Secret's data, when it exists and (with --secret-opt-in, the default) carries the opt-in label: the
     right to create an EtcdBackup must not be the right to send any Secret of the namespace to any endpoint."""
     try:
-        secret = runtime.client.get(api_path('v1', 'secrets', namespace, name))
-    except NotFound:
-        raise SpecError(field, 'exists', 'secret %s/%s does not exist' % (namespace, name)) from None
-    try:
-        require_opt_in(secret, field, required=runtime.settings.secret_opt_in)
+        return kube_read_secret(runtime.client, namespace, name, field, opt_in=runtime.settings.secret_opt_in)
     except InvalidInput as exc:
         raise exc.recast(SpecError) from None
-    return {k: base64.b64decode(v).decode('utf-8') for k, v in (secret.get('data') or {}).items()}
 
 
 def _write_private(directory: str, name: str, content: Optional[str]) -> Optional[str]:
@@ -264,10 +257,7 @@ def _write_private(directory: str, name: str, content: Optional[str]) -> Optiona
     if content is None:
         return None
     path = os.path.join(directory, name)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    with open_private(path, 'w') as f:
-        f.write(content)
+    write_atomic(path, content, FILE_MODE)
     return path
 
 

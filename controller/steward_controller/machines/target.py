@@ -10,7 +10,6 @@ writes even before the watch event arrives (no second create for a machine the p
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import signal
@@ -22,7 +21,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.events import NORMAL, WARNING, post_event
-from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in
+from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import require_opt_in, secret_data
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import Target
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, is_failure
@@ -39,7 +38,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.drain imp
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import ClassContext, CreateResult, Driver
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import ClassNotReady
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import eviction_body, pod_ref
+from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import eviction_body, pod_ref
 
 from steward_controller.machines.caches import Caches
 from steward_controller.machines.metrics import MachineMetrics
@@ -48,12 +47,6 @@ log = logging.getLogger('steward.machines')
 SECRET_TTL = 60.0
 # Tests only: SIGKILL this process right after a successful CreateMachine, before the status write.
 CRASH_AFTER_CREATE = 'STEWARD_MACHINES_CRASH_AFTER_CREATE'
-
-
-def decode_secret(secret: Mapping[str, Any]) -> Dict[str, str]:
-    data = {k: base64.b64decode(v).decode('utf-8', 'replace') for k, v in (secret.get('data') or {}).items()}
-    data.update({k: str(v) for k, v in (secret.get('stringData') or {}).items()})
-    return data
 
 
 class KubeTarget(Target):
@@ -132,7 +125,7 @@ class KubeTarget(Target):
         if body is None:
             return None
         require_opt_in(body, field, required=self.secret_opt_in)
-        data = decode_secret(body)
+        data = secret_data(body, field, strict=False)
         with self._lock:
             self._secrets[key] = (now, data)
         return data

@@ -25,7 +25,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import LeaseStore, seconds_left
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import seconds_left
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import LeaseStore
 
 MARGIN_SECONDS = 2.0       # a held Lease is read again this long before it expires
 FREE_TTL_SECONDS = 10.0    # a free or missing Lease is read again after this long

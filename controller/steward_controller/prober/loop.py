@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, KubeError, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import RateLimitedClient, TokenBucket
+from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import RateLimitedClient, client_go_bucket
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import status
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import DOWN, ProbeState, decide
@@ -63,7 +63,7 @@ class ProberLoop:
         self.namespace = runtime.settings.namespace
         self.clock = clock
         self.jitter = jitter
-        self.seed = RateLimitedClient(runtime.client.configuration, TokenBucket(options.qps, options.burst),
+        self.seed = RateLimitedClient(runtime.client.configuration, client_go_bucket(options.qps, options.burst),
                                       timeout=runtime.client.timeout)
         self.metrics = ProberMetrics(runtime.metrics.registry)
         self.metrics.threshold.set(self.config.node_lease_failure_fraction)

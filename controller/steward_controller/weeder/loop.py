@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
-from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import RateLimitedClient, TokenBucket
+from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import RateLimitedClient, client_go_bucket
 from ansible_collections.steward.cluster.plugins.module_utils.kube.watch import INITIAL, ListWatch
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import weeder as w
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.weeder_config import PodSelector, WeederConfig
@@ -107,7 +107,7 @@ class WeederLoop:
         self.config = config
         self.namespace = runtime.settings.namespace
         self.clock = clock
-        self.client = RateLimitedClient(runtime.client.configuration, TokenBucket(qps, burst), timeout=runtime.client.timeout)
+        self.client = RateLimitedClient(runtime.client.configuration, client_go_bucket(qps, burst), timeout=runtime.client.timeout)
         self.readiness = w.Readiness(set(config.services))
         self.budget = w.DeletionBudget(config.max_deletions_per_pod, config.deletion_window)
         self.metrics = WeederMetrics(runtime.metrics.registry)

@@ -10,6 +10,7 @@ tries again. The error names what was being done, the endpoint and the time spen
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Tuple, Type, TypeVar
@@ -116,20 +117,49 @@ class Budget(Deadline):
 
 
 def retry_until(deadline: Deadline, attempt: Callable[[float], _T], retry_on: Tuple[Type[BaseException], ...],
-                endpoint: Optional[str] = None, pause: float = 0.2, sleep: Callable[[float], None] = time.sleep) -> _T:
-    """Call `attempt(seconds_left)` until it returns, retrying the `retry_on` errors while time is left; pauses
-    double from `pause` up to 2s and never outlast the deadline. Raises DeadlineExceeded naming the last error."""
+                endpoint: Optional[str] = None, pause: float = 0.2, sleep: Callable[[float], None] = time.sleep, *,
+                cap: float = 2.0, retryable: Optional[Callable[[Any], bool]] = None,
+                give_up: Optional[Callable[[Any, int], BaseException]] = None) -> _T:
+    """The one retry loop: call `attempt(seconds_left)` until it returns, retrying the `retry_on` errors (those
+    `retryable(exc)` accepts, when given) while time is left; pauses double from `pause` up to `cap` (pause == cap:
+    a fixed interval) and never outlast the deadline. When time runs out it raises `give_up(last_error, attempts)`,
+    by default DeadlineExceeded naming the last error; an error that is not retried leaves at once."""
+    attempts = 0
+    last: Any = None
     while True:
+        attempts += 1
         try:
             return attempt(deadline.remaining())
         except retry_on as exc:
-            if deadline.expired():
-                raise deadline.exceeded(endpoint, exc) from exc
+            if retryable is not None and not retryable(exc):
+                raise
             last = exc
+            if deadline.expired():
+                raise _given_up(deadline, endpoint, last, attempts, give_up) from exc
         sleep(min(pause, max(deadline.at - deadline.clock(), 0)))
-        pause = min(pause * 2, 2.0)
+        pause = min(pause * 2, cap)
         if deadline.expired():
-            raise deadline.exceeded(endpoint, last)
+            raise _given_up(deadline, endpoint, last, attempts, give_up) from last
+
+
+def _given_up(deadline: Deadline, endpoint: Optional[str], last: Any, attempts: int,
+              give_up: Optional[Callable[[Any, int], BaseException]]) -> BaseException:
+    return give_up(last, attempts) if give_up is not None else deadline.exceeded(endpoint, last)
+
+
+# --- retry pacing for loops that come back later (a controller's next pass) instead of waiting here --------
+
+def doubled(previous: float, floor: float, cap: float) -> float:
+    """The next delay of a doubling backoff: twice `previous`, at least `floor` (the first delay, when previous is
+    0), at most `cap`."""
+    return min(max(previous * 2, floor), cap)
+
+
+def jittered_backoff(attempt: int, base: float = 0.5, cap: float = 20.0, rng: Optional[random.Random] = None) -> float:
+    """Full jitter (AWS Architecture Blog): uniform in [base/2, min(cap, base * 2**attempt)], so callers throttled
+    together do not come back together."""
+    upper = min(cap, base * (2 ** max(0, attempt)))
+    return (rng or random).uniform(min(base / 2, upper), upper)
 
 
 def read_within(read_some: Callable[[], bytes], deadline: Deadline, endpoint: Optional[str] = None) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Optional
+from typing import Any
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 
@@ -48,13 +48,6 @@ def metav1_duration(value: Any, field: str, allow_negative: bool = False) -> flo
     if not isinstance(value, str):
         raise InvalidInput(field, 'duration', 'expected a duration string (%s), got %s' % (EXAMPLES, shown(value)), value)
     return parse_duration(value, field, allow_negative)
-
-
-def optional_duration(value: Any, field: str, default: Optional[float]) -> Optional[float]:
-    """`default` when the value is absent (None or ''), else parse_duration."""
-    if value is None or value == '':
-        return default
-    return parse_duration(value, field)
 
 
 def _parse_go(text: str, field: str, original: Any) -> int:

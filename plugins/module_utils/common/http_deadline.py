@@ -14,7 +14,8 @@ the endpoint and the time spent (`common/deadline.py`).
 Which sockets belong to which deadline is decided by context (contextvars): each thread, and each task a watched
 executor runs (`ContextThreadPool`, for S3 transfers), joins the watch active where it was started. Plugged into:
 urllib3 pool managers (`watch_pool_manager`: requests' adapters, the kubernetes client, botocore's session) and
-urllib openers (`watched_handlers`: sabakan, etcd's health URL).
+urllib openers (`watched_handlers`: sabakan, etcd's health URL, the maintenance notifiers' webhooks) and single sockets
+(`watch_socket`: the maintenance mail notifier's SMTP connection).
 """
 
 from __future__ import annotations
@@ -154,7 +155,9 @@ def grant(seconds: float) -> None:
         watch.deadline.extend(seconds)
 
 
-def _register(sock: Any) -> Any:
+def watch_socket(sock: Any) -> Any:
+    """Put `sock` under the watch active here (if any) and return it: for a protocol client that makes its own
+    sockets (smtplib), and again for the socket TLS wraps around it (STARTTLS)."""
     watch = _CURRENT.get()
     if watch is not None:
         watch.register(sock)
@@ -170,17 +173,17 @@ class _WatchedConnection:
         super().__init__(*args, **kwargs)
         if hasattr(self, '_create_connection'):   # http.client: the socket is made here, before TLS
             create = self._create_connection  # pylint: disable=access-member-before-definition
-            self._create_connection = lambda *a, **k: _register(create(*a, **k))
+            self._create_connection = lambda *a, **k: watch_socket(create(*a, **k))
 
     def _new_conn(self) -> Any:   # urllib3: the socket is made here, before TLS
-        return _register(super()._new_conn())  # type: ignore[misc]  # pylint: disable=no-member
+        return watch_socket(super()._new_conn())  # type: ignore[misc]  # pylint: disable=no-member
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]  # pylint: disable=no-member
-        _register(getattr(self, 'sock', None))
+        watch_socket(getattr(self, 'sock', None))
 
     def getresponse(self, *args: Any, **kwargs: Any) -> Any:
-        _register(getattr(self, 'sock', None))
+        watch_socket(getattr(self, 'sock', None))
         return super().getresponse(*args, **kwargs)  # type: ignore[misc]  # pylint: disable=no-member
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
 
 ETCD_CONNECTION_SPEC: Dict[str, Any] = {
     'endpoints': {'type': 'list', 'elements': 'str', 'default': ['http://127.0.0.1:2379']},

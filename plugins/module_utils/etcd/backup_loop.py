@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import doubled
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import CronSchedule
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, plan_chain
@@ -103,7 +105,7 @@ def full_snapshot_reason(chain: Chain, now: float, schedule: CronSchedule, max_a
         return 'the newest full snapshot is %.1f h old (more than %.0f h)' % ((now - created) / 3600, max_age / 3600)
     missed = schedule.previous_at_or_before(now)
     if missed is not None and created < missed:
-        return 'the scheduled full snapshot of %s was missed' % time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(missed))
+        return 'the scheduled full snapshot of %s was missed' % format_rfc3339(int(missed))
     if chain.gap:
         return 'the delta chain has a gap: %s' % chain.gap
     if cluster:
@@ -190,7 +192,7 @@ class BackupRunner:
         try:
             self.chain = plan_chain(self.store.list())
         except EtcdError as exc:
-            self._full_backoff = min(max(self._full_backoff * 2, 2.0), MAX_BACKOFF)
+            self._full_backoff = doubled(self._full_backoff, 2.0, MAX_BACKOFF)
             self.listener.snapshot_failed(KIND_FULL, 'cannot list the store: %s' % exc, 0.0)
             return False
         self.buffer = DeltaBuffer(self.chain.tip)
@@ -315,7 +317,7 @@ class BackupRunner:
             self.next_full = now
             return
         self._endpoint_index += 1
-        self._watch_backoff = min(max(self._watch_backoff * 2, 1.0), 30.0)
+        self._watch_backoff = doubled(self._watch_backoff, 1.0, 30.0)
         self.next_watch = now + self._watch_backoff
         if self._watch_failed_since is None:
             self._watch_failed_since = now
@@ -362,7 +364,7 @@ class BackupRunner:
                                               snapshot_timeout=self.policy.snapshot_timeout, tool=self.tool,
                                               compression=self.policy.compression)
         except EtcdError as exc:
-            self._full_backoff = min(max(self._full_backoff * 2, 5.0), MAX_BACKOFF)
+            self._full_backoff = doubled(self._full_backoff, 5.0, MAX_BACKOFF)
             self.next_full = self.clock() + self._full_backoff
             self.listener.snapshot_failed(KIND_FULL, str(exc), self.clock() - began)
             return None

@@ -112,10 +112,6 @@ def b64(value: Any) -> str:
     return base64.b64encode(value).decode()
 
 
-def unb64(value: Optional[str]) -> bytes:
-    return base64.b64decode(value or '')
-
-
 def member_id_hex(member_id: Any) -> str:
     """etcd prints member IDs in hex; the gateway returns them as decimal strings."""
     return '%x' % int(member_id)

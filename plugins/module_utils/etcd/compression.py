@@ -16,7 +16,7 @@ import zlib
 from typing import Any, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid, StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import open_private
 
 POLICY_SUFFIX = {'gzip': '.gz', 'zlib': '.zlib'}
 SUFFIX_POLICY = {v: k for k, v in POLICY_SUFFIX.items()}

@@ -17,11 +17,11 @@ import json
 import os
 import pwd
 import re
-import tempfile
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 HEADER = ('# Ansible managed (steward.cluster.etcd role); etcd runs as `etcd --config-file %s`.\n'
@@ -101,24 +101,6 @@ def _ids(owner: Optional[str], group: Optional[str]) -> tuple:
     return uid, gid
 
 
-def _write_atomic(path: str, content: str, mode: int) -> None:
-    directory = os.path.dirname(path) or '.'
-    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, 'w') as f:
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def apply_config(*, path: str, config: Dict[str, Any], mode: int, directories: List[Dict[str, Any]],
                  fingerprint_path: str, fingerprint: str, owner: Optional[str] = None, group: Optional[str] = None,
                  check_mode: bool = False) -> Dict[str, Any]:
@@ -169,11 +151,11 @@ def apply_config(*, path: str, config: Dict[str, Any], mode: int, directories: L
     if not check_mode:
         try:
             if config_changed:
-                _write_atomic(path, content, mode)
+                write_atomic(path, content, mode)
             elif before is not None and os.stat(path).st_mode & 0o7777 != mode:
                 os.chmod(path, mode)
             if fingerprint_changed:
-                _write_atomic(fingerprint_path, fingerprint_text, 0o644)
+                write_atomic(fingerprint_path, fingerprint_text, 0o644)
         except OSError as exc:
             raise ConfigFileError('cannot write %s: %s' % (path, exc)) from exc
     return {'changed': bool(actions), 'config_changed': config_changed, 'fingerprint_changed': fingerprint_changed,

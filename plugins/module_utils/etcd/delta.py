@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime
 import hashlib
 import io
 import json
@@ -66,11 +65,6 @@ class Event:
             etcd_event['type'] = self.type
         etcd_event['kv'] = kv
         return {'etcdEvent': etcd_event, 'time': self.time or '0001-01-01T00:00:00Z'}
-
-
-def rfc3339_nano(now: float) -> str:
-    stamp = datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc)
-    return stamp.strftime('%Y-%m-%dT%H:%M:%S.') + '%06d000Z' % stamp.microsecond
 
 
 def _event_from_json(item: Any, index: int) -> Event:

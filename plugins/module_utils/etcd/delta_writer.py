@@ -10,6 +10,7 @@ import os
 import tempfile
 from typing import Any, Dict, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import naming
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import compressing_writer, suffix_for
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import EncodedEvents, as_encoded
@@ -19,8 +20,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store i
     remove_quietly,
     temp_name,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import open_private
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import iso, publish_two_phase, unix
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import open_private
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import publish_two_phase, unix
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import METADATA_FORMAT, Snapshot, SnapshotStore
 
 
@@ -37,7 +38,7 @@ def delta_metadata(name: naming.SnapshotName, events: EncodedEvents, digests: An
         'created': name.created,
         'events': len(events),
         'first_event_revision': events.first_revision,
-        'verified': {'at': iso(now), 'checks': ['sha256-trailer', 'revisions']},
+        'verified': {'at': format_rfc3339(unix(now)), 'checks': ['sha256-trailer', 'revisions']},
     }
     if compression:
         meta['compression'] = compression

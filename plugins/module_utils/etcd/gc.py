@@ -41,7 +41,6 @@ POLICIES = (POLICY_LIMIT_BASED, POLICY_EXPONENTIAL)
 HOUR = 3600
 DAY = 24 * HOUR
 WEEK = 7 * DAY
-_NEVER_KEEP = 2 ** 31 - 1  # upstream's math.MaxInt32 threshold: older than 5 weeks always goes
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ so a crash leaves either nothing or a dot-file that lists as `partial`, never a 
 under a snapshot name. The data is renamed into place only after its metadata: a data file
 without metadata is then never ours, which is how etcd-backup-restore's files are told apart
 (store.mark_unrecorded); a crash in between leaves orphan metadata, which is never valid. Files are 0600 from their first byte and directories we create 0700
-(private_files.py): a snapshot holds every Secret of the cluster.
+(common/files.py; etcd/private_files.py reports wider store directories): a snapshot holds every Secret of the cluster.
 """
 
 from __future__ import annotations
@@ -22,13 +22,9 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import fsync_path, makedirs_private, open_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotNotFound, StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import (
-    ModeNote,
-    makedirs_private,
-    open_private,
-    wide_mode_notes,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import ModeNote, wide_mode_notes
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import (
     LAYOUT_V1,
     LAYOUT_V2,
@@ -54,15 +50,6 @@ COPY_CHUNK = 8 * 1024 * 1024
 def temp_name(name: str) -> str:
     """`.<name>.tmp-<random>`: hidden, unique, and recognisable as partial by `list()`."""
     return '.%s%s%s' % (name, TEMP_MARK, uuid.uuid4().hex[:12])
-
-
-def fsync_path(path: str) -> None:
-    """fsync a file, or a directory so that a rename in it is durable too."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parse_metadata(raw: bytes, name: str, size: int) -> Tuple[Optional[Dict[str, Any]], str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, FrozenSet, List, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, retry_until
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
@@ -48,21 +49,13 @@ RETRY_INTERVAL = 0.1
 
 def _retry(action: Callable[[], Any], retryable: FrozenSet[Refusal], timeout: float, what: str,
            sleep: Callable[[float], None] = time.sleep) -> Any:
-    """Run `action` until it succeeds, a non-retryable error comes, or `timeout` seconds pass."""
-    deadline = time.monotonic() + max(timeout, 0)
-    delay = RETRY_INTERVAL
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            return action()
-        except EtcdError as exc:
-            if exc.refusal not in retryable:
-                raise
-            if time.monotonic() + delay > deadline:
-                raise exc.__class__('%s: still refused after %d attempts in %ss: %s' % (
-                    what, attempts, timeout, exc), exc.refusal) from exc
-        sleep(delay)
+    """Run `action` until it succeeds, a refusal outside `retryable` comes, or `timeout` seconds pass, every
+    RETRY_INTERVAL (common/deadline.retry_until); giving up raises the last error's class with the count."""
+    def give_up(exc: EtcdError, attempts: int) -> EtcdError:
+        return exc.__class__('%s: still refused after %d attempts in %ss: %s' % (what, attempts, timeout, exc),
+                             exc.refusal)
+    return retry_until(Deadline(max(timeout, 0), what), lambda _left: action(), (EtcdError,), pause=RETRY_INTERVAL,
+                       cap=RETRY_INTERVAL, sleep=sleep, retryable=lambda exc: exc.refusal in retryable, give_up=give_up)
 
 
 def _public(member: Dict[str, Any]) -> Dict[str, Any]:

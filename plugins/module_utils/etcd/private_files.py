@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Files and directories that hold backups: private from the first byte.
+"""Store directories that hold backups: a wider mode than 0700 is said, not changed.
+
+The files and directories themselves are made by `common/files.py` (open_private, makedirs_private), by this rule:
 
 An etcd snapshot holds every Kubernetes Secret of the cluster, so whatever the umask says:
 * snapshot and temporary files are created 0600 with O_EXCL (never an existing file, never a
@@ -16,10 +18,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from typing import IO, Any, List
+from typing import List
 
-FILE_MODE = 0o600
-DIR_MODE = 0o700
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import DIR_MODE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,43 +37,6 @@ class ModeNote:
 
     def to_dict(self) -> dict:
         return dict(dataclasses.asdict(self), message=self.message())
-
-
-def open_private(path: str, mode: str = 'wb', buffering: int = -1) -> IO[Any]:
-    """A new file, 0600 from the first byte; FileExistsError when anything is at `path` already."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_CLOEXEC', 0), FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)  # a restrictive umask may have taken the owner's write bit
-        return os.fdopen(fd, mode, buffering)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def make_private(path: str) -> None:
-    """chmod 0600 a file we just wrote through a library that does not take a mode (boto3 downloads)."""
-    os.chmod(path, FILE_MODE)
-
-
-def makedirs_private(path: str) -> None:
-    """Create `path` and its missing parents 0700. Existing directories are never changed."""
-    path = os.path.abspath(path)
-    missing: List[str] = []
-    probe = path
-    while not os.path.isdir(probe):
-        if os.path.lexists(probe):
-            raise NotADirectoryError('%s exists and is not a directory' % probe)
-        missing.append(probe)
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, DIR_MODE)
-        except FileExistsError:
-            continue  # created meanwhile by someone else: theirs, left alone
-        os.chmod(directory, DIR_MODE)
 
 
 def wide_mode_notes(paths: List[str]) -> List[ModeNote]:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Optional
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watched_handlers, watching
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 
@@ -390,13 +391,7 @@ def stop_running(spec: ProcessSpec) -> Optional[str]:
 def _write_pid_file(path: str, pid: int) -> None:
     """The pid and, on the second line, the process's start time: what later proves the pid is still ours."""
     started = process_start_time(pid)
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    try:
-        with open(tmp, 'w') as f:
-            f.write('%d\n' % pid + ('start %d\n' % started if started is not None else ''))
-        os.replace(tmp, path)
-    finally:
-        _remove(tmp)
+    write_atomic(path, '%d\n' % pid + ('start %d\n' % started if started is not None else ''), 0o644)
 
 
 def _remove(path: str) -> None:

@@ -39,7 +39,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import local_member
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain, plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta, fetch_full
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import fsync_path
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import fsync_path, write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.replay import CHECK_REPLAY, replay
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool import run_restore_tool
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot, SnapshotStore
@@ -48,7 +48,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import
 MARKER_SUFFIX = '.restore.json'
 ASIDE_REASON = 'pre-restore'
 
-STATE_ABSENT = local_member.DATA_ABSENT
 STATE_EMPTY = local_member.DATA_EMPTY
 STATE_PRESENT = local_member.DATA_PRESENT
 
@@ -158,14 +157,7 @@ def aside_path(data_dir: str, now: float) -> str:
 
 
 def _write_marker(data_dir: str, content: Dict[str, Any]) -> None:
-    path = marker_path(data_dir)
-    tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
-        json.dump(content, f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
-    fsync_path(os.path.dirname(path))
+    write_atomic(marker_path(data_dir), json.dumps(content, indent=2, sort_keys=True), 0o644)
 
 
 # --- the restore itself ----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store i
     sort_snapshots,
     temp_name,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import make_private
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import make_private
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import S3Encryption
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import (
     LAYOUT_V1,

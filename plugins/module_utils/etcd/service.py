@@ -14,6 +14,7 @@ import subprocess
 import time
 from typing import Callable, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.systemd import Runner, answer, systemctl
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdUnavailable
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (
     ProcessError,
@@ -25,7 +26,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.process impor
     wait_ready,
 )
 
-SYSTEMCTL_TIMEOUT = 120
 POLL = 0.1
 ANSWER_TIMEOUT = 0.15  # the member's own URL, from its host: one that answers at all does so in milliseconds
 
@@ -64,7 +64,7 @@ class ProcessService:
 class SystemdService:
     """A member run by the systemd unit `unit` (the role's etcd.service.j2, Type=notify)."""
 
-    def __init__(self, unit: str, spec: ProcessSpec, run: Callable[..., subprocess.CompletedProcess] = subprocess.run):
+    def __init__(self, unit: str, spec: ProcessSpec, run: Optional[Runner] = None):
         self.unit = unit
         self.spec = spec  # for the health URL and TLS files only
         self._run = run
@@ -74,9 +74,8 @@ class SystemdService:
 
     def _systemctl(self, *args: str) -> subprocess.CompletedProcess:
         try:
-            return self._run(['systemctl'] + list(args) + [self.unit], capture_output=True, text=True,
-                             timeout=SYSTEMCTL_TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            return systemctl(self.unit, *args, run=self._run)
+        except OSError as exc:   # not there, or past common/systemd.SYSTEMCTL_TIMEOUT (DeadlineExceeded)
             raise ProcessError('systemctl %s %s failed: %s' % (' '.join(args), self.unit, exc)) from exc
 
     def running(self) -> bool:
@@ -90,7 +89,7 @@ class SystemdService:
             return None
         done = self._systemctl('stop')
         if done.returncode != 0:
-            raise ProcessError('systemctl stop %s failed: %s' % (self.unit, (done.stderr or done.stdout).strip()))
+            raise ProcessError('systemctl stop %s failed: %s' % (self.unit, answer(done)))
         return 'systemctl stop'
 
     def start(self, wait: bool) -> None:
@@ -99,7 +98,7 @@ class SystemdService:
         done = self._systemctl('start', *(() if wait else ('--no-block',)))
         if done.returncode != 0:
             raise ProcessError('systemctl start %s failed: %s; see journalctl -u %s' % (
-                self.unit, (done.stderr or done.stdout).strip(), self.unit))
+                self.unit, answer(done), self.unit))
         if wait:
             self.wait(self.spec.wait_timeout)
 

@@ -17,6 +17,7 @@ import tempfile
 import threading
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.etcd import naming
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.compression import compress_file, suffix_for
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
@@ -81,10 +82,6 @@ def unix(now: Union[float, int, datetime.datetime]) -> int:
     if isinstance(now, datetime.datetime):
         return int(now.timestamp())
     return int(now)
-
-
-def iso(now: Union[float, int, datetime.datetime]) -> str:
-    return datetime.datetime.fromtimestamp(unix(now), tz=datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
 def pick_member(conn: EtcdConnection, gateway: Gateway) -> MemberChoice:
@@ -158,7 +155,7 @@ def snapshot_metadata(name: naming.SnapshotName, verified: Dict[str, Any], membe
         'total_keys': verified['total_keys'],
         'hash': verified['hash'],
         'source_endpoint': member.endpoint,
-        'verified': {'at': iso(now), 'checks': verified['checks']},
+        'verified': {'at': format_rfc3339(unix(now)), 'checks': verified['checks']},
     }
 
 

@@ -28,7 +28,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.grpc_wire imp
     GrpcError,
     wrap_error,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import FILE_MODE
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import FILE_MODE
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import SnapshotHasher
 
 SNAPSHOT_METHOD = '/etcdserverpb.Maintenance/Snapshot'

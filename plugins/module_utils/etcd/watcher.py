@@ -23,7 +23,7 @@ import time
 from typing import Any, Dict, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import rfc3339_nano
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import ChunkBuilder, EncodedChunk
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.grpc_wire import (
@@ -157,7 +157,7 @@ class Watcher:
     def _bytes(self, field: int, data: bytes) -> None:
         if field == EVENTS:
             if self._builder is None:
-                self._builder = ChunkBuilder(rfc3339_nano(self._received or self.clock()))
+                self._builder = ChunkBuilder(format_rfc3339(self._received or self.clock(), 'ns'))
             add = self._builder.add
             for event in self._events.FromString(data).events:
                 kv = event.kv

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Mapping, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import HAS_KUBERNETES, KubeClient, load_configuration
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError

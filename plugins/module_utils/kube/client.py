@@ -28,9 +28,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
     KubeUnavailable,
     NotFound,
 )
-# labels_match: lab/kube_api.py imports it from here
-from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import (  # noqa: F401  # pylint: disable=unused-import
-    labels_match, parse_label_selector, selector_matches)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import parse_label_selector, selector_matches
 
 try:
     import kubernetes

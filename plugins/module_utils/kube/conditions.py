@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 
 TRUE = 'True'
 FALSE = 'False'
@@ -16,7 +16,8 @@ UNKNOWN = 'Unknown'
 
 
 def rfc3339(now: float) -> str:
-    return format_micro(now)[:19] + 'Z'
+    """metav1.Time (condition and object times: whole seconds) of `now`, seconds since the epoch."""
+    return format_rfc3339(now)
 
 
 def set_condition(conditions: Optional[Sequence[Dict[str, Any]]], type_: str, status: str, reason: str,

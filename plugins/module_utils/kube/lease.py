@@ -12,44 +12,62 @@ contenders can never both believe they hold the lease.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339, parse_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, Conflict, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 
 HOLD = 'hold'        # we hold it: renew
 ACQUIRE = 'acquire'  # free or expired: take it
 WAIT = 'wait'        # someone else holds a live lease
 
-MICRO_FORMAT = '%Y-%m-%dT%H:%M:%S.%fZ'
-
 
 def format_micro(now: float) -> str:
-    return datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc).strftime(MICRO_FORMAT)
+    """metav1.MicroTime (Lease renewTime and acquireTime, Event times) of `now`, seconds since the epoch."""
+    return format_rfc3339(now, 'us')
 
 
 def parse_micro(text: Optional[str]) -> Optional[float]:
-    """Seconds since the epoch of a MicroTime / RFC 3339 time (None when absent or unreadable)."""
+    """Seconds since the epoch of a MicroTime / RFC 3339 time; None when absent or unreadable (a Lease someone else
+    wrote badly counts as never renewed, as client-go's leader election treats a time it cannot parse). A time
+    without a zone is taken as UTC."""
     if not text:
         return None
-    try:   # the fast path (C code; strptime costs ~100x more: 5,000 node leases per probe)
-        parsed = datetime.datetime.fromisoformat(text[:-1] + '+00:00' if text.endswith('Z') else text)
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-        return parsed.timestamp()
-    except (ValueError, TypeError):
-        pass
-    for fmt in (MICRO_FORMAT, '%Y-%m-%dT%H:%M:%SZ', '%Y-%m-%dT%H:%M:%S.%f%z', '%Y-%m-%dT%H:%M:%S%z'):
-        try:
-            parsed = datetime.datetime.strptime(text, fmt)
-        except ValueError:
-            continue
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-        return parsed.timestamp()
-    return None
+    try:
+        return parse_rfc3339(text, 'time', naive_utc=True).timestamp()
+    except InvalidInput:
+        return None
+
+
+def lease_spec(holder: str, now: float, duration: float, transitions: Optional[int] = None,
+               acquire: bool = True) -> Dict[str, Any]:
+    """A Lease spec held by `holder` from `now` for `duration` seconds (acquireTime too when taking it)."""
+    spec: Dict[str, Any] = {'holderIdentity': holder, 'renewTime': format_micro(now), 'leaseDurationSeconds': int(duration)}
+    if acquire:
+        spec['acquireTime'] = format_micro(now)
+    if transitions is not None:
+        spec['leaseTransitions'] = transitions
+    return spec
+
+
+def renewed_at(lease: Optional[Mapping[str, Any]]) -> Optional[float]:
+    return parse_micro(((lease or {}).get('spec') or {}).get('renewTime'))
+
+
+def held_for(lease: Optional[Mapping[str, Any]]) -> float:
+    return float(((lease or {}).get('spec') or {}).get('leaseDurationSeconds') or 0)
+
+
+def seconds_left(lease: Optional[Mapping[str, Any]], now: float) -> float:
+    """How long the lease is still held (<= 0: free): renewTime + leaseDurationSeconds - now, as
+    maintenance-controller's stagger and Slack-thread leases read it. A missing lease or renewTime is free."""
+    renewed = renewed_at(lease)
+    if lease is None or renewed is None:
+        return -1.0
+    return renewed + held_for(lease) - now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,12 +108,7 @@ class LeaseLock:
         self.holder = ''
 
     def _spec(self, now: float, acquiring: bool, transitions: int) -> Dict[str, Any]:
-        spec: Dict[str, Any] = {'holderIdentity': self.identity, 'leaseDurationSeconds': int(self.duration),
-                                'renewTime': format_micro(now)}
-        if acquiring:
-            spec['acquireTime'] = format_micro(now)
-            spec['leaseTransitions'] = transitions
-        return spec
+        return lease_spec(self.identity, now, self.duration, transitions if acquiring else None, acquire=acquiring)
 
     def try_acquire(self) -> bool:
         """True while we hold the lease (taken or renewed now); False when someone else does or we lost a race."""
@@ -142,8 +155,9 @@ class LeaseLock:
         self.held_since = None
 
 
-class MutexTimeout(Exception):
-    """The cluster-wide mutex could not be taken in time."""
+class MutexTimeout(KubeError):
+    """The cluster-wide mutex could not be taken in time (a KubeError, the area's one base; `status` is 0: the
+    server answered every request, another holder kept the Lease)."""
 
 
 class LeaseMutex:

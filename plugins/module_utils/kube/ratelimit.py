@@ -1,49 +1,30 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Client-side rate limiting as client-go's `rest.Config{QPS, Burst}`: a token bucket that holds `burst`
-tokens and refills `qps` per second; each request takes one, waiting for it if the bucket is empty.
+"""Client-side rate limiting as client-go's `rest.Config{QPS, Burst}`: a token bucket (common/ratelimit.py) that
+holds `burst` tokens and refills `qps` per second; each request takes one, waiting for it if the bucket is empty.
 client-go's defaults are QPS 5 and burst 10 (also DWD's `--kube-api-qps` / `--kube-api-burst`, where 0
 means the default)."""
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Any, Callable
+from typing import Any, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.ratelimit import TokenBucket
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
 
 DEFAULT_QPS = 5.0
 DEFAULT_BURST = 10
 
 
-def effective(qps: float, burst: int) -> tuple:
+def effective(qps: float, burst: int) -> Tuple[float, int]:
     """client-go's reading of the flags: 0 means the default; negative values are refused by the caller."""
     return (float(qps) or DEFAULT_QPS, int(burst) or DEFAULT_BURST)
 
 
-class TokenBucket:
-    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.qps, self.burst = effective(qps, burst)
-        self.clock = clock
-        self.sleep = sleep
-        self._tokens = float(self.burst)
-        self._stamp = clock()
-        self._lock = threading.Lock()
-
-    def take(self) -> float:
-        """Take one token, waiting until there is one; returns the seconds waited."""
-        with self._lock:
-            now = self.clock()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.qps)
-            self._stamp = now
-            self._tokens -= 1.0
-            wait = 0.0 if self._tokens >= 0 else -self._tokens / self.qps
-        if wait > 0:
-            self.sleep(wait)
-        return wait
+def client_go_bucket(qps: float, burst: int) -> TokenBucket:
+    """The bucket of one loop's API clients, from its --kube-api-qps / --kube-api-burst flags (0: the default)."""
+    return TokenBucket(*effective(qps, burst))
 
 
 class RateLimitedClient(KubeClient):

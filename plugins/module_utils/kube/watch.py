@@ -20,11 +20,13 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, error_from, labels_match
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, error_from
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, KubeUnavailable
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import labels_match
 
 try:
     from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import ReadTimeoutError
 except ImportError:  # reported by KubeClient, which cannot be built without it: no request reaches the except clauses
     pass
 
@@ -131,8 +133,8 @@ class ListWatch:
                         yield event.get('type') or '', event.get('object') or {}
                 if self._over():
                     return
-        except Exception as exc:  # the idle timeout (urllib3 ReadTimeoutError) or a broken stream: resume
-            if 'timed out' not in str(exc).lower() and 'timeout' not in exc.__class__.__name__.lower():
+        except Exception as exc:  # the idle timeout (urllib3's ReadTimeoutError; a bare socket timeout) or a broken stream
+            if not isinstance(exc, (ReadTimeoutError, TimeoutError)):
                 raise KubeUnavailable('WATCH %s: %s' % (self.path, exc.__class__.__name__)) from exc
         finally:
             raw.release_conn()

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import names, validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.kube.objects import merge_patch
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
@@ -184,18 +185,6 @@ def _strip(obj: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _merge(base: Any, patch: Any) -> Any:
-    if not isinstance(patch, Mapping) or not isinstance(base, Mapping):
-        return copy.deepcopy(patch)
-    out = dict(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
 def plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any], state: str) -> DeploymentChange:
     """create / patch / none / delete / absent; `after` is what the object would be."""
     change = _plan_change(existing, desired, state)
@@ -221,7 +210,7 @@ def _plan_change(existing: Optional[Mapping[str, Any]], desired: Dict[str, Any],
         labels['name'] = o.name(existing)
     for path in REPLACED_MAPS:
         _replace_at(patch['spec'], o.spec(existing), path)
-    after = _merge(existing, patch)
+    after = merge_patch(existing, patch)
     if _strip(after) == _strip(existing):
         return DeploymentChange('none', None, _strip(existing), _strip(existing))
     return DeploymentChange('patch', patch, _strip(existing), _strip(after))

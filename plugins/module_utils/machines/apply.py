@@ -22,6 +22,7 @@ import dataclasses
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.kube.objects import merge_patch
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import MachineTimeouts, Settings
@@ -211,19 +212,6 @@ def run_machine(t: Target, machine: Obj, plan: MachinePlan, view: Any, settings:
         after = after_call(dataclasses.replace(view, machine=stored), Call.INITIALIZE, outcome, now())
         stored = _write(t, stored, after)
     return MachineRun(stored, after)
-
-
-def merge_patch(base: Any, patch: Any) -> Any:
-    """RFC 7386 on plain data (None removes a key), for the local view of a machine between writes."""
-    if not isinstance(patch, dict) or not isinstance(base, dict):
-        return copy.deepcopy(patch)
-    out = dict(base)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 class _Deletion:

@@ -43,7 +43,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.driver im
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Inventory
-from ansible_collections.steward.cluster.plugins.module_utils.machines.ratelimit import bucket_for, jittered_backoff
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import jittered_backoff
+from ansible_collections.steward.cluster.plugins.module_utils.machines.ratelimit import bucket_for
 
 try:
     import boto3

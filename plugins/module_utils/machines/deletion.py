@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import format_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.golang import parse_bool
 from ansible_collections.steward.cluster.plugins.module_utils.machines import health as health_mod
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Next, Retry, next_step
@@ -47,8 +48,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.plan impo
     current_status,
     last_operation,
 )
-
-_TRUE_WORDS = ('1', 't', 'T', 'TRUE', 'true', 'True')   # Go's strconv.ParseBool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +136,7 @@ def force_reason(view: DeletionView, settings: Settings, now: float) -> str:
     deletionTimestamp), the Node NotReady or ReadonlyFilesystem for longer than the limit, or the cloud saying
     the VM is stopped or gone (its pods can never be evicted gracefully)."""
     m = view.machine
-    if str(o.labels(m).get(LABEL_FORCE_DELETION, '')) in _TRUE_WORDS:
+    if parse_bool(str(o.labels(m).get(LABEL_FORCE_DELETION, ''))) is True:
         return 'label %s=%s' % (LABEL_FORCE_DELETION, o.labels(m)[LABEL_FORCE_DELETION])
     deleted = o.deletion_time(m)
     if deleted is not None and now - deleted > view.timeouts.drain:

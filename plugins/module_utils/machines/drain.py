@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The drain of a deleting machine's Node, one round at a time (a pass never blocks on it).
 
-Which pods go is decided by the maintenance area's eviction rules (`eviction.classify_pods`: DaemonSet,
+Which pods go is decided by kubectl drain's rules (`kube/drain.classify_pods`: DaemonSet,
 mirror and finished pods stay; MCM also drains pods without a controller, so those are evicted too).
 A round returns what to do now:
 
@@ -26,11 +26,8 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import EVICTION_RETRY_INTERVAL
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import (
-    classify_pods,
-    pod_ref,
-    selector_matches,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import classify_pods, pod_ref
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
 
 FORCED_GRACE = 60.0       # MCM: a forced drain gets one minute, then the VM is deleted anyway
 

@@ -21,7 +21,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     LABEL_NODE,
     Phase,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import selector_matches
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
 
 Obj = Mapping[str, Any]
 

@@ -12,8 +12,10 @@ import binascii
 import dataclasses
 from typing import Any, Dict, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_configmap_key, is_dns_label, is_dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import secret_text
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 
 DEFAULT_KEY = 'maintenance.yaml'
@@ -71,12 +73,16 @@ def extract_text(source: ConfigSource, obj: Mapping[str, Any]) -> str:
     where = '%s %s/%s' % (KINDS[source.kind], source.namespace, source.name)
     encoded = dict(obj.get('data') or {}) if source.kind == 'secret' else dict(obj.get('binaryData') or {})
     plain = dict(obj.get('stringData') or {}) if source.kind == 'secret' else dict(obj.get('data') or {})
-    if source.key in plain:
-        return str(plain[source.key])
-    if source.key not in encoded:
+    if source.key not in plain and source.key not in encoded:
         keys = sorted(set(encoded) | set(plain))
         raise ConfigError('', 'key', '%s has no key "%s" (keys: %s)' % (where, source.key, ', '.join(keys) or 'none'))
     try:
+        if source.kind == 'secret':
+            return secret_text(obj, source.key) or ''
+        if source.key in plain:
+            return str(plain[source.key])
         return base64.b64decode(str(encoded[source.key]), validate=True).decode('utf-8')
+    except InvalidInput as exc:   # the Secret decoder's refusal (kube/secrets)
+        raise ConfigError('', 'base64', '%s key "%s" %s' % (where, source.key, exc.detail)) from None
     except (binascii.Error, ValueError) as exc:
         raise ConfigError('', 'base64', '%s key "%s" is not base64-encoded UTF-8 text: %s' % (where, source.key, exc)) from None

@@ -29,11 +29,12 @@ import dataclasses
 import json
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339_ns, parse_rfc3339_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
     DATA_ANNOTATION, IN_MAINTENANCE, OPERATIONAL, PROFILE_LABEL, REQUIRED, STATE_LABEL, STATES, split_profiles)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import DataError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import (
-    ZERO_TIME_NS, format_time_ns, parse_time_ns)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import ZERO_TIME_NS
 
 _V0_STATES = {'operational': OPERATIONAL, 'required': REQUIRED, 'maintenance-required': REQUIRED,
               'in-maintenance': IN_MAINTENANCE}
@@ -83,9 +84,9 @@ def _time(value: Any, what: str) -> int:
     if value is None:
         return ZERO_TIME_NS
     try:
-        return parse_time_ns(value)
-    except ValueError as exc:
-        raise DataError(what, 'time', str(exc)) from None
+        return parse_rfc3339_ns(value, what)
+    except InvalidInput as exc:
+        raise DataError(what, 'time', exc.detail) from None
 
 
 def _state(value: Any, what: str) -> str:
@@ -154,9 +155,9 @@ def parse_data(text: Optional[str], labels: Optional[Mapping[str, str]] = None) 
 
 def format_data(data: NodeData) -> str:
     """Go's json.Marshal of DataV2: struct fields in declaration order, map keys sorted, no spaces."""
-    profiles = {name: {'Transition': format_time_ns(p.transition), 'Current': p.current, 'Previous': p.previous}
+    profiles = {name: {'Transition': format_rfc3339_ns(p.transition), 'Current': p.current, 'Previous': p.previous}
                 for name, p in sorted(data.profiles.items())}
-    notifications = {name: format_time_ns(when) for name, when in sorted(data.notifications.items())}
+    notifications = {name: format_rfc3339_ns(when) for name, when in sorted(data.notifications.items())}
     return json.dumps({'Profiles': profiles, 'Notifications': notifications}, separators=(',', ':'), ensure_ascii=False)
 
 

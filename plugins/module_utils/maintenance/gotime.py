@@ -6,7 +6,8 @@
 * durations are not here: common/durations.py reads them for every area (`time.ParseDuration`; a bare
   YAML number is seconds, as go-ucfg reads numbers into a `time.Duration`) and prints them as Go does.
 * instants: Go's JSON form of `time.Time` (RFC 3339 with up to nine fraction digits), kept as integer
-  nanoseconds since the epoch so a round trip through the annotation is exact.
+  nanoseconds since the epoch so a round trip through the annotation is exact; read and written by
+  common/times.py (parse_rfc3339_ns, format_rfc3339_ns).
 * `hh:mm` (Go layout `15:04`), weekday names (`monday`/`mon`, any case) and `Jan 2` dates (`Dec 24`).
 """
 
@@ -18,16 +19,15 @@ import re
 from typing import Any, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import NS
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 
-_RFC3339 = re.compile(r'^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$')
 _CLOCK = re.compile(r'^(\d{1,2}):(\d{2})$')
 WEEKDAYS = {'monday': 0, 'mon': 0, 'tuesday': 1, 'tue': 1, 'wednesday': 2, 'wed': 2, 'thursday': 3, 'thu': 3,
             'friday': 4, 'fri': 4, 'saturday': 5, 'sat': 5, 'sunday': 6, 'sun': 6}
 WEEKDAY_NAMES = ('monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday')
 MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
 ZERO_TIME_NS = -62135596800 * NS  # Go's time.Time{} ("0001-01-01T00:00:00Z")
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 # --- instants --------------------------------------------------------------------------------------
@@ -41,37 +41,9 @@ def ns_to_seconds(value: int) -> float:
     return value / NS
 
 
-def parse_time_ns(text: Any) -> int:
-    """Go's time.Time JSON (RFC 3339, optional fraction, Z or an offset) -> ns since the epoch (UTC)."""
-    match = _RFC3339.match(str(text or ''))
-    if not match:
-        raise ValueError('%r is not an RFC 3339 time' % (text,))
-    year, month, day, hour, minute, sec = (int(g) for g in match.groups()[:6])
-    when = datetime.datetime(year, month, day, hour, minute, sec, tzinfo=datetime.timezone.utc)
-    zone = match.group(8)
-    offset = 0
-    if zone not in ('Z', 'z'):
-        offset = (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * (-1 if zone[0] == '-' else 1)
-    whole = (when - _EPOCH) // datetime.timedelta(seconds=1) - offset
-    fraction = (match.group(7) or '').ljust(9, '0')
-    return whole * NS + int(fraction or 0)
-
-
-def format_time_ns(value: int) -> str:
-    """RFC 3339 with Go's RFC3339Nano fraction (trailing zeros dropped), always UTC (`Z`)."""
-    whole, fraction = divmod(value, NS)
-    when = _EPOCH + datetime.timedelta(seconds=whole)
-    text = when.strftime('%Y-%m-%dT%H:%M:%S')
-    if len(text) < 19:  # strftime does not pad years below 1000
-        text = '%04d%s' % (when.year, text[text.index('-'):])
-    if fraction:
-        text += ('.%09d' % fraction).rstrip('0')
-    return text + 'Z'
-
-
 def go_time_string(value: int) -> str:
     """What `{{ .LastTransition }}` prints in Go: `2024-05-01 10:00:00.5 +0000 UTC`."""
-    text = format_time_ns(value)[:-1].replace('T', ' ')
+    text = format_rfc3339_ns(value)[:-1].replace('T', ' ')
     return text + ' +0000 UTC'
 
 

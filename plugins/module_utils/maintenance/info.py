@@ -21,7 +21,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.evaluation import (
     any_in_maintenance, attached_profiles, choose, evaluate_transitions, last_profile, maintain_profiles, make_params,
     node_state)
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import format_time_ns, seconds_to_ns
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339_ns
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import seconds_to_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.schedules import ScheduleInput
 
 
@@ -64,7 +65,7 @@ def describe_node(node: Mapping[str, Any], config: Config, now: float, env: Opti
             notify.append({'instance': instance.name, 'type': instance.type, 'due': due})
         out['profiles'].append({
             'name': profile.name, 'state': entry.current, 'previous': entry.previous,
-            'last_transition': format_time_ns(entry.transition),
+            'last_transition': format_rfc3339_ns(entry.transition),
             'next': evaluations[index].next if index is not None else None,
             'transitions': [e.as_dict() for e in evaluations], 'notify': notify})
     out['computed_state'] = node_state(data, profiles)

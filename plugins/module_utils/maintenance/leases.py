@@ -20,7 +20,6 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import AlreadyExists, Conflict, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import MaintenanceError
 
 LEASE_API = 'coordination.k8s.io/v1'
@@ -97,29 +96,3 @@ class MemoryLeaseStore(LeaseStore):
             lease['spec'].update(spec)
             lease['metadata']['resourceVersion'] = str(self.version)
             return copy.deepcopy(lease)
-
-
-def lease_spec(holder: str, now: float, duration: float, transitions: Optional[int] = None,
-               acquire: bool = True) -> Dict[str, Any]:
-    spec: Dict[str, Any] = {'holderIdentity': holder, 'renewTime': format_micro(now), 'leaseDurationSeconds': int(duration)}
-    if acquire:
-        spec['acquireTime'] = format_micro(now)
-    if transitions is not None:
-        spec['leaseTransitions'] = transitions
-    return spec
-
-
-def renewed_at(lease: Optional[Mapping[str, Any]]) -> Optional[float]:
-    return parse_micro(((lease or {}).get('spec') or {}).get('renewTime'))
-
-
-def held_for(lease: Optional[Mapping[str, Any]]) -> float:
-    return float(((lease or {}).get('spec') or {}).get('leaseDurationSeconds') or 0)
-
-
-def seconds_left(lease: Optional[Mapping[str, Any]], now: float) -> float:
-    """How long the lease is still held (<= 0: free). A missing lease or renewTime is free."""
-    renewed = renewed_at(lease)
-    if lease is None or renewed is None:
-        return -1.0
-    return renewed + held_for(lease) - now

@@ -19,7 +19,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.consta
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import NodeData, parse_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import DataError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import format_time_ns
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.info import describe_node
 
 
@@ -89,9 +89,9 @@ def waiting_line(profile: Mapping[str, Any]) -> str:
 
 
 def data_view(data: NodeData) -> Dict[str, Any]:
-    return {'profiles': {name: {'current': p.current, 'previous': p.previous, 'transition': format_time_ns(p.transition)}
+    return {'profiles': {name: {'current': p.current, 'previous': p.previous, 'transition': format_rfc3339_ns(p.transition)}
                          for name, p in sorted(data.profiles.items())},
-            'notifications': {name: format_time_ns(when) for name, when in sorted(data.notifications.items())},
+            'notifications': {name: format_rfc3339_ns(when) for name, when in sorted(data.notifications.items())},
             'version': data.version}
 
 
@@ -118,7 +118,7 @@ def node_view(node: Mapping[str, Any], config: Optional[Config], now: float, env
             entry = data.profiles.get(name)
             if entry is not None:
                 view['profiles'].append({'name': name, 'state': entry.current, 'previous': entry.previous,
-                                         'last_transition': format_time_ns(entry.transition), 'next': None,
+                                         'last_transition': format_rfc3339_ns(entry.transition), 'next': None,
                                          'transitions': [], 'notify': []})
         return view
     described = describe_node(node, config, now, env)

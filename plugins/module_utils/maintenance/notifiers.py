@@ -17,8 +17,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields import Fields
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotemplate import GoTime, Struct, check_syntax, render
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import seconds_to_ns
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import (
-    LeaseConflict, lease_spec, seconds_left)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import lease_spec, seconds_left
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import LeaseConflict
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.plugin_base import NotificationPlugin
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import SmtpAuth
 

@@ -5,19 +5,28 @@
 
 `SmtplibSender` does what Go's `smtp.SendMail` + `smtp.PlainAuth` do for upstream's mail plugin: STARTTLS
 when the server offers it, PLAIN auth (with the optional identity) only over TLS or to localhost, so a
-password never crosses the network in clear. `UrllibPoster` POSTs a body (ansible-core's open_url: urllib with certificate checks) and returns status and body.
+password never crosses the network in clear. `UrllibPoster` POSTs a body (urllib with certificate checks) and
+returns status and body.
+
+Each send runs under one deadline (`timeout`, default 30s) over the whole exchange, through common/http_deadline:
+a socket timeout bounds each read only, so a webhook or an SMTP server that drips its answer a byte at a time would
+otherwise hold a maintenance worker for as long as it likes. At the deadline the sockets are shut down and the send
+fails with a PluginError that says it gave up and after how long.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import smtplib
 import ssl
 import urllib.error
-from typing import Mapping, Optional, Sequence, Tuple
+import urllib.request
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from ansible.module_utils.urls import open_url
-
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline
+from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import (
+    watch_socket, watched_handlers, watching)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import PluginError
 
 
@@ -45,14 +54,27 @@ def split_address(address: str) -> Tuple[str, int]:
     return host.strip('[]'), int(port)
 
 
+class _WatchedSMTP(smtplib.SMTP):
+    """smtplib's client with its socket under the deadline's watch, the one STARTTLS wraps around it included."""
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> Any:
+        return watch_socket(super()._get_socket(host, port, timeout))  # pylint: disable=protected-access
+
+    def starttls(self, *args: Any, **kwargs: Any) -> Any:  # pylint: disable=signature-differs
+        answer = super().starttls(*args, **kwargs)
+        watch_socket(self.sock)
+        return answer
+
+
 class SmtplibSender(SmtpSender):
     def __init__(self, timeout: float = 30.0):
         self.timeout = timeout
 
     def send(self, address: str, sender: str, recipients: Sequence[str], message: bytes, auth: Optional[SmtpAuth]) -> None:
         host, port = split_address(address)
+        deadline = Deadline(self.timeout, 'SMTP send')
         try:
-            with smtplib.SMTP(host, port, timeout=self.timeout) as smtp:
+            with watching(deadline, address), _WatchedSMTP(host, port, timeout=deadline.remaining()) as smtp:
                 smtp.ehlo_or_helo_if_needed()
                 secure = False
                 if smtp.has_extn('starttls'):
@@ -65,25 +87,30 @@ class SmtplibSender(SmtpSender):
                     plain = '%s\0%s\0%s' % (auth.identity, auth.user, auth.password)
                     smtp.auth('PLAIN', lambda challenge=None: plain, initial_response_ok=True)
                 smtp.sendmail(sender, list(recipients), message)
-        except (smtplib.SMTPException, OSError) as exc:
+        except (smtplib.SMTPException, OSError) as exc:   # DeadlineExceeded is a TimeoutError, an OSError
             raise PluginError('SMTP %s: %s' % (address, exc)) from exc
 
 
 class UrllibPoster(HttpPoster):
     def __init__(self, timeout: float = 30.0):
         self.timeout = timeout
+        self._opener = urllib.request.build_opener(*watched_handlers(ssl.create_default_context()))
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Tuple[int, bytes]:
+        endpoint = _redact(url)
+        deadline = Deadline(self.timeout, 'POST')
+        request = urllib.request.Request(url, data=body, headers=dict(headers), method='POST')
         try:
-            response = open_url(url, data=body, headers=dict(headers), method='POST', timeout=self.timeout)
-            try:
-                return response.status, response.read()
-            finally:
-                response.close()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read() or b''
-        except (urllib.error.URLError, OSError) as exc:
-            raise PluginError('POST %s: %s' % (_redact(url), getattr(exc, 'reason', exc))) from exc
+            with watching(deadline, endpoint):
+                try:
+                    with self._opener.open(request, timeout=deadline.remaining()) as response:
+                        answer = response.status, response.read()
+                except urllib.error.HTTPError as exc:
+                    answer = exc.code, exc.read() or b''
+                deadline.check(endpoint)   # a body cut short by the deadline is not an answer
+                return answer
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            raise PluginError('POST %s: %s' % (endpoint, getattr(exc, 'reason', exc))) from exc
 
 
 def _redact(url: str) -> str:

@@ -19,8 +19,8 @@ import dataclasses
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import PluginParams
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import PluginError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields import Fields
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import (
-    LeaseConflict, LeaseStore, lease_spec, seconds_left)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import lease_spec, seconds_left
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import LeaseConflict, LeaseStore
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.plugin_base import (
     CheckPlugin, CheckResult, failed, passed)
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Trigger plugins: alterAnnotation and alterLabel change the working copy of the node (the caller
 patches the difference); cordon, uncordon and drain (ours, beyond the seed) and upstream's newer
-`eviction` act on the API through `maintenance.eviction` with `Environment.kube`."""
+`eviction` act on the API through `kube/drain` with `Environment.kube`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import dataclasses
 from typing import List, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance import eviction
+from ansible_collections.steward.cluster.plugins.module_utils.kube import drain as kube_drain
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import PluginParams
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, PluginError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields import Fields
@@ -66,8 +66,8 @@ class Cordon(TriggerPlugin):
 
     def trigger(self, params: PluginParams) -> None:
         try:
-            eviction.cordon(_client(params, self.type_name), params.node_name)
-        except (eviction.DrainError, KubeError) as exc:
+            kube_drain.cordon(_client(params, self.type_name), params.node_name)
+        except KubeError as exc:   # DrainError is one
             raise PluginError('cordon %s: %s' % (params.node_name, exc)) from None
 
 
@@ -81,8 +81,8 @@ class Uncordon(TriggerPlugin):
 
     def trigger(self, params: PluginParams) -> None:
         try:
-            eviction.uncordon(_client(params, self.type_name), params.node_name)
-        except (eviction.DrainError, KubeError) as exc:
+            kube_drain.uncordon(_client(params, self.type_name), params.node_name)
+        except KubeError as exc:   # DrainError is one
             raise PluginError('uncordon %s: %s' % (params.node_name, exc)) from None
 
 
@@ -103,11 +103,11 @@ class Drain(TriggerPlugin):
 
     def trigger(self, params: PluginParams) -> None:
         try:
-            result = eviction.drain(_client(params, 'drain'), params.node_name, timeout=self.timeout,
-                                    eviction_timeout=self.eviction_timeout,
-                                    protected_namespaces=list(self.protected_namespaces), force=self.force,
-                                    clock=params.env.clock, sleep=params.env.sleep)
-        except (eviction.DrainError, KubeError) as exc:
+            result = kube_drain.drain(_client(params, 'drain'), params.node_name, timeout=self.timeout,
+                                      eviction_timeout=self.eviction_timeout,
+                                      protected_namespaces=list(self.protected_namespaces), force=self.force,
+                                      clock=params.env.clock, sleep=params.env.sleep)
+        except KubeError as exc:   # DrainError is one
             raise PluginError('drain %s: %s' % (params.node_name, exc)) from None
         if not result.complete:
             raise PluginError('drain %s did not complete: %s' % (params.node_name, result.message))

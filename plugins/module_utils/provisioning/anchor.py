@@ -32,6 +32,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -47,7 +48,6 @@ MODE_ANNOTATION = 'cluster.steward.io/anchor-mode'
 NODE_ANNOTATION = 'cluster.steward.io/anchor-node'
 ETCD_ANNOTATION = 'cluster.steward.io/anchor-etcd'
 ANCHOR_RECORD = '/etc/kubernetes/steward-anchor.json'
-ETCD_PLACEHOLDERS = ('$(ETCD_INITIAL_CLUSTER)', '$(ETCD_INITIAL_CLUSTER_STATE)')
 # Directories an anchor may write into; anything else in a source is refused (a source is not a way to write
 # arbitrary host files through the anchor's host mount).
 ALLOWED_DIRS = ('/etc/kubernetes', '/var/lib/kubelet', '/etc/systemd/system/kubelet.service.d')
@@ -183,8 +183,7 @@ class AnchorNode:
 
     @property
     def peer_url(self) -> str:
-        host = '[%s]' % self.ip if ':' in self.ip else self.ip
-        return 'https://%s:%d' % (host, self.etcd_peer_port)
+        return 'https://%s:%d' % (url_host(self.ip), self.etcd_peer_port)
 
 
 @dataclasses.dataclass

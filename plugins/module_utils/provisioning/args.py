@@ -13,15 +13,14 @@ from __future__ import annotations
 import datetime
 from typing import Any, Dict, Mapping, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import argspec  # the one argspec merger
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import now_or
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import lb
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import KUBELET_BINARY
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import DEFAULTS, KEY_ALGORITHMS
 
-__all__ = ['CLUSTER_SPEC', 'NODE_SPEC', 'PROVISION_SPEC', 'argspec', 'cluster_params', 'failure', 'parse_now']
+__all__ = ['CLUSTER_SPEC', 'NODE_SPEC', 'PROVISION_SPEC', 'cluster_params', 'failure', 'parse_now']
 
 CLUSTER_SPEC: Dict[str, Any] = {
     'control_plane': {'type': 'list', 'elements': 'dict', 'required': True,
@@ -70,18 +69,8 @@ PROVISION_SPEC: Dict[str, Any] = {
 
 
 def parse_now(value: Optional[str], field: str = 'now') -> datetime.datetime:
-    """An RFC 3339 time (`2026-03-01T12:00:00Z`) or, when absent, the current time; always timezone-aware UTC."""
-    if value in (None, ''):
-        return datetime.datetime.now(datetime.timezone.utc)
-    text = validate.text(value, field)
-    try:
-        parsed = datetime.datetime.fromisoformat(text.replace('Z', '+00:00').replace('z', '+00:00'))
-    except ValueError:
-        raise InvalidInput(field, 'rfc3339', 'expected a time such as 2026-03-01T12:00:00Z, got %s' % shown(value),
-                           value) from None
-    if parsed.tzinfo is None:
-        raise InvalidInput(field, 'rfc3339', 'needs a timezone (Z or +hh:mm), got %s' % shown(value), value)
-    return parsed.astimezone(datetime.timezone.utc)
+    """The modules' `now` option: an RFC 3339 time with a zone, or the current time when absent (common/times)."""
+    return now_or(value, field)
 
 
 def cluster_params(params: Mapping[str, Any]) -> Dict[str, Any]:

@@ -6,8 +6,9 @@ the record of what is ours.
 
 Every file this collection writes on a node is listed in /etc/kubernetes/steward-provisioning.json (Promenade
 keeps /etc/promenade-manifest for the same reason): teardown removes exactly those paths and nothing that
-another tool or an operator put there. Writes go to a temporary file in the same directory, are flushed, get
-their mode, then are renamed over the old file, so a crash leaves the old or the new content, never half.
+another tool or an operator put there. Writes go through common/files.write_atomic (a temporary file at the final
+mode, fsynced, renamed over the old file, the directory fsynced), so a crash or a power cut leaves the old or the
+new content, never half.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import dataclasses
 import json
 import os
 import stat
-import tempfile
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import FileSpec
 
@@ -75,18 +76,7 @@ class Root:
     def write(self, path: str, content: bytes, mode: int) -> None:
         target = self.host(path)
         self.makedirs(os.path.dirname(path))
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix='.%s.' % os.path.basename(target))
-        try:
-            with os.fdopen(fd, 'wb') as f:
-                os.fchmod(f.fileno(), mode)
-                f.write(content)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(target, content, mode)
 
     def chmod(self, path: str, mode: int) -> None:
         os.chmod(self.host(path), mode)

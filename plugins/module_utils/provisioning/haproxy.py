@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import List
 
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, _url_host
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec
 
 HEADER = '# Node-local load balancer in front of every kube-apiserver (steward.cluster; do not edit: re-rendered\n' \
          '# from the control-plane set, validated with `haproxy -c` before it replaces this file).\n'
@@ -41,7 +42,7 @@ def render(cluster: ClusterSpec, local_address: str) -> bytes:
         '  timeout check 5s',
         '',
         'frontend kube-apiserver',
-        '  bind %s:%d' % (_url_host(local_address), cluster.lb_port),
+        '  bind %s:%d' % (url_host(local_address), cluster.lb_port),
         '  default_backend kube-apiserver',
         '',
         'backend kube-apiserver',
@@ -50,7 +51,7 @@ def render(cluster: ClusterSpec, local_address: str) -> bytes:
         '  default-server inter 5s fall 3 rise 2',
     ]
     for member in sorted(cluster.control_plane, key=lambda m: m.name):
-        lines.append('  server %s %s:%d check' % (member.name, _url_host(member.address), cluster.apiserver_port))
+        lines.append('  server %s %s:%d check' % (member.name, url_host(member.address), cluster.apiserver_port))
     return ('\n'.join(lines) + '\n').encode()
 
 

@@ -24,6 +24,8 @@ import base64
 import datetime
 from typing import Iterable, List
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import Authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import FileSpec, plan_node_files
@@ -96,14 +98,14 @@ def render(cluster: ClusterSpec, node: NodeSpec, planned: Iterable[FileSpec], no
     paths = [f.path for f in specs]
     record = FileSpec(layout.RECORD, files.record_content(node.name, node.role, paths + [layout.RECORD]), 0o644)
     out = [_HEAD % {'node': node.name, 'role': node.role, 'cluster': cluster.cluster_name,
-                    'when': now.strftime('%Y-%m-%dT%H:%M:%SZ'), 'script': script_name}]
+                    'when': format_rfc3339(now), 'script': script_name}]
     out.append('log "writing %d files below ${ROOT:-/}"\n' % (len(specs) + 1))
     for directory in files.PRIVATE_DIRS:
         if any(p.startswith(directory + '/') for p in paths):
             out.append('private_dir %s\n' % directory)
     for spec in specs + [record]:
         out.append("put %04o %s <<'EOF'\n%s\nEOF\n" % (spec.mode, spec.path, '\n'.join(_b64(spec.content))))
-    host = node.local_address if ':' not in node.local_address else '[%s]' % node.local_address
+    host = url_host(node.local_address)
     url = 'https://%s:%d/api/v1/nodes/%s' % (host, cluster.lb_port, node.name)
     resolve = '' if node.local_address in ('127.0.0.1', '::1') else \
         '--connect-to kubernetes:%d:%s:%d ' % (cluster.lb_port, host, cluster.lb_port)

@@ -50,10 +50,3 @@ def embedded_client(data: Optional[bytes], where: str = '') -> Optional[KeyPair]
         return KeyPair(base64.b64decode(user['client-certificate-data']), base64.b64decode(user['client-key-data']))
     except Exception:  # any shape we did not write counts as "not there": it gets a new certificate
         return None
-
-
-def server_of(data: Optional[bytes]) -> Optional[str]:
-    try:
-        return from_yaml(data or b'')['clusters'][0]['cluster']['server']
-    except Exception:
-        return None

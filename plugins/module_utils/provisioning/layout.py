@@ -27,11 +27,11 @@ LB_CONFIG = '/etc/kubernetes/haproxy/haproxy.cfg'
 LB_RUN_DIR = '/run/steward-haproxy'
 LB_MASTER_SOCKET = '/run/steward-haproxy/master.sock'
 ETCD_DATA_DIR = '/var/lib/etcd'
-KUBELET_DIR = '/var/lib/kubelet'
 KUBELET_CONFIG = '/var/lib/kubelet/config.yaml'
 KUBELET_FLAGS = '/var/lib/kubelet/kubeadm-flags.env'
 KUBELET_CLIENT_PEM = '/var/lib/kubelet/pki/kubelet-client-current.pem'
 KUBELET_UNIT = '/etc/systemd/system/kubelet.service'
+KUBELET_SERVICE = 'kubelet.service'   # the unit's name, for systemctl
 # The record of every file this collection wrote on the node: teardown removes exactly these and nothing else.
 RECORD = '/etc/kubernetes/steward-provisioning.json'
 

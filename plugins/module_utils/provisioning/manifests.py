@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.render import digest, from_yaml, to_yaml
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, NodeSpec, _url_host
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, NodeSpec
 
 INPUTS_ANNOTATION = 'cluster.steward.io/inputs'
 ETCD_CLIENT_URLS_ANNOTATION = 'kubeadm.kubernetes.io/etcd.advertise-client-urls'
@@ -79,8 +80,8 @@ def static_pod(name: str, component: str, image: str, command: Sequence[str], vo
 def etcd(cluster: ClusterSpec, node: NodeSpec, initial_cluster: str, initial_state: str,
          inputs: Sequence[bytes]) -> bytes:
     """The node's etcd member with TLS for clients and peers (client certificates required on both)."""
-    address = _url_host(node.address)
-    local = _url_host(node.local_address)
+    address = url_host(node.address)
+    local = url_host(node.local_address)
     client = 'https://%s:%d' % (address, cluster.etcd_client_port)
     listen_client = sorted({'https://%s:%d' % (local, cluster.etcd_client_port), client})
     peer = cluster.peer_url(node.address)

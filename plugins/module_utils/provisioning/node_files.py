@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import (
     haproxy, kubeconfig, kubelet, layout, manifests,
 )
@@ -127,8 +128,7 @@ def plan_node_files(cluster: ClusterSpec, node: NodeSpec, authority: Authority, 
         cluster.cluster_name, lb_server, ca_pem, 'system:node:' + node.name, client_file=layout.KUBELET_CLIENT_PEM,
         tls_server_name=server_name), secret=True)
     if node.control_plane:
-        host = node.address if ':' not in node.address else '[%s]' % node.address
-        local_server = 'https://%s:%d' % (host, cluster.apiserver_port)
+        local_server = 'https://%s:%d' % (url_host(node.address), cluster.apiserver_port)
         for leaf_name, conf, server, name in (('admin.conf', 'admin', lb_server, server_name),
                                               ('controller-manager.conf', 'controller-manager', local_server, None),
                                               ('scheduler.conf', 'scheduler', local_server, None)):

@@ -17,6 +17,7 @@ import ipaddress
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import PkiError
 
 try:
@@ -231,8 +232,8 @@ def describe(cert_pem: bytes, now: datetime.datetime, where: str = '') -> Dict[s
         'usages': _usages(cert),
         'is_ca': is_ca(cert),
         'serial': '%x' % cert.serial_number,
-        'not_before': cert.not_valid_before_utc.strftime('%Y-%m-%dT%H:%M:%SZ'),
-        'not_after': not_after.strftime('%Y-%m-%dT%H:%M:%SZ'),
+        'not_before': format_rfc3339(cert.not_valid_before_utc),
+        'not_after': format_rfc3339(not_after),
         'days_left': math.floor(left),
         'expired': left <= 0,
     }

@@ -11,6 +11,7 @@ import os
 import traceback
 from typing import Any, Dict, List, Mapping
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.systemd import ansible_runner, answer, systemctl
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -61,13 +62,14 @@ def kubelet_hook(module: Any, root: str, manage: bool):
     def hook(changed: List[str]) -> None:
         if not manage or os.path.normpath(root) != '/':
             return
-        steps = [['systemctl', 'daemon-reload'], ['systemctl', 'enable', 'kubelet.service']]
-        steps.append(['systemctl', 'restart' if any(p in KUBELET_FILES for p in changed) else 'start',
-                      'kubelet.service'])
-        for argv in steps:
-            rc, out, err = module.run_command(argv)
-            if rc != 0:
-                raise ProvisioningError('%s failed (rc=%d): %s' % (' '.join(argv), rc, (err or out).strip()), 'kubelet')
+        run = ansible_runner(module.run_command)
+        steps = [('', 'daemon-reload'), (layout.KUBELET_SERVICE, 'enable'),
+                 (layout.KUBELET_SERVICE, 'restart' if any(p in KUBELET_FILES for p in changed) else 'start')]
+        for unit, verb in steps:
+            done = systemctl(unit, verb, run=run)
+            if done.returncode != 0:
+                raise ProvisioningError('%s failed (rc=%d): %s' % (' '.join(done.args), done.returncode, answer(done)),
+                                        'kubelet')
     return hook
 
 

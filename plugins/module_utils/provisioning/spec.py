@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_subdomain, label_value, qualified_name
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
 
 CONTROL_PLANE = 'control-plane'
 WORKER = 'worker'
@@ -100,10 +101,10 @@ class ClusterSpec:
         return '%s/%s:%s' % (self.image_repository, component, self.kubernetes_version)
 
     def peer_url(self, address: str) -> str:
-        return 'https://%s:%d' % (_url_host(address), self.etcd_peer_port)
+        return 'https://%s:%d' % (url_host(address), self.etcd_peer_port)
 
     def client_url(self, address: str) -> str:
-        return 'https://%s:%d' % (_url_host(address), self.etcd_client_port)
+        return 'https://%s:%d' % (url_host(address), self.etcd_client_port)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,14 +124,7 @@ class NodeSpec:
 
     @property
     def lb_url(self) -> str:
-        return 'https://%s' % _url_host(self.local_address)
-
-
-def _url_host(address: str) -> str:
-    return '[%s]' % address if ':' in address else address
-
-
-ip_address = validate.ip_address   # the one home of the check; callers here and in api.py use this name
+        return 'https://%s' % url_host(self.local_address)
 
 
 def _cidr(value: Any, field: str) -> str:
@@ -177,7 +171,7 @@ def _members(value: Any, field: str) -> Tuple[Member, ...]:
             raise InvalidInput(field_of(where, unknown[0]), 'unknown-key', 'unknown key (expected name and address)',
                                unknown[0])
         members.append(Member(dns_subdomain(item.get('name'), field_of(where, 'name')),
-                              ip_address(item.get('address'), field_of(where, 'address'))))
+                              validate.ip_address(item.get('address'), field_of(where, 'address'))))
     for attr in ('name', 'address'):
         seen: Dict[str, int] = {}
         for index, m in enumerate(members):
@@ -264,9 +258,9 @@ def parse_cluster(params: Mapping[str, Any]) -> ClusterSpec:
 def parse_node(params: Mapping[str, Any], cluster: ClusterSpec) -> NodeSpec:
     """The node options; a control-plane node must be in `control_plane` with the same address."""
     name = dns_subdomain(params.get('node_name'), 'node_name')
-    address = ip_address(params.get('address'), 'address')
+    address = validate.ip_address(params.get('address'), 'address')
     role = validate.one_of(params.get('role') or WORKER, 'role', ROLES)
-    local = ip_address(params.get('local_address') or DEFAULTS['local_address'], 'local_address')
+    local = validate.ip_address(params.get('local_address') or DEFAULTS['local_address'], 'local_address')
     if not ipaddress.ip_address(local).is_loopback:
         raise InvalidInput('local_address', 'loopback', 'node-local listeners bind a loopback address, got %s'
                            % shown(local), local)

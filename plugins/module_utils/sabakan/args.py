@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec  # noqa: F401 (modules import it from here)  # pylint: disable=unused-import
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import OptionError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import TAINT_EFFECTS
 

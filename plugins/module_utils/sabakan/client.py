@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import socket
 import ssl
 import urllib.error
 import urllib.request
-from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import parse_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
@@ -47,7 +46,6 @@ SET_STATE_MUTATION = ('mutation setMachineState($serial: ID!, $state: MachineSta
 
 # How much of an unexpected body goes into an error message.
 EXCERPT = 200
-_RFC3339 = re.compile(r'^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$')
 
 
 # --- query variables ------------------------------------------------------------------------------
@@ -135,21 +133,6 @@ def query_variables(variables: Union[Mapping[str, Any], str, None], defaults: Ma
 
 
 # --- response checks ------------------------------------------------------------------------------
-def parse_datetime(text: Any) -> datetime:
-    """An aware datetime from sabakan's DateTime (RFC 3339, up to nanoseconds, Z or an offset)."""
-    match = _RFC3339.match(text) if isinstance(text, str) else None
-    if not match:
-        raise ValueError('%r is not an RFC 3339 date-time' % (text,))
-    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    fraction, zone = match.group(7) or '', match.group(8)
-    if zone in ('Z', 'z'):
-        tz = timezone.utc
-    else:
-        sign = -1 if zone[0] == '-' else 1
-        tz = timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))
-    return datetime(year, month, day, hour, minute, min(second, 59), int(fraction[:6].ljust(6, '0')), tzinfo=tz)
-
-
 def _fail(where: str, field: str, problem: str, value: Any) -> SabakanResponseError:
     return SabakanResponseError('%s: %s %s, got %r' % (where, field, problem, value))
 
@@ -183,7 +166,7 @@ def check_machine(machine: Any, where: str) -> Dict[str, Any]:
         raise _fail(where, 'spec.labels', 'must be a list of {name, value} or null', labels)
     for field in ('registerDate', 'retireDate'):
         try:
-            parse_datetime(spec.get(field))
+            parse_rfc3339(spec.get(field), 'spec.' + field)
         except ValueError:
             raise _fail(where, 'spec.' + field, 'must be an RFC 3339 date-time', spec.get(field)) from None
     bmc = spec.get('bmc')
@@ -213,7 +196,7 @@ def _check_status(status: Any, where: str) -> Dict[str, Any]:
     if status.get('state') not in MACHINE_STATES:
         raise _fail(where, 'status.state', 'must be one of %s' % ', '.join(MACHINE_STATES), status.get('state'))
     try:
-        parse_datetime(status.get('timestamp'))
+        parse_rfc3339(status.get('timestamp'), 'status.timestamp')
     except ValueError:
         raise _fail(where, 'status.timestamp', 'must be an RFC 3339 date-time', status.get('timestamp')) from None
     duration = status.get('duration')

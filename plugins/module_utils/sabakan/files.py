@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,8 +31,9 @@ else:
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import FileError
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import format_rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 
 DEFAULT_FILE_MODE = 0o644
 REPAIR_STATUSES = ('queued', 'processing', 'succeeded', 'failed')
@@ -175,7 +175,7 @@ def file_mode(path: str) -> Optional[int]:
 
 
 def write_text_atomic(path: str, text: str, mode: Optional[int] = None) -> None:
-    """Replace `path` with `text`: temp file in the same directory, fsync, rename, fsync the directory.
+    """Replace `path` with `text` (common/files.write_atomic: temp file, fsync, rename, fsync the directory).
 
     The mode is `mode`, else the existing file's, else DEFAULT_FILE_MODE.
     """
@@ -187,39 +187,9 @@ def write_text_atomic(path: str, text: str, mode: Optional[int] = None) -> None:
     if mode is None:
         mode = DEFAULT_FILE_MODE
     try:
-        fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', suffix='.tmp', dir=directory)
+        write_atomic(path, text, mode)
     except OSError as exc:
-        raise FileError(path, 'writable', f'cannot create a temporary file in {directory}: {exc.strerror or exc}') from None
-    try:
-        with os.fdopen(fd, 'wb') as handle:
-            handle.write(text.encode('utf-8'))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise FileError(path, 'writable', f'cannot write it: {exc.strerror or exc}') from None
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-
-
-def write_yaml_atomic(path: str, data: Any, mode: Optional[int] = None) -> str:
-    """Write `data` as YAML atomically; returns the text written."""
-    text = dump_yaml(data)
-    write_text_atomic(path, text, mode)
-    return text
 
 
 @dataclass(frozen=True)

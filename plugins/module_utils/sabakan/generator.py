@@ -20,34 +20,30 @@ from datetime import datetime
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import load_constraints
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (  # noqa: F401 re-exported API
-    ConstraintsError, GeneratorError, MachineError, MissingMachine, NotAvailable, TemplateError, TooManyNonExistent,
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
+    MissingMachine, NotAvailable, TemplateError, TooManyNonExistent,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import (
     HEALTHY, RETIRED, UNINITIALIZED, UPDATING, Machine, TimeLike, machines_by_address, parse_machines, resolve_now,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.nodes import (  # noqa: F401 re-exported API
-    NodeRenderer, has_valid_state_taint, machine_to_node, tainted_beyond_tolerations,
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.nodes import (
+    NodeRenderer, has_valid_state_taint, tainted_beyond_tolerations,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.pool import MachinePool, RackCount
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.score import (  # noqa: F401 re-exported API
-    score_by_days, score_machine, score_machine_with_health, rack_score, HEALTHY_BONUS,
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.score import (
+    score_by_days, rack_score, HEALTHY_BONUS,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import (  # noqa: F401 re-exported API
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import (
     NodeTemplate, Templates, check_template_shape, cluster_from_template, ip_address_problem, label_value_problem, qualified_name_problem,
-    split_templates, validate_cluster, validate_template,
+    split_templates,
 )
 
-# The public API; names re-exported from the modules beside this one are part of it.
+# The public API of the generator (what its siblings define is imported from them, never through here).
 __all__ = [
     'generate', 'regenerate', 'update', 'update_with_reason', 'Generator', 'Operation', 'Outcome',
-    'machine_to_node', 'has_valid_state_taint', 'tainted_beyond_tolerations', 'NodeRenderer',
-    'score_by_days', 'score_machine', 'score_machine_with_health', 'rack_score', 'HEALTHY_BONUS',
-    'validate_template', 'validate_cluster', 'split_templates', 'cluster_from_template', 'NodeTemplate', 'Templates',
-    'GeneratorError', 'NotAvailable', 'TooManyNonExistent', 'MissingMachine', 'TemplateError', 'ConstraintsError',
-    'MachineError', 'DEFAULT_WAIT_RETIRED_SECONDS', 'GOOD_CONTROL_PLANE_STATES',
-    'OP_NEW', 'OP_REGENERATE', 'OP_REMOVE_NON_EXISTENT', 'OP_INCREASE_CP', 'OP_DECREASE_CP', 'OP_REPLACE_CP',
-    'OP_INCREASE_WORKER', 'OP_DECREASE_WORKER', 'OP_TAINT_NODES',
+    'DEFAULT_WAIT_RETIRED_SECONDS', 'GOOD_CONTROL_PLANE_STATES', 'OP_NEW', 'OP_REGENERATE',
+    'OP_REMOVE_NON_EXISTENT', 'OP_INCREASE_CP', 'OP_DECREASE_CP', 'OP_REPLACE_CP', 'OP_INCREASE_WORKER',
+    'OP_DECREASE_WORKER', 'OP_TAINT_NODES',
 ]
 
 DEFAULT_WAIT_RETIRED_SECONDS = 300.0

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import check_cluster
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import ConstraintViolation, GeneratorError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
+    ConstraintViolation, GeneratorError, MissingMachine, NotAvailable,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.generator import (
-    DEFAULT_WAIT_RETIRED_SECONDS, OP_REGENERATE, Generator, MissingMachine, NotAvailable,
+    DEFAULT_WAIT_RETIRED_SECONDS, OP_REGENERATE, Generator,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import TimeLike
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.nodes import STATE_TAINT_KEY

@@ -31,7 +31,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files impo
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_template
 
 DEFAULT_INTERVAL = 60.0
-DEFAULT_TIMEOUT = 30.0
 DEFAULT_WAIT_RETIRED_SECONDS = 300.0
 DEFAULT_CLUSTER_KEY = 'cluster.yml'
 DEFAULT_TEMPLATE_KEY = 'cluster-template.yml'

@@ -12,9 +12,11 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339, parse_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import MachineError
 
 UNINITIALIZED = 'UNINITIALIZED'
@@ -30,55 +32,20 @@ TimeLike = Union[datetime, str, None]
 
 
 def parse_time(value: TimeLike, where: str = 'time') -> datetime:
-    """RFC 3339 (or a datetime) to an aware datetime; naive values are taken as UTC."""
+    """RFC 3339 (or a datetime) to an aware datetime in the zone it was written in (CKE prints dates back in it);
+    naive values are taken as UTC: a YAML machines file may hold timestamps without a zone, and PyYAML hands them
+    over naive. Surrounding blanks are ignored, as before common/times took over the parsing."""
     if isinstance(value, datetime):
-        result = value
-    elif isinstance(value, str) and len(value) == 20 and value[19] == 'Z' and value[10] == 'T':
-        # The form sabakan writes (whole seconds, UTC); fromisoformat alone is 4x faster than below.
-        try:
-            return datetime.fromisoformat(value[:19] + '+00:00')
-        except ValueError:
-            raise MachineError(where, 'rfc3339', f'{value!r} is not an RFC 3339 date-time', value) from None
-    elif isinstance(value, str) and value:
-        text = value.strip()
-        if text[-1:] in ('Z', 'z'):
-            text = text[:-1] + '+00:00'
-        head, sep, tail = text.partition('.')
-        if sep:
-            # Python < 3.11 accepts only 3 or 6 fraction digits; Go writes up to 9.
-            count = 0
-            while count < len(tail) and tail[count].isdigit():
-                count += 1
-            digits = tail[:count]  # only the fraction: the offset after it has digits too
-            text = head + '.' + (digits[:6].ljust(6, '0')) + tail[len(digits):]
-        try:
-            result = datetime.fromisoformat(text)
-        except ValueError:
-            raise MachineError(where, 'rfc3339', f'{value!r} is not an RFC 3339 date-time', value) from None
-    else:
-        raise MachineError(where, 'rfc3339', f'{value!r} is not an RFC 3339 date-time', value)
-    if result.tzinfo is None:
-        result = result.replace(tzinfo=timezone.utc)
-    return result
+        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    try:
+        return parse_rfc3339(value.strip() if isinstance(value, str) else value, where, naive_utc=True, keep_zone=True)
+    except InvalidInput as exc:
+        raise MachineError(where, 'rfc3339', f'{value!r} is not an RFC 3339 date-time', value) from exc
 
 
 def resolve_now(now: TimeLike) -> datetime:
     """The caller's clock (pure functions take `now`), or the wall clock when none is given."""
     return parse_time(now, 'now') if now is not None else datetime.now(timezone.utc)
-
-
-def format_rfc3339(value: datetime) -> str:
-    """Go's time.RFC3339 layout: whole seconds, `Z` for UTC, otherwise the numeric offset."""
-    offset = value.utcoffset() or timedelta(0)
-    # Not strftime: it does not zero-pad years below 1000 (Go's zero time is 0001-01-01T00:00:00Z).
-    base = (f'{value.year:04d}-{value.month:02d}-{value.day:02d}'
-            f'T{value.hour:02d}:{value.minute:02d}:{value.second:02d}')
-    if offset == timedelta(0):
-        return base + 'Z'
-    minutes = int(offset.total_seconds()) // 60
-    sign = '+' if minutes >= 0 else '-'
-    minutes = abs(minutes)
-    return f'{base}{sign}{minutes // 60:02d}:{minutes % 60:02d}'
 
 
 def format_month(value: datetime) -> str:

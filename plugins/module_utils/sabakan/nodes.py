@@ -9,9 +9,10 @@ import copy
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import MachineError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import (
-    RETIRED, RETIRING, Machine, TimeLike, format_month, format_rfc3339, parse_machine, parse_time,
+    RETIRED, RETIRING, Machine, TimeLike, format_month, parse_machine, parse_time,
 )
 
 STATE_TAINT_KEY = 'cke.cybozu.com/state'
@@ -23,11 +24,6 @@ STATE_TAINTS: Dict[str, Dict[str, str]] = {
     RETIRING: {'key': STATE_TAINT_KEY, 'value': 'retiring', 'effect': 'NoExecute'},
     RETIRED: {'key': STATE_TAINT_KEY, 'value': 'retired', 'effect': 'NoExecute'},
 }
-
-
-def state_taint(state: str) -> Optional[Dict[str, str]]:
-    taint = STATE_TAINTS.get(state)
-    return dict(taint) if taint else None
 
 
 _FORMATTED: Dict[Tuple[datetime, Any], Tuple[str, str]] = {}

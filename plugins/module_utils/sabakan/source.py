@@ -15,9 +15,10 @@ import copy
 from datetime import datetime, timedelta
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339, parse_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
-    GENERATOR_VARIABLES, SabakanClient, check_machine, check_unique, parse_datetime, query_variables,
+    GENERATOR_VARIABLES, SabakanClient, check_machine, check_unique, query_variables,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
@@ -26,7 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors imp
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     load_cluster_file, load_document, load_mapping,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import format_rfc3339, resolve_now
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import resolve_now
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_cluster, validate_template
 
 
@@ -46,7 +47,7 @@ def _params_match(machine: Mapping[str, Any], params: Optional[Mapping[str, Any]
             hits.append(value in params[key])
     minimum = params.get('minDaysBeforeRetire')
     if minimum is not None:
-        days = int((parse_datetime(spec['retireDate']) - now).total_seconds() / 3600.0 / 24.0)
+        days = int((parse_rfc3339(spec['retireDate'], 'spec.retireDate') - now).total_seconds() / 3600.0 / 24.0)
         hits.append(days >= minimum)
     return all(hits) if having else not any(hits)
 
@@ -87,7 +88,7 @@ def _complete_status(machine: Any, now: datetime) -> Any:
         status['timestamp'], status['duration'] = format_rfc3339(now), 0.0
     elif status.get('duration') is None:
         try:
-            status['duration'] = max((now - parse_datetime(status['timestamp'])).total_seconds(), 0.0)
+            status['duration'] = max((now - parse_rfc3339(status['timestamp'], 'status.timestamp')).total_seconds(), 0.0)
         except ValueError:
             pass  # check_machine names the bad timestamp
     elif isinstance(status['duration'], (int, float)) and not isinstance(status['duration'], bool):

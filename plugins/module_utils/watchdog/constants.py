@@ -24,8 +24,6 @@ RELEASED = 'released'           # someone else changed the replicas while it was
 STATES = (SCALING_DOWN, SCALED_DOWN, SCALING_UP, RELEASED)
 DOWN_STATES = (SCALING_DOWN, SCALED_DOWN)
 
-DEFAULT_OWNER = 'steward-watchdog-prober'
-
 # DWD stops a cluster's probe when its Cluster object is deleted, hibernated or migrating (DWD-P-01). Here the
 # cluster is represented by the watchdog's namespace: these annotations on it (value "true") stop probing.
 HIBERNATED_ANNOTATION = 'cluster.steward.io/hibernated'
@@ -44,9 +42,8 @@ DEFAULT_SCALE_TIMEOUT = 30.0
 EXPIRY_BUFFER_FRACTION = 0.75
 # prober.go's backOffDurationForThrottledRequests (a constant there; a config field here).
 DEFAULT_THROTTLED_BACKOFF = 10.0
-# scale.go: what a scale-up restores without a usable replicas annotation, and the scale-down goal.
+# scale.go: what a scale-up restores without a usable replicas annotation (a scale-down goes to 0).
 DEFAULT_SCALE_UP_REPLICAS = 1
-SCALE_DOWN_REPLICAS = 0
 # Ours: consecutive failed / successful lease probes before acting. 1 and 1 act on every probe, as DWD does.
 DEFAULT_FAILURE_THRESHOLD = 1
 DEFAULT_SUCCESS_THRESHOLD = 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.golang import parse_bool
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import SCALE_DOWN, SCALE_UP
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import DependentResource, TargetRef
@@ -43,8 +44,6 @@ K_OTHER_OWNER = 'other-owner'
 K_CHANGED = 'changed-by-other'       # replicas changed by someone else while scaled down: released, reported
 K_RELEASED = 'released'              # left alone for this outage
 K_CLEANUP = 'cleanup'                # stale markers removed (no replicas change)
-
-_TRUE = ('1', 't', 'T', 'TRUE', 'true', 'True')   # Go's strconv.ParseBool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +116,7 @@ class Plan:
 
 
 def ignore_scaling(annotations: Mapping[str, str]) -> bool:
-    return annotations.get(c.IGNORE_SCALING_ANNOTATION) in _TRUE
+    return parse_bool(annotations.get(c.IGNORE_SCALING_ANNOTATION)) is True
 
 
 def restore_replicas(annotations: Mapping[str, str]) -> Tuple[int, str]:

@@ -19,13 +19,13 @@ cluster, from the watchdog's namespace), then `probe_now` (client, probe, close;
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import HAS_KUBERNETES, KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import secret_text
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import leases
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import stopped_reason
@@ -135,16 +135,15 @@ def probed_client(seed: KubeClient, config: ProberConfig, namespace: str) -> Kub
         secret = seed.get(api_path('v1', 'secrets', namespace, name))
     except KubeError as exc:
         raise _probe_error(SECRET, 'cannot read Secret %s/%s (kubeConfigSecretName)' % (namespace, name), exc) from None
-    encoded = (secret.get('data') or {}).get(c.KUBECONFIG_SECRET_KEY)
-    if not encoded:
+    if not ((secret.get('data') or {}).get(c.KUBECONFIG_SECRET_KEY) or (secret.get('stringData') or {}).get(c.KUBECONFIG_SECRET_KEY)):
         raise ProbeError('Secret %s/%s has no key %r (kubeConfigSecretName)' % (namespace, name, c.KUBECONFIG_SECRET_KEY),
                          SECRET)
     try:
         import yaml
-        data = yaml.safe_load(base64.b64decode(encoded))
+        data = yaml.safe_load(secret_text(secret, c.KUBECONFIG_SECRET_KEY, 'kubeConfigSecretName') or '')
         configuration = kubernetes.client.Configuration()
         kubernetes.config.load_kube_config_from_dict(data, client_configuration=configuration)
-    except Exception as exc:  # a broken kubeconfig: yaml, base64 or kubernetes.config errors alike
+    except Exception as exc:  # a broken kubeconfig: yaml, base64 (InvalidInput) or kubernetes.config errors alike
         raise ProbeError('Secret %s/%s key %r is not a usable kubeconfig: %s' % (
             namespace, name, c.KUBECONFIG_SECRET_KEY, exc.__class__.__name__), SECRET) from None
     return KubeClient(configuration, timeout=config.probe_timeout)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import metav1_duration
@@ -201,10 +201,3 @@ def _scale_info(value: Any, where: str, warnings: List[str]) -> ScaleInfo:
         timeout = metav1_duration(fields.get('timeout'), fields.field('timeout'))
         validate.timeout(timeout, fields.field('timeout'))
     return ScaleInfo(level=level, initial_delay=initial_delay, timeout=timeout)
-
-
-def find_resource(config: ProberConfig, kind: str, name: str) -> Optional[DependentResource]:
-    for resource in config.dependent_resources:
-        if resource.ref.kind == kind and resource.ref.name == name:
-            return resource
-    return None

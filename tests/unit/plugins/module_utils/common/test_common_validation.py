@@ -36,7 +36,6 @@ def test_duration_error_names_the_field():
     with pytest.raises(InvalidInput, match=r"^spec.timeout: '1d' is not a duration"):
         durations.parse_duration('1d', 'spec.timeout')
     assert durations.parse_duration('-5s', 'x', allow_negative=True) == -5.0
-    assert durations.optional_duration('', 'x', 7.0) == 7.0 and durations.optional_duration('2s', 'x', 7.0) == 2.0
 
 
 def test_metav1_duration_takes_strings_only():

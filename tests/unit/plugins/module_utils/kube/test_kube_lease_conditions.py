@@ -64,3 +64,15 @@ def test_health_goes_stale_and_ready_needs_the_api():
     assert health.live() == (True, 'ok') and health.ready()[0]
     now[0] += 61
     assert health.live() == (False, 'stale: operator-loop') and not health.ready()[0]
+
+
+def test_lease_spec_and_seconds_left():
+    """The Lease arithmetic maintenance's stagger and Slack-thread leases use (kube/lease, one home)."""
+    from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import lease_spec, seconds_left
+    spec = lease_spec('node-1', 100.0, 60.5, transitions=2)
+    assert spec == {'holderIdentity': 'node-1', 'renewTime': '1970-01-01T00:01:40.000000Z', 'leaseDurationSeconds': 60,
+                    'acquireTime': '1970-01-01T00:01:40.000000Z', 'leaseTransitions': 2}
+    assert 'acquireTime' not in lease_spec('node-1', 100.0, 60, acquire=False)
+    assert seconds_left({'spec': spec}, 130.0) == 30.0
+    assert seconds_left({'spec': spec}, 170.0) == -10.0
+    assert seconds_left(None, 0.0) == -1.0 and seconds_left({'spec': {'leaseDurationSeconds': 5}}, 0.0) == -1.0

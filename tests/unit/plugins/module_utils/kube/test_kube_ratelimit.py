@@ -1,19 +1,9 @@
 """client-go's rate limit: a token bucket of `burst` tokens refilled at `qps`; 0 means the default (5, 10)."""
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import TokenBucket, effective
+from ansible_collections.steward.cluster.plugins.module_utils.common.ratelimit import TokenBucket
+from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit import client_go_bucket, effective
 
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(round(seconds, 6))
-        self.now += seconds
+from support.clock import FakeClock
 
 
 def test_defaults_for_zero():
@@ -22,7 +12,7 @@ def test_defaults_for_zero():
 
 
 def test_burst_then_qps():
-    clock = Clock()
+    clock = FakeClock()
     bucket = TokenBucket(5, 10, clock=clock, sleep=clock.sleep)
     waits = [bucket.take() for _call in range(12)]
     assert waits[:10] == [0.0] * 10                  # the burst
@@ -30,3 +20,8 @@ def test_burst_then_qps():
     clock.now += 10                                  # idle: refilled up to the burst, not beyond
     assert [bucket.take() for _call in range(10)] == [0.0] * 10
     assert round(bucket.take(), 6) == 0.2
+
+
+def test_a_loop_s_bucket_reads_the_flags_as_client_go():
+    bucket = client_go_bucket(0, 0)
+    assert (bucket.rate, bucket.burst) == (5.0, 10)

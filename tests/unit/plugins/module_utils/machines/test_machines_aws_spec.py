@@ -12,7 +12,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.aws impor
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import ClassContext, MachineContext
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
-from ansible_collections.steward.cluster.plugins.module_utils.machines.ratelimit import TokenBucket, jittered_backoff
+from ansible_collections.steward.cluster.plugins.module_utils.common.ratelimit import TokenBucket
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import jittered_backoff
 
 # A MachineClass as MCM's AWS provider documents it (kubernetes/machine_classes/aws-machine-class.yaml).
 MCM_SPEC = {

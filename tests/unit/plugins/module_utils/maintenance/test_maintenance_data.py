@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import parse_rfc3339_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import (
     NodeData, ProfileData, format_data, node_data, parse_data)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import DataError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import parse_time_ns
 
 # As upstream's json.Marshal(DataV2) writes it (nanosecond timestamps, sorted map keys, no spaces).
 UPSTREAM_V2 = ('{"Profiles":{"flatcar":{"Transition":"2024-05-01T10:00:00.123456789Z","Current":"maintenance-required",'
@@ -22,8 +22,8 @@ UPSTREAM_V2 = ('{"Profiles":{"flatcar":{"Transition":"2024-05-01T10:00:00.123456
 
 def test_upstream_v2_round_trips_byte_for_byte():
     data = parse_data(UPSTREAM_V2)
-    assert data.profiles['flatcar'] == ProfileData(parse_time_ns('2024-05-01T10:00:00.123456789Z'), 'maintenance-required', 'operational')
-    assert data.notifications == {'approval_required': parse_time_ns('2024-05-01T10:01:00.5Z')}
+    assert data.profiles['flatcar'] == ProfileData(parse_rfc3339_ns('2024-05-01T10:00:00.123456789Z'), 'maintenance-required', 'operational')
+    assert data.notifications == {'approval_required': parse_rfc3339_ns('2024-05-01T10:01:00.5Z')}
     assert data.version == 2
     assert format_data(data) == UPSTREAM_V2
 
@@ -47,9 +47,9 @@ def test_v1_is_migrated_like_parse_migrate_data_v2():
                      'ProfileStates': {'a': 'maintenance-required', 'b': 'operational'}, 'PreviousStates': {'a': 'operational'}})
     data = parse_data(v1)
     assert data.version == 1
-    at = parse_time_ns('2024-05-01T10:00:00Z')
+    at = parse_rfc3339_ns('2024-05-01T10:00:00Z')
     assert data.profiles == {'a': ProfileData(at, 'maintenance-required', 'operational'), 'b': ProfileData(at, 'operational', 'operational')}
-    assert data.notifications == {'mail': parse_time_ns('2024-05-01T11:00:00Z')}
+    assert data.notifications == {'mail': parse_rfc3339_ns('2024-05-01T11:00:00Z')}
 
 
 def test_v0_takes_the_state_from_the_label():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import json
 
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance import eviction
+from ansible_collections.steward.cluster.plugins.module_utils.kube import drain as kube_drain
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.info import describe_node
@@ -67,7 +67,7 @@ def must_not_run(*args, **kwargs):
 
 
 def test_nothing_is_taken_or_run_and_exclusivity_is_shown(monkeypatch):
-    monkeypatch.setattr(eviction, 'drain', must_not_run)
+    monkeypatch.setattr(kube_drain, 'drain', must_not_run)
     leases = MemoryLeaseStore()
     node = make_node('w', {PROFILE: 'a--b--gone', 'go': 'y'}, {DATA: data_of(a='in-maintenance', b='maintenance-required')})
     info = describe_node(node, load_config(CONFIG), T0, Environment(leases=leases, kube='CLIENT'))

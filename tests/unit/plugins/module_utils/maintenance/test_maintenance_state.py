@@ -10,11 +10,12 @@ import json
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance import eviction
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339_ns
+from ansible_collections.steward.cluster.plugins.module_utils.kube import drain as kube_drain
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import parse_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import format_time_ns, seconds_to_ns
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.gotime import seconds_to_ns
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import ErrorKind, metadata_patch, reconcile
 
 from support.maintenance import (
@@ -229,9 +230,9 @@ profiles:
 
     def failing_cordon(client, name):
         calls.append(name)
-        raise eviction.DrainError('node %s does not exist' % name)
+        raise kube_drain.DrainError('node %s does not exist' % name)
 
-    monkeypatch.setattr(eviction, 'cordon', failing_cordon)
+    monkeypatch.setattr(kube_drain, 'cordon', failing_cordon)
     sim = Sim(config, make_node('w', {PROFILE: 'p', 'go': 'y'}), Environment(kube='CLIENT'))
     result = sim.step()
     assert calls == ['w']
@@ -239,7 +240,7 @@ profiles:
     assert {e.kind for e in result.errors} == {ErrorKind.TRIGGER}
     assert messages(result) == ['profile p: transition operational -> in-maintenance aborted: trigger cordon (cordon) failed: '
                                 'cordon w: node w does not exist']
-    monkeypatch.setattr(eviction, 'cordon', lambda client, name: True)
+    monkeypatch.setattr(kube_drain, 'cordon', lambda client, name: True)
     result = sim.step()
     assert sim.labels[STATE] == 'in-maintenance' and sim.labels['marked'] == 'yes'
 
@@ -294,7 +295,7 @@ profiles:
             raise outcome
         return outcome
 
-    monkeypatch.setattr(eviction, 'uncordon', flaky_uncordon)
+    monkeypatch.setattr(kube_drain, 'uncordon', flaky_uncordon)
     sim.step()                                    # in-maintenance -> operational
     assert calls == [] and states(sim) == {'p': 'operational'}
     result = sim.step()                           # entering operational: uncordon fails
@@ -358,7 +359,7 @@ def test_upstream_data_is_kept_byte_for_byte_and_old_formats_are_rewritten():
     node = make_node('w', {PROFILE: 'flatcar', STATE: 'maintenance-required'}, {DATA: v1, APPROVED: 'true'})
     result = reconcile(node, config, T0, Environment(http=FakeHttp()))
     rewritten = json.loads(result.patch['metadata']['annotations'][DATA])
-    assert rewritten['Profiles']['flatcar'] == {'Transition': format_time_ns(seconds_to_ns(T0)), 'Current': 'in-maintenance',
+    assert rewritten['Profiles']['flatcar'] == {'Transition': format_rfc3339_ns(seconds_to_ns(T0)), 'Current': 'in-maintenance',
                                                 'Previous': 'maintenance-required'}
 
 

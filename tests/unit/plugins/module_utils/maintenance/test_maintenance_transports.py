@@ -6,16 +6,20 @@ local webhook / Slack Web API double, and Leases through KubeClient on the Kuber
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import PluginError
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore, LeaseConflict, lease_spec
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import lease_spec
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore, LeaseConflict
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import (
     SmtpAuth, SmtplibSender, UrllibPoster)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.state import reconcile
 
+from support.bad_input import Drip
 from support.maintenance import T0, apply_patch, make_node
 
 CONFIG = '''
@@ -116,3 +120,47 @@ def test_reconcile_with_real_transports(kube, smtp_server, webhook_server):
     # Another node within the hour: the stagger lease holds it back.
     other = reconcile(make_node('worker-8', {'cloud.sap/maintenance-profile': 'p', 'go': 'y'}), config, T0 + 120, env)
     assert other.transitions == [] and other.profiles[0].evaluations[0].checks['stagger']['passed'] is False
+
+
+# --- every send under one deadline (issue 23 §4) --------------------------------------------------
+# The drip sends a byte every half second for far longer than this; the per-read socket timeout never fires.
+SEND_TIMEOUT = 1.0
+SLACK = 2.0   # a loaded 2-core machine wakes threads late
+
+
+@pytest.mark.parametrize('headers', [True, False], ids=['slow-headers', 'slow-body'])
+def test_a_webhook_that_drips_its_answer_is_cut_at_the_deadline(headers):
+    server = Drip(headers=headers)
+    try:
+        started = time.monotonic()
+        with pytest.raises(PluginError, match=r'POST http://127\.0\.0\.1:%d/\.\.\.: POST at .* gave up after' % server.port):
+            UrllibPoster(timeout=SEND_TIMEOUT).post('http://127.0.0.1:%d/secret-path' % server.port, b'{}', {})
+        took = time.monotonic() - started
+        assert SEND_TIMEOUT <= took < SEND_TIMEOUT + SLACK, took
+    finally:
+        server.close()
+
+
+def smtp_greeting(conn):
+    """An SMTP peer that sends its greeting a byte every half second."""
+    return b'220 ' + b'x' * 200 + b'\r\n'
+
+
+def smtp_ehlo(conn):
+    """An SMTP peer that greets at once, then drips its answer to EHLO."""
+    conn.sendall(b'220 slow.example.org ESMTP\r\n')
+    conn.recv(1024)
+    return b'250-slow.example.org\r\n' * 50
+
+
+@pytest.mark.parametrize('stall_after_greeting', [False, True], ids=['greeting', 'ehlo'])
+def test_an_smtp_peer_that_stalls_is_cut_at_the_deadline(stall_after_greeting):
+    peer = Drip(script=smtp_ehlo if stall_after_greeting else smtp_greeting)
+    try:
+        started = time.monotonic()
+        with pytest.raises(PluginError, match='SMTP 127.0.0.1:[0-9]+: SMTP send at 127.0.0.1:[0-9]+ gave up after'):
+            SmtplibSender(timeout=SEND_TIMEOUT).send('127.0.0.1:%d' % peer.port, 'a@example.org', ['b@example.org'], b'x', None)
+        took = time.monotonic() - started
+        assert SEND_TIMEOUT <= took < SEND_TIMEOUT + SLACK, took
+    finally:
+        peer.close()

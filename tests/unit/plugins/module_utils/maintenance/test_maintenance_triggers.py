@@ -2,13 +2,13 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Trigger plugins: alterAnnotation/alterLabel on the working node; cordon/uncordon/drain/eviction through
-maintenance.eviction (replaced by recording fakes here; eviction has its own tests)."""
+kube/drain (replaced by recording fakes here; eviction has its own tests)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance import eviction
+from ansible_collections.steward.cluster.plugins.module_utils.kube import drain as kube_drain
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment, PluginParams
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, PluginError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.fields import Fields
@@ -61,16 +61,16 @@ class Recorder:
 
 def test_cordon_and_uncordon_call_eviction(monkeypatch):
     cordon, uncordon = Recorder(True), Recorder(False)
-    monkeypatch.setattr(eviction, 'cordon', cordon)
-    monkeypatch.setattr(eviction, 'uncordon', uncordon)
+    monkeypatch.setattr(kube_drain, 'cordon', cordon)
+    monkeypatch.setattr(kube_drain, 'uncordon', uncordon)
     build(Cordon, None).trigger(params())
     build(Uncordon, {}).trigger(params())
     assert cordon.calls == [('CLIENT', 'n1', {})] and uncordon.calls == [('CLIENT', 'n1', {})]
 
 
 def test_drain_passes_its_options(monkeypatch):
-    drain = Recorder(eviction.DrainResult(evicted=['ns/a'], skipped=[], complete=True, message='drained'))
-    monkeypatch.setattr(eviction, 'drain', drain)
+    drain = Recorder(kube_drain.DrainResult(evicted=['ns/a'], skipped=[], complete=True, message='drained'))
+    monkeypatch.setattr(kube_drain, 'drain', drain)
     env = Environment(kube='CLIENT', clock=lambda: 5.0, sleep=lambda s: None)
     build(Drain, {'timeout': '5m', 'evictionTimeout': '30s', 'protectedNamespaces': ['kube-system'], 'force': True}).trigger(params(env=env))
     [(client, name, kwargs)] = drain.calls
@@ -80,18 +80,18 @@ def test_drain_passes_its_options(monkeypatch):
 
 
 def test_drain_defaults(monkeypatch):
-    drain = Recorder(eviction.DrainResult([], [], True, ''))
-    monkeypatch.setattr(eviction, 'drain', drain)
+    drain = Recorder(kube_drain.DrainResult([], [], True, ''))
+    monkeypatch.setattr(kube_drain, 'drain', drain)
     build(Drain, None).trigger(params())
     kwargs = drain.calls[0][2]
     assert (kwargs['timeout'], kwargs['eviction_timeout'], kwargs['protected_namespaces'], kwargs['force']) == (600.0, 120.0, [], False)
 
 
 def test_failed_or_incomplete_drain_is_a_plugin_error(monkeypatch):
-    monkeypatch.setattr(eviction, 'drain', Recorder(error=eviction.DrainError('2 pod(s) left: ns/a: PDB')))
+    monkeypatch.setattr(kube_drain, 'drain', Recorder(error=kube_drain.DrainError('2 pod(s) left: ns/a: PDB')))
     with pytest.raises(PluginError, match='drain n1: 2 pod\\(s\\) left'):
         build(Drain, None).trigger(params())
-    monkeypatch.setattr(eviction, 'drain', Recorder(eviction.DrainResult([], [], False, 'still going')))
+    monkeypatch.setattr(kube_drain, 'drain', Recorder(kube_drain.DrainResult([], [], False, 'still going')))
     with pytest.raises(PluginError, match='did not complete: still going'):
         build(Drain, None).trigger(params())
 
@@ -102,9 +102,9 @@ def test_eviction_triggers_need_a_client():
 
 
 def test_upstream_eviction_trigger_maps_onto_the_same_functions(monkeypatch):
-    drain, cordon = Recorder(eviction.DrainResult([], [], True, '')), Recorder(True)
-    monkeypatch.setattr(eviction, 'drain', drain)
-    monkeypatch.setattr(eviction, 'cordon', cordon)
+    drain, cordon = Recorder(kube_drain.DrainResult([], [], True, '')), Recorder(True)
+    monkeypatch.setattr(kube_drain, 'drain', drain)
+    monkeypatch.setattr(kube_drain, 'cordon', cordon)
     build(Eviction, {'action': 'drain', 'deletionTimeout': '2m', 'forceEviction': True}).trigger(params())
     build(Eviction, {'action': 'cordon'}).trigger(params())
     kwargs = drain.calls[0][2]

@@ -20,7 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors imp
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
     FileError, RepairQueue, dump_yaml, load_cluster_file, load_document, load_mapping, load_reboot_queue,
-    apply_file_update, load_repair_queue, parse_mode, plan_file_update, write_text_atomic, write_yaml_atomic,
+    apply_file_update, load_repair_queue, parse_mode, plan_file_update, write_text_atomic,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     SourceError, count_by, load_constraints_input, load_template, machines_from, match_machine,
@@ -118,7 +118,8 @@ def mode_of(path):
 
 def test_atomic_write_creates_with_default_mode_and_leaves_no_temp_files(tmp_path):
     path = str(tmp_path / 'cluster.yml')
-    text = write_yaml_atomic(path, {'name': 'c', 'nodes': []})
+    text = dump_yaml({'name': 'c', 'nodes': []})
+    write_text_atomic(path, text)
     assert open(path).read() == text == 'name: c\nnodes: []\n'
     assert mode_of(path) == 0o644
     assert os.listdir(str(tmp_path)) == ['cluster.yml']
@@ -187,12 +188,12 @@ def test_repair_queue_missing_file_is_empty_and_append_numbers_entries(tmp_path)
         {'index': 1, 'address': '10.0.0.4', 'machine_type': 'iDRAC-9', 'operation': 'unhealthy', 'serial': 'def',
          'status': 'queued', 'created': '2026-01-01T00:00:00Z'},
     ]
-    write_yaml_atomic(path, queue.as_document())
+    write_text_atomic(path, dump_yaml(queue.as_document()))
     again = load_repair_queue(path)
     assert again.entries == added and again.write_index == 2
     # A deleted entry never gives its index back: write_index only grows.
     again.entries.pop()
-    write_yaml_atomic(path, again.as_document())
+    write_text_atomic(path, dump_yaml(again.as_document()))
     third = load_repair_queue(path)
     assert third.append([{'address': '10.0.0.9'}], now=NOW)[0]['index'] == 2
 

@@ -11,13 +11,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import parse_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES,
     REPAIR_VARIABLES,
     SEARCH_QUERY,
     SabakanClient,
     graphql_url,
-    parse_datetime,
     query_variables,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, SabakanVariablesError
@@ -155,25 +155,25 @@ def test_set_machine_state_rejects_unknown_state_before_sending():
         SabakanClient('http://192.0.2.1:9', timeout=0.1).set_machine_state('abc', 'BROKEN')
 
 
-# --- DateTime parsing ----------------------------------------------------------------------------
+# --- DateTime parsing (sabakan answers are read by common/times.parse_rfc3339) ----------------------------------------------------------------------------
 @pytest.mark.parametrize('text, expected', [
     ('2024-01-31T12:00:00Z', datetime(2024, 1, 31, 12, tzinfo=timezone.utc)),
     ('2024-01-31T12:00:00.123456789Z', datetime(2024, 1, 31, 12, 0, 0, 123456, tzinfo=timezone.utc)),
     ('2024-01-31T12:00:00.5+09:00', datetime(2024, 1, 31, 3, 0, 0, 500000, tzinfo=timezone.utc)),
     ('2024-01-31T12:00:00-01:30', datetime(2024, 1, 31, 13, 30, tzinfo=timezone.utc)),
 ])
-def test_parse_datetime(text, expected):
-    assert parse_datetime(text) == expected
-    assert parse_datetime(text).utcoffset() is not None
+def test_parse_rfc3339(text, expected):
+    assert parse_rfc3339(text) == expected
+    assert parse_rfc3339(text).utcoffset() is not None
 
 
 @pytest.mark.parametrize('text', ['2024-01-31', '2024-01-31T12:00:00', '2024-13-01T00:00:00Z', 'yesterday', None, 17])
 def test_parse_datetime_rejects(text):
     with pytest.raises(ValueError):
-        parse_datetime(text)
+        parse_rfc3339(text)
 
 
 def test_parse_datetime_keeps_order_across_offsets():
-    a = parse_datetime('2024-01-31T12:00:00+09:00')
-    b = parse_datetime('2024-01-31T04:00:00Z')
+    a = parse_rfc3339('2024-01-31T12:00:00+09:00')
+    b = parse_rfc3339('2024-01-31T04:00:00Z')
     assert b - a == timedelta(hours=1)

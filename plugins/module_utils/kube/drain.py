@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Cordon, uncordon and drain a node the way `kubectl drain` (and kubernetes.core's k8s_drain, MCM's drain) do.
 
-The seed's maintenance-controller leaves draining to other controllers; the optional `cordon`, `uncordon`
-and `drain` trigger plugins call these functions so a maintenance profile can empty a node itself.
+A Kubernetes operation, not a concept of one area: the maintenance triggers (`cordon`, `uncordon`, `drain`,
+`eviction`: the seed's maintenance-controller leaves draining to other controllers), the machines area's
+drain (which takes `classify_pods` and `eviction_body` and paces the evictions itself) and provisioning's
+node removal all use it.
 
 * `classify_pods` is pure: which pods of a node to evict, which to leave (DaemonSet, mirror/static,
   terminated, protected namespace) and which to refuse (no controller: nothing would recreate them,
@@ -23,10 +25,10 @@ import dataclasses
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import doubled
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches  # noqa: F401  (re-exported)
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import MaintenanceError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
 
 MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
 EVICTION_API_VERSION = 'policy/v1'
@@ -39,8 +41,10 @@ POLL_START = 0.1
 POLL_MAX = 2.0
 
 
-class DrainError(MaintenanceError):
-    """The node could not be drained (missing node, refused pods, timeout); `result` holds what was done."""
+class DrainError(KubeError):
+    """The node could not be drained (missing node, refused pods, timeout); `result` holds what was done. A KubeError
+    so that whoever handles the API's failures handles this one too; `status` is 0, as nothing the server said
+    decided it (callers match on the type, not on the status)."""
 
     def __init__(self, message: str, result: Optional['DrainResult'] = None):
         super().__init__(message)
@@ -273,7 +277,7 @@ def _evict_all(client: KubeClient, pods: List[Dict[str, Any]], deadline: float, 
         if pending:
             earliest = min(p.deadline for p in pending.values())
             sleep(max(0.0, min(backoff, earliest - clock())))
-            backoff = min(backoff * 2, EVICT_BACKOFF_MAX)
+            backoff = doubled(backoff, EVICT_BACKOFF_START, EVICT_BACKOFF_MAX)
     return waiting
 
 
@@ -291,5 +295,5 @@ def _wait_gone(client: KubeClient, waiting: Dict[str, Dict[str, Any]], deadline:
         if not remaining or clock() >= deadline:
             break
         sleep(max(0.0, min(interval, deadline - clock())))
-        interval = min(interval * 2, POLL_MAX)
+        interval = doubled(interval, POLL_START, POLL_MAX)
     return sorted(remaining)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.eviction import (
-    classify_pods, controller_of, eviction_body, pod_ref, selector_matches)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import classify_pods, controller_of, eviction_body, pod_ref
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
 
 PROTECTED = ('kube-system', 'monitoring')
 
