@@ -25,7 +25,7 @@ export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
 export ANSIBLE_PYTHON_INTERPRETER := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: all venv build etcd-bin test unit integration pytest sanity lint get-pip-standin lab lab-down demo dist changelog bench clean
+.PHONY: all venv build etcd-bin test unit integration pytest sanity lint get-pip-standin lab lab-down lab-reset demo dist changelog bench clean
 
 all: system-packages venv build etcd-bin kubernetes-core controller
 
@@ -145,6 +145,12 @@ lab: all
 
 lab-down:
 	if [ -x $(PY) ]; then $(PY) lab/lab.py down --state $(LAB); fi
+
+# A lab an earlier run, drill or crash left broken (`make lab` says so): stop what its state records as the lab's,
+# remove the state, bring it up anew. `make demo` does the same reset by itself before it starts.
+lab-reset: all
+	$(PY) lab/lab.py down --purge --state $(LAB)
+	$(PY) lab/lab.py up --members $(MEMBERS) --state $(LAB)
 
 demo: all
 	$(PY) lab/demo.py --state $(LAB) --members $(MEMBERS)

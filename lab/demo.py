@@ -54,18 +54,26 @@ def main() -> int:
     parser.add_argument('--keep', action='store_true', help='leave the lab running at the end')
     args = parser.parse_args()
     state = os.path.abspath(args.state)
-    log_dir = os.path.join(state, 'demo')
-    os.makedirs(log_dir, exist_ok=True)
-    for old in os.listdir(log_dir):
-        os.unlink(os.path.join(log_dir, old))
     acts = [a.strip() for a in args.acts.split(',') if a.strip()]
     unknown = sorted(set(acts) - set(ACTS))
     if unknown:
         parser.error('unknown act(s) %s; known: %s' % (', '.join(unknown), ', '.join(ACTS)))
     started = time.monotonic()
+    # The demo owns its lab: it starts from a fresh state whatever an earlier run, drill or crash left there
+    # (a lab with wiped members would fail `lab up`); what the old state records as ours is stopped first.
+    try:
+        stopped = lab.reset(state)
+    except RuntimeError as exc:
+        print('demo: %s' % exc, file=sys.stderr)
+        return 1
+    log_dir = os.path.join(state, 'demo')
+    os.makedirs(log_dir, exist_ok=True)
+    reset_line = '%6.1f s  %-10s %s: %s' % (time.monotonic() - started, 'lab', 'fresh state',
+                                             'stopped ' + ', '.join(stopped) if stopped else 'no earlier lab running')
     with open(os.path.join(log_dir, 'demo.log'), 'w') as log:
         ctx = DemoContext(state=state, members=args.members, keys=args.keys, log_dir=log_dir, log=log)
         print('steward.cluster demo: %s (full logs in %s)' % (', '.join(acts), log_dir), flush=True)
+        ctx._say(reset_line)  # pylint: disable=protected-access
         failed: Optional[str] = None
         try:
             ctx.act = 'lab'

@@ -290,8 +290,8 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
         raise RuntimeError('%s missing: run `make all` first' % ETCD_BINARY)
     existing = read_inventory(state_dir)
     if 'etcd' in wanted and existing and len(existing) != members:
-        raise RuntimeError('the lab in %s has %d members, not %d: run `lab.py down --purge` first'
-                           % (state_dir, len(existing), members))
+        raise RuntimeError('the lab in %s has %d members, not %d: %s' % (state_dir, len(existing), members,
+                                                                         reset_hint(state_dir)))
     server = sabakan_up(state_dir, sabakan_port, racks, per_rack, seed) if sabakan and 'sabakan' in wanted else None
     try:
         if 'etcd' in wanted:
@@ -300,8 +300,9 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
             result = run_playbook(state_dir, echo=echo)
             if result['rc'] != 0:
                 detail = 'see the output above' if echo else result['output'][-4000:]
-                raise RuntimeError('ansible-playbook steward.cluster.etcd_cluster failed (rc=%d): %s'
-                                   % (result['rc'], detail))
+                raise RuntimeError('ansible-playbook steward.cluster.etcd_cluster failed (rc=%d): %s\n'
+                                   'A lab an earlier run, drill or crash left behind (wiped or lost members) is not '
+                                   'repaired by `up`: %s' % (result['rc'], detail, reset_hint(state_dir)))
     except BaseException:
         if server and server['started']:
             sabakan_down(state_dir)
@@ -309,6 +310,31 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
     result['sabakan_url'] = server['url'] if server else None
     result['cloud'] = parts.up(state_dir, cloud, [p for p in parts.PARTS if p in wanted])
     return result
+
+
+def reset_hint(state_dir: str) -> str:
+    """The command that starts a lab over, for the messages of a lab that cannot come up as it is."""
+    return 'start over with `make lab-reset` (or `python lab/lab.py down --state %s --purge`, then `up`)' % state_dir
+
+
+# What a lab state dir holds (a dir with none of these is not a lab's, and reset() leaves it alone).
+STATE_MARKERS = ('inventory.yml', 'ansible.cfg', 'kubeconfig', 'aws.env', 'demo', 'sabakan.url', 'hosts')
+
+
+def reset(state_dir: str) -> List[str]:
+    """Start from a fresh lab state, whatever an earlier run, drill or crash left in state_dir: stop every process
+    the old state records as the lab's (lab_down: pid files checked against start time and command line, so a
+    stranger that reused a pid is never signalled), then remove the state dir. Refuses a non-empty dir that holds
+    none of a lab's files. The names of what was stopped."""
+    state_dir = os.path.abspath(state_dir)
+    if os.path.isdir(state_dir):
+        entries = os.listdir(state_dir)
+        if entries and not set(entries) & set(STATE_MARKERS):
+            raise RuntimeError('%s is not a lab state dir (none of %s in it): not removing it'
+                               % (state_dir, ', '.join(STATE_MARKERS)))
+    running = sabakan_pid(state_dir) is not None
+    stopped = lab_down(state_dir, purge=True)
+    return stopped + (['sabakan'] if running else [])
 
 
 def member_status(hostvars: Dict[str, Any]) -> Dict[str, Any]:
