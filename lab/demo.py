@@ -73,7 +73,7 @@ def main() -> int:
     with open(os.path.join(log_dir, 'demo.log'), 'w') as log:
         ctx = DemoContext(state=state, members=args.members, keys=args.keys, log_dir=log_dir, log=log)
         print('steward.cluster demo: %s (full logs in %s)' % (', '.join(acts), log_dir), flush=True)
-        ctx._say(reset_line)  # pylint: disable=protected-access
+        ctx.say(reset_line)
         failed: Optional[str] = None
         try:
             ctx.act = 'lab'

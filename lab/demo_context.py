@@ -76,14 +76,15 @@ class DemoContext:
             took = time.monotonic() - start
             self.write_log(traceback.format_exc())
             line = '%6.1f s  %-10s %s: FAILED: %s' % (took, self.act, title, _one_line(exc))
-            self._say(line)
+            self.say(line)
             message = '%s / %s failed (%s); full log in %s' % (self.act, title, _one_line(exc), self.log.name)
             raise DemoFailed(message) from exc
         line = '%6.1f s  %-10s %s%s' % (time.monotonic() - start, self.act, title, (': ' + note) if note else '')
-        self._say(line)
+        self.say(line)
         return line
 
-    def _say(self, line: str) -> None:
+    def say(self, line: str) -> None:
+        """One story line: printed, kept for story.txt and written to demo.log."""
         self.story.append(line)
         self.write_log('<== ' + line)
         self.out.write(line + '\n')
