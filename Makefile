@@ -20,7 +20,8 @@ SANITY_ARGS ?=
 ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
 
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
-export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/controller
+# The repository root too: the lab is the package `lab` (tests, benchmarks and lab programs import it).
+export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/controller:$(CURDIR)
 export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
 export ANSIBLE_PYTHON_INTERPRETER := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
@@ -153,7 +154,7 @@ lab-reset: all
 	$(PY) lab/lab.py up --members $(MEMBERS) --state $(LAB)
 
 demo: all
-	$(PY) lab/demo.py --state $(LAB) --members $(MEMBERS)
+	$(PY) -m lab.demo --state $(LAB) --members $(MEMBERS)
 
 # --- packaging and benchmarks -----------------------------------------------------------------
 # The Galaxy tarball (galaxy.yml's build_ignore keeps venv, build tree, lab state and test output out of it).

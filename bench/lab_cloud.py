@@ -37,16 +37,15 @@ from typing import Any, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'lab'))
 sys.path.insert(0, os.path.join(REPO, 'tests'))
 
 import requests  # noqa: E402
 
-import parts  # noqa: E402
-from nodes import NodeEmulator  # noqa: E402
+from lab import parts
+from lab.cloud.nodes import NodeEmulator
 from summary_file import write_summary  # noqa: E402
-from support.ec2 import ACCESS_KEY_ID, DEFAULT_REGION, SECRET_ACCESS_KEY  # noqa: E402
-from support.etcd_cluster import free_port  # noqa: E402
+from lab.env.ec2_server import ACCESS_KEY_ID, DEFAULT_REGION, SECRET_ACCESS_KEY
+from lab.env.ports import free_port  # noqa: E402
 
 IMAGE = 'ami-0f1a5f5ada0e7da53'
 KUBELET_RENEW = 10.0

@@ -276,7 +276,7 @@ def written(runtime: Any) -> float:
 
 def emulator_part(count: int, workers: int) -> Dict[str, Any]:
     import kubernetes
-    from support.kube import KubeServer
+    from lab.kube.api import KubeServer
     from steward_controller.core import metrics as metrics_mod, settings as settings_mod
     from steward_controller.maintenance.controller import MaintenanceController
     from steward_controller.maintenance.config import parse_config_source

@@ -42,9 +42,8 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'lab'))
 
-from datacenter import generate_datacenter  # noqa: E402
+from lab.sabakan.datacenter import generate_datacenter
 from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.generator import (  # noqa: E402
