@@ -124,6 +124,22 @@ def test_the_install_is_the_only_copy_ansible_sees(installed_collection):
     assert list(json.loads(listed)) == [os.path.join(path, 'ansible_collections')]
 
 
+def test_the_controller_finds_the_collection_ansible_is_pointed_at(installed_collection):
+    """Without PYTHONPATH, the controller imports the engine from ANSIBLE_COLLECTIONS_PATH (an installed release),
+    not from the checkout it was installed from (controller/steward_controller/engine_path.py)."""
+    path, collection = installed_collection
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'ANSIBLE_COLLECTIONS_PATH')}
+    env['ANSIBLE_COLLECTIONS_PATH'] = path
+    code = ('from steward_controller.engine_path import ensure_engine; root = ensure_engine(); '
+            'from ansible_collections.steward.cluster.plugins.module_utils.kube import client; '
+            'print(root); print(client.__file__)')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120, env=env, cwd='/',
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    root, engine_file = proc.stdout.split()
+    assert root == path and engine_file.startswith(collection + os.sep), proc.stdout
+
+
 def test_ansible_doc_lists_every_module_and_plugin(installed_collection):
     path = installed_collection[0]
     for kind, fqcns in expected_plugins().items():
