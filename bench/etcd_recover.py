@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 from lab.demo import etcd_act  # (load, read_all, lose_for_good)
-from lab import manager
+from lab import manager as lab  # the lab manager (bench/ keeps its names: only import lines change here)
 from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection  # noqa: E402
@@ -60,7 +60,7 @@ def config_path(host: Dict) -> str:
 
 def spec_of(host: Dict, wait: bool = True) -> ProcessSpec:
     return ProcessSpec(pid_file=host['etcd_pid_file'], binary=host['etcd_binary'], config_file=config_path(host),
-                       log_file=host['etcd_log_file'], wait=wait, wait_url=manager.client_url(host), wait_timeout=60,
+                       log_file=host['etcd_log_file'], wait=wait, wait_url=lab.client_url(host), wait_timeout=60,
                        stop_timeout=2)
 
 
@@ -71,7 +71,7 @@ def setup_of(name: str, host: Dict) -> MemberSetup:
     fingerprint_path = config_path(host) + '.restart-sha256'
     with open(fingerprint_path) as f:
         fingerprint = f.read().strip()
-    return MemberSetup(name=name, client_url=manager.client_url(host), peer_url='http://%s:2380' % host['ansible_host'],
+    return MemberSetup(name=name, client_url=lab.client_url(host), peer_url='http://%s:2380' % host['ansible_host'],
                        data_dir=host['etcd_data_dir'], config_file=config_path(host), config=config,
                        fingerprint_path=fingerprint_path, fingerprint=fingerprint)
 
@@ -80,8 +80,8 @@ def engine_recovery(hosts: Dict[str, Dict], store_dir: str) -> float:
     """The playbook's steps done by the engine alone, without Ansible: every host's facts, the plan, the restore
     when it says so, then every host's part (recovery_steps.recover_host) at once, until every member is healthy."""
     began = time.monotonic()
-    facts = [dict(inspect_member(EtcdConnection(endpoints=(manager.client_url(h),)), name=name,
-                                 data_dir=h['etcd_data_dir'], client_url=manager.client_url(h),
+    facts = [dict(inspect_member(EtcdConnection(endpoints=(lab.client_url(h),)), name=name,
+                                 data_dir=h['etcd_data_dir'], client_url=lab.client_url(h),
                                  peer_url='http://%s:2380' % h['ansible_host'], pid_file=h['etcd_pid_file']),
                   member_name=name) for name, h in hosts.items()]
     plan = plan_recovery(facts, store_configured=True).to_dict()
@@ -105,7 +105,7 @@ def engine_recovery(hosts: Dict[str, Dict], store_dir: str) -> float:
 
     with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
         list(pool.map(part, hosts))
-    info, why = wait_until_healthy(EtcdConnection(endpoints=tuple(manager.client_url(h) for h in hosts.values())), 60)
+    info, why = wait_until_healthy(EtcdConnection(endpoints=tuple(lab.client_url(h) for h in hosts.values())), 60)
     if why:
         raise SystemExit('the engine alone did not recover: %s' % why)
     return time.monotonic() - began
@@ -113,18 +113,18 @@ def engine_recovery(hosts: Dict[str, Dict], store_dir: str) -> float:
 
 def timed_playbook(state: str, store: str, hosts: Dict[str, Dict], data: Dict[str, str],
                    collections: Optional[str]) -> Dict:
-    ours = manager.COLLECTIONS
-    manager.COLLECTIONS = collections or ours  # run_playbook passes it as ANSIBLE_COLLECTIONS_PATH
+    ours = lab.COLLECTIONS
+    lab.COLLECTIONS = collections or ours  # run_playbook passes it as ANSIBLE_COLLECTIONS_PATH
     try:
         start = time.monotonic()
-        result = manager.run_playbook(state, 'steward.cluster.etcd_recover', ['-e', 'etcd_backup_store=' + store],
+        result = lab.run_playbook(state, 'steward.cluster.etcd_recover', ['-e', 'etcd_backup_store=' + store],
                                   echo=False)
         seconds = time.monotonic() - start
     finally:
-        manager.COLLECTIONS = ours
+        lab.COLLECTIONS = ours
     if result['rc'] != 0:
         raise SystemExit('etcd_recover failed (rc=%d):\n%s' % (result['rc'], result['output'][-4000:]))
-    for url in [manager.client_url(h) for h in hosts.values()]:
+    for url in [lab.client_url(h) for h in hosts.values()]:
         if etcd_act.read_all(url) != data:
             raise SystemExit('keys missing on %s after recovery' % url)
     steps = STEP.findall(result['output'][result['output'].rfind('Where the seconds went'):]) \
@@ -152,10 +152,10 @@ def main() -> int:
     results: Dict[str, Dict[str, List]] = {}
     tables: Dict[str, List] = {}
     try:
-        manager.lab_up(state, 3, args.ip_base, echo=False, sabakan=False)
-        hosts = manager.read_inventory(state)
+        lab.lab_up(state, 3, args.ip_base, echo=False, sabakan=False)
+        hosts = lab.read_inventory(state)
         data = etcd_act.load(hosts, args.keys)
-        backup = manager.run_playbook(state, 'steward.cluster.etcd_backup', ['-e', 'etcd_backup_store=' + store], echo=False)
+        backup = lab.run_playbook(state, 'steward.cluster.etcd_backup', ['-e', 'etcd_backup_store=' + store], echo=False)
         if backup['rc'] != 0:
             raise SystemExit(backup['output'][-3000:])
         contenders = [('ours', None)] + ([('reference', os.path.abspath(args.reference))] if args.reference else [])
@@ -173,11 +173,11 @@ def main() -> int:
                 floor = engine_recovery(hosts, store)
                 results[path].setdefault('floor', []).append(floor)
                 print('run %d %-17s %-9s %6.1f s' % (run + 1, path, 'floor', floor), flush=True)
-                for url in [manager.client_url(h) for h in hosts.values()]:
+                for url in [lab.client_url(h) for h in hosts.values()]:
                     if etcd_act.read_all(url) != data:
                         raise SystemExit('keys missing on %s after the floor run' % url)
     finally:
-        manager.lab_down(state, purge=True)
+        lab.lab_down(state, purge=True)
     medians = {path: {who: statistics.median(v) for who, v in by.items()} for path, by in results.items()}
     print('\netcd_recover, 3 members, %d keys: seconds from playbook start to every key readable on every member '
           '(median of %d)' % (args.keys, args.runs))

@@ -52,8 +52,9 @@ import requests
 
 from lab.cloud.ec2_fidelity import LAB_ACCESS_KEY_ID, LAB_AGENT, LAB_REGION, LAB_SECRET_ACCESS_KEY
 from lab.cloud.node_objects import (CLAIM_PREFIX, EC2_STATES, LEASE_NAMESPACE, MARKER, SERIAL_LABEL, UNREACHABLE, Target,
-                          ec2_targets, is_ready, lease_object, micro_time, node_object, parse_time, ready_conditions,
-                          rfc3339, sabakan_targets, taints_without_unreachable, unknown_conditions)
+                                    ec2_targets, is_ready, lease_object, micro_time, node_object, parse_time,
+                                    ready_conditions, rfc3339, sabakan_targets, taints_without_unreachable,
+                                    unknown_conditions)
 
 LOG = logging.getLogger('lab.nodes')
 FAULTS_FILE = 'node-faults.json'

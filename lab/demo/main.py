@@ -66,8 +66,8 @@ def main() -> int:
         return 1
     log_dir = os.path.join(state, 'demo')
     os.makedirs(log_dir, exist_ok=True)
-    reset_line = '%6.1f s  %-10s %s: %s' % (time.monotonic() - started, 'lab', 'fresh state',
-                                             'stopped ' + ', '.join(stopped) if stopped else 'no earlier lab running')
+    reset_note = 'stopped ' + ', '.join(stopped) if stopped else 'no earlier lab running'
+    reset_line = '%6.1f s  %-10s %s: %s' % (time.monotonic() - started, 'lab', 'fresh state', reset_note)
     with open(os.path.join(log_dir, 'demo.log'), 'w') as log:
         ctx = DemoContext(state=state, members=args.members, keys=args.keys, log_dir=log_dir, log=log)
         print('steward.cluster demo: %s (full logs in %s)' % (', '.join(acts), log_dir), flush=True)

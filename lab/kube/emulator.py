@@ -70,7 +70,7 @@ from lab.kube.rules import RequestRefused, bad_request, check_write, invalid, re
 from lab.kube.selectors import SelectorError, parse_field_selector, parse_label_selector
 from lab.kube.tokenreview import is_token_review, token_review
 from lab.kube.workloads import (BUILTIN_SCALE, BUILTIN_SCALED, DEFAULT_STATUS_DELAY, MOVED_KINDS, ScalePaths,
-                            crd_scale_paths, default_replicas, moved_status, scale_of, with_replicas)
+                                crd_scale_paths, default_replicas, moved_status, scale_of, with_replicas)
 
 _RV = itertools.count(1)
 # The API server's generated-name suffix (k8s.io/apimachinery utilrand.String: 5 of these 27 characters) and its

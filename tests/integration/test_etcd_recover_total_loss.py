@@ -35,7 +35,7 @@ def test_total_loss_with_a_corrupt_newest_backup_restores_the_older_one(lab3):
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
     verified = manager.run_playbook(state, 'steward.cluster.etcd_backup_verify', ['-e', 'etcd_backup_store=' + store],
-                                echo=False)
+                                    echo=False)
     assert verified['rc'] != 0, verified['output'][-3000:]
     assert 'the newest backup %s is not restorable' % newest in verified['output']
     assert 'the newest restorable is %s' % older in verified['output']

@@ -20,7 +20,7 @@ from lab import manager
 def lab3(tmp_path):
     state = str(tmp_path / 'lab')
     manager.lab_up(state, 3, '127.%d.%d.11' % (random.randint(100, 250), random.randint(0, 250)), echo=False,
-               sabakan=False)
+                   sabakan=False)
     hosts = manager.read_inventory(state)
     yield state, hosts
     manager.lab_down(state, purge=False)

@@ -4,7 +4,7 @@ k8s.io/apimachinery/pkg/labels/selector_test.go and fields/selector_test.go stat
 import pytest
 
 from lab.kube.selectors import (SelectorError, label_selector_from_spec, parse_field_selector,
-                            parse_label_selector, selector_string)
+                                parse_label_selector, selector_string)
 
 GOOD = ['', 'x=a', 'x=a,y=b,z=c', 'x!=a,y=b', 'x=', 'x= ', 'x=,z= ', 'x= ,z= ', '!x', 'x>1', 'x>1,z<5', 'x==a',
         'x in (a)', 'x in (a,b)', 'x notin (a)', 'x in ()', 'x in (,a)', 'x in (a,)', 'x in (a,,b)',

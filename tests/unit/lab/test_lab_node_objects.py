@@ -4,7 +4,7 @@ what the node lifecycle controller writes, which machines are targets."""
 import pytest
 
 from lab.cloud.node_objects import (ec2_targets, lease_object, node_object, ready_conditions,
-                          sabakan_targets, unknown_conditions)
+                                    sabakan_targets, unknown_conditions)
 from lab.cloud.nodes import heal, partition, read_faults
 
 INSTANCE = {'InstanceId': 'i-0abc', 'PrivateDnsName': 'ip-10-0-1-5.eu-west-1.compute.internal',
