@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The system packages of bindep.txt a profile needs and this Debian machine lacks: what `bindep -b PROFILE` prints.
 
 The Makefile runs this before the venv exists (a fresh Debian 12 has python3.11 but not the `bindep` tool, which
