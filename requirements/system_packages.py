@@ -31,7 +31,7 @@ def platforms() -> Set[str]:
     try:
         with open('/etc/os-release') as f:
             for line in f:
-                key, _, value = line.strip().partition('=')
+                key, _sep, value = line.strip().partition('=')
                 if key in ('ID', 'ID_LIKE'):
                     found.update(v.strip('"') for v in value.split())
     except OSError:

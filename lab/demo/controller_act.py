@@ -19,7 +19,6 @@ import glob
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List

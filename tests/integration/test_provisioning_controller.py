@@ -13,7 +13,6 @@ import datetime
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest

@@ -20,7 +20,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from typing import Dict
 
