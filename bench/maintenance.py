@@ -285,7 +285,7 @@ def written(runtime: Any) -> float:
 
 def emulator_part(count: int, workers: int) -> Dict[str, Any]:
     import kubernetes
-    from support.kube import KubeServer
+    from lab.kube.api import KubeServer
     from steward_controller.core import metrics as metrics_mod, settings as settings_mod
     from steward_controller.maintenance.controller import MaintenanceController
     from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import parse_config_source

@@ -45,7 +45,7 @@ import yaml  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-from datacenter import generate_datacenter  # noqa: E402
+from lab.sabakan.datacenter import generate_datacenter  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.generator import (  # noqa: E402

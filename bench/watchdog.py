@@ -234,9 +234,10 @@ def latency_part(cluster: ProbedCluster, interval: float, crossings: int, probe_
     import base64
     import tempfile
     import yaml
-    from support.controller import ControllerProcess, wait_for
-    from support.kube import KubeServer
-    from support.watchdog import deployment, kubeconfig_for
+    from lab.env.controller import ControllerProcess, wait_for
+    from lab.kube.api import KubeServer
+    from lab.env.node_leases import deployment
+    from support.watchdog import kubeconfig_for
 
     server = KubeServer(status_delay=0.2).start()   # its status mover plays the deployment controller
     kube = client_for(server.url)

@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The lab's cloud parts as background processes, next to its etcd members and sabakan (lab.py):
 
-    kube        the Kubernetes API emulator (lab/kube_api.py) with every CRD of controller/deploy/crds;
+    kube        the Kubernetes API emulator (lab/kube/api.py) with every CRD of controller/deploy/crds;
                 reached through <state>/kubeconfig
-    ec2         EC2 and S3 with fidelity (lab/ec2_fidelity.py); endpoint and keys in <state>/aws.env
-    nodes       the node emulator (lab/nodes.py): Nodes and Leases for running instances and claimed machines;
+    ec2         EC2 and S3 with fidelity (lab/cloud/ec2_fidelity.py); endpoint and keys in <state>/aws.env
+    nodes       the node emulator (lab/cloud/nodes.py): Nodes and Leases for running instances and claimed machines;
                 faults through <state>/node-faults.json (`lab.py partition|heal`)
     controller  steward-controller from the venv with every loop, --kubeconfig <state>/kubeconfig and aws.env;
                 logs in <state>/controller.log
@@ -24,17 +24,15 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from ec2_fidelity import LAB_ACCESS_KEY_ID, LAB_REGION, LAB_SECRET_ACCESS_KEY
-from supervisor import cmdline  # the static-pod supervisor's: one reader of /proc/<pid>/cmdline in the lab
+from lab.cloud.ec2_fidelity import LAB_ACCESS_KEY_ID, LAB_REGION, LAB_SECRET_ACCESS_KEY
+from lab.paths import REPO, module_argv, venv_python
+from lab.provisioning.supervisor import cmdline  # the static-pod supervisor's: one reader of /proc/<pid>/cmdline in the lab
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 PARTS = ('kube', 'ec2', 'nodes', 'controller')
 CRDS_DIR = os.path.join(REPO, 'controller', 'deploy', 'crds')
 LEADER_NAMESPACE = 'steward-system'
@@ -61,11 +59,6 @@ def files(state_dir: str) -> Dict[str, str]:
         out[part + '_pid'] = os.path.join(base, part + '.pid')
         out[part + '_log'] = out['controller_log'] if part == 'controller' else os.path.join(base, part + '.log')
     return out
-
-
-def venv_python() -> str:
-    candidate = os.path.join(REPO, '.venv', 'bin', 'python')
-    return candidate if os.path.exists(candidate) else sys.executable
 
 
 # --- processes that are provably ours --------------------------------------------------------------------------
@@ -181,7 +174,7 @@ def aws_env(url: str, region: str) -> Dict[str, str]:
 def write_aws_env(path: str, env: Dict[str, str]) -> None:
     tmp = '%s.%d.tmp' % (path, os.getpid())
     with open(tmp, 'w') as f:
-        f.write('# steward.cluster lab: EC2 and S3 with fidelity (lab/ec2_fidelity.py); `. %s`\n' % path)
+        f.write('# steward.cluster lab: EC2 and S3 with fidelity (lab/cloud/ec2_fidelity.py); `. %s`\n' % path)
         for key in sorted(env):
             f.write('export %s=%s\n' % (key, env[key]))
     os.replace(tmp, path)
@@ -213,17 +206,17 @@ def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optiona
     py = venv_python()
     result: Dict[str, Dict[str, Any]] = {}
     if 'kube' in wanted:
-        argv = [py, os.path.join(HERE, 'kube_api.py'), 'serve', '--host', settings.host, '--port', '0',
-                '--crds-dir', CRDS_DIR, '--kubeconfig', f['kubeconfig'], '--url-file', f['kube_url'],
-                '--status-delay', str(settings.status_delay)]
+        argv = module_argv('lab.kube.api', 'serve', '--host', settings.host, '--port', '0', '--crds-dir', CRDS_DIR,
+                           '--kubeconfig', f['kubeconfig'], '--url-file', f['kube_url'],
+                           '--status-delay', str(settings.status_delay), python=py)
         record = _ensure(f['kube_pid'], argv, f['kube_log'])
         if record['started']:
             _remove(f['kube_url'])
             _wait_file(f['kube_url'], record, f['kube_log'], 'the Kubernetes API emulator', timeout)
         result['kube'] = dict(record, url=read_url(f['kube_url']))
     if 'ec2' in wanted:
-        argv = [py, os.path.join(HERE, 'ec2_fidelity.py'), 'serve', '--host', settings.host, '--port', '0',
-                '--url-file', f['ec2_url']]
+        argv = module_argv('lab.cloud.ec2_fidelity', 'serve', '--host', settings.host, '--port', '0',
+                           '--url-file', f['ec2_url'], python=py)
         record = _ensure(f['ec2_pid'], argv, f['ec2_log'])
         if record['started']:
             _remove(f['ec2_url'])
@@ -235,9 +228,9 @@ def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optiona
     if 'nodes' in wanted:
         if not kube_url:
             raise RuntimeError('the node emulator needs the Kubernetes API emulator (part kube)')
-        argv = [py, os.path.join(HERE, 'nodes.py'), 'run', '--kube-url', kube_url, '--state-dir', state_dir,
-                '--region', settings.region, '--renew-interval', str(settings.renew_interval),
-                '--grace', str(settings.grace), '--delete-after', str(settings.delete_after)]
+        argv = module_argv('lab.cloud.nodes', 'run', '--kube-url', kube_url, '--state-dir', state_dir,
+                           '--region', settings.region, '--renew-interval', str(settings.renew_interval),
+                           '--grace', str(settings.grace), '--delete-after', str(settings.delete_after), python=py)
         if ec2_url:
             argv += ['--ec2-url', ec2_url]
         result['nodes'] = _ensure(f['nodes_pid'], argv, f['nodes_log'])

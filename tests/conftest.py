@@ -63,8 +63,8 @@ def s3_bucket(s3_server):
 
 @pytest.fixture(scope='session')
 def ec2_server():
-    """The EC2 (+S3) fidelity server (tests/support/ec2.py) in its own process, shared by a worker's tests."""
-    from support.ec2 import EC2Server
+    """The EC2 (+S3) fidelity server (lab/env/ec2_server.py) in its own process, shared by a worker's tests."""
+    from lab.env.ec2_server import EC2Server
     server = EC2Server().start()
     yield server
     server.stop()
@@ -81,9 +81,9 @@ def ec2(ec2_server):
 
 @pytest.fixture
 def bench(kube, ec2, tmp_path):
-    """A machines bench (tests/support/machines_cluster.py): the real controller program against this test's API
+    """A machines bench (lab/env/machines_bench.py): the real controller program against this test's API
     emulator and EC2, with its state under tmp_path; the controller is stopped after the test."""
-    from support.machines_cluster import MachinesBench
+    from lab.env.machines_bench import MachinesBench
     b = MachinesBench(kube, ec2.url, str(tmp_path))
     yield b
     b.stop()
@@ -91,15 +91,12 @@ def bench(kube, ec2, tmp_path):
 
 @pytest.fixture
 def sabakan_server():
-    """A sabakan GraphQL server over real HTTP on 127.0.0.1 (lab/sabakan_server.py) serving a generated data
+    """A sabakan GraphQL server over real HTTP on 127.0.0.1 (lab/sabakan/server.py) serving a generated data
     center: 4 racks x 8 machines (one boot server per rack, roles cs/ss), seed 1, all HEALTHY. Yields the
     SabakanServer (.url, .set_machines, .set_state, .advance, .set_fault, .machines); stopped after the test."""
     import time
-    lab_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'lab')
-    if lab_dir not in sys.path:
-        sys.path.insert(0, lab_dir)
-    from datacenter import generate_datacenter
-    from sabakan_server import start_server
+    from lab.sabakan.datacenter import generate_datacenter
+    from lab.sabakan.server import start_server
     server = start_server(generate_datacenter(4, 8, seed=1, now=time.time()))
     yield server
     server.stop()
@@ -107,12 +104,12 @@ def sabakan_server():
 
 @pytest.fixture
 def kube():
-    """The Kubernetes API emulator (tests/support/kube.py) over HTTP on 127.0.0.1, with the controller's
+    """The Kubernetes API emulator (lab/kube/api.py) over HTTP on 127.0.0.1, with the controller's
     CRDs installed. Yields a KubeClient (module_utils/kube) bound to it; `.server` is the KubeServer."""
     import kubernetes
     from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
-    from support.controller import install_crds
-    from support.kube import KubeServer
+    from lab.env.controller import install_crds
+    from lab.kube.api import KubeServer
     server = KubeServer().start()
     configuration = kubernetes.client.Configuration()
     configuration.host = server.url

@@ -18,14 +18,18 @@ import asyncio
 import threading
 from typing import Optional, Sequence
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import LeaseLock
+from steward_controller.engine_path import ensure_engine
 
-from steward_controller import __version__
-from steward_controller.core import logs, metrics, settings as settings_mod
-from steward_controller.core.leader import LeaderElector
-from steward_controller.core.runtime import Runtime
+ensure_engine()  # before the first engine import: the collection may not be on sys.path (engine_path.py says where)
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import LeaseLock  # noqa: E402
+
+from steward_controller import __version__  # noqa: E402
+from steward_controller.core import logs, metrics, settings as settings_mod  # noqa: E402
+from steward_controller.core.leader import LeaderElector  # noqa: E402
+from steward_controller.core.runtime import Runtime  # noqa: E402
 
 log = logging.getLogger('steward.main')
 HARD_EXIT_GRACE = 5.0

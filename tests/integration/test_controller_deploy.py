@@ -1,5 +1,5 @@
 """steward.cluster.controller_deploy (role steward.cluster.controller) in real ansible-playbook runs with
-kubernetes.core against the Kubernetes API emulator over HTTP (tests/support/kube.py).
+kubernetes.core against the Kubernetes API emulator over HTTP (lab/kube/api.py).
 
 Each test gets its own, empty emulator (no CRDs): the role installs them. The emulator has no pods, so
 controller_wait is false (nothing would ever roll out). Assertions read the objects back from the API.
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from support.ansible import REPO, run_playbook
-from support.kube import KubeServer, repo_path
+from lab.kube.api import KubeServer, repo_path
 
 from steward_controller.core.settings import environment_variables
 
@@ -358,7 +358,7 @@ def test_manifests_agree_with_the_controller_and_kustomization():
 
 
 def test_emulator_namespaces_and_server_side_dry_run(cluster):
-    """The two API server behaviours the role relies on that kmock lacks (tests/support/kube.py)."""
+    """The two API server behaviours the role relies on that kmock lacks (lab/kube/api.py)."""
     client = cluster.client
     namespaces = api_path('v1', 'namespaces')
     created = client.create(namespaces, {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': 'one'}})

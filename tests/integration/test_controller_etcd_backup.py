@@ -18,7 +18,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store impo
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Invalid
 
 from support.ansible import local_play, run_playbook
-from support.controller import ControllerProcess, wait_for
+from lab.env.controller import ControllerProcess, wait_for
 from support.etcd_cluster import EtcdCluster
 
 NS = 'backups'

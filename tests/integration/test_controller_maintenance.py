@@ -32,7 +32,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Conflict
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import MutexTimeout
 
-from support.controller import ControllerProcess, wait_for
+from lab.env.controller import ControllerProcess, wait_for
 
 NS = 'steward-system'
 CONFIGMAP = api_path('v1', 'configmaps', NS, 'maintenance')

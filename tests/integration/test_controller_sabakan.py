@@ -19,8 +19,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integration_spec import parse_spec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.kube_nodes import INTEGRATION_ANNOTATION
 
-from support.controller import ControllerProcess, wait_for
-from support.kube import repo_path
+from lab.env.controller import ControllerProcess, wait_for
+from lab.kube.api import repo_path
 
 NAMESPACE = 'infra'
 NAME = 'dc1'

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import pytest
 
@@ -14,10 +13,9 @@ from support.recover_lab import lab3  # noqa: F401  # pylint: disable=unused-imp
 from support.recover_lab import assert_all_keys, backup_keys, plan_of, put, recover
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, 'lab'))
 
-import etcd_act  # noqa: E402
-import lab  # noqa: E402
+from lab.demo import etcd_act
+from lab import manager
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +34,8 @@ def test_total_loss_with_a_corrupt_newest_backup_restores_the_older_one(lab3):
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    verified = lab.run_playbook(state, 'steward.cluster.etcd_backup_verify', ['-e', 'etcd_backup_store=' + store],
-                                echo=False)
+    verified = manager.run_playbook(state, 'steward.cluster.etcd_backup_verify', ['-e', 'etcd_backup_store=' + store],
+                                    echo=False)
     assert verified['rc'] != 0, verified['output'][-3000:]
     assert 'the newest backup %s is not restorable' % newest in verified['output']
     assert 'the newest restorable is %s' % older in verified['output']

@@ -393,24 +393,23 @@ def test_systemd_unit_and_tls_config_render(tmp_path):
 
 # --- lab --------------------------------------------------------------------------------------------
 def test_lab_up_down_on_other_addresses(tmp_path):
-    sys.path.insert(0, os.path.join(REPO, 'lab'))
-    import lab  # noqa: E402
+    from lab import manager
     state = str(tmp_path / 'lab')
     try:
-        first = lab.lab_up(state, 3, '127.0.0.51', echo=False)
+        first = manager.lab_up(state, 3, '127.0.0.51', echo=False)
         assert first['rc'] == 0 and first['changed'] > 0
-        inv = lab.read_inventory(state)
+        inv = manager.read_inventory(state)
         assert [hv['ansible_host'] for hv in inv.values()] == ['127.0.0.51', '127.0.0.52', '127.0.0.53']
-        assert all(st['healthy'] and st['pid'] for st in lab.lab_status(state).values())
+        assert all(st['healthy'] and st['pid'] for st in manager.lab_status(state).values())
         cfg = open(os.path.join(state, 'ansible.cfg')).read()
         assert 'collections_path = %s/.build/collections' % REPO in cfg and 'host_key_checking = False' in cfg
-        second = lab.lab_up(state, 3, '127.0.0.51', echo=False)
+        second = manager.lab_up(state, 3, '127.0.0.51', echo=False)
         assert second['rc'] == 0 and second['changed'] == 0, second['output'][-2000:]
-        stopped = lab.lab_down(state)   # the cloud parts (kube, ec2, nodes, controller) and the members
+        stopped = manager.lab_down(state)   # the cloud parts (kube, ec2, nodes, controller) and the members
         assert {'etcd1', 'etcd2', 'etcd3'} <= set(stopped) and len(stopped) == len(set(stopped)), stopped
         assert not any(health(ip) for ip in ('127.0.0.51', '127.0.0.52', '127.0.0.53'))
-        assert lab.lab_down(state, purge=True) == []
+        assert manager.lab_down(state, purge=True) == []
         assert not os.path.exists(state)
     finally:
         if os.path.exists(state):
-            kill_by_pid_files([hv['etcd_pid_file'] for hv in lab.read_inventory(state).values()])
+            kill_by_pid_files([hv['etcd_pid_file'] for hv in manager.read_inventory(state).values()])

@@ -16,8 +16,8 @@ import boto3
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
-from support.controller import wait_for
-from support.kube import load_yaml_documents, repo_path
+from lab.env.controller import wait_for
+from lab.kube.api import load_yaml_documents, repo_path
 
 LAB = repo_path('lab', 'lab.py')
 PARTS = ('kube', 'ec2', 'nodes', 'controller')
@@ -192,7 +192,7 @@ def test_down_never_signals_a_process_the_lab_did_not_start(state):
         with open(state / 'kube.pid', 'w') as f:
             json.dump({'pid': bystander.pid, 'start_time': '1', 'argv': ['sleep', '300']}, f)
         with open(state / 'nodes.pid', 'w') as f:
-            json.dump({'pid': bystander.pid, 'start_time': None, 'argv': ['python', 'lab/nodes.py']}, f)
+            json.dump({'pid': bystander.pid, 'start_time': None, 'argv': ['python', 'lab/cloud/nodes.py']}, f)
         lab(state, 'down')
         assert bystander.poll() is None
         assert not os.path.exists(state / 'kube.pid') and not os.path.exists(state / 'nodes.pid')

@@ -1,4 +1,4 @@
-"""The lab's EC2 with fidelity (lab/ec2_fidelity.py in front of moto), over HTTP with boto3 as the machine driver
+"""The lab's EC2 with fidelity (lab/cloud/ec2_fidelity.py in front of moto), over HTTP with boto3 as the machine driver
 would call it: ClientToken idempotency, describe lag, RequestLimitExceeded, call counts, S3 unchanged."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from support.controller import wait_for
-from support.ec2 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+from lab.env.controller import wait_for
+from lab.env.ec2_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 
 IMAGE = 'ami-12345678'
 
@@ -257,7 +257,7 @@ def index_scenario(ec2):
 
 
 def test_the_moto_index_answers_exactly_what_moto_scanning_answers(ec2):
-    """lab/moto_index.py reads tags and instances by id and remembers each host's backend instead of moto's scans.
+    """lab/cloud/moto_index.py reads tags and instances by id and remembers each host's backend instead of moto's scans.
     One scenario (writes that look instances up, then reads of every kind) run on a fresh moto with the index and
     again without: the answers are byte for byte the same but for moto's random ids and the clock."""
     assert ec2.settings()['moto_index'] is True

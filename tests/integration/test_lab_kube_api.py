@@ -1,4 +1,4 @@
-"""The lab's Kubernetes API emulator over HTTP (lab/kube_api.py): selectors, the API server's refusals, the scale
+"""The lab's Kubernetes API emulator over HTTP (lab/kube/api.py): selectors, the API server's refusals, the scale
 subresource and the workload status mover, exercised with the official `kubernetes` client and the engine's
 KubeClient as a user's code would."""
 
@@ -18,8 +18,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Conflict, Invalid, KubeError
-from support.controller import wait_for
-from support.kube import KubeServer
+from lab.env.controller import wait_for
+from lab.kube.api import KubeServer
 
 DELAY = 0.2
 
@@ -351,7 +351,7 @@ def test_request_log_and_object_history_stay_bounded(server, kube, ns):
 
 
 def test_lists_by_resource_answer_exactly_what_kmocks_scan_of_every_object_answers(server, kube, ns):
-    """lab/kube_index.py lists one resource's keys instead of kmock's check of every stored object: the same items
+    """lab/kube/index.py lists one resource's keys instead of kmock's check of every stored object: the same items
     in the same order for namespaced and cluster-wide lists, selectors, deleted, re-created and finalizing
     objects, and the same 404 for a resource nobody serves."""
     other = ns + '-b'

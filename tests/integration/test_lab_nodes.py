@@ -1,4 +1,4 @@
-"""The lab's node emulator (lab/nodes.py) against the API emulator and EC2 with fidelity, over HTTP: Nodes and
+"""The lab's node emulator (lab/cloud/nodes.py) against the API emulator and EC2 with fidelity, over HTTP: Nodes and
 Leases for running instances and claimed sabakan machines, Ready Unknown after the grace when a node is
 partitioned or its instance stops, recovery on heal, deletion only of Nodes whose machine is gone."""
 
@@ -11,9 +11,10 @@ import time
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
-from support.controller import wait_for
-from support.kube import KubeServer
-from support.nodes import ADDRESS_ANNOTATION, MARKER, SERIAL_LABEL, UNREACHABLE, NodeEmulator, partition
+from lab.env.controller import wait_for
+from lab.kube.api import KubeServer
+from lab.cloud.node_objects import ADDRESS_ANNOTATION, MARKER, SERIAL_LABEL, UNREACHABLE
+from lab.cloud.nodes import NodeEmulator, partition
 
 RENEW, GRACE, DELETE_AFTER = 0.4, 2.5, 1.0
 NODES = api_path('v1', 'nodes')

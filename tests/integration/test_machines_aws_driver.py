@@ -12,7 +12,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.codes imp
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import ClassContext, MachineContext, VMState
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
 
-from support.machines_aws import ec2_client, instances, make_network, provider_spec, secret_data
+from lab.env.machines_aws import ec2_client, instances, make_network, provider_spec, secret_data
 
 REGION = 'eu-west-1'
 

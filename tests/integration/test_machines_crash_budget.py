@@ -6,7 +6,7 @@ wave."""
 import time
 
 
-from support.machines_cluster import MachinesBench, wait_for
+from lab.env.machines_bench import MachinesBench, wait_for
 
 
 def tagged(bench, key):

@@ -18,9 +18,9 @@ import time
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.fault_driver import ALLOW_TAG, INITIALIZED_TAG, PROVIDER
-from support.kube import repo_path
-from support.machines_aws import secret_data
-from support.machines_cluster import API, REGION, wait_for, when
+from lab.kube.api import repo_path
+from lab.env.machines_aws import secret_data
+from lab.env.machines_bench import API, REGION, wait_for, when
 from support.netcut import CuttableLink
 
 LAUNCHER = repo_path('tests', 'support', 'controller_with_fault_driver.py')

@@ -8,7 +8,7 @@ import time
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import wait_for, when
+from lab.env.machines_bench import wait_for, when
 
 
 def add_pod(bench, name, node, labels):

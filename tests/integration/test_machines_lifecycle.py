@@ -6,7 +6,7 @@ tagged instances; scale to 1; deleting the deployment leaves no instance)."""
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import wait_for, when
+from lab.env.machines_bench import wait_for, when
 from support.rbac import audited, calls_of, grants_from, least_privilege
 
 # What the machines loop may do (controller/deploy/rbac.yaml) and, of that, what this scenario does not reach.

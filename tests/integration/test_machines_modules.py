@@ -6,8 +6,8 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.ansible import local_play, run_playbook
-from support.machines_cluster import MachinesBench, REGION, wait_for
-from support.machines_aws import provider_spec, secret_data
+from lab.env.machines_bench import MachinesBench, REGION, wait_for
+from lab.env.machines_aws import provider_spec, secret_data
 
 API = 'machine.sapcloud.io/v1alpha1'
 NS = 'shoot--mod'

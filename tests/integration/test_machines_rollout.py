@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import Kubelets, wait_for, when
+from lab.env.machines_bench import Kubelets, wait_for, when
 
 REVISION = 'deployment.kubernetes.io/revision'
 DESIRED = 'deployment.kubernetes.io/desired-replicas'

@@ -1,4 +1,4 @@
-"""The sabakan driver against sabakan over real GraphQL/HTTP (lab/sabakan_server.py) and claims as Leases in the
+"""The sabakan driver against sabakan over real GraphQL/HTTP (lab/sabakan/server.py) and claims as Leases in the
 API emulator: claim a healthy unclaimed server (rack-spread), one claim per server even when two machines race,
 idempotent create, release (optionally RETIRING), listing with sabakan's states."""
 

@@ -8,7 +8,7 @@ import uuid
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import stamp, wait_for, when
+from lab.env.machines_bench import stamp, wait_for, when
 from support.netcut import CuttableLink
 
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from support.ansible import run_playbook
-from support.controller import ControllerProcess, wait_for
+from lab.env.controller import ControllerProcess, wait_for
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 

@@ -8,7 +8,8 @@ import pytest
 import requests
 
 from support.ansible import local_play, run_playbook
-from support.etcd_cluster import EtcdCluster, Member, free_port
+from lab.env.ports import free_port
+from support.etcd_cluster import EtcdCluster, Member
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info

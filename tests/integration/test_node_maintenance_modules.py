@@ -2,7 +2,7 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """node_maintenance_info and node_maintenance in real ansible-playbook runs against the Kubernetes API
-emulator over HTTP (lab/kube_api.py), with the seed's flatcar config. Assertions read what the modules
+emulator over HTTP (lab/kube/api.py), with the seed's flatcar config. Assertions read what the modules
 returned and what is stored on the Nodes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from support.ansible import local_play, run_playbook
-from support.etcd_cluster import free_port
+from lab.env.ports import free_port
 from support.maintenance import APPROVED, FLATCAR, REBOOT_NEEDED, REBOOT_OK
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path

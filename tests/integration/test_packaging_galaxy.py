@@ -53,6 +53,15 @@ def test_galaxy_metadata_names_the_project(collection_tarball):
         assert meta[key].startswith(PROJECT_URL), '%s: %s does not name %s' % (key, meta[key], PROJECT_URL)
     assert meta['description'] and len(meta['tags']) >= 5
     assert all(re.fullmatch(r'[a-z0-9_]{2,64}', t) for t in meta['tags']), meta['tags']
+    assert len(meta['tags']) <= 20, 'Galaxy takes at most 20 tags: %d' % len(meta['tags'])
+    # every area of the engine (and the controller) is named by a tag and by the description
+    engine = os.path.join(REPO, 'plugins', 'module_utils')
+    areas = sorted(d for d in os.listdir(engine) if os.path.isdir(os.path.join(engine, d))
+                   and d not in ('common', 'kube', '__pycache__')) + ['controller']
+    assert not [a for a in areas if a not in meta['tags']], 'galaxy.yml tags lack areas: %s' % areas
+    words = {'machines': 'machine', 'provisioning': 'provisioning', 'controller': 'controller'}
+    unnamed = [a for a in areas if words.get(a, a) not in meta['description'].lower()]
+    assert not unnamed, 'galaxy.yml description does not name %s' % unnamed
     text = open(os.path.join(REPO, 'galaxy.yml')).read()
     assert not re.search(r'example\.(com|invalid|org)|TODO|your[-_ ]', text), 'placeholder left in galaxy.yml'
     with tarfile.open(collection_tarball) as tar:
@@ -80,12 +89,55 @@ def test_the_project_urls_are_the_same_everywhere():
 
 
 # --- installed offline, used from the install only ----------------------------------------------------
+def test_the_readme_install_installs_and_the_venv_hides_no_checkout(collection_tarball, tmp_path):
+    """The README's install line, as a user types it in the venv (Ansible's own defaults, sys.path scanned, only the
+    build tree's variables gone): it installs into the empty dir. With the checkout on the venv's sys.path (a .pth
+    file) it answered "Nothing to do" and installed nothing; the controller finds the engine without one
+    (controller/steward_controller/engine_path.py)."""
+    import sysconfig
+    site = sysconfig.get_paths()['purelib']
+    leaks = [f for f in os.listdir(site) if f.endswith('.pth')
+             and REPO in open(os.path.join(site, f), errors='replace').read()]
+    assert not leaks, 'the venv puts the checkout on sys.path: %s' % leaks
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'ANSIBLE_COLLECTIONS_PATH')}
+    target = str(tmp_path / 'try')
+    proc = subprocess.run([os.path.join(VENV_BIN, 'ansible-galaxy'), 'collection', 'install', '--offline', '--no-deps',
+                           '-p', target, collection_tarball], capture_output=True, text=True, timeout=300, env=env,
+                          cwd='/', check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'Nothing to do' not in proc.stdout, proc.stdout
+    installed = os.path.join(target, 'ansible_collections', 'steward', 'cluster')
+    assert json.load(open(os.path.join(installed, 'MANIFEST.json')))['collection_info']['version'] == \
+        galaxy_meta()['version']
+    assert os.path.isfile(os.path.join(installed, 'plugins', 'modules', 'etcd_snapshot.py'))
+    # and the controller still runs from anywhere with neither variable set
+    help_ = subprocess.run([os.path.join(VENV_BIN, 'steward-controller'), '--help'], capture_output=True, text=True,
+                           timeout=120, env=env, cwd='/', check=False)
+    assert help_.returncode == 0 and '--controllers' in help_.stdout, help_.stderr[-2000:]
+
+
 def test_the_install_is_the_only_copy_ansible_sees(installed_collection):
     path, collection = installed_collection
     assert os.path.isfile(os.path.join(collection, 'MANIFEST.json'))
     listed = ansible('ansible-galaxy', 'collection', 'list', 'steward.cluster', '--format', 'json',
                      collections_path=path).stdout
     assert list(json.loads(listed)) == [os.path.join(path, 'ansible_collections')]
+
+
+def test_the_controller_finds_the_collection_ansible_is_pointed_at(installed_collection):
+    """Without PYTHONPATH, the controller imports the engine from ANSIBLE_COLLECTIONS_PATH (an installed release),
+    not from the checkout it was installed from (controller/steward_controller/engine_path.py)."""
+    path, collection = installed_collection
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'ANSIBLE_COLLECTIONS_PATH')}
+    env['ANSIBLE_COLLECTIONS_PATH'] = path
+    code = ('from steward_controller.engine_path import ensure_engine; root = ensure_engine(); '
+            'from ansible_collections.steward.cluster.plugins.module_utils.kube import client; '
+            'print(root); print(client.__file__)')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120, env=env, cwd='/',
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    root, engine_file = proc.stdout.split()
+    assert root == path and engine_file.startswith(collection + os.sep), proc.stdout
 
 
 def test_ansible_doc_lists_every_module_and_plugin(installed_collection):

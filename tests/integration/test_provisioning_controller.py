@@ -13,16 +13,15 @@ import datetime
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
 import requests
 
-from support.controller import ControllerProcess, wait_for
+from lab.env.controller import ControllerProcess, wait_for
 from support.rbac import audited, calls_of, grants_from, least_privilege
-from support.etcd_cluster import free_port
-from support.kube import repo_path
+from lab.env.ports import free_port
+from lab.kube.api import repo_path
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
@@ -32,9 +31,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.error
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import plan_node_files
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import Request, provision
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster, parse_node
-
-sys.path.insert(0, repo_path('lab'))
-import hosts as lab_hosts  # noqa: E402  (lab/hosts.py)
+from lab.provisioning import hosts as lab_hosts  # (lab/hosts.py)
 
 NS = 'kube-system'
 NOW = datetime.datetime.now(datetime.timezone.utc)

@@ -20,24 +20,20 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from typing import Dict
 
 import pytest
 
 from support.ansible import local_play, run_playbook
-from support.controller import wait_for
-from support.kube import repo_path
+from lab.env.controller import wait_for
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import haproxy, layout, pki
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import read_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root, read_record
-
-sys.path.insert(0, repo_path('lab'))
-import hosts as lab_hosts  # noqa: E402  (lab/hosts.py)
+from lab.provisioning import hosts as lab_hosts  # (lab/hosts.py)
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which('haproxy') is None,

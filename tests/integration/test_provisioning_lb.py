@@ -19,8 +19,8 @@ import time
 import pytest
 
 from support.ansible import local_play, run_playbook
-from support.controller import wait_for
-from support.etcd_cluster import free_port
+from lab.env.controller import wait_for
+from lab.env.ports import free_port
 
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import haproxy, layout, lb
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import LoadBalancerConfigInvalid

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, 'lab'))
 
-import etcd_act  # noqa: E402
-import lab  # noqa: E402
+from lab.demo import etcd_act
+from lab import manager
 from support.recover_lab import lab3  # noqa: E402,F401  # pylint: disable=unused-import
 from support.recover_lab import assert_all_keys, plan_of, recover  # noqa: E402
 
@@ -32,7 +30,7 @@ def test_recover_every_path_on_one_lab(lab3):
     assert healthy['rc'] == 0 and healthy['changed'] == 0, healthy['output'][-3000:]
     assert 'action: none' in plan_of(healthy)
 
-    backup = lab.run_playbook(state, 'steward.cluster.etcd_backup', ['-e', 'etcd_backup_store=' + store], echo=False)
+    backup = manager.run_playbook(state, 'steward.cluster.etcd_backup', ['-e', 'etcd_backup_store=' + store], echo=False)
     assert backup['rc'] == 0, backup['output'][-3000:]
 
     # minority lost for good: remove + re-add as learner + promote

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import Counter
 from types import SimpleNamespace
 
@@ -17,11 +16,8 @@ import yaml
 
 from support.ansible import local_play, run_playbook
 
-LAB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'lab')
-if LAB not in sys.path:
-    sys.path.insert(0, LAB)
 
-from datacenter import generate_datacenter  # noqa: E402
+from lab.sabakan.datacenter import generate_datacenter
 
 # Seed 000's example: control planes on compute servers, workers compute:storage:gpu = 6:3:1.
 TEMPLATE_631 = {

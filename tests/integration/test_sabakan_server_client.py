@@ -36,15 +36,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors imp
     SabakanResponseError,
     SabakanUnavailable,
 )
-from support.etcd_cluster import free_port
+from lab.env.ports import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAB = os.path.join(REPO, 'lab')
-if LAB not in sys.path:
-    sys.path.insert(0, LAB)
 
-from datacenter import format_rfc3339, generate_datacenter, parse_rfc3339  # noqa: E402
-from sabakan_server import start_server  # noqa: E402
+from lab.sabakan.datacenter import format_rfc3339, generate_datacenter, parse_rfc3339
+from lab.sabakan.server import start_server
 
 DAY = 86400.0
 STATES = ('UNINITIALIZED', 'HEALTHY', 'UNHEALTHY', 'UNREACHABLE', 'UPDATING', 'RETIRING', 'RETIRED')
@@ -618,7 +615,7 @@ def test_generate_datacenter_rejects_bad_arguments(kwargs, fragment):
 
 # --- the CLI ----------------------------------------------------------------------------------------
 def start_cli(*args):
-    proc = subprocess.Popen([sys.executable, os.path.join(LAB, 'sabakan_server.py'), '--port', '0'] + list(args),
+    proc = subprocess.Popen([sys.executable, '-m', 'lab.sabakan.server', '--port', '0'] + list(args),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     ready, _unused, _unused2 = select.select([proc.stdout], [], [], 30)
     line = proc.stdout.readline() if ready else ''
@@ -666,29 +663,29 @@ def test_cli_serves_and_keeps_state_across_restarts(tmp_path):
 
 
 def test_cli_rejects_bad_arguments():
-    proc = subprocess.run([sys.executable, os.path.join(LAB, 'sabakan_server.py'), '--port', '0', '--racks', '0'],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run([sys.executable, '-m', 'lab.sabakan.server', '--port', '0', '--racks', '0'],
+                          capture_output=True, text=True, timeout=60, check=False, cwd=REPO)
     assert proc.returncode == 1 and 'racks must be 1..255' in proc.stderr
 
 
-# --- the lab's background server (lab/lab.py; the etcd part of lab_up is tested elsewhere) ------------
+# --- the lab's background server (lab/manager.py; the etcd part of lab_up is tested elsewhere) ------------
 def test_lab_starts_and_stops_its_sabakan_server(tmp_path):
-    import lab
+    from lab import manager
     state = str(tmp_path / 'lab')
     try:
-        first = lab.sabakan_up(state, port=0, racks=2, per_rack=4, seed=3)
-        assert first['started'] and first['pid'] and lab.sabakan_url(state) == first['url']
+        first = manager.sabakan_up(state, port=0, racks=2, per_rack=4, seed=3)
+        assert first['started'] and first['pid'] and manager.sabakan_url(state) == first['url']
         assert len(SabakanClient(first['url'], timeout=10).search()) == 6
-        again = lab.sabakan_up(state, port=0)
+        again = manager.sabakan_up(state, port=0)
         assert again == dict(first, started=False)
-        status = lab.sabakan_status(state)
+        status = manager.sabakan_status(state)
         assert status['healthy'] and status['machines'] == 8 and status['pid'] == first['pid']
-        inventory = lab.build_inventory(state, 3, '127.0.0.11', sabakan_url=first['url'])
+        inventory = manager.build_inventory(state, 3, '127.0.0.11', sabakan_url=first['url'])
         assert inventory['all'] == {'vars': {'sabakan_url': first['url']}}
-        assert 'all' not in lab.build_inventory(state, 3, '127.0.0.11')
+        assert 'all' not in manager.build_inventory(state, 3, '127.0.0.11')
     finally:
-        stopped = lab.sabakan_down(state)
-    assert stopped and lab.sabakan_pid(state) is None and not os.path.exists(os.path.join(state, 'sabakan.pid'))
+        stopped = manager.sabakan_down(state)
+    assert stopped and manager.sabakan_pid(state) is None and not os.path.exists(os.path.join(state, 'sabakan.pid'))
     with pytest.raises(SabakanUnavailable):
         SabakanClient(first['url'], timeout=5).search()
-    assert lab.sabakan_down(state) is False
+    assert manager.sabakan_down(state) is False

@@ -23,7 +23,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import list_snapshots, take_full_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
 from support.ansible import local_play, run_playbook
-from support.etcd_cluster import free_port
+from lab.env.ports import free_port
 
 NOW = 1767225600
 

@@ -18,7 +18,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_co
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.weeder_config import parse_weeder_config
 
 from support.ansible import REPO, run_playbook
-from support.kube import KubeServer, repo_path
+from lab.kube.api import KubeServer, repo_path
 
 from steward_controller.core.settings import environment_variables
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from support.watchdog import ApiDouble, lease_object, node_object
+from lab.env.node_leases import lease_object, node_object
+from support.watchdog import ApiDouble
 from support.watchdog_env import (  # noqa: F401  (env: the fixture)  # pylint: disable=unused-import
     MELTDOWN, OWNER, REPLICAS, STATE, all_at, env, prober_config, until)
 

@@ -19,9 +19,9 @@ import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.controller import ControllerProcess, wait_for
-from support.machines_cluster import FAST_FLAGS, REGION, MachinesBench
-from support.watchdog import NodeLeases, deployment
+from lab.env.controller import ControllerProcess, wait_for
+from lab.env.machines_bench import FAST_FLAGS, REGION, MachinesBench
+from lab.env.node_leases import NodeLeases, deployment
 
 MELTDOWN = 'dependency-watchdog.gardener.cloud/meltdown-protection-active'
 TARGETS = (('kube-controller-manager', 2, 1, 0), ('machine-controller-manager', 1, 1, 1))

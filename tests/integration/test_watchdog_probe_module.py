@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.ansible import local_play, run_playbook
-from support.watchdog import NodeLeases, deployment
+from lab.env.node_leases import NodeLeases, deployment
 
 NS = 'steward-system'
 REPLICAS = 'dependency-watchdog.gardener.cloud/replicas'

@@ -2,7 +2,7 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The prober end to end: the real controller (`--controllers prober --prober-config FILE`) against the
-Kubernetes API emulator, node leases renewed by the test (tests/support/watchdog.py) and a status mover
+Kubernetes API emulator, node leases renewed by the test (lab/env/node_leases.py) and a status mover
 playing the Deployment controller, so completion gates see real progress.
 
 DWD's prober acceptance tests (gardener-components-inventory.md §1.1) are named `test_dwd_p<N>_*`; our

@@ -14,8 +14,9 @@ import requests
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.etcd_cluster import free_port
-from support.watchdog import ApiDouble, lease_object, node_object
+from lab.env.ports import free_port
+from lab.env.node_leases import lease_object, node_object
+from support.watchdog import ApiDouble
 from support.watchdog_env import (  # noqa: F401  (env: the fixture)  # pylint: disable=unused-import
     NS, all_at, env, last_operation, prober_config, resource, step_of, until)
 

@@ -16,7 +16,7 @@ import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.controller import ControllerProcess, wait_for
+from lab.env.controller import ControllerProcess, wait_for
 from support.rbac import audited, calls_of, grants_from, least_privilege
 
 NS = 'steward-system'

@@ -55,8 +55,8 @@ def shared_tarball(shared_dir: str) -> str:
 
 def installed_only_env(collections_path: str, **extra: str) -> Dict[str, str]:
     """An environment in which Ansible finds steward.cluster only in `collections_path`: no build tree on
-    ANSIBLE_COLLECTIONS_PATH or PYTHONPATH, and no scanning of sys.path (the venv's .pth file points at
-    the build tree)."""
+    ANSIBLE_COLLECTIONS_PATH or PYTHONPATH, and no scanning of sys.path (belt and braces: nothing on the venv's
+    sys.path holds the checkout, test_packaging_galaxy.py checks that)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith('ANSIBLE_') and k not in ('PYTHONPATH',)}
     env.update({
         'ANSIBLE_COLLECTIONS_PATH': collections_path,

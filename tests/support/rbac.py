@@ -1,5 +1,5 @@
 """RBAC as the API server evaluates it, for tests that compare what a loop calls with what it is granted (issue 19
-§5: least privilege per loop). The calls come from the emulator's audit log (lab/kube_emulator.py `audit`: the
+§5: least privilege per loop). The calls come from the emulator's audit log (lab/kube/emulator.py `audit`: the
 User-Agent says which process and loops made them); the grants from the manifests in controller/deploy.
 
 `least_privilege(calls, grants, unused_ok)` returns (denied, unused): calls no rule allows, and rule entries
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from support.kube import load_yaml_documents, repo_path
+from lab.kube.api import load_yaml_documents, repo_path
 
 VERBS = {'POST': 'create', 'PUT': 'update', 'PATCH': 'patch'}
 

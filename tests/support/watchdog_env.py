@@ -14,8 +14,9 @@ import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.controller import ControllerProcess, wait_for
-from support.watchdog import HOLD, NodeLeases, ReplicaRecorder, deployment, kubeconfig_for
+from lab.env.controller import ControllerProcess, wait_for
+from lab.env.node_leases import NodeLeases, deployment
+from support.watchdog import HOLD, ReplicaRecorder, kubeconfig_for
 
 NS = 'steward-system'
 REPLICAS = 'dependency-watchdog.gardener.cloud/replicas'

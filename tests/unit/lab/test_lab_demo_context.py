@@ -1,20 +1,16 @@
-"""The demo's act interface (lab/demo_context.py, lab/demo.py): one story line per step with its figures,
+"""The demo's act interface (lab/demo/context.py, lab/demo/main.py): one story line per step with its figures,
 the full output in the log, a failing step named with where its log is, and an act that is just a module
 with TITLE and run(ctx). (`make demo` itself runs in tests/integration/test_readme_commands.py.)"""
 
 from __future__ import annotations
 
+import importlib
 import io
-import os
-import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, 'lab'))
-
-import demo  # noqa: E402
-from demo_context import DemoContext, DemoFailed, changes  # noqa: E402
+from lab.demo import main as demo
+from lab.demo.context import DemoContext, DemoFailed, changes
 
 
 @pytest.fixture
@@ -53,7 +49,7 @@ def test_an_act_is_a_module_with_title_and_run(ctx, tmp_path, monkeypatch):
         "def run(ctx):\n"
         "    return [ctx.step('one', lambda: '1 thing'), ctx.step('two', lambda: None)]\n")
     monkeypatch.syspath_prepend(str(tmp_path / 'acts'))
-    demo.run_acts(ctx, ['toy_act'])
+    demo.run_acts(ctx, ['toy_act'], package=None)
     assert [line.split('  ', 2)[-1].strip() for line in ctx.story] == ['toy        one: 1 thing', 'toy        two']
     ctx.log.flush()
     assert '#### act toy_act: a toy' in open(ctx.log.name).read()
@@ -61,7 +57,7 @@ def test_an_act_is_a_module_with_title_and_run(ctx, tmp_path, monkeypatch):
 
 def test_every_listed_act_has_the_interface():
     for name in demo.ACTS:
-        module = __import__(name)
+        module = importlib.import_module('lab.demo.' + name)
         assert isinstance(module.TITLE, str) and callable(module.run), name
 
 

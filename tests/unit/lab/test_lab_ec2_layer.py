@@ -1,10 +1,9 @@
-"""The EC2 fidelity layer's pure parts (lab/ec2_fidelity.py): the token bucket, the describe filter, the admin
+"""The EC2 fidelity layer's pure parts (lab/cloud/ec2_fidelity.py): the token bucket, the describe filter, the admin
 settings' validation. The HTTP behaviour is in tests/integration/test_lab_ec2_fidelity.py."""
 
 import pytest
 
-import support.kube  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
-from ec2_fidelity import Ec2Fidelity, TokenBucket, _without_instances  # noqa: E402
+from lab.cloud.ec2_fidelity import Ec2Fidelity, TokenBucket, _without_instances
 
 DESCRIBE = b'''<?xml version="1.0" encoding="utf-8"?>
 <DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15"><reservationSet>

@@ -1,11 +1,10 @@
-"""The lab emulator's own label/field selector code (lab/kube_selectors.py), case by case as
+"""The lab emulator's own label/field selector code (lab/kube/selectors.py), case by case as
 k8s.io/apimachinery/pkg/labels/selector_test.go and fields/selector_test.go state the API server's behaviour."""
 
 import pytest
 
-import support.kube  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
-from kube_selectors import (SelectorError, label_selector_from_spec, parse_field_selector,  # noqa: E402
-                            parse_label_selector, selector_string)
+from lab.kube.selectors import (SelectorError, label_selector_from_spec, parse_field_selector,
+                                parse_label_selector, selector_string)
 
 GOOD = ['', 'x=a', 'x=a,y=b,z=c', 'x!=a,y=b', 'x=', 'x= ', 'x=,z= ', 'x= ,z= ', '!x', 'x>1', 'x>1,z<5', 'x==a',
         'x in (a)', 'x in (a,b)', 'x notin (a)', 'x in ()', 'x in (,a)', 'x in (a,)', 'x in (a,,b)',

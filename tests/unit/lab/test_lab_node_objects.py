@@ -1,12 +1,11 @@
-"""The node emulator's pure parts (lab/node_objects.py, the faults file of lab/nodes.py): what a kubelet writes,
+"""The node emulator's pure parts (lab/cloud/node_objects.py, the faults file of lab/cloud/nodes.py): what a kubelet writes,
 what the node lifecycle controller writes, which machines are targets."""
 
 import pytest
 
-import support.nodes  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
-from node_objects import (ec2_targets, lease_object, node_object, ready_conditions,  # noqa: E402
-                          sabakan_targets, unknown_conditions)
-from nodes import heal, partition, read_faults  # noqa: E402
+from lab.cloud.node_objects import (ec2_targets, lease_object, node_object, ready_conditions,
+                                    sabakan_targets, unknown_conditions)
+from lab.cloud.nodes import heal, partition, read_faults
 
 INSTANCE = {'InstanceId': 'i-0abc', 'PrivateDnsName': 'ip-10-0-1-5.eu-west-1.compute.internal',
             'PrivateIpAddress': '10.0.1.5', 'InstanceType': 'm5.xlarge', 'State': {'Name': 'running'},

@@ -8,8 +8,7 @@ import os
 import pytest
 
 from support.processes import exec_started
-import support.kube  # noqa: F401  (puts lab/ on sys.path)  pylint: disable=unused-import
-import parts  # noqa: E402
+from lab import parts
 
 SLEEP = ['sleep', '120']
 
