@@ -60,7 +60,7 @@ def bootstrap() -> None:
     if not os.path.isdir(os.path.join(COLLECTIONS, 'ansible_collections', 'steward', 'cluster')):
         raise SystemExit('bench: %s has no steward.cluster link: run `make all` in %s first' % (COLLECTIONS, REPO))
     paths = [COLLECTIONS, os.path.join(REPO, 'controller')]
-    for entry in reversed([HERE, os.path.join(REPO, 'tests'), os.path.join(REPO, 'lab')] + paths):
+    for entry in reversed([HERE, os.path.join(REPO, 'tests'), REPO] + paths):
         if entry not in sys.path:
             sys.path.insert(0, entry)
     _prepend_path('PYTHONPATH', paths)

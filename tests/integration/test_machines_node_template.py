@@ -7,7 +7,7 @@ import json
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from support.machines_cluster import wait_for
+from lab.env.controller import wait_for
 
 LAST = 'node.machine.sapcloud.io/last-applied-anno-labels-taints'
 WEB = {'key': 'dedicated', 'value': 'web', 'effect': 'NoSchedule'}

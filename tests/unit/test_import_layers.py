@@ -38,17 +38,8 @@ CONTROLLER_SHARED = ('core',)     # the runtime every loop uses
 
 # Loops that reach into another loop: none (the node informer cache and the watchdog config helpers are in core).
 LOOP_TO_LOOP_TODAY = set()
-# Lab acts that still put tests/ on sys.path and borrow test support (helper `fresh` reverses this dependency).
-LAB_TO_TESTS_TODAY = {
-    ('lab/machines_act.py', 'support.controller'),
-    ('lab/machines_act.py', 'support.ec2'),
-    ('lab/machines_act.py', 'support.machines_aws'),
-    ('lab/machines_act.py', 'support.machines_cluster'),
-    ('lab/watchdog_act.py', 'support.controller'),
-    ('lab/watchdog_act.py', 'support.ec2'),
-    ('lab/watchdog_act.py', 'support.machines_cluster'),
-    ('lab/watchdog_act.py', 'support.watchdog'),
-}
+# Lab files that import tests/: none (the environment builders live in lab/env).
+LAB_TO_TESTS_TODAY = set()
 
 
 def python_files(top: str) -> Iterator[str]:
