@@ -98,21 +98,30 @@ lb:
   type: dict
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import (
     CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC, argspec,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import run_provision
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import provision
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import kubelet_hook, provision_request
+
+SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC)
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec(CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC), supports_check_mode=True)
-    missing = missing_libraries()
-    if missing:
-        module.fail_json(msg=missing_required_lib(' and '.join(missing)))
-    run_provision(module, bootstrap=True)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'cryptography', 'PyYAML')
+
+    def act(p, check_mode):
+        request = provision_request(p, bootstrap=True)
+        return provision(request, check_mode, after_write=kubelet_hook(module.run_command, request.root,
+                                                                      p['manage_kubelet']))
+    shell.run(module, act, ProvisioningError, EtcdError, KubeError)
 
 
 if __name__ == '__main__':

@@ -15,7 +15,6 @@ import json
 import os
 import stat
 import tempfile
-import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -25,10 +24,8 @@ try:
 except ImportError:
     yaml = None
     HAS_YAML = False
-    YAML_IMPORT_ERROR: Optional[str] = traceback.format_exc()
 else:
     HAS_YAML = True
-    YAML_IMPORT_ERROR = None
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
