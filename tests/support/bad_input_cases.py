@@ -135,7 +135,7 @@ CASES = {
         base={'plan': RECOVERY_PLAN, 'host': 'etcd1', 'name': 'etcd1', 'client_url': '{closed_url}',
               'peer_url': 'http://127.0.0.1:2380', 'data_dir': '{root}/data', 'config_file': '{root}/etcd.conf.yml',
               'config': {'name': 'etcd1'}, 'fingerprint_path': '{root}/fp', 'fingerprint': '0123abcd',
-              'binary': '{file}', 'pid_file': '{root}/etcd.pid', 'wait_timeout': 1, 'stop_timeout': 1, 'timeout': 1},
+              'binary': '/bin/true', 'pid_file': '{root}/etcd.pid', 'wait_timeout': 1, 'stop_timeout': 1, 'timeout': 1},
         absolute=('data_dir', 'config_file', 'pid_file'), files=('binary',), names=('name', 'host'),
         extra=[Case('plan-action-unknown', {'plan': dict(RECOVERY_PLAN, action='wipe_everything')}),
                Case('plan-rejoin-a-string', {'plan': dict(RECOVERY_PLAN, rejoin='etcd2')}),
