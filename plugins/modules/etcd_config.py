@@ -85,6 +85,12 @@ fingerprint_changed:
   description: Whether the restart fingerprint changed (or would) - etcd must restart to read the new settings.
   returned: always
   type: bool
+config_existed:
+  description:
+    - Whether the config file existed before this run. In check mode a V(false) means that no config file is there
+      yet for a following start to read (the role's start skips etcd_process in check mode then, which would refuse).
+  returned: always
+  type: bool
 actions:
   description: What was (or would be) done, one line each.
   returned: always

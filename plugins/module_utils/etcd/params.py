@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import check_owner_group
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import parse_member_id
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, check_spec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import MemberSetup, check_plan
@@ -38,13 +39,6 @@ def directories(value: Any) -> List[Dict[str, Any]]:
             for i, d in enumerate(value or [])]
 
 
-def owner_group(params: Mapping[str, Any]) -> None:
-    """`owner` and `group`: one-line names when given (a NUL byte would reach the user database lookup)."""
-    for field in ('owner', 'group'):
-        if params.get(field) is not None:
-            validate.text(params[field], field, max_length=256)
-
-
 def parse_etcd_backup_verify(params: Mapping[str, Any]) -> Dict[str, Any]:
     check_store_params(params)
     return {'tmp_dir': _tmp_dir(params)}
@@ -56,7 +50,7 @@ def parse_etcd_cluster_info(params: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def parse_etcd_config(params: Mapping[str, Any]) -> Dict[str, Any]:
-    owner_group(params)
+    """The rest (paths, keys, owner and group) is checked by config_file.apply_config before it writes anything."""
     return dict(path=params['path'], config=params['config'], mode=validate.file_mode(params['mode'], 'mode'),
                 directories=directories(params['directories']), fingerprint_path=params['fingerprint_path'],
                 fingerprint=params['fingerprint'], owner=params['owner'], group=params['group'])
@@ -113,7 +107,7 @@ def parse_etcd_recover_member(params: Mapping[str, Any]) -> Dict[str, Any]:
     validate.tls_files(params['ca_cert'], params['client_cert'], params['client_key'])
     for field in ('client_url', 'peer_url'):
         validate.endpoint_url(params[field], field)
-    owner_group(params)
+    check_owner_group(params['owner'], params['group'])
     setup = MemberSetup(name=validate.text(params['name'], 'name', max_length=253), client_url=params['client_url'],
                         peer_url=params['peer_url'], data_dir=validate.absolute_path(params['data_dir'], 'data_dir'),
                         config_file=validate.absolute_path(params['config_file'], 'config_file'),
@@ -131,8 +125,7 @@ def parse_etcd_recover_member(params: Mapping[str, Any]) -> Dict[str, Any]:
         service_name = validate.path_component(params['service_name'], 'service_name')
     else:
         validate.absolute_path(params['pid_file'], 'pid_file')
-        # the config file is this module's to write: only its path is checked now (as etcd_process in check mode)
-        check_spec(spec, 'started', check_mode=True)
+        check_spec(spec, 'started', config_written_first=True)   # this module writes the config file before a start
         service_name = None
     return dict(plan=plan, setup=setup, spec=spec, service_name=service_name,
                 timeout=validate.timeout(params['timeout'], 'timeout'), wait_timeout=params['wait_timeout'])
