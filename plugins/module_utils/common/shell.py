@@ -113,11 +113,29 @@ def exit_with(module: Any, result: Mapping[str, Any]) -> None:
     module.exit_json(**_reported(module, dict(result)))
 
 
+def refuse_nul(value: Any, field: str) -> None:
+    """No option value, at any depth, holds a NUL byte: no file system, header, URL or API takes one, and Python's
+    own calls fail on it with a ValueError (a traceback) rather than naming the option. The one check every module
+    gets before its parser runs; InvalidInput names the option (or the path inside it: `config.name`)."""
+    if isinstance(value, str):
+        if '\x00' in value:
+            raise InvalidInput(field, 'nul', 'must not contain a NUL byte')
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(key, field)
+            refuse_nul(item, '%s.%s' % (field, key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            refuse_nul(item, '%s[%d]' % (field, index))
+
+
 def run(module: Any, entry: Callable[[Mapping[str, Any], bool], Mapping[str, Any]], *area_errors: type,
         **context: Any) -> None:
     """Run `entry(params, check_mode)` (parse, then act through the engine) and report its result, or fail by the
-    one policy for bad input, `Failed` and `area_errors`."""
+    one policy for bad input, `Failed` and `area_errors`. Option values holding a NUL byte are refused first."""
     try:
+        for option, value in module.params.items():
+            refuse_nul(value, option)
         result = entry(module.params, module.check_mode)
     except (InvalidInput, Failed) + tuple(area_errors) as exc:  # pylint: disable=catching-non-exception
         fail_from(module, exc, *area_errors, **context)

@@ -57,6 +57,7 @@ def parse_etcd_config(params: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def parse_etcd_data_dir(params: Mapping[str, Any]) -> str:
+    validate.path_component(params['reason'], 'reason')   # part of the set-aside name, checked even with nothing to move
     return validate.safe_target_dir(params['path'], 'path')
 
 
@@ -103,7 +104,7 @@ def parse_etcd_process(params: Mapping[str, Any]) -> ProcessSpec:
 def parse_etcd_recover_member(params: Mapping[str, Any]) -> Dict[str, Any]:
     """The plan, this host's member (MemberSetup) and how it runs (service manager and ProcessSpec): every option
     checked once, the process options by process.check_spec as etcd_process checks them."""
-    plan = check_plan(params['plan'], params['host'])
+    plan = check_plan(params['plan'], validate.text(params['host'], 'host', max_length=253))
     validate.tls_files(params['ca_cert'], params['client_cert'], params['client_key'])
     for field in ('client_url', 'peer_url'):
         validate.endpoint_url(params[field], field)
@@ -112,22 +113,23 @@ def parse_etcd_recover_member(params: Mapping[str, Any]) -> Dict[str, Any]:
                         peer_url=params['peer_url'], data_dir=validate.absolute_path(params['data_dir'], 'data_dir'),
                         config_file=validate.absolute_path(params['config_file'], 'config_file'),
                         config=params['config'], config_mode=validate.file_mode(params['mode'], 'mode'),
-                        directories=directories(params['directories']), fingerprint_path=params['fingerprint_path'],
-                        fingerprint=params['fingerprint'], owner=params['owner'], group=params['group'])
+                        directories=directories(params['directories']),
+                        fingerprint_path=validate.absolute_path(params['fingerprint_path'], 'fingerprint_path'),
+                        fingerprint=validate.text(params['fingerprint'], 'fingerprint'), owner=params['owner'],
+                        group=params['group'])
     systemd = params['service_manager'] == 'systemd'
     spec = ProcessSpec(pid_file=params['pid_file'] or '/nonexistent', binary=params['binary'],
                        config_file=params['config_file'], log_file=params['log_file'], wait_url=params['client_url'],
                        wait_timeout=params['wait_timeout'], stop_timeout=params['stop_timeout'],
                        ca_cert=params['ca_cert'], client_cert=params['client_cert'], client_key=params['client_key'])
+    service_name = validate.path_component(params['service_name'], 'service_name')   # checked in either mode
     if systemd:
         validate.timeout(params['wait_timeout'], 'wait_timeout')
         validate.timeout(params['stop_timeout'], 'stop_timeout')
-        service_name = validate.path_component(params['service_name'], 'service_name')
     else:
         validate.absolute_path(params['pid_file'], 'pid_file')
         check_spec(spec, 'started', config_written_first=True)   # this module writes the config file before a start
-        service_name = None
-    return dict(plan=plan, setup=setup, spec=spec, service_name=service_name,
+    return dict(plan=plan, setup=setup, spec=spec, service_name=service_name if systemd else None,
                 timeout=validate.timeout(params['timeout'], 'timeout'), wait_timeout=params['wait_timeout'])
 
 
@@ -135,6 +137,10 @@ def parse_etcd_restore(params: Mapping[str, Any]) -> Dict[str, Any]:
     tmp_dir = _tmp_dir(params)
     validate.safe_target_dir(params['data_dir'], 'data_dir')     # check mode too: never /etc, a file or a symlink
     validate.text(params['name'], 'name', max_length=253)
+    validate.text(params['initial_cluster_token'], 'initial_cluster_token', max_length=253)
+    for field in ('snapshot', 'last_delta'):
+        if params[field] is not None:
+            validate.text(params[field], field)   # a snapshot's name in the store
     check_member_args(params['name'], params['initial_cluster'], params['initial_advertise_peer_urls'])
     if params['snapshot_file'] is not None:
         validate.existing_file(params['snapshot_file'], 'snapshot_file')

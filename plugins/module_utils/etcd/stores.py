@@ -59,6 +59,9 @@ def check_store_params(params: Dict[str, Any]) -> float:
     timeout = 30.0 if timeout is None else validate.timeout(timeout, 'store_timeout')
     if params.get('s3_endpoint_url'):
         validate.endpoint_url(params['s3_endpoint_url'], 's3_endpoint_url')
+    for option in ('aws_access_key_id', 'aws_secret_access_key', 'aws_session_token'):
+        if params.get(option) is not None:
+            validate.credential(params[option], option)
     region = params.get('region')
     if region is not None and not _REGION.match(validate.text(region, 'region', max_length=63)):
         raise InvalidInput('region', 'region-name', 'expected a region name such as us-east-1 (letters, digits, '

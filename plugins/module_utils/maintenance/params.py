@@ -34,6 +34,8 @@ def parse_node_maintenance(params: Mapping[str, Any]) -> Dict[str, Any]:
 def parse_node_maintenance_info(params: Mapping[str, Any]) -> Dict[str, Any]:
     """`now` (RFC 3339, else the current time) in seconds, and the label selector, refused here before any request."""
     now = parse_rfc3339(params['now'], 'now').timestamp() if params['now'] else time.time()
+    if params['name'] is not None:
+        names.dns_subdomain(params['name'], 'name')   # a Node name, before any request
     if params['label_selector']:
         parse_label_selector(params['label_selector'], 'label_selector')
     return dict(name=params['name'], label_selector=params['label_selector'], config=params['config'],

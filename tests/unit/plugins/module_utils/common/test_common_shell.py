@@ -113,3 +113,10 @@ def test_invalid_input_is_reported_even_when_no_area_error_is_named():
     def entry(params, check_mode):
         raise InvalidInput('name', 'dns-label', 'name: bad')
     assert run(FakeModule(), entry).failed['rule'] == 'dns-label'
+
+
+def test_a_nul_byte_anywhere_in_the_options_is_refused_before_the_entry_runs():
+    ran = []
+    module = run(FakeModule({'config': {'nodes': ['ok', 'a\x00b']}}), lambda params, check_mode: ran.append(1))
+    assert module.failed['field'] == 'config.nodes[1]' and module.failed['rule'] == 'nul' and not ran
+    assert 'a\x00b' not in module.failed['msg']   # the value may be a secret: not shown
