@@ -284,8 +284,9 @@ def run(module):
 
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    where = '%s/%s' % (module.params['namespace'], module.params['name'])
     shell.run(module, lambda p, check_mode: run(module), KubeError, MachinesError,
-              machine_deployment='%s/%s' % (module.params['namespace'], module.params['name']))
+              what='machine deployment %s' % where, machine_deployment=where)
 
 
 if __name__ == '__main__':

@@ -192,7 +192,7 @@ def act(p, check_mode):
 
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
-    shell.run(module, act, KubeError)
+    shell.run(module, act, KubeError, what='machines of namespace %s' % module.params['namespace'])
 
 
 if __name__ == '__main__':

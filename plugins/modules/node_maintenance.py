@@ -224,7 +224,8 @@ def main():
                            required_one_of=[('annotations', 'labels', 'state', 'profile')],
                            required_if=[('state', 'requested', ('request_annotation', 'request_label'), True),
                                         ('state', 'released', ('request_annotation', 'request_label'), True)])
-    shell.run(module, act, MaintenanceError, KubeError, node=module.params['name'])
+    name = module.params['name']
+    shell.run(module, act, MaintenanceError, KubeError, what='node %s' % name, node=name)
 
 
 if __name__ == '__main__':

@@ -85,14 +85,19 @@ def failure_result(exc: BaseException) -> Dict[str, Any]:
     return out
 
 
-def fail_from(module: Any, exc: BaseException, *area_errors: type, **context: Any) -> None:
+def fail_from(module: Any, exc: BaseException, *area_errors: type, what: Optional[str] = None,
+              **context: Any) -> None:
     """End the module for `exc` by the one policy (see the module docstring); `context` adds fixed result keys
-    (`node=...`, `cluster_file=...`). An exception that is neither bad input, nor `Failed`, nor one of
-    `area_errors` is re-raised: a bug keeps its traceback."""
+    (`node=...`, `cluster_file=...`) and `what` names the object an area error's message is about (`node n1`:
+    "node n1: GET ... did not answer"; bad input names its option instead). An exception that is neither bad input,
+    nor `Failed`, nor one of `area_errors` is re-raised: a bug keeps its traceback."""
     if isinstance(exc, (InvalidInput, Failed)):
         module.fail_json(**_reported(module, dict(context, **failure_result(exc))))
     elif area_errors and isinstance(exc, area_errors):
-        module.fail_json(exception=traceback.format_exc(), **_reported(module, dict(context, **failure_result(exc))))
+        result = dict(context, **failure_result(exc))
+        if what:
+            result['msg'] = '%s: %s' % (what, result['msg'])
+        module.fail_json(exception=traceback.format_exc(), **_reported(module, result))
     else:
         raise exc
 
@@ -130,14 +135,15 @@ def refuse_nul(value: Any, field: str) -> None:
 
 
 def run(module: Any, entry: Callable[[Mapping[str, Any], bool], Mapping[str, Any]], *area_errors: type,
-        **context: Any) -> None:
+        what: Optional[str] = None, **context: Any) -> None:
     """Run `entry(params, check_mode)` (parse, then act through the engine) and report its result, or fail by the
-    one policy for bad input, `Failed` and `area_errors`. Option values holding a NUL byte are refused first."""
+    one policy for bad input, `Failed` and `area_errors` (`what` and `context`: see fail_from). Option values
+    holding a NUL byte are refused first."""
     try:
         for option, value in module.params.items():
             refuse_nul(value, option)
         result = entry(module.params, module.check_mode)
     except (InvalidInput, Failed) + tuple(area_errors) as exc:  # pylint: disable=catching-non-exception
-        fail_from(module, exc, *area_errors, **context)
+        fail_from(module, exc, *area_errors, what=what, **context)
         return
     exit_with(module, result)

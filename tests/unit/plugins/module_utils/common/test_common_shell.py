@@ -120,3 +120,14 @@ def test_a_nul_byte_anywhere_in_the_options_is_refused_before_the_entry_runs():
     module = run(FakeModule({'config': {'nodes': ['ok', 'a\x00b']}}), lambda params, check_mode: ran.append(1))
     assert module.failed['field'] == 'config.nodes[1]' and module.failed['rule'] == 'nul' and not ran
     assert 'a\x00b' not in module.failed['msg']   # the value may be a secret: not shown
+
+
+def test_what_names_the_object_of_an_area_error_not_of_bad_input():
+    def unreachable(params, check_mode):
+        raise AreaError('GET /api/v1/nodes/n1: no answer')
+    module = run(FakeModule(), unreachable, AreaError, what='node n1', node='n1')
+    assert module.failed['msg'] == 'node n1: GET /api/v1/nodes/n1: no answer' and module.failed['node'] == 'n1'
+
+    def bad(params, check_mode):
+        raise InvalidInput('name', 'exists', 'node n2 not found')
+    assert run(FakeModule(), bad, AreaError, what='node n2').failed['msg'] == 'name: node n2 not found'
