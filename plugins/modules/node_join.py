@@ -106,8 +106,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args 
     CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC, argspec,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import provision
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import kubelet_hook, provision_request
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import provision_node
 
 SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC,
                role={'type': 'str', 'choices': ['control-plane', 'worker'], 'default': 'worker'})
@@ -116,12 +115,8 @@ SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC,
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
     shell.require_libraries(module, 'cryptography', 'PyYAML')
-
-    def act(p, check_mode):
-        request = provision_request(p, bootstrap=False)
-        return provision(request, check_mode, after_write=kubelet_hook(module.run_command, request.root,
-                                                                      p['manage_kubelet']))
-    shell.run(module, act, ProvisioningError, EtcdError, KubeError)
+    shell.run(module, lambda p, check_mode: provision_node(module.run_command, p, check_mode, bootstrap=False),
+              ProvisioningError, EtcdError, KubeError)
 
 
 if __name__ == '__main__':

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, List, Mapping
+from typing import Any, Dict, List, Mapping
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
@@ -18,7 +18,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.error
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import (
     KUBELET_BINARY, check_registration_labels,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import Request
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.provision import Request, provision
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import (
     ROLES, WORKER, parse_cluster, parse_node,
 )
@@ -64,6 +64,15 @@ def kubelet_hook(run_command: Any, root: str, manage: bool):
             if rc != 0:
                 raise ProvisioningError('%s failed (rc=%d): %s' % (' '.join(argv), rc, (err or out).strip()), 'kubelet')
     return hook
+
+
+def provision_node(run_command: Any, params: Mapping[str, Any], check_mode: bool, *,
+                   bootstrap: bool) -> Dict[str, Any]:
+    """cluster_genesis (`bootstrap`) and node_join: parse the request, provision, and (re)start the kubelet through
+    `run_command` (the module's) when its files changed."""
+    request = provision_request(params, bootstrap=bootstrap)
+    return provision(request, check_mode, after_write=kubelet_hook(run_command, request.root,
+                                                                  params.get('manage_kubelet', True)))
 
 
 def disable_kubelet(run_command: Any, root: str, manage: bool) -> List[str]:
