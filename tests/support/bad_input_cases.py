@@ -57,6 +57,8 @@ def s3_region_cases():
                                           **S3_KEYS}, startup=BOTO3_STARTUP, names=('region',))
             for label, region in (('control-char', 'us-east-1\x07'), ('escape', '\x1b[2Jus-east-1'),
                                   ('space', 'us east 1'))]
+
+
 PROVISIONING = {'control_plane': CP, 'node_name': 'cp1', 'address': '10.0.0.11', 'root': '{root}', 'wait': False,
                 'lb_validate': False, 'manage_kubelet': False}
 

@@ -117,4 +117,3 @@ class SpecError(SabakanError, InvalidInput):
 
 class ClusterConfigMapError(SabakanError, InvalidInput):
     """The cluster ConfigMap holds something that is not a usable cluster; nothing is written over it."""
-
