@@ -71,8 +71,8 @@ def provision_node(run_command: Any, params: Mapping[str, Any], check_mode: bool
     """cluster_genesis (`bootstrap`) and node_join: parse the request, provision, and (re)start the kubelet through
     `run_command` (the module's) when its files changed."""
     request = provision_request(params, bootstrap=bootstrap)
-    return provision(request, check_mode, after_write=kubelet_hook(run_command, request.root,
-                                                                  params.get('manage_kubelet', True)))
+    hook = kubelet_hook(run_command, request.root, params.get('manage_kubelet', True))
+    return provision(request, check_mode, after_write=hook)
 
 
 def disable_kubelet(run_command: Any, root: str, manage: bool) -> List[str]:
