@@ -14,7 +14,7 @@ import json
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import invalid_input_result
+from ansible_collections.steward.cluster.plugins.module_utils.common.shell import failure_result
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import RECOVERY_PLAN_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
 
@@ -32,7 +32,7 @@ class ActionModule(ActionBase):
         try:
             plan = plan_recovery(hosts, store_configured=bool(args['store_configured']))
         except InvalidInput as exc:
-            result.update(invalid_input_result(exc), failed=True)
+            result.update(failure_result(exc), failed=True)
             return result
         result.update(changed=False, plan=plan.to_dict(), msg='; '.join(plan.reasons))
         return result

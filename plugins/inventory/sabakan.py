@@ -106,6 +106,7 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import check_wait_seconds
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import FileError, SabakanError, SourceError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_checked_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
@@ -201,8 +202,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                                  defaults=GENERATOR_VARIABLES, timeout=self.get_option('timeout'),
                                  validate_certs=self.get_option('validate_certs'),
                                  ca_path=self._path('ca_path', base))
-        _plan, cluster = plan_checked_cluster(current, template, constraints, machines,
-                                              wait_retired_seconds=self.get_option('wait_retired_seconds'))
+        wait = check_wait_seconds(self.get_option('wait_retired_seconds'))   # the module's check: NaN, inf refused
+        _plan, cluster = plan_checked_cluster(current, template, constraints, machines, wait_retired_seconds=wait)
         return cluster
 
     def parse(self, inventory, loader, path, cache=True):

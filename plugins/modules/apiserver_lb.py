@@ -108,16 +108,12 @@ running:
   type: bool
 '''
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, haproxy, layout, lb
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.params import parse_apiserver_lb
 
 SPEC = dict(
     root={'type': 'path', 'default': '/'},
@@ -132,30 +128,27 @@ SPEC = dict(
 )
 
 
-def main():
-    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
-    p = module.params
-    try:
-        cluster = parse_cluster({'control_plane': p['control_plane'], 'apiserver_port': p['apiserver_port'],
-                                 'lb_port': p['lb_port']})
-        local = validate.ip_address(p['local_address'], 'local_address')
-        root = files.Root(validate.absolute_path(p['root'], 'root'))
-        timeout = validate.timeout(p['reload_timeout'], 'reload_timeout')
-        config = haproxy.render(cluster, local)
-        if not root.exists(layout.RECORD):
-            module.exit_json(changed=False, backends=haproxy.backends(config), validated=False, reloaded=False,
-                             running=None, msg='this node was never provisioned here: left alone')
-        result = lb.ensure_config(root, config, check_mode=module.check_mode, reload_timeout=timeout,
-                                  validate_command=p['lb_validate_command'] if p['lb_validate'] else None)
-    except (InvalidInput, ProvisioningError) as exc:
-        module.fail_json(exception=traceback.format_exc(), **failure(exc))
+def act(p, check_mode):
+    parsed = parse_apiserver_lb(p)
+    root = parsed['root']
+    config = haproxy.render(parsed['cluster'], parsed['local'])
+    if not root.exists(layout.RECORD):
+        return dict(changed=False, backends=haproxy.backends(config), validated=False, reloaded=False, running=None,
+                    msg='this node was never provisioned here: left alone')
+    result = lb.ensure_config(root, config, check_mode=check_mode, reload_timeout=parsed['reload_timeout'],
+                              validate_command=parsed['validate_command'])
     out = dict(changed=result['changed'], backends=haproxy.backends(config), validated=result['validated'],
                reloaded=result['reloaded'], running=result['running'],
                msg='load balancer config %s' % ('updated' if result['changed'] else 'already current'))
-    if module._diff and result['changed']:
+    if result['changed']:
         out['diff'] = files.diff([files.Change(layout.LB_CONFIG, files.UPDATE, 'content', result['before'],
                                                result['after'], 0o644, False)], root.root)
-    module.exit_json(**out)
+    return out
+
+
+def main():
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.run(module, act, ProvisioningError)
 
 
 if __name__ == '__main__':

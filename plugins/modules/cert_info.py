@@ -75,32 +75,28 @@ due:
   elements: str
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure, parse_now
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certinfo import certificates
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.params import parse_cert_info
 
 SPEC = dict(root={'type': 'path', 'default': '/'}, renew_before_days={'type': 'int', 'default': 30}, now={'type': 'str'})
 
 
+def act(p, check_mode):
+    parsed = parse_cert_info(p)
+    rows = certificates(parsed['root'], parsed['now'], parsed['days'])
+    due = [row['path'] for row in rows if row['due']]
+    return dict(changed=False, certificates=rows, due=due,
+                msg='%d certificate(s), %d due within %d days' % (len(rows), len(due), parsed['days']))
+
+
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
-    missing = missing_libraries()
-    if missing:
-        module.fail_json(msg=missing_required_lib(' and '.join(missing)))
-    try:
-        root = Root(validate.absolute_path(module.params['root'], 'root'))
-        days = validate.integer(module.params['renew_before_days'], 'renew_before_days', minimum=0, maximum=36500)
-        rows = certificates(root, parse_now(module.params['now']), days)
-    except InvalidInput as exc:
-        module.fail_json(**failure(exc))
-    due = [row['path'] for row in rows if row['due']]
-    module.exit_json(changed=False, certificates=rows, due=due,
-                     msg='%d certificate(s), %d due within %d days' % (len(rows), len(due), days))
+    shell.require_libraries(module, 'cryptography', 'PyYAML')
+    shell.run(module, act, ProvisioningError)
 
 
 if __name__ == '__main__':

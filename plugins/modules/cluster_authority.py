@@ -65,38 +65,35 @@ authority:
   type: dict
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import AUTHORITY_FILES, parse_authority
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.params import parse_cluster_authority
 
 SPEC = dict(root={'type': 'path', 'default': '/'},
             files={'type': 'list', 'elements': 'str', 'choices': list(AUTHORITY_FILES), 'default': list(AUTHORITY_FILES)})
 
 
+def act(p, check_mode):
+    root = parse_cluster_authority(p)
+    if root.read(layout.pki('ca.key')) is None:
+        return dict(changed=False, found=False, authority={}, msg='no authority below %s' % root.root)
+    read = {}
+    for name in p['files']:
+        data = root.read(layout.pki(name))
+        if data is not None:
+            read[name] = data.decode('utf-8', 'replace')
+    parse_authority(read, layout.PKI_DIR)   # a CA that does not match its key is refused, not handed on
+    return dict(changed=False, found=True, authority=read, msg='authority read from %s' % root.root)
+
+
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
-    missing = missing_libraries()
-    if missing:
-        module.fail_json(msg=missing_required_lib(' and '.join(missing)))
-    try:
-        root = Root(validate.absolute_path(module.params['root'], 'root'))
-        if root.read(layout.pki('ca.key')) is None:
-            module.exit_json(changed=False, found=False, authority={}, msg='no authority below %s' % root.root)
-        read = {}
-        for name in module.params['files']:
-            data = root.read(layout.pki(name))
-            if data is not None:
-                read[name] = data.decode('utf-8', 'replace')
-        parse_authority(read, layout.PKI_DIR)   # a CA that does not match its key is refused, not handed on
-    except InvalidInput as exc:
-        module.fail_json(**failure(exc))
-    module.exit_json(changed=False, found=True, authority=read, msg='authority read from %s' % root.root)
+    shell.require_libraries(module, 'cryptography', 'PyYAML')
+    shell.run(module, act, ProvisioningError)
 
 
 if __name__ == '__main__':

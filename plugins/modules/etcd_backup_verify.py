@@ -56,8 +56,6 @@ attributes:
     membership: [steward.cluster.etcd]
   platform:
     platforms: posix
-requirements:
-  - etcd-sdk-python (import pyetcd)
 author: steward.cluster developers (@steward)
 '''
 
@@ -138,44 +136,40 @@ gap:
   type: str
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_dir
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_verify import summary, verify_backup
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_PYETCD
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_backup_verify
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
+
+SPEC = argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
+               snapshot={'type': 'str'},
+               apply_deltas={'type': 'bool', 'default': True},
+               check_older={'type': 'bool', 'default': True},
+               tmp_dir={'type': 'path'})
+
+
+def act(p, check_mode):
+    parsed = parse_etcd_backup_verify(p)
+    store = store_from_params(p)
+    tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
+    result = verify_backup(store, work_dir=parsed['tmp_dir'], snapshot=p['snapshot'], apply_deltas=p['apply_deltas'],
+                           check_older=p['check_older'], tool=tools.snapshot_tool, etcd_binary=tools.etcd)
+    result.update(store_report(store), msg=summary(result), changed=False)
+    if not result['ok']:
+        raise shell.Failed(result['msg'], result)
+    return result
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
-                              snapshot={'type': 'str'},
-                              apply_deltas={'type': 'bool', 'default': True},
-                              check_older={'type': 'bool', 'default': True},
-                              tmp_dir={'type': 'path'}),
-        supports_check_mode=True,
-    )
-    p = module.params
-    if not HAS_PYETCD:
-        module.fail_json(msg=missing_required_lib('etcd-sdk-python'))
-    if p['store'].startswith('s3://') and not HAS_BOTO3:
-        module.fail_json(msg=missing_required_lib('boto3'))
-    with failing_cleanly(module, EtcdError):
-        if p['tmp_dir']:
-            existing_dir(p['tmp_dir'], 'tmp_dir')
-        store = store_from_params(p)
-        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
-        result = verify_backup(store, work_dir=p['tmp_dir'], snapshot=p['snapshot'], apply_deltas=p['apply_deltas'],
-                               check_older=p['check_older'], tool=tools.snapshot_tool, etcd_binary=tools.etcd)
-    result.update(store_report(store), msg=summary(result), changed=False)
-    if not result['ok']:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'boto3' if module.params['store'].startswith('s3://') else None)
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -114,35 +114,34 @@ learners:
   elements: str
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info, wait_until_healthy
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_cluster_info
+
+SPEC = argspec(ETCD_CONNECTION_SPEC, discover={'type': 'bool', 'default': True},
+               wait_healthy={'type': 'float', 'default': 0})
+
+
+def act(p, check_mode):
+    parsed = parse_etcd_cluster_info(p)
+    if parsed['wait_healthy'] > 0:
+        info, why = wait_until_healthy(parsed['conn'], parsed['wait_healthy'], discover=parsed['discover'])
+        if why:
+            raise shell.Failed('the cluster did not become healthy within %ss: %s' % (p['wait_healthy'], why), info)
+    else:
+        info = cluster_info(parsed['conn'], discover=parsed['discover'])
+    return dict(info, changed=False)
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec(ETCD_CONNECTION_SPEC, discover={'type': 'bool', 'default': True},
-                                                 wait_healthy={'type': 'float', 'default': 0}),
-                           supports_check_mode=True)
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib('requests'))
-    p = module.params
-    with failing_cleanly(module, EtcdError):
-        validate.number(p['wait_healthy'], 'wait_healthy', minimum=0, maximum=validate.MAX_TIMEOUT_SECONDS)
-        conn = EtcdConnection.from_params(p)
-        if p['wait_healthy'] and p['wait_healthy'] > 0:
-            info, why = wait_until_healthy(conn, p['wait_healthy'], discover=p['discover'])
-            if why:
-                module.fail_json(msg='the cluster did not become healthy within %ss: %s' % (p['wait_healthy'], why),
-                                 changed=False, **info)
-        else:
-            info = cluster_info(conn, discover=p['discover'])
-    module.exit_json(changed=False, **info)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'requests')
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -85,6 +85,12 @@ fingerprint_changed:
   description: Whether the restart fingerprint changed (or would) - etcd must restart to read the new settings.
   returned: always
   type: bool
+config_existed:
+  description:
+    - Whether the config file existed before this run. In check mode a V(false) means that no config file is there
+      yet for a following start to read (the role's start skips etcd_process in check mode then, which would refuse).
+  returned: always
+  type: bool
 actions:
   description: What was (or would be) done, one line each.
   returned: always
@@ -97,34 +103,30 @@ path:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.validate import file_mode
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import apply_config
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_config
+
+SPEC = dict(path=dict(type='path', required=True), config=dict(type='dict', required=True),
+            mode=dict(type='raw', default='0640'),
+            directories=dict(type='list', elements='dict', default=[]),
+            fingerprint_path=dict(type='path', required=True),
+            fingerprint=dict(type='str', required=True),
+            owner=dict(type='str'), group=dict(type='str'))
+
+
+def act(p, check_mode):
+    result = apply_config(check_mode=check_mode, **parse_etcd_config(p))
+    if not result['config_changed']:
+        result['diff'] = None
+    return result
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(path=dict(type='path', required=True), config=dict(type='dict', required=True),
-                           mode=dict(type='raw', default='0640'),
-                           directories=dict(type='list', elements='dict', default=[]),
-                           fingerprint_path=dict(type='path', required=True),
-                           fingerprint=dict(type='str', required=True),
-                           owner=dict(type='str'), group=dict(type='str')),
-        supports_check_mode=True,
-    )
-    p = module.params
-    with failing_cleanly(module, EtcdError):
-        directories = [{'path': d.get('path'), 'mode': file_mode(d.get('mode'), 'directories[%d].mode' % i)}
-                       for i, d in enumerate(p['directories'])]
-        result = apply_config(path=p['path'], config=p['config'], mode=file_mode(p['mode'], 'mode'),
-                              directories=directories, fingerprint_path=p['fingerprint_path'],
-                              fingerprint=p['fingerprint'], owner=p['owner'], group=p['group'],
-                              check_mode=module.check_mode)
-    diff = result.pop('diff')
-    if module._diff and result['config_changed']:
-        result['diff'] = diff
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -67,35 +67,30 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import (
-    data_dir_state,
-    reset_data_dir,
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import data_dir_state, reset_data_dir
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_data_dir
+
+SPEC = dict(
+    path=dict(type='path', required=True),
+    state=dict(type='str', choices=['absent', 'empty'], default='absent'),
+    reason=dict(type='str', default='set-aside'),
 )
 
 
+def act(p, check_mode):
+    path, state = p['path'], p['state']
+    before = data_dir_state(parse_etcd_data_dir(p))
+    changed, moved = reset_data_dir(path, state=state, reason=p['reason'], now=time.time(), check_mode=check_mode)
+    return dict(changed=changed, moved_to=moved,
+                diff=dict(before={'path': path, 'exists': before['exists'], 'has_data': before['has_data']},
+                          after={'path': path, 'exists': state == 'empty', 'has_data': False, 'moved_to': moved}))
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type='path', required=True),
-            state=dict(type='str', choices=['absent', 'empty'], default='absent'),
-            reason=dict(type='str', default='set-aside'),
-        ),
-        supports_check_mode=True,
-    )
-    path, state = module.params['path'], module.params['state']
-    with failing_cleanly(module, EtcdError, OSError, path=path):
-        before = data_dir_state(validate.safe_target_dir(path, 'path'))
-        changed, moved = reset_data_dir(path, state=state, reason=module.params['reason'], now=time.time(),
-                                        check_mode=module.check_mode)
-    result = dict(changed=changed, moved_to=moved)
-    if module._diff:
-        result['diff'] = dict(before={'path': path, 'exists': before['exists'], 'has_data': before['has_data']},
-                              after={'path': path, 'exists': state == 'empty', 'has_data': False,
-                                     'moved_to': moved})
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.run(module, act, EtcdError, OSError, path=module.params['path'])
 
 
 if __name__ == '__main__':

@@ -71,33 +71,31 @@ reason:
   type: str
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_defrag
+
+SPEC = argspec(ETCD_CONNECTION_SPEC,
+               min_fragmentation_ratio={'type': 'float', 'default': 0.0},
+               defrag_timeout={'type': 'int', 'default': 300})
+
+
+def act(p, check_mode):
+    result = rolling_defrag(check_mode=check_mode, **parse_etcd_defrag(p))
+    if result['postponed']:
+        result['warnings'] = [result['reason']]
+    return result
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec(ETCD_CONNECTION_SPEC,
-                                                 min_fragmentation_ratio={'type': 'float', 'default': 0.0},
-                                                 defrag_timeout={'type': 'int', 'default': 300}),
-                           supports_check_mode=True)
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib('requests'))
-    with failing_cleanly(module, EtcdError):
-        validate.number(module.params['min_fragmentation_ratio'], 'min_fragmentation_ratio', minimum=0, maximum=1)
-        validate.timeout(module.params['defrag_timeout'], 'defrag_timeout')
-        result = rolling_defrag(EtcdConnection.from_params(module.params),
-                                min_fragmentation_ratio=module.params['min_fragmentation_ratio'],
-                                defrag_timeout=module.params['defrag_timeout'], check_mode=module.check_mode)
-    if result['postponed']:
-        module.warn(result['reason'])
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'requests')
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

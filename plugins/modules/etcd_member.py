@@ -142,16 +142,14 @@ actions:
   elements: str
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_absent, ensure_member_present
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_member
 
 SPEC = argspec(
     ETCD_CONNECTION_SPEC,
@@ -167,47 +165,27 @@ SPEC = argspec(
 )
 
 
-def check_options(p):
-    """What etcd would refuse later, or worse, accept: one-line names, URLs, a hex member id, real timeouts."""
-    if p['name'] is not None:
-        validate.text(p['name'], 'name', max_length=253)
-    for index, url in enumerate(p['peer_urls'] or []):
-        validate.endpoint_url(url, 'peer_urls[%d]' % index)
-    if p['member_id'] is not None:
-        text = validate.text(p['member_id'], 'member_id')
-        try:
-            int(text, 16)
-        except ValueError:
-            raise InvalidInput('member_id', 'hex', 'expected a member id in hex (as etcdctl prints it), got %r'
-                               % text, text) from None
-    validate.timeout(p['retry_timeout'], 'retry_timeout')
-    validate.timeout(p['promote_timeout'], 'promote_timeout')
+def act(p, check_mode):
+    conn = parse_etcd_member(p)['conn']
+    if p['state'] == 'present':
+        result = ensure_member_present(conn, name=p['name'], peer_urls=p['peer_urls'], learner=p['learner'],
+                                       promote=p['promote'], force=p['force'], retry_timeout=p['retry_timeout'],
+                                       promote_timeout=p['promote_timeout'], check_mode=check_mode)
+    else:
+        result = ensure_member_absent(conn, name=p['name'], member_id=p['member_id'],
+                                      peer_url=(p['peer_urls'] or [None])[0], force=p['force'],
+                                      check_mode=check_mode, retry_timeout=p['retry_timeout'])
+    if not result['changed']:
+        result['diff'] = None
+    return result
 
 
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
                            required_if=[('state', 'present', ('name', 'peer_urls'))],
                            required_one_of=[('name', 'member_id', 'peer_urls')])
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib('requests'))
-    p = module.params
-    with failing_cleanly(module, EtcdError):
-        conn = EtcdConnection.from_params(p)
-        check_options(p)
-        if p['state'] == 'present':
-            result = ensure_member_present(conn, name=p['name'], peer_urls=p['peer_urls'], learner=p['learner'],
-                                           promote=p['promote'], force=p['force'], retry_timeout=p['retry_timeout'],
-                                           promote_timeout=p['promote_timeout'], check_mode=module.check_mode)
-        else:
-            result = ensure_member_absent(conn, name=p['name'], member_id=p['member_id'],
-                                          peer_url=(p['peer_urls'] or [None])[0], force=p['force'],
-                                          check_mode=module.check_mode, retry_timeout=p['retry_timeout'])
-    for warning in result.pop('warnings'):
-        module.warn(warning)
-    diff = result.pop('diff')
-    if module._diff and result['changed']:
-        result['diff'] = diff
-    module.exit_json(**result)
+    shell.require_libraries(module, 'requests')
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

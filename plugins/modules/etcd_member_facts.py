@@ -118,45 +118,36 @@ member:
     data_has_data: true
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import inspect_member
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_member_facts
+
+SPEC = argspec(
+    ETCD_CONNECTION_SPEC,
+    name=dict(type='str', required=True),
+    data_dir=dict(type='path', required=True),
+    client_url=dict(type='str', required=True),
+    peer_url=dict(type='str', required=True),
+    pid_file=dict(type='path'),
+    probe_timeout=dict(type='float', default=2.0),
+)
+
+
+def act(p, check_mode):
+    parsed = parse_etcd_member_facts(p)
+    member = inspect_member(parsed.pop('conn'), **parsed)
+    return dict(changed=False, member=member, ansible_facts={'etcd_member': member})
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            ETCD_CONNECTION_SPEC,
-            name=dict(type='str', required=True),
-            data_dir=dict(type='path', required=True),
-            client_url=dict(type='str', required=True),
-            peer_url=dict(type='str', required=True),
-            pid_file=dict(type='path'),
-            probe_timeout=dict(type='float', default=2.0),
-        ),
-        supports_check_mode=True,
-    )
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib('requests'))
-    p = module.params
-    with failing_cleanly(module, EtcdError):
-        validate.text(p['name'], 'name')
-        validate.absolute_path(p['data_dir'], 'data_dir')
-        validate.endpoint_url(p['client_url'], 'client_url')
-        validate.endpoint_url(p['peer_url'], 'peer_url')
-        if p['pid_file'] is not None:
-            validate.regular_file_or_absent(p['pid_file'], 'pid_file')
-        validate.timeout(p['probe_timeout'], 'probe_timeout')
-        member = inspect_member(EtcdConnection.from_params(p), name=p['name'], data_dir=p['data_dir'],
-                                client_url=p['client_url'], peer_url=p['peer_url'], pid_file=p['pid_file'],
-                                probe_timeout=p['probe_timeout'])
-    module.exit_json(changed=False, member=member, ansible_facts={'etcd_member': member})
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'requests')
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -128,40 +128,40 @@ signal:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, ensure_process
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_process
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ensure_process
+
+SPEC = dict(
+    state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
+    binary=dict(type='path'),
+    config_file=dict(type='path'),
+    pid_file=dict(type='path', required=True),
+    log_file=dict(type='path'),
+    wait=dict(type='bool', default=True),
+    wait_url=dict(type='str'),
+    wait_timeout=dict(type='int', default=60),
+    stop_timeout=dict(type='int', default=10),
+    ca_cert=dict(type='path'),
+    client_cert=dict(type='path'),
+    client_key=dict(type='path', no_log=False),
+)
+
+
+def act(p, check_mode):
+    result = ensure_process(parse_etcd_process(p), p['state'], check_mode=check_mode)
+    before, after = result.pop('before'), result.pop('after')
+    if result['changed']:
+        result['diff'] = {'before': before, 'after': after}
+    return result
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),
-            binary=dict(type='path'),
-            config_file=dict(type='path'),
-            pid_file=dict(type='path', required=True),
-            log_file=dict(type='path'),
-            wait=dict(type='bool', default=True),
-            wait_url=dict(type='str'),
-            wait_timeout=dict(type='int', default=60),
-            stop_timeout=dict(type='int', default=10),
-            ca_cert=dict(type='path'),
-            client_cert=dict(type='path'),
-            client_key=dict(type='path', no_log=False),
-        ),
-        required_if=[('state', 'started', ('binary', 'config_file')),
-                     ('state', 'restarted', ('binary', 'config_file'))],
-        supports_check_mode=True,
-    )
-    p = module.params
-    spec = ProcessSpec(**dict((k, p[k]) for k in ('pid_file', 'binary', 'config_file', 'log_file', 'wait', 'wait_url',
-                                                  'wait_timeout', 'stop_timeout', 'ca_cert', 'client_cert', 'client_key')))
-    with failing_cleanly(module, EtcdError):
-        result = ensure_process(spec, p['state'], check_mode=module.check_mode)
-    before, after = result.pop('before'), result.pop('after')
-    if module._diff and result['changed']:
-        result['diff'] = {'before': before, 'after': after}
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
+                           required_if=[('state', 'started', ('binary', 'config_file')),
+                                        ('state', 'restarted', ('binary', 'config_file'))])
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

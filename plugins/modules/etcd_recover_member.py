@@ -196,91 +196,61 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_recover_member
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (
-    MemberSetup,
-    check_plan,
+    PART_NONE,
     cluster_endpoints,
     host_part,
-    PART_NONE,
     recover_host,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.service import ProcessService, SystemdService
 
+SPEC = dict(
+    plan=dict(type='dict', required=True),
+    host=dict(type='str', required=True),
+    name=dict(type='str', required=True),
+    client_url=dict(type='str', required=True),
+    peer_url=dict(type='str', required=True),
+    data_dir=dict(type='path', required=True),
+    config_file=dict(type='path', required=True),
+    config=dict(type='dict', required=True),
+    mode=dict(type='raw', default='0640'),
+    directories=dict(type='list', elements='dict', default=[]),
+    fingerprint_path=dict(type='path', required=True),
+    fingerprint=dict(type='str', required=True),
+    owner=dict(type='str'),
+    group=dict(type='str'),
+    service_manager=dict(type='str', choices=['process', 'systemd'], default='process'),
+    service_name=dict(type='str', default='etcd'),
+    binary=dict(type='path'),
+    pid_file=dict(type='path'),
+    log_file=dict(type='path'),
+    wait_timeout=dict(type='int', default=60),
+    stop_timeout=dict(type='int', default=10),
+    # the client side of the connection options (the cluster's endpoints come from the plan)
+    **dict((k, ETCD_CONNECTION_SPEC[k]) for k in ('ca_cert', 'client_cert', 'client_key', 'timeout'))
+)
 
-def _setup(p):
-    directories = [{'path': d.get('path'), 'mode': validate.file_mode(d.get('mode'), 'directories[%d].mode' % i)}
-                   for i, d in enumerate(p['directories'])]
-    for field in ('client_url', 'peer_url'):
-        validate.endpoint_url(p[field], field)
-    return MemberSetup(name=validate.text(p['name'], 'name', max_length=253), client_url=p['client_url'],
-                       peer_url=p['peer_url'], data_dir=validate.absolute_path(p['data_dir'], 'data_dir'),
-                       config_file=validate.absolute_path(p['config_file'], 'config_file'), config=p['config'],
-                       config_mode=validate.file_mode(p['mode'], 'mode'), directories=directories,
-                       fingerprint_path=p['fingerprint_path'], fingerprint=p['fingerprint'], owner=p['owner'],
-                       group=p['group'])
 
-
-def _service(p):
-    spec = ProcessSpec(pid_file=p['pid_file'] or '/nonexistent', binary=p['binary'], config_file=p['config_file'],
-                       log_file=p['log_file'], wait_url=p['client_url'], wait_timeout=p['wait_timeout'],
-                       stop_timeout=p['stop_timeout'], ca_cert=p['ca_cert'], client_cert=p['client_cert'],
-                       client_key=p['client_key'])
-    if p['service_manager'] == 'systemd':
-        return SystemdService(validate.path_component(p['service_name'], 'service_name'), spec)
-    validate.absolute_path(p['pid_file'], 'pid_file')
-    validate.existing_file(p['binary'], 'binary')
-    return ProcessService(spec)
+def act(p, check_mode):
+    parsed = parse_etcd_recover_member(p)
+    plan, spec = parsed['plan'], parsed['spec']
+    service = SystemdService(parsed['service_name'], spec) if parsed['service_name'] else ProcessService(spec)
+    endpoints = cluster_endpoints(plan) if host_part(plan, p['host']) != PART_NONE else [p['client_url']]
+    conn = EtcdConnection(endpoints=tuple(endpoints), ca_cert=p['ca_cert'], client_cert=p['client_cert'],
+                          client_key=p['client_key'], timeout=parsed['timeout'])
+    return recover_host(plan, p['host'], parsed['setup'], service, conn, now=time.time(), check_mode=check_mode,
+                        wait_timeout=parsed['wait_timeout'])
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            plan=dict(type='dict', required=True),
-            host=dict(type='str', required=True),
-            name=dict(type='str', required=True),
-            client_url=dict(type='str', required=True),
-            peer_url=dict(type='str', required=True),
-            data_dir=dict(type='path', required=True),
-            config_file=dict(type='path', required=True),
-            config=dict(type='dict', required=True),
-            mode=dict(type='raw', default='0640'),
-            directories=dict(type='list', elements='dict', default=[]),
-            fingerprint_path=dict(type='path', required=True),
-            fingerprint=dict(type='str', required=True),
-            owner=dict(type='str'),
-            group=dict(type='str'),
-            service_manager=dict(type='str', choices=['process', 'systemd'], default='process'),
-            service_name=dict(type='str', default='etcd'),
-            binary=dict(type='path'),
-            pid_file=dict(type='path'),
-            log_file=dict(type='path'),
-            wait_timeout=dict(type='int', default=60),
-            stop_timeout=dict(type='int', default=10),
-            # the client side of the connection options (the cluster's endpoints come from the plan)
-            **dict((k, ETCD_CONNECTION_SPEC[k]) for k in ('ca_cert', 'client_cert', 'client_key', 'timeout'))
-        ),
-        required_if=[('service_manager', 'process', ('binary', 'pid_file'))],
-        supports_check_mode=True,
-    )
-    p = module.params
-    with failing_cleanly(module, EtcdError):
-        plan = check_plan(p['plan'], p['host'])
-        validate.timeout(p['wait_timeout'], 'wait_timeout')
-        validate.timeout(p['stop_timeout'], 'stop_timeout')
-        validate.tls_files(p['ca_cert'], p['client_cert'], p['client_key'])
-        setup, service = _setup(p), _service(p)
-        endpoints = cluster_endpoints(plan) if host_part(plan, p['host']) != PART_NONE else [p['client_url']]
-        conn = EtcdConnection(endpoints=tuple(endpoints), ca_cert=p['ca_cert'], client_cert=p['client_cert'],
-                              client_key=p['client_key'], timeout=validate.timeout(p['timeout'], 'timeout'))
-        result = recover_host(plan, p['host'], setup, service, conn, now=time.time(), check_mode=module.check_mode,
-                              wait_timeout=p['wait_timeout'])
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
+                           required_if=[('service_manager', 'process', ('binary', 'pid_file'))])
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -136,18 +136,20 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import RECOVERY_PLAN_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
+
+
+def act(p, check_mode):
+    plan = plan_recovery(p['hosts'], store_configured=p['store_configured'])
+    return dict(changed=False, plan=plan.to_dict(), msg='; '.join(plan.reasons))
 
 
 def main():
     # (an action plugin of the same name runs the planner on the controller; this module runs it on a host)
     module = AnsibleModule(argument_spec=RECOVERY_PLAN_SPEC, supports_check_mode=True)
-    with failing_cleanly(module):
-        plan = plan_recovery(module.params['hosts'], store_configured=module.params['store_configured'])
-    module.exit_json(changed=False, plan=plan.to_dict(), msg='; '.join(plan.reasons))
+    shell.run(module, act)
 
 
 if __name__ == '__main__':

@@ -247,65 +247,59 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import check_member_args, restore_file, restore_with_fallback
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_restore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_with_fallback
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
+
+SPEC = argspec(
+    ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
+    snapshot=dict(type='str'),
+    snapshot_file=dict(type='path'),
+    name=dict(type='str', required=True),
+    data_dir=dict(type='path', required=True),
+    initial_cluster=dict(type='str', required=True),
+    initial_cluster_token=dict(type='str', default='etcd-cluster', no_log=False),
+    initial_advertise_peer_urls=dict(type='list', elements='str', required=True),
+    force=dict(type='bool', default=False),
+    apply_deltas=dict(type='bool', default=True),
+    stop_at_gap=dict(type='bool', default=False),
+    last_delta=dict(type='str'),
+    fallback=dict(type='bool', default=True),
+    tmp_dir=dict(type='path'),
+)
+SPEC['store'] = dict(SPEC['store'], required=False)
+
+
+def act(p, check_mode):
+    parsed = parse_etcd_restore(p)
+    store = None if p['snapshot_file'] else store_from_params(p)
+    tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
+    member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
+                  initial_cluster_token=p['initial_cluster_token'],
+                  initial_advertise_peer_urls=p['initial_advertise_peer_urls'], force=p['force'],
+                  tool=tools.snapshot_tool, tmp_dir=parsed['tmp_dir'], now=time.time(), check_mode=check_mode)
+    if p['snapshot_file']:
+        result = restore_file(p['snapshot_file'], **member)
+    else:
+        result = restore_with_fallback(store, snapshot=p['snapshot'], fallback=p['fallback'],
+                                       apply_deltas=p['apply_deltas'], stop_at_gap=p['stop_at_gap'],
+                                       last_delta=p['last_delta'], etcd_binary=tools.etcd, **member)
+        result.update(store_report(store))
+    result['warnings'] = ['skipped snapshot %s (%s): %s' % (skipped['name'], skipped['status'], skipped['reason'])
+                          for skipped in result.get('skipped', [])]
+    return result
 
 
 def main():
-    spec = argspec(
-        ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
-        snapshot=dict(type='str'),
-        snapshot_file=dict(type='path'),
-        name=dict(type='str', required=True),
-        data_dir=dict(type='path', required=True),
-        initial_cluster=dict(type='str', required=True),
-        initial_cluster_token=dict(type='str', default='etcd-cluster', no_log=False),
-        initial_advertise_peer_urls=dict(type='list', elements='str', required=True),
-        force=dict(type='bool', default=False),
-        apply_deltas=dict(type='bool', default=True),
-        stop_at_gap=dict(type='bool', default=False),
-        last_delta=dict(type='str'),
-        fallback=dict(type='bool', default=True),
-        tmp_dir=dict(type='path'),
-    )
-    spec['store'] = dict(spec['store'], required=False)
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
                            required_one_of=[('store', 'snapshot_file')],
                            mutually_exclusive=[('store', 'snapshot_file'), ('snapshot', 'snapshot_file')])
-    p = module.params
-    with failing_cleanly(module, EtcdError):
-        if p['tmp_dir'] is not None:
-            validate.existing_dir(p['tmp_dir'], 'tmp_dir')
-        validate.safe_target_dir(p['data_dir'], 'data_dir')     # check mode too: never /etc, a file or a symlink
-        validate.text(p['name'], 'name', max_length=253)
-        check_member_args(p['name'], p['initial_cluster'], p['initial_advertise_peer_urls'])
-        if p['snapshot_file'] is not None:
-            validate.existing_file(p['snapshot_file'], 'snapshot_file')
-        store = None if p['snapshot_file'] else store_from_params(p)
-        tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
-        member = dict(name=p['name'], data_dir=p['data_dir'], initial_cluster=p['initial_cluster'],
-                      initial_cluster_token=p['initial_cluster_token'],
-                      initial_advertise_peer_urls=p['initial_advertise_peer_urls'], force=p['force'],
-                      tool=tools.snapshot_tool, tmp_dir=p['tmp_dir'], now=time.time(), check_mode=module.check_mode)
-        if p['snapshot_file']:
-            result = restore_file(p['snapshot_file'], **member)
-        else:
-            result = restore_with_fallback(store, snapshot=p['snapshot'], fallback=p['fallback'],
-                                           apply_deltas=p['apply_deltas'], stop_at_gap=p['stop_at_gap'],
-                                           last_delta=p['last_delta'], etcd_binary=tools.etcd, **member)
-            result.update(store_report(store))
-    for skipped in result.get('skipped', []):
-        module.warn('skipped snapshot %s (%s): %s' % (skipped['name'], skipped['status'], skipped['reason']))
-    diff = result.pop('diff')
-    if module._diff:
-        result['diff'] = diff
-    module.exit_json(**result)
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

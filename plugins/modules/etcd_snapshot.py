@@ -49,7 +49,6 @@ attributes:
     platforms: posix
 requirements:
   - requests
-  - etcd-sdk-python (import pyetcd)
 author: steward.cluster developers (@steward-cluster)
 '''
 
@@ -166,57 +165,46 @@ member:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_CONNECTION_SPEC,
     ETCD_STORE_SPEC,
     ETCD_TOOLS_SPEC,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
-    HAS_PYETCD,
-    HAS_REQUESTS,
-    EtcdConnection,
-)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
 
+SPEC = argspec(ETCD_CONNECTION_SPEC, ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
+               tmp_dir={'type': 'path'},
+               snapshot_timeout={'type': 'int', 'default': 900})
+
+
+def act(p, check_mode):
+    parsed = parse_etcd_snapshot(p)
+    store = store_from_params(p, must_exist=False)
+    tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
+    result = take_full_snapshot(parsed['conn'], store, now=time.time(), tmp_dir=parsed['tmp_dir'],
+                                snapshot_timeout=parsed['snapshot_timeout'], tool=tools.snapshot_tool,
+                                check_mode=check_mode)
+    result.update(store_report(store))
+    warnings = [note['message'] for note in result.get('store_notes', [])]
+    if getattr(store, 'encryption_confirmed', lambda: None)() is False:
+        warnings.append('the S3 store did not confirm %s server-side encryption of %s' % (
+            result['encryption']['mode'], result['snapshot']['name']))
+    result['warnings'] = warnings
+    return result
+
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(ETCD_CONNECTION_SPEC, ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
-                              tmp_dir={'type': 'path'},
-                              snapshot_timeout={'type': 'int', 'default': 900}),
-        supports_check_mode=True,
-    )
-    for lib, present in (('requests', HAS_REQUESTS), ('etcd-sdk-python', HAS_PYETCD)):
-        if not present:
-            module.fail_json(msg=missing_required_lib(lib))
-    if module.params['store'].startswith('s3://') and not HAS_BOTO3:
-        module.fail_json(msg=missing_required_lib('boto3'))
-    with failing_cleanly(module, EtcdError):
-        if module.params['tmp_dir'] is not None:
-            validate.existing_dir(module.params['tmp_dir'], 'tmp_dir')
-        snapshot_timeout = validate.timeout(module.params['snapshot_timeout'], 'snapshot_timeout')
-        conn = EtcdConnection.from_params(module.params)
-        store = store_from_params(module.params, must_exist=False)
-        tools = resolve_tools(module.params['etcdutl_path'], module.params['etcd_path'], module.params['bin_dirs'],
-                              module.params['tool_timeout'])
-        result = take_full_snapshot(conn, store, now=time.time(), tmp_dir=module.params['tmp_dir'],
-                                    snapshot_timeout=snapshot_timeout,
-                                    tool=tools.snapshot_tool, check_mode=module.check_mode)
-    result.update(store_report(store))
-    for note in result.get('store_notes', []):
-        module.warn(note['message'])
-    if getattr(store, 'encryption_confirmed', lambda: None)() is False:
-        module.warn('the S3 store did not confirm %s server-side encryption of %s' % (
-            result['encryption']['mode'], result['snapshot']['name']))
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'requests', 'boto3' if module.params['store'].startswith('s3://') else None)
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -136,46 +136,42 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES, apply_gc, plan_gc
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_snapshot_gc
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+
+SPEC = argspec(
+    ETCD_STORE_SPEC,
+    policy=dict(type='str', choices=list(POLICIES), default='LimitBased'),
+    max_backups=dict(type='int', default=7),
+    delta_snapshot_retention_period=dict(type='int', default=0),
+    incomplete_grace_period=dict(type='int', default=3600),
+)
+
+
+def act(p, check_mode):
+    parsed = parse_etcd_snapshot_gc(p)
+    store = store_from_params(p)
+    before = store.list()
+    plan = plan_gc(before, p['policy'], now=time.time(), **parsed)
+    result = apply_gc(store, plan, check_mode=check_mode)
+    gone = set(d['key'] for d in result['deleted'])
+    result['diff'] = {'before': {'snapshots': [s.to_dict()['name'] for s in before]},
+                      'after': {'snapshots': [s.to_dict()['name'] for s in before if s.key not in gone]}}
+    if result['failed']:
+        raise shell.Failed('could not delete %d snapshot(s): %s' % (
+            len(result['failed']), '; '.join('%s: %s' % (f['name'], f['error']) for f in result['failed'])), result)
+    return result
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            ETCD_STORE_SPEC,
-            policy=dict(type='str', choices=list(POLICIES), default='LimitBased'),
-            max_backups=dict(type='int', default=7),
-            delta_snapshot_retention_period=dict(type='int', default=0),
-            incomplete_grace_period=dict(type='int', default=3600),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    with failing_cleanly(module, EtcdError):
-        validate.integer(p['max_backups'], 'max_backups', minimum=1 if p['policy'] == 'LimitBased' else 0)
-        validate.integer(p['delta_snapshot_retention_period'], 'delta_snapshot_retention_period', minimum=0)
-        validate.integer(p['incomplete_grace_period'], 'incomplete_grace_period', minimum=0)
-        store = store_from_params(p)
-        before = store.list()
-        plan = plan_gc(before, p['policy'], now=time.time(), max_backups=p['max_backups'],
-                       delta_retention_seconds=p['delta_snapshot_retention_period'],
-                       incomplete_grace_seconds=p['incomplete_grace_period'])
-        result = apply_gc(store, plan, check_mode=module.check_mode)
-    if module._diff:
-        gone = set(d['key'] for d in result['deleted'])
-        names = [s.to_dict()['name'] for s in before]
-        result['diff'] = {'before': {'snapshots': names},
-                          'after': {'snapshots': [s.to_dict()['name'] for s in before if s.key not in gone]}}
-    if result['failed']:
-        module.fail_json(msg='could not delete %d snapshot(s): %s' % (
-            len(result['failed']), '; '.join('%s: %s' % (f['name'], f['error']) for f in result['failed'])), **result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'boto3' if module.params['store'].startswith('s3://') else None)
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -151,14 +151,14 @@ store_notes:
   elements: dict
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_snapshot_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import (
     VERIFY_CONTENT,
     VERIFY_LISTING,
@@ -167,34 +167,32 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot impo
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
 
+SPEC = argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
+               verify={'type': 'str', 'choices': list(VERIFY_MODES), 'default': VERIFY_CONTENT},
+               verify_sha256={'type': 'bool'},
+               tmp_dir={'type': 'path'})
 
-def main():
-    module = AnsibleModule(
-        argument_spec=argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
-                              verify={'type': 'str', 'choices': list(VERIFY_MODES), 'default': VERIFY_CONTENT},
-                              verify_sha256={'type': 'bool'},
-                              tmp_dir={'type': 'path'}),
-        supports_check_mode=True,
-    )
-    p = module.params
-    if p['store'].startswith('s3://') and not HAS_BOTO3:
-        module.fail_json(msg=missing_required_lib('boto3'))
+
+def act(p, check_mode):
     verify = p['verify']
     if p['verify_sha256'] is not None:
+        verify = VERIFY_CONTENT if p['verify_sha256'] else VERIFY_LISTING
+    parsed = parse_etcd_snapshot_info(p)
+    store = store_from_params(p, must_exist=not check_mode)
+    tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout']).snapshot_tool \
+        if verify == VERIFY_CONTENT else None
+    result = list_snapshots(store, verify=verify, tmp_dir=parsed['tmp_dir'], tool=tool)
+    result.update(store_report(store), changed=False)
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'boto3' if module.params['store'].startswith('s3://') else None)
+    if module.params['verify_sha256'] is not None:
         module.deprecate('verify_sha256 is replaced by verify (content or listing)', version='2.0.0',
                          collection_name='steward.cluster')
-        verify = VERIFY_CONTENT if p['verify_sha256'] else VERIFY_LISTING
-    with failing_cleanly(module, EtcdError):
-        if p['tmp_dir'] is not None:
-            validate.existing_dir(p['tmp_dir'], 'tmp_dir')
-        store = store_from_params(p, must_exist=not module.check_mode)
-        if p['tool_timeout'] is not None:   # checked even when listing only (no tool runs)
-            validate.timeout(p['tool_timeout'], 'tool_timeout')
-        tool = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout']).snapshot_tool \
-            if verify == VERIFY_CONTENT else None
-        result = list_snapshots(store, verify=verify, tmp_dir=p['tmp_dir'], tool=tool)
-    result.update(store_report(store))
-    module.exit_json(changed=False, **result)
+    shell.run(module, act, EtcdError)
 
 
 if __name__ == '__main__':

@@ -87,95 +87,27 @@ sha256:
   type: str
 '''
 
-import hashlib
-import os
-import tempfile
-import traceback
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import join_script, layout
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import CLUSTER_SPEC, NODE_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import (
-    CLUSTER_SPEC, NODE_SPEC, cluster_params, failure, parse_now,
-)
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import parse_authority
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import check_registration_labels
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import plan_node_files
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster, parse_node
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.join_script import write_script
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.params import parse_join_script
 
 SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, dest={'type': 'path', 'required': True}, force={'type': 'bool', 'default': False},
                authority={'type': 'dict', 'required': True, 'no_log': True}, now={'type': 'str'})
 
 
-def check_dest(value):
-    """`dest`: an absolute path to a file (not a directory) in a directory that exists, checked before anything
-    is rendered (the script is written beside it first, then renamed into place)."""
-    dest = validate.regular_file_or_absent(value, 'dest')   # a directory or a FIFO: refused
-    validate.existing_dir(os.path.dirname(dest), 'dest')
-    return dest
-
-
-def existing_script_node(path):
-    """The node a join script at `path` was rendered for; '' for another file, None when nothing is there."""
-    try:
-        with open(path, 'rb') as f:
-            head = f.read(512).decode('utf-8', 'replace').splitlines()
-    except FileNotFoundError:
-        return None
-    if len(head) > 1 and head[0] == '#!/bin/bash' and head[1].startswith('# steward.cluster join script for node '):
-        return head[1].split()[6]
-    return ''
+def act(p, check_mode):
+    return write_script(parse_join_script(p), force=p['force'], check_mode=check_mode)
 
 
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
-    missing = missing_libraries()
-    if missing:
-        module.fail_json(msg=missing_required_lib(' and '.join(missing)))
-    p = module.params
-    dest = p['dest']
-    try:
-        dest = check_dest(dest)
-        cluster = parse_cluster(cluster_params(p))
-        node = parse_node(dict(p, role='worker'), cluster)
-        check_registration_labels(node.labels)
-        authority = parse_authority({k: v for k, v in p['authority'].items() if k in ('ca.crt', 'ca.key')}, 'authority')
-        if authority is None:
-            raise InvalidInput('authority', 'required', 'ca.crt and ca.key are needed to sign the kubelet certificate')
-        found = existing_script_node(dest)
-        if found is not None and not p['force']:
-            if found != node.name:
-                raise Refused('%s exists and is not a join script of %s (it is %s); use force to replace it'
-                              % (dest, node.name, 'one of ' + found if found else 'another file'), 'not-ours', dest)
-        now = parse_now(p['now'])
-        planned = plan_node_files(cluster, node, authority, lambda path: None, now)
-    except (InvalidInput, ProvisioningError) as exc:
-        module.fail_json(exception=traceback.format_exc(), **failure(exc))
-    paths = sorted(list(planned.files) + [layout.RECORD])
-    if found == node.name and not p['force']:
-        module.exit_json(changed=False, dest=dest, files=paths, sha256=None,
-                         msg='%s already holds a join script of %s (force renders a new one)' % (dest, node.name))
-    if module.check_mode:
-        module.exit_json(changed=True, dest=dest, files=paths, sha256=None, msg='would write %s' % dest)
-    script = join_script.render(cluster, node, planned.files.values(), now, os.path.basename(dest)).encode()
-    directory = os.path.dirname(dest) or '.'
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.join.')
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            os.fchmod(f.fileno(), 0o700)
-            f.write(script)
-        os.replace(tmp, dest)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        module.fail_json(msg='cannot write %s: %s' % (dest, exc))
-    module.exit_json(changed=True, dest=dest, files=paths, sha256=hashlib.sha256(script).hexdigest(),
-                     msg='wrote the join script of %s to %s' % (node.name, dest))
+    shell.require_libraries(module, 'cryptography', 'PyYAML')
+    shell.run(module, act, ProvisioningError)
 
 
 if __name__ == '__main__':

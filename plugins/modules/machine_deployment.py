@@ -208,28 +208,52 @@ readiness:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import (
-    Wait,
-    apply_change,
-    desired_deployment,
-    plan_change,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import Wait, apply_change, plan_change
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION
-from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import WaitTimeout
+from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import MachinesError
+from ansible_collections.steward.cluster.plugins.module_utils.machines.params import parse_machine_deployment
+
+
+SPEC = argspec(
+    KUBE_CONNECTION_SPEC,
+    name=dict(type='str', required=True),
+    namespace=dict(type='str', default='default'),
+    state=dict(type='str', choices=['present', 'absent'], default='present'),
+    replicas=dict(type='int'),
+    class_name=dict(type='str', aliases=['machine_class']),
+    labels=dict(type='dict'),
+    annotations=dict(type='dict'),
+    node_labels=dict(type='dict'),
+    node_annotations=dict(type='dict'),
+    node_taints=dict(type='list', elements='dict'),
+    creation_timeout=dict(type='str'),
+    health_timeout=dict(type='str'),
+    drain_timeout=dict(type='str'),
+    max_evict_retries=dict(type='int'),
+    node_conditions=dict(type='list', elements='str'),
+    disable_health_timeout=dict(type='bool'),
+    strategy=dict(type='str', choices=['RollingUpdate', 'Recreate']),
+    max_surge=dict(type='raw', default=1),
+    max_unavailable=dict(type='raw', default=1),
+    min_ready_seconds=dict(type='int'),
+    revision_history_limit=dict(type='int'),
+    progress_deadline_seconds=dict(type='int'),
+    paused=dict(type='bool'),
+    wait=dict(type='bool', default=False),
+    wait_timeout=dict(type='int', default=600),
+)
 
 
 def run(module):
     params = module.params
-    desired = desired_deployment(params)
+    desired = parse_machine_deployment(params)
     namespace, name = desired['metadata']['namespace'], desired['metadata']['name']
     path = api_path(API_VERSION, 'machinedeployments', namespace, name)
-    validate.timeout(params['wait_timeout'], 'wait_timeout')     # checked with or without wait, before any call
     client = client_from_params(params)
     result = dict(changed=False)
     try:
@@ -248,47 +272,10 @@ def run(module):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            KUBE_CONNECTION_SPEC,
-            name=dict(type='str', required=True),
-            namespace=dict(type='str', default='default'),
-            state=dict(type='str', choices=['present', 'absent'], default='present'),
-            replicas=dict(type='int'),
-            class_name=dict(type='str', aliases=['machine_class']),
-            labels=dict(type='dict'),
-            annotations=dict(type='dict'),
-            node_labels=dict(type='dict'),
-            node_annotations=dict(type='dict'),
-            node_taints=dict(type='list', elements='dict'),
-            creation_timeout=dict(type='str'),
-            health_timeout=dict(type='str'),
-            drain_timeout=dict(type='str'),
-            max_evict_retries=dict(type='int'),
-            node_conditions=dict(type='list', elements='str'),
-            disable_health_timeout=dict(type='bool'),
-            strategy=dict(type='str', choices=['RollingUpdate', 'Recreate']),
-            max_surge=dict(type='raw', default=1),
-            max_unavailable=dict(type='raw', default=1),
-            min_ready_seconds=dict(type='int'),
-            revision_history_limit=dict(type='int'),
-            progress_deadline_seconds=dict(type='int'),
-            paused=dict(type='bool'),
-            wait=dict(type='bool', default=False),
-            wait_timeout=dict(type='int', default=600),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
     where = '%s/%s' % (module.params['namespace'], module.params['name'])
-    try:
-        result = run(module)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule, machine_deployment=where)
-    except WaitTimeout as exc:
-        module.fail_json(msg='%s: %s' % (where, exc), readiness=exc.state, machine_deployment=where)
-    except KubeError as exc:
-        module.fail_json(msg='machine deployment %s: %s' % (where, exc), machine_deployment=where)
-    module.exit_json(**result)
+    shell.run(module, lambda p, check_mode: run(module), KubeError, MachinesError,
+              what='machine deployment %s' % where, machine_deployment=where)
 
 
 if __name__ == '__main__':

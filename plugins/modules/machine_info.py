@@ -138,27 +138,29 @@ machine_deployments:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import names
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import parse_label_selector
 from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import describe_machine
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, Phase
 from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import readiness
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, Phase
+from ansible_collections.steward.cluster.plugins.module_utils.machines.params import parse_machine_info
 
 PHASE_CHOICES = ['Creating'] + [p.value for p in Phase if p.value]
+SPEC = argspec(
+    KUBE_CONNECTION_SPEC,
+    namespace=dict(type='str', default='default'),
+    name=dict(type='str'),
+    machine_deployment=dict(type='str'),
+    label_selector=dict(type='str'),
+    phase=dict(type='list', elements='str', choices=PHASE_CHOICES),
+)
 
 
 def collect(params):
-    namespace = names.dns_label(params['namespace'], 'namespace')
-    for option in ('name', 'machine_deployment'):   # filters, checked as the names they must be
-        if params[option] is not None:
-            names.dns_subdomain(params[option], option)
-    if params['label_selector']:
-        parse_label_selector(params['label_selector'], 'label_selector')   # refused here, not by the API server
+    namespace = parse_machine_info(params)
     client = client_from_params(params)
     try:
         machines = client.list(api_path(API_VERSION, 'machines', namespace), label_selector=params['label_selector'])
@@ -185,25 +187,14 @@ def collect(params):
     return described, summaries
 
 
+def act(p, check_mode):
+    machines, deployments = collect(p)
+    return dict(changed=False, machines=machines, machine_deployments=deployments)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            KUBE_CONNECTION_SPEC,
-            namespace=dict(type='str', default='default'),
-            name=dict(type='str'),
-            machine_deployment=dict(type='str'),
-            label_selector=dict(type='str'),
-            phase=dict(type='list', elements='str', choices=PHASE_CHOICES),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        machines, deployments = collect(module.params)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except KubeError as exc:
-        module.fail_json(msg='machines of namespace %s: %s' % (module.params['namespace'], exc))
-    module.exit_json(changed=False, machines=machines, machine_deployments=deployments)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.run(module, act, KubeError, what='machines of namespace %s' % module.params['namespace'])
 
 
 if __name__ == '__main__':

@@ -97,25 +97,27 @@ lb:
   type: dict
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import (
     CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.deps import missing_libraries
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import run_provision
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import provision_node
+
+SPEC = argspec(CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC,
+               role={'type': 'str', 'choices': ['control-plane', 'worker'], 'default': 'worker'})
 
 
 def main():
-    module = AnsibleModule(argument_spec=argspec(CLUSTER_SPEC, NODE_SPEC, PROVISION_SPEC,
-                                                 role={'type': 'str', 'choices': ['control-plane', 'worker'],
-                                                       'default': 'worker'}),
-                           supports_check_mode=True)
-    missing = missing_libraries()
-    if missing:
-        module.fail_json(msg=missing_required_lib(' and '.join(missing)))
-    run_provision(module, bootstrap=False)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'cryptography', 'PyYAML')
+    shell.run(module, lambda p, check_mode: provision_node(module.run_command, p, check_mode, bootstrap=False),
+              ProvisioningError, EtcdError, KubeError)
 
 
 if __name__ == '__main__':

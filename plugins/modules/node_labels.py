@@ -83,34 +83,30 @@ labels:
   type: dict
 '''
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_subdomain
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_labels_op import ensure_labels
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.params import parse_node_labels
 
 SPEC = argspec(KUBE_CONNECTION_SPEC, name={'type': 'str', 'required': True}, labels={'type': 'dict', 'required': True})
 
 
+def act(p, check_mode):
+    name = parse_node_labels(p)
+    result = ensure_labels(client_from_params(p), name, p['labels'], check_mode)
+    if not result['changed']:
+        result['diff'] = None
+    return result
+
+
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
-    try:
-        name = dns_subdomain(module.params['name'], 'name')
-        client = client_from_params(module.params)
-        result = ensure_labels(client, name, module.params['labels'], module.check_mode)
-    except (InvalidInput, ProvisioningError, KubeError) as exc:
-        module.fail_json(exception=traceback.format_exc(), **failure(exc))
-    diff = result.pop('diff')
-    if module._diff and result['changed']:
-        result['diff'] = diff
-    module.exit_json(**result)
+    shell.run(module, act, ProvisioningError, KubeError)
 
 
 if __name__ == '__main__':

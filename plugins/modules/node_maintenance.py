@@ -181,78 +181,52 @@ profiles:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import names
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import PROFILE_LABEL, STATE_LABEL, split_profiles
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import OptionError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import MaintenanceError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import edit_node
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_edit import (
-    APPROVAL_ANNOTATION, PROFILE_MODES, SHORTCUT_STATES, changes_from, plan_node_change, shortcut_changes)
+    APPROVAL_ANNOTATION, PROFILE_MODES, SHORTCUT_STATES)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.params import parse_node_maintenance
+
+SPEC = argspec(
+    KUBE_CONNECTION_SPEC,
+    name=dict(type='str', required=True),
+    annotations=dict(type='dict'),
+    labels=dict(type='dict'),
+    state=dict(type='str', choices=list(SHORTCUT_STATES)),
+    request_annotation=dict(type='dict'),
+    request_label=dict(type='dict'),
+    approval_annotation=dict(type='dict', default=dict(APPROVAL_ANNOTATION)),
+    profile=dict(type='list', elements='str'),
+    profile_mode=dict(type='str', choices=list(PROFILE_MODES), default='add'),
+)
 
 
-def wanted_changes(params):
-    """(annotations, labels) to apply, checked before the cluster is contacted."""
-    annotations, labels = shortcut_changes(params['state'], params['request_annotation'], params['request_label'],
-                                           params['approval_annotation'])
-    annotations.update(changes_from('annotations', params['annotations']))
-    labels.update(changes_from('labels', params['labels'], labels=True))
-    return annotations, labels
-
-
-def apply(params, check_mode):
-    name = names.dns_subdomain(params['name'], 'name')    # a Node name, before any call
-    annotations, labels = wanted_changes(params)
-    client = client_from_params(params)
+def act(p, check_mode):
+    parsed = parse_node_maintenance(p)
+    client = client_from_params(p)
     try:
-        path = api_path('v1', 'nodes', name=name)
-        try:
-            node = client.get(path)
-        except NotFound:
-            raise OptionError('name', 'exists', 'node %s not found (API server %s)' % (name, client.host), name) from None
-        plan = plan_node_change(node, annotations, labels, params['profile'], params['profile_mode'])
-        if plan.changed and not check_mode:
-            client.merge_patch(path, plan.patch)
+        plan = edit_node(client, check_mode=check_mode, **parsed)
     finally:
         client.close()
-    return plan
+    return dict(changed=plan.changed, node=parsed['name'], changes=plan.changes, patch=plan.patch,
+                labels=plan.after['labels'], annotations=plan.after['annotations'],
+                state=plan.after['labels'].get(STATE_LABEL, ''),
+                profiles=split_profiles(plan.after['labels'].get(PROFILE_LABEL, '')),
+                warnings=list(plan.warnings), diff=dict(before=plan.before, after=plan.after))
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            KUBE_CONNECTION_SPEC,
-            name=dict(type='str', required=True),
-            annotations=dict(type='dict'),
-            labels=dict(type='dict'),
-            state=dict(type='str', choices=list(SHORTCUT_STATES)),
-            request_annotation=dict(type='dict'),
-            request_label=dict(type='dict'),
-            approval_annotation=dict(type='dict', default=dict(APPROVAL_ANNOTATION)),
-            profile=dict(type='list', elements='str'),
-            profile_mode=dict(type='str', choices=list(PROFILE_MODES), default='add'),
-        ),
-        required_one_of=[('annotations', 'labels', 'state', 'profile')],
-        required_if=[('state', 'requested', ('request_annotation', 'request_label'), True),
-                     ('state', 'released', ('request_annotation', 'request_label'), True)],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
+                           required_one_of=[('annotations', 'labels', 'state', 'profile')],
+                           required_if=[('state', 'requested', ('request_annotation', 'request_label'), True),
+                                        ('state', 'released', ('request_annotation', 'request_label'), True)])
     name = module.params['name']
-    with failing_cleanly(module, node=name):   # OptionError and the shared checks (InvalidInput)
-        try:
-            plan = apply(module.params, module.check_mode)
-        except KubeError as exc:
-            module.fail_json(msg='node %s: %s' % (name, exc), node=name, changed=False)
-    for warning in plan.warnings:
-        module.warn(warning)
-    result = dict(changed=plan.changed, node=name, changes=plan.changes, patch=plan.patch, labels=plan.after['labels'],
-                  annotations=plan.after['annotations'], state=plan.after['labels'].get(STATE_LABEL, ''),
-                  profiles=split_profiles(plan.after['labels'].get(PROFILE_LABEL, '')))
-    if module._diff:
-        result['diff'] = dict(before=plan.before, after=plan.after)
-    module.exit_json(**result)
+    shell.run(module, act, MaintenanceError, KubeError, what='node %s' % name, node=name)
 
 
 if __name__ == '__main__':

@@ -217,74 +217,40 @@ config_warnings:
   elements: str
 '''
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import parse_label_selector
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, OptionError
-from ansible_collections.steward.cluster.plugins.module_utils.common.times import parse_rfc3339_ns
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import kube_environment, read_config
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_view import node_view
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import MaintenanceError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import describe_nodes
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.params import parse_node_maintenance_info
+
+SPEC = argspec(
+    KUBE_CONNECTION_SPEC,
+    name=dict(type='str'),
+    label_selector=dict(type='str'),
+    config=dict(type='dict'),
+    config_file=dict(type='path'),
+    config_source=dict(type='str'),
+    now=dict(type='str'),
+)
 
 
-def describe(params):
-    now = time.time()
-    if params['now']:
-        try:
-            now = parse_rfc3339_ns(params['now'], 'now') / 1e9
-        except InvalidInput as exc:
-            raise exc.recast(OptionError) from None
-    if params['label_selector']:
-        parse_label_selector(params['label_selector'], 'label_selector')   # refused here, before any request
-    client = client_from_params(params)
+def act(p, check_mode):
+    parsed = parse_node_maintenance_info(p)
+    client = client_from_params(p)
     try:
-        config, source = read_config(params['config'], params['config_file'], params['config_source'], client)
-        all_nodes = None
-        if params['name']:
-            try:
-                nodes = [client.get(api_path('v1', 'nodes', name=params['name']))]
-            except NotFound:
-                raise OptionError('name', 'exists', 'node %s not found (API server %s)' % (params['name'], client.host),
-                                  params['name']) from None
-        else:
-            nodes = client.list(api_path('v1', 'nodes'), label_selector=params['label_selector'])
-            all_nodes = None if params['label_selector'] else nodes
-        env = kube_environment(client, all_nodes)
-        views = [node_view(n, config, now, env) for n in sorted(nodes, key=lambda n: n['metadata']['name'])]
+        return describe_nodes(client, **parsed)
     finally:
         client.close()
-    return dict(changed=False, nodes=views, config_source=source, config_warnings=list(config.warnings) if config else [])
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            KUBE_CONNECTION_SPEC,
-            name=dict(type='str'),
-            label_selector=dict(type='str'),
-            config=dict(type='dict'),
-            config_file=dict(type='path'),
-            config_source=dict(type='str'),
-            now=dict(type='str'),
-        ),
-        mutually_exclusive=[('name', 'label_selector'), ('config', 'config_file', 'config_source')],
-        supports_check_mode=True,
-    )
-    try:
-        result = describe(module.params)
-    except ConfigError as exc:
-        module.fail_json(msg='maintenance config: %s' % exc, field=exc.field, rule=exc.rule)
-    except InvalidInput as exc:   # OptionError and the shared checks
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    except KubeError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
+                           mutually_exclusive=[('name', 'label_selector'), ('config', 'config_file', 'config_source')])
+    shell.run(module, act, MaintenanceError, KubeError)
 
 
 if __name__ == '__main__':

@@ -129,20 +129,15 @@ actions:
   elements: str
 '''
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label, dns_subdomain
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.params import parse_node_remove
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.remove import remove_node
 
 SPEC = argspec(
@@ -164,50 +159,17 @@ SPEC = argspec(
 )
 
 
-def etcd_connection(p):
-    """The etcd connection when a member is to be removed, else None. Every etcd option is checked either way: a
-    wrong value is bad input even when this run would not use it (it will when the playbook runs for a control-plane
-    node)."""
-    for index, endpoint in enumerate(p['etcd_endpoints']):
-        validate.endpoint_url(endpoint, 'etcd_endpoints[%d]' % index, default_scheme='http')
-    validate.tls_files(p['etcd_ca_cert'], p['etcd_client_cert'], p['etcd_client_key'], 'etcd_')
-    timeout = validate.timeout(p['etcd_timeout'], 'etcd_timeout', maximum=300)
-    if p['member_id']:
-        try:
-            member_id = int(p['member_id'], 16)
-        except ValueError:
-            raise InvalidInput('member_id', 'hex', 'expected a hexadecimal etcd member ID', p['member_id']) from None
-        if member_id == 0:   # etcd never gives a member the ID 0
-            raise InvalidInput('member_id', 'hex', 'an etcd member ID is never 0', p['member_id'])
-    if p['peer_url']:
-        validate.endpoint_url(p['peer_url'], 'peer_url')
-    if not (p['peer_url'] or p['member_id']):
-        return None
-    if not p['etcd_endpoints']:
-        raise InvalidInput('etcd_endpoints', 'required', 'the etcd members that stay are needed to remove a member')
-    return EtcdConnection(endpoints=tuple(p['etcd_endpoints']), ca_cert=p['etcd_ca_cert'],
-                          client_cert=p['etcd_client_cert'], client_key=p['etcd_client_key'], timeout=timeout)
+def act(p, check_mode):
+    parsed = parse_node_remove(p)
+    client = client_from_params(p) if p['drain'] or p['delete_node'] else None
+    return remove_node(client=client, peer_url=p['peer_url'], member_id=p['member_id'], check_mode=check_mode,
+                       drain_node=p['drain'], delete_node=p['delete_node'],
+                       protected_namespaces=p['protected_namespaces'], force=p['force'], **parsed)
 
 
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True, mutually_exclusive=[('peer_url', 'member_id')])
-    p = module.params
-    try:
-        name = dns_subdomain(p['name'], 'name')
-        for index, namespace in enumerate(p['protected_namespaces']):
-            dns_label(namespace, 'protected_namespaces[%d]' % index)
-        etcd = etcd_connection(p)
-        client = client_from_params(p) if p['drain'] or p['delete_node'] else None
-        result = remove_node(name=name, client=client, etcd=etcd, peer_url=p['peer_url'], member_id=p['member_id'],
-                             check_mode=module.check_mode, drain_node=p['drain'], delete_node=p['delete_node'],
-                             timeout=validate.timeout(p['wait_timeout'], 'wait_timeout'),
-                             eviction_timeout=validate.timeout(p['eviction_timeout'], 'eviction_timeout'),
-                             protected_namespaces=p['protected_namespaces'], force=p['force'])
-    except (InvalidInput, ProvisioningError, EtcdError, KubeError) as exc:
-        module.fail_json(exception=traceback.format_exc(), **failure(exc))
-    for warning in result.pop('warnings'):
-        module.warn(warning)
-    module.exit_json(**result)
+    shell.run(module, act, ProvisioningError, EtcdError, KubeError)
 
 
 if __name__ == '__main__':

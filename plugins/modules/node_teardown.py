@@ -88,68 +88,36 @@ pruned:
   elements: str
 '''
 
-import os
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.systemd import ansible_runner, answer, systemctl
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import failure, parse_now
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.etcd_membership import member_of
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.teardown import teardown
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.etcd_membership import member_check
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.params import parse_node_teardown
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.runner import disable_kubelet
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.teardown import teardown, teardown_message
 
 SPEC = dict(root={'type': 'path', 'default': '/'}, etcd_endpoints={'type': 'list', 'elements': 'str', 'default': []},
             force={'type': 'bool', 'default': False}, wait_timeout={'type': 'float', 'default': 120.0},
             manage_kubelet={'type': 'bool', 'default': True}, now={'type': 'str'})
 
 
-def member_check(root, endpoints, force):
-    def check(peer_url):
-        if force:
-            return False
-        if not endpoints:
-            raise Refused('etcd_endpoints is empty: cannot tell whether the etcd member %s left the cluster' % peer_url,
-                          'etcd-unreachable')
-        conn = EtcdConnection(endpoints=tuple(endpoints), ca_cert=root.host(layout.pki('etcd/ca.crt')),
-                              client_cert=root.host(layout.pki('etcd/healthcheck-client.crt')),
-                              client_key=root.host(layout.pki('etcd/healthcheck-client.key')))
-        try:
-            return member_of(cluster_info(conn), peer_url) is not None
-        except EtcdError as exc:
-            raise Refused('cannot ask the cluster whether the etcd member %s left it (%s); use force if the cluster is '
-                          'gone for good' % (peer_url, exc), 'etcd-unreachable') from exc
-    return check
-
-
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
-    p = module.params
-    try:
-        root = Root(validate.absolute_path(p['root'], 'root'))
-        for index, endpoint in enumerate(p['etcd_endpoints']):   # checked even when no member is asked about
-            validate.endpoint_url(endpoint, 'etcd_endpoints[%d]' % index, default_scheme='https')
+
+    def act(p, check_mode):
+        parsed = parse_node_teardown(p)
+        root = parsed['root']
         had_kubelet = root.exists(layout.KUBELET_UNIT)
-        result = teardown(root, check_mode=module.check_mode, now=parse_now(p['now']),
+        result = teardown(root, check_mode=check_mode, now=parsed['now'],
                           member_check=member_check(root, p['etcd_endpoints'], p['force']),
-                          wait_timeout=validate.timeout(p['wait_timeout'], 'wait_timeout'))
-    except (InvalidInput, ProvisioningError) as exc:
-        module.fail_json(exception=traceback.format_exc(), **failure(exc))
-    if result['changed'] and not module.check_mode and had_kubelet and p['manage_kubelet'] \
-            and os.path.normpath(root.root) == '/':
-        done = systemctl(layout.KUBELET_SERVICE, 'disable', '--now', run=ansible_runner(module.run_command))
-        if done.returncode != 0:
-            module.warn('stopping the kubelet failed (rc=%d): %s' % (done.returncode, answer(done)))
-    result['msg'] = ('removed %d file(s)%s' % (len(result['removed']), ', moved %s aside' % result['moved'][0]
-                                               if result['moved'] else '')) if result['changed'] else 'nothing of ours here'
-    module.exit_json(**result)
+                          wait_timeout=parsed['wait_timeout'])
+        if result['changed'] and not check_mode and had_kubelet:
+            result['warnings'] = disable_kubelet(module.run_command, root.root, p['manage_kubelet'])
+        result['msg'] = teardown_message(result)
+        return result
+    shell.run(module, act, ProvisioningError)
 
 
 if __name__ == '__main__':

@@ -184,29 +184,21 @@ error:
   sample: TooManyNonExistent
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import (
     CONSTRAINTS_SPEC,
     MACHINES_SOURCE_EXCLUSIVE,
     MACHINES_SOURCE_SPEC,
     SABAKAN_CONNECTION_SPEC,
-    check_node_taints,
-    check_wait_seconds,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import GENERATOR_VARIABLES
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, error_result
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
-    HAS_YAML,
-    YAML_IMPORT_ERROR,
-    apply_file_update,
-    dump_yaml,
-    parse_mode,
-    plan_file_update,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import apply_file_update, dump_yaml, plan_file_update
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.integrate import plan_checked_cluster
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import resolve_now
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.params import parse_sabakan_cluster
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     load_constraints_input,
     load_current_cluster,
@@ -214,59 +206,54 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source imp
     machines_from,
 )
 
+SPEC = argspec(
+    SABAKAN_CONNECTION_SPEC, MACHINES_SOURCE_SPEC, CONSTRAINTS_SPEC,
+    cluster_file={'type': 'path', 'required': True},
+    template={'type': 'dict'},
+    template_file={'type': 'path'},
+    node_taints={'type': 'dict'},
+    wait_retired_seconds={'type': 'float', 'default': 300},
+    now={'type': 'str'},
+    mode={'type': 'raw'},
+)
+
 
 def plan(params):
     """Read every input, plan and check the constraints as the controller does; (plan, cluster afterwards, file
     update, machine count). Raises SabakanError before anything is written."""
     path = params['cluster_file']
-    now = resolve_now(params['now'])
-    mode = parse_mode(params['mode'])
-    node_taints = check_node_taints(params['node_taints'])
-    wait = check_wait_seconds(params['wait_retired_seconds'])
+    parsed = parse_sabakan_cluster(params)
+    now = parsed['now']
     template = load_template(params['template'], params['template_file'])
     constraints = load_constraints_input(params['constraints'], params['constraints_file'])
     current = load_current_cluster(path)
     machines = machines_from(url=params['url'], machines=params['machines'], machines_file=params['machines_file'],
                              variables=params['variables'], defaults=GENERATOR_VARIABLES, timeout=params['timeout'],
                              validate_certs=params['validate_certs'], ca_path=params['ca_path'], now=now)
-    result, cluster = plan_checked_cluster(current, template, constraints, machines, now=now, node_taints=node_taints,
-                                           wait_retired_seconds=wait)
-    update = plan_file_update(path, dump_yaml(cluster) if result.changed else None, mode, 'cluster')
+    result, cluster = plan_checked_cluster(current, template, constraints, machines, now=now,
+                                           node_taints=parsed['node_taints'],
+                                           wait_retired_seconds=parsed['wait_retired_seconds'])
+    update = plan_file_update(path, dump_yaml(cluster) if result.changed else None, parsed['mode'], 'cluster')
     return result, cluster, update, len(machines)
 
 
+def act(params, check_mode):
+    result, cluster, update, machine_count = plan(params)
+    if not check_mode:
+        apply_file_update(update)
+    return dict(changed=update.changed, operation=result.operation, changes=result.changes,
+                node_changes=[c.as_dict() for c in result.node_changes], cluster=cluster,
+                machine_count=machine_count, cluster_file=params['cluster_file'],
+                diff=update.diff() if update.changed else None)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            SABAKAN_CONNECTION_SPEC, MACHINES_SOURCE_SPEC, CONSTRAINTS_SPEC,
-            cluster_file={'type': 'path', 'required': True},
-            template={'type': 'dict'},
-            template_file={'type': 'path'},
-            node_taints={'type': 'dict'},
-            wait_retired_seconds={'type': 'float', 'default': 300},
-            now={'type': 'str'},
-            mode={'type': 'raw'},
-        ),
-        mutually_exclusive=MACHINES_SOURCE_EXCLUSIVE + [('template', 'template_file'),
-                                                        ('constraints', 'constraints_file')],
-        required_one_of=MACHINES_SOURCE_EXCLUSIVE + [('template', 'template_file')],
-        supports_check_mode=True,
-    )
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib('PyYAML'), exception=YAML_IMPORT_ERROR)
-    path = module.params['cluster_file']
-    try:
-        result, cluster, update, machine_count = plan(module.params)
-        if not module.check_mode:
-            apply_file_update(update)
-    except SabakanError as exc:
-        module.fail_json(cluster_file=path, **error_result(exc))
-    output = dict(changed=update.changed, operation=result.operation, changes=result.changes,
-                  node_changes=[c.as_dict() for c in result.node_changes], cluster=cluster,
-                  machine_count=machine_count, cluster_file=path)
-    if module._diff and update.changed:
-        output['diff'] = update.diff()
-    module.exit_json(**output)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
+                           mutually_exclusive=MACHINES_SOURCE_EXCLUSIVE + [('template', 'template_file'),
+                                                                           ('constraints', 'constraints_file')],
+                           required_one_of=MACHINES_SOURCE_EXCLUSIVE + [('template', 'template_file')])
+    shell.require_libraries(module, 'PyYAML')
+    shell.run(module, act, SabakanError, cluster_file=module.params['cluster_file'])
 
 
 if __name__ == '__main__':

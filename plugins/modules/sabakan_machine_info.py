@@ -118,18 +118,21 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import SABAKAN_CONNECTION_SPEC
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
     GENERATOR_VARIABLES,
     REPAIR_VARIABLES,
     SabakanClient,
-    query_variables,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, error_result
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.params import parse_sabakan_machine_info
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import count_by
 
+SPEC = argspec(SABAKAN_CONNECTION_SPEC,
+               preset={'type': 'str', 'choices': ['generator', 'repair', 'all'], 'default': 'generator'})
+SPEC['url'] = dict(SPEC['url'], required=True)
 PRESETS = {
     'generator': GENERATOR_VARIABLES,
     'repair': REPAIR_VARIABLES,
@@ -137,23 +140,19 @@ PRESETS = {
 }
 
 
-def main():
-    spec = argspec(SABAKAN_CONNECTION_SPEC,
-                   preset={'type': 'str', 'choices': ['generator', 'repair', 'all'], 'default': 'generator'})
-    spec['url']['required'] = True
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    params = module.params
-    try:
-        with about_option('variables'):   # `having: {colour: ...}` is about the option `variables`
-            variables = query_variables(params['variables'], PRESETS[params['preset']])
-        client = SabakanClient(params['url'], timeout=params['timeout'], validate_certs=params['validate_certs'],
-                               ca_path=params['ca_path'])
-        machines = client.search_machines(variables['having'], variables['notHaving'])
-    except SabakanError as exc:
-        module.fail_json(**error_result(exc))
+def act(params, check_mode):
+    variables = parse_sabakan_machine_info(params, PRESETS[params['preset']])
+    client = SabakanClient(params['url'], timeout=params['timeout'], validate_certs=params['validate_certs'],
+                           ca_path=params['ca_path'])
+    machines = client.search_machines(variables['having'], variables['notHaving'])
     counts = count_by(machines)
-    module.exit_json(changed=False, machines=machines, count=len(machines), variables=variables,
-                     by_state=counts['by_state'], by_role=counts['by_role'])
+    return dict(changed=False, machines=machines, count=len(machines), variables=variables,
+                by_state=counts['by_state'], by_role=counts['by_role'])
+
+
+def main():
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.run(module, act, SabakanError)
 
 
 if __name__ == '__main__':

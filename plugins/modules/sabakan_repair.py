@@ -161,8 +161,9 @@ error:
   type: str
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import (
@@ -172,31 +173,37 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args impor
     SABAKAN_CONNECTION_SPEC,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import REPAIR_VARIABLES
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError, error_result
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import SabakanError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import (
-    HAS_YAML,
-    YAML_IMPORT_ERROR,
     apply_file_update,
     dump_yaml,
     load_cluster_file,
     load_reboot_queue,
     load_repair_queue,
-    parse_mode,
     plan_file_update,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import resolve_now
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.params import parse_sabakan_repair
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair import decide_repairs
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     load_constraints_input,
     machines_from,
 )
 
+SPEC = argspec(
+    SABAKAN_CONNECTION_SPEC, MACHINES_SOURCE_SPEC, CONSTRAINTS_SPEC,
+    queue_file={'type': 'path', 'required': True},
+    reboot_queue_file={'type': 'path'},
+    cluster_file={'type': 'path'},
+    now={'type': 'str'},
+    mode={'type': 'raw'},
+)
+
 
 def plan(params):
     """Read every input and decide; (queue, decision, added entries, file update, machine count). Raises
     SabakanError before anything is written."""
-    now = resolve_now(params['now'])
-    mode = parse_mode(params['mode'])
+    parsed = parse_sabakan_repair(params)
+    now = parsed['now']
     constraints = load_constraints_input(params['constraints'], params['constraints_file'])
     with about_option('queue_file'):
         queue = load_repair_queue(params['queue_file'])
@@ -210,40 +217,27 @@ def plan(params):
     decision = decide_repairs(machines, queue.entries, reboots, cluster, constraints, now=now)
     serials = {m['spec']['ipv4'][0]: m['spec']['serial'] for m in machines if m['spec']['ipv4']}
     added = queue.append(decision.entries, now=now, serials=serials)
-    update = plan_file_update(params['queue_file'], dump_yaml(queue.as_document()) if added else None, mode, 'repair queue')
+    update = plan_file_update(params['queue_file'], dump_yaml(queue.as_document()) if added else None, parsed['mode'],
+                              'repair queue')
     return queue, decision, added, update, len(machines)
 
 
+def act(params, check_mode):
+    queue, decision, added, update, machine_count = plan(params)
+    if not check_mode:
+        apply_file_update(update)
+    return dict(changed=update.changed, entries=added, skipped_machines=decision.skipped,
+                blocked=decision.blocked or '', queue_length=len(queue.entries), machine_count=machine_count,
+                queue_file=params['queue_file'], warnings=[decision.blocked] if decision.blocked else [],
+                diff=update.diff() if update.changed else None)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            SABAKAN_CONNECTION_SPEC, MACHINES_SOURCE_SPEC, CONSTRAINTS_SPEC,
-            queue_file={'type': 'path', 'required': True},
-            reboot_queue_file={'type': 'path'},
-            cluster_file={'type': 'path'},
-            now={'type': 'str'},
-            mode={'type': 'raw'},
-        ),
-        mutually_exclusive=MACHINES_SOURCE_EXCLUSIVE + [('constraints', 'constraints_file')],
-        required_one_of=MACHINES_SOURCE_EXCLUSIVE,
-        supports_check_mode=True,
-    )
-    if not HAS_YAML:
-        module.fail_json(msg=missing_required_lib('PyYAML'), exception=YAML_IMPORT_ERROR)
-    path = module.params['queue_file']
-    try:
-        queue, decision, added, update, machine_count = plan(module.params)
-        if not module.check_mode:
-            apply_file_update(update)
-    except SabakanError as exc:
-        module.fail_json(queue_file=path, **error_result(exc))
-    if decision.blocked:
-        module.warn(decision.blocked)
-    result = dict(changed=update.changed, entries=added, skipped_machines=decision.skipped, blocked=decision.blocked or '',
-                  queue_length=len(queue.entries), machine_count=machine_count, queue_file=path)
-    if module._diff and update.changed:
-        result['diff'] = update.diff()
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
+                           mutually_exclusive=MACHINES_SOURCE_EXCLUSIVE + [('constraints', 'constraints_file')],
+                           required_one_of=MACHINES_SOURCE_EXCLUSIVE)
+    shell.require_libraries(module, 'PyYAML')
+    shell.run(module, act, SabakanError, queue_file=module.params['queue_file'])
 
 
 if __name__ == '__main__':

@@ -165,65 +165,46 @@ replicas:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
-from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label
-from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_file, text
-from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.errors import WatchdogError
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.oneshot import ACTIONS, failure_message, run_once
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import parse_prober_config
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.params import parse_watchdog_probe
+
+SPEC = argspec(
+    KUBE_CONNECTION_SPEC,
+    config=dict(type='dict'),
+    config_file=dict(type='path'),
+    namespace=dict(type='str', required=True),
+    owner=dict(type='str', default='steward-watchdog-prober'),
+    action=dict(type='str', choices=list(ACTIONS), default='auto'),
+    wait=dict(type='bool', default=True),
+)
 
 
-def load_config(params):
-    """The checked config (raises InvalidInput naming `config.<field>` or the file)."""
-    if params['config'] is not None:
-        return parse_prober_config(params['config'], 'config')
-    path = existing_file(params['config_file'], 'config_file')
-    with open(path) as f:
-        try:
-            return parse_prober_config(f.read(), '')
-        except InvalidInput as exc:
-            raise InvalidInput('config_file', exc.rule, '%s: %s' % (path, exc), exc.value) from None
+def act(p, check_mode):
+    parsed = parse_watchdog_probe(p)
+    warnings = ['config: unknown field %s ignored (as DWD does)' % warning for warning in parsed['config'].warnings]
+    client = client_from_params(p)
+    try:
+        result = run_once(client, parsed['config'], parsed['namespace'], parsed['owner'], p['action'], check_mode,
+                          p['wait'])
+    finally:
+        client.close()
+    result['diff'] = {'before': result['replicas']['before'], 'after': result['replicas']['after']}
+    if result['failed_steps']:
+        raise shell.Failed('%s: %s' % ('would fail' if check_mode else 'failed', '; '.join(failure_message(result))),
+                           dict(result, warnings=warnings))
+    return dict(result, warnings=warnings)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=argspec(
-            KUBE_CONNECTION_SPEC,
-            config=dict(type='dict'),
-            config_file=dict(type='path'),
-            namespace=dict(type='str', required=True),
-            owner=dict(type='str', default='steward-watchdog-prober'),
-            action=dict(type='str', choices=list(ACTIONS), default='auto'),
-            wait=dict(type='bool', default=True),
-        ),
-        mutually_exclusive=[('config', 'config_file')],
-        required_one_of=[('config', 'config_file')],
-        supports_check_mode=True,
-    )
-    params = module.params
-    try:
-        config = load_config(params)
-        namespace = dns_label(params['namespace'], 'namespace')
-        owner = text(params['owner'], 'owner', max_length=253)
-    except InvalidInput as exc:
-        module.fail_json(msg=str(exc), field=exc.field, rule=exc.rule)
-    for warning in config.warnings:
-        module.warn('config: unknown field %s ignored (as DWD does)' % warning)
-    with failing_cleanly(module, KubeError):   # and the connection's InvalidInput (kubeconfig, request_timeout)
-        client = client_from_params(params)
-        try:
-            result = run_once(client, config, namespace, owner, params['action'], module.check_mode, params['wait'])
-        finally:
-            client.close()
-    if module._diff:
-        result['diff'] = {'before': result['replicas']['before'], 'after': result['replicas']['after']}
-    if result['failed_steps']:
-        module.fail_json(msg='%s: %s' % ('would fail' if module.check_mode else 'failed',
-                                         '; '.join(failure_message(result))), **result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
+                           mutually_exclusive=[('config', 'config_file')],
+                           required_one_of=[('config', 'config_file')])
+    shell.run(module, act, KubeError, WatchdogError)
 
 
 if __name__ == '__main__':

@@ -56,6 +56,11 @@ NOT_A_BOOL = 'maybe'
 NOT_A_DICT = 'not a dict'
 NOT_A_CHOICE = 'no-such-choice'
 BAD_NAMES = ('', 'line\nbreak', 'nul\x00byte')
+# Classes of text every str and path option refuses (issue 23 §4): a NUL byte (refused for every option by the
+# module shell) and a control character (an S3 region with one ended in botocore's traceback).
+TEXT_BAD = (('nul', 'nul\x00byte'), ('control-char', 'bell\x07char'), ('escape', '\x1b[31mred'))
+# Classes of number every float option refuses: not finite.
+FLOAT_BAD = (float('nan'), float('inf'), float('-inf'))
 MALFORMED_YAML = 'apiVersion: v1\nclusters: [unclosed\n  - {{{\n'
 # An etcdutl that never exits, whose child holds its output pipes (`{hanging_tool}`): killing the script alone
 # would leave the caller waiting on the pipes.
@@ -334,6 +339,8 @@ class ModuleCases:
     what it talks to, with `endpoint_value` giving the black-hole/closed form (`{blackhole_url}`, ...).
     `files`/`dirs`: path options that must name an existing file/directory (added to the argspec heuristics);
     `not_files`: path options the heuristics would wrongly treat as input files; `names`: one-line text options;
+    `outputs`: path options the module writes (each gets a path below a regular file, which no write can create:
+    refused before anything is written); `text_ok`: str options that take free text with control characters;
     `extra`: hand-written cases."""
 
     base: Dict[str, Any]
@@ -345,6 +352,8 @@ class ModuleCases:
     dirs: Tuple[str, ...] = ()
     absolute: Tuple[str, ...] = ()
     names: Tuple[str, ...] = ()
+    outputs: Tuple[str, ...] = ()
+    text_ok: Tuple[str, ...] = ()
     skip: Tuple[str, ...] = ()
     endpoint_may_succeed: bool = False
     extra: List[Case] = dataclasses.field(default_factory=list)
@@ -363,9 +372,10 @@ def is_input_file(option: str, spec: Mapping[str, Any], cases: ModuleCases) -> b
 
 def generated_cases(name: str, cases: ModuleCases) -> List[Case]:
     """The cases every module gets from its argspec: each required option missing, a wrong type per typed option,
-    a value outside `choices`, bad timeouts (negative, zero, NaN, infinite, huge), missing and directory paths for
-    input files, a file for directories, relative paths, empty and multi-line names, a closed and a black-hole
-    endpoint, and malformed YAML/JSON where a file is parsed."""
+    a value outside `choices`, bad timeouts (negative, zero, NaN, infinite, huge), NaN and infinities for every
+    float, a NUL byte and control characters in every str and path option, missing and directory paths for input
+    files, a file for directories, a path below a regular file for outputs, relative paths, empty and multi-line
+    names, a closed and a black-hole endpoint, and malformed YAML/JSON where a file is parsed."""
     spec, _kwargs = argspec_of(name)
     out: List[Case] = []
     for option, opt in sorted(spec.items()):
@@ -385,6 +395,15 @@ def generated_cases(name: str, cases: ModuleCases) -> List[Case]:
         if option.endswith('timeout') and kind in ('int', 'float', 'raw'):
             for value in (TIMEOUT_BAD if kind == 'int' else TIMEOUT_BAD_FLOAT):
                 out.append(Case('%s=%r' % (option, value), {option: value}))
+        elif kind == 'float':
+            for value in FLOAT_BAD:
+                out.append(Case('%s=%r' % (option, value), {option: value}))
+        if kind in ('str', 'path') and not opt.get('choices'):
+            for label, value in TEXT_BAD:
+                if label == 'nul' or option not in cases.text_ok:
+                    out.append(Case('%s-%s' % (option, label), {option: value}))
+        if option in cases.outputs:
+            out.append(Case('%s-below-a-file' % option, {option: '{file}/out'}))
         if is_input_file(option, opt, cases):
             out.append(Case('%s-missing' % option, {option: '{missing}'}))
             out.append(Case('%s-is-a-directory' % option, {option: '{dir}'}))

@@ -48,6 +48,17 @@ AUTHORITY = ca_pem()   # real PEM: the base must be valid except where a case ma
 # Fake secrets are long and unusual: Ansible masks every no_log value wherever it appears in a result, and a
 # one-letter secret would mask that letter in every message (then no refusal could be seen to name its option).
 S3_KEYS = {'aws_access_key_id': 'AKIDBADINPUTEXAMPLE', 'aws_secret_access_key': 'bad-input-secret-key-example'}
+
+
+def s3_region_cases():
+    """Issue 23 §4: an S3 region with a control character ended in botocore's traceback; refused before any client
+    is built, naming `region`."""
+    return [Case('s3-region-%s' % label, {'store': S3_STORE, 's3_endpoint_url': '{closed_url}', 'region': region,
+                                          **S3_KEYS}, startup=BOTO3_STARTUP, names=('region',))
+            for label, region in (('control-char', 'us-east-1\x07'), ('escape', '\x1b[2Jus-east-1'),
+                                  ('space', 'us east 1'))]
+
+
 PROVISIONING = {'control_plane': CP, 'node_name': 'cp1', 'address': '10.0.0.11', 'root': '{root}', 'wait': False,
                 'lb_validate': False, 'manage_kubelet': False}
 
@@ -87,8 +98,12 @@ CASES = {
     'etcd_config': ModuleCases(
         base={'path': '{root}/etcd.conf.yml', 'config': {'name': 'etcd1', 'data-dir': '{root}/data'},
               'fingerprint_path': '{root}/fp', 'fingerprint': '0123abcd'},
-        absolute=('path', 'fingerprint_path'),
+        absolute=('path', 'fingerprint_path'), outputs=('path', 'fingerprint_path'),
         extra=[Case('mode-decimal-644', {'mode': 644}),
+               Case('owner-nul-byte', {'owner': 'etcd\x00root'}),
+               Case('group-nul-byte', {'group': 'etcd\x00'}),
+               Case('fingerprint_path-not-writable-config-unchanged', {'fingerprint_path': '{file}/fp'},
+                    names=('fingerprint_path',)),
                Case('mode-not-octal', {'mode': '0999'}),
                Case('path-is-a-directory', {'path': '{dir}'})]),
     'etcd_data_dir': ModuleCases(
@@ -116,7 +131,8 @@ CASES = {
               'data_dir': '{root}/data', 'client_url': '{closed_url}', 'peer_url': 'http://127.0.0.1:2380'},
         endpoint='client_url', timeout='probe_timeout',
         endpoint_may_succeed=True, names=('name',), absolute=('data_dir',),
-        extra=[Case('client_url-not-a-url', {'client_url': 'nowhere'})]),
+        extra=[Case('client_url-not-a-url', {'client_url': 'nowhere'}),
+               Case('data_dir-is-a-file', {'data_dir': '{file}'})]),
     'etcd_process': ModuleCases(
         base={'state': 'stopped', 'pid_file': '{root}/etcd.pid', 'wait_timeout': 1, 'stop_timeout': 1},
         absolute=('pid_file',), files=('binary', 'config_file'), not_files=('log_file',),
@@ -129,13 +145,15 @@ CASES = {
                Case('missing-binary-check-mode', {'state': 'started', 'binary': '{missing}',
                                                   'config_file': '{file}'}, check_mode=True),
                Case('pid_file-is-a-directory', {'pid_file': '{dir}'}),
+               Case('config_file-missing-check-mode', {'state': 'started', 'binary': '/bin/true',
+                                                       'config_file': '{missing}'}, check_mode=True),
                Case('log_file-is-a-directory', {'state': 'started', 'binary': '{missing}', 'config_file': '{file}',
                                                 'log_file': '{dir}'})]),
     'etcd_recover_member': ModuleCases(
         base={'plan': RECOVERY_PLAN, 'host': 'etcd1', 'name': 'etcd1', 'client_url': '{closed_url}',
               'peer_url': 'http://127.0.0.1:2380', 'data_dir': '{root}/data', 'config_file': '{root}/etcd.conf.yml',
               'config': {'name': 'etcd1'}, 'fingerprint_path': '{root}/fp', 'fingerprint': '0123abcd',
-              'binary': '{file}', 'pid_file': '{root}/etcd.pid', 'wait_timeout': 1, 'stop_timeout': 1, 'timeout': 1},
+              'binary': '/bin/true', 'pid_file': '{root}/etcd.pid', 'wait_timeout': 1, 'stop_timeout': 1, 'timeout': 1},
         absolute=('data_dir', 'config_file', 'pid_file'), files=('binary',), names=('name', 'host'),
         extra=[Case('plan-action-unknown', {'plan': dict(RECOVERY_PLAN, action='wipe_everything')}),
                Case('plan-rejoin-a-string', {'plan': dict(RECOVERY_PLAN, rejoin='etcd2')}),
@@ -165,12 +183,16 @@ CASES = {
         dirs=('tmp_dir',), absolute=('data_dir',), names=('name',), files=('snapshot_file',),
         extra=[Case('data_dir-etc-check-mode', {'data_dir': '/etc'}, check_mode=True),
                Case('data_dir-is-a-file', {'data_dir': '{file}'}),
+               Case('store_timeout-zero-with-snapshot_file', {'store': None, 'snapshot_file': '{file}',
+                                                              'store_timeout': 0}, names=('store_timeout',)),
+               *s3_region_cases(),
                Case('store-missing-dir', {'store': '{missing}'}),
                Case('initial_cluster-malformed', {'initial_cluster': 'etcd1'})]),
     'etcd_snapshot': ModuleCases(
         base={'endpoints': ['{closed_url}'], 'timeout': 1, 'store': '{store}', 'snapshot_timeout': 1},
         endpoint='endpoints', endpoint_values=ETCD_ENDPOINTS, timeout='timeout', dirs=('tmp_dir',),
         extra=[Case('store-relative', {'store': 'relative/store'}),
+               *s3_region_cases(),
                Case('s3-endpoint-black-hole', {'store': S3_STORE, 's3_endpoint_url': '{blackhole_url}',
                                                'endpoints': ['{blackhole_url}']}, limit=1.0, startup=BOTO3_STARTUP,
                     names=('endpoints', 's3_endpoint_url'), endpoint='{blackhole_url}')]),
@@ -179,12 +201,14 @@ CASES = {
         extra=[Case('store-missing-dir', {'store': '{missing}'}),
                Case('store-is-a-file', {'store': '{file}'}),
                Case('max_backups-negative', {'max_backups': -1}),
-               Case('incomplete_grace_period-negative', {'incomplete_grace_period': -5})]),
+               Case('incomplete_grace_period-negative', {'incomplete_grace_period': -5}),
+               *s3_region_cases()]),
     'etcd_snapshot_info': ModuleCases(
         base={'store': '{store}'},
         dirs=('tmp_dir',),
         extra=[Case('store-missing-dir', {'store': '{missing}'}),
                Case('store-is-a-file', {'store': '{file}'}),
+               *s3_region_cases(),
                Case('s3-endpoint-black-hole', {'store': S3_STORE, 's3_endpoint_url': '{blackhole_url}',
                                                'region': 'us-east-1', 'store_timeout': 3, **S3_KEYS}, limit=3.0,
                     startup=BOTO3_STARTUP, names=('s3_endpoint_url',), endpoint='{blackhole_url}'),
@@ -199,7 +223,7 @@ CASES = {
     'join_script': ModuleCases(
         base={'control_plane': CP, 'node_name': 'w7', 'address': '10.0.1.7', 'dest': '{root}/join.sh',
               'authority': AUTHORITY},
-        names=('node_name',), absolute=('dest',),
+        names=('node_name',), absolute=('dest',), outputs=('dest',),
         extra=[Case('authority-empty', {'authority': {}}),
                Case('dest-is-a-directory', {'dest': '{dir}'})]),
     'machine_deployment': ModuleCases(
@@ -244,7 +268,10 @@ CASES = {
     'sabakan_cluster': ModuleCases(
         base={'url': '{closed_url}', 'timeout': 1, 'cluster_file': '{root}/cluster.yml', 'template': CKE_TEMPLATE},
         endpoint='url', timeout='timeout', files=('machines_file', 'constraints_file', 'template_file'),
+        outputs=('cluster_file',),
         extra=[Case('mode-decimal-644', {'mode': 644}),
+               Case('wait_retired_seconds-nan', {'wait_retired_seconds': float('nan')}),
+               Case('wait_retired_seconds-infinite', {'wait_retired_seconds': float('inf')}),
                Case('constraints-as-text', {'constraints': {'control-plane-count': '3'}}),
                Case('template_file-malformed-yaml', {'template': None, 'template_file': '{malformed_yaml}'}),
                Case('wait_retired_seconds-negative', {'wait_retired_seconds': -1})]),
@@ -255,7 +282,7 @@ CASES = {
                Case('url-not-a-url', {'url': 'not a url'})]),
     'sabakan_repair': ModuleCases(
         base={'url': '{closed_url}', 'timeout': 1, 'queue_file': '{root}/queue.yml'},
-        endpoint='url', timeout='timeout', files=('machines_file', 'constraints_file'),
+        endpoint='url', timeout='timeout', files=('machines_file', 'constraints_file'), outputs=('queue_file',),
         # cluster_file may not exist yet (documented: no machine is a member then, so repairs wait longer)
         extra=[Case('mode-decimal-644', {'mode': 644}),
                Case('cluster_file-is-a-directory', {'cluster_file': '{dir}'}),

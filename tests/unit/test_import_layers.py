@@ -139,11 +139,18 @@ def test_engine_areas_import_only_lower_floors():
     assert wrong == []
 
 
+# The module shell adapter is the one engine file that speaks Ansible: modules can import only from module_utils,
+# so it lives here, and it may take Ansible's own missing-library message (nothing else of Ansible).
+SHELL_ADAPTER = (os.path.join('plugins', 'module_utils', 'common', 'shell.py'), 'ansible.module_utils.basic')
+
+
 def test_the_engine_imports_no_shell_controller_lab_or_tests():
     lab = lab_modules()
     wrong = []
     for path in python_files(os.path.join('plugins', 'module_utils')):
         for module in imports(path):
+            if path.endswith(SHELL_ADAPTER[0]) and module.startswith(SHELL_ADAPTER[1]):
+                continue
             if (is_controller(module) or is_lab(module, lab) or is_tests(module) or is_bench(module)
                     or module.split('.')[0] == 'kopf' or module.split('.')[0] == 'ansible'
                     or (module.startswith(PLUGINS_PREFIX) and not module.startswith(ENGINE_PREFIX)

@@ -60,7 +60,6 @@ def add_arguments(group: Any) -> None:
 
 def options(args: argparse.Namespace) -> AnchorOptions:
     try:
-        from ansible_collections.steward.cluster.plugins.module_utils.common import validate
         value = flags.values(args, FLAGS)
         node_ip = validate.ip_address(value['anchor_node_ip'], '--anchor-node-ip') if value['anchor_node_ip'] else ''
         return AnchorOptions(

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 
+# C0 control characters other than tab, newline, carriage return and NUL (those have their own message), and DEL.
+_CONTROL = re.compile('[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]')
 # Every timeout has an upper bound: a typo of 1e999 must not turn into "wait forever".
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600.0
 # A host in a URL: DNS labels (underscores tolerated, as resolvers do) or an IPv4 address; IPv6 is checked apart.
@@ -73,6 +75,24 @@ def boolean(value: Any, field: str) -> bool:
     return value
 
 
+def optional_boolean(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    """A boolean field of an object (`<where>.<key>`) that may be left out: `enabled: "false"` is text (and truthy),
+    refused rather than read as on."""
+    value = section.get(key)
+    return default if value is None else boolean(value, '%s.%s' % (where, key))
+
+
+def mapping(value: Any, field: str, required: bool = False) -> Mapping[str, Any]:
+    """An object (a mapping); an absent optional one is empty."""
+    if value is None and not required:
+        return {}
+    if value is None:
+        raise InvalidInput(field, 'required', 'required')
+    if not isinstance(value, Mapping):
+        raise InvalidInput(field, 'type', 'expected an object, got %r' % (value,), value)
+    return value
+
+
 def timeout(value: Any, field: str, maximum: float = MAX_TIMEOUT_SECONDS) -> float:
     """Seconds to wait: positive, finite, at most `maximum` (a week by default)."""
     return number(value, field, minimum=0, maximum=maximum, exclusive_minimum=True)
@@ -87,9 +107,42 @@ def text(value: Any, field: str, allow_empty: bool = False, max_length: int = 40
     if any(c in value for c in '\n\r\x00'):
         raise InvalidInput(field, 'one-line', 'must not contain a newline, carriage return or NUL, got %s'
                            % shown(value), value)
+    if _CONTROL.search(value):
+        raise InvalidInput(field, 'control-character', 'must not contain control characters, got %s' % shown(value),
+                           value)
     if len(value) > max_length:
         raise InvalidInput(field, 'max-length', 'must be at most %d characters, got %d' % (max_length, len(value)))
     return value
+
+
+def credential(value: Any, field: str, max_length: int = 16384) -> str:
+    """A secret that travels in a header or a signature (a token, a password, an access key): one line of printable
+    text, checked without ever showing the value (a control character would end in the HTTP library's traceback)."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, 'string', 'expected a string', secret=True)
+    if not value:
+        raise InvalidInput(field, 'non-empty', 'must not be empty', secret=True)
+    if _CONTROL.search(value) or any(c in value for c in '\n\r\x00'):
+        raise InvalidInput(field, 'control-character', 'must not contain control characters (value not shown)',
+                           secret=True)
+    if len(value) > max_length:
+        raise InvalidInput(field, 'max-length', 'must be at most %d characters' % max_length, secret=True)
+    return value
+
+
+def port(value: Any, field: str) -> int:
+    """A TCP port: a whole number from 1 to 65535."""
+    return integer(value, field, minimum=1, maximum=65535)
+
+
+def cidr(value: Any, field: str) -> str:
+    """An IPv4 or IPv6 network in CIDR notation with no host bits set (`10.96.0.0/12`); the normalised text."""
+    text_value = text(value, field)
+    try:
+        return str(ipaddress.ip_network(text_value, strict=True))
+    except ValueError as exc:
+        raise InvalidInput(field, 'cidr', 'expected a network in CIDR form such as 10.96.0.0/12, got %s (%s)'
+                           % (shown(value), exc), value) from None
 
 
 def path_component(value: Any, field: str) -> str:

@@ -92,22 +92,6 @@ def _secret(value: Any, field: str) -> Optional[SecretRef]:
     return SecretRef(value['name'])
 
 
-def _flag(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
-    """A boolean field: `enabled: "false"` is text (and truthy), refused rather than read as on."""
-    value = section.get(key)
-    return default if value is None else validate.boolean(value, '%s.%s' % (where, key))
-
-
-def _mapping(value: Any, field: str, required: bool = False) -> Mapping[str, Any]:
-    if value is None and not required:
-        return {}
-    if value is None:
-        raise SpecError(field, 'required', 'required')
-    if not isinstance(value, Mapping):
-        raise SpecError(field, 'type', 'expected an object, got %r' % (value,), value)
-    return value
-
-
 def _store_url(store: Mapping[str, Any]) -> str:
     provider = store.get('provider')
     if provider not in PROVIDERS:
@@ -131,17 +115,17 @@ def _store_url(store: Mapping[str, Any]) -> str:
 def parse_backup_spec(spec: Any) -> BackupSpec:
     """The checked spec with defaults applied; SpecError names the first wrong field (the shared checks'
     InvalidInput, durations included, comes as SpecError too)."""
-    spec = _mapping(spec, 'spec', required=True)
+    spec = validate.mapping(spec, 'spec', required=True)
     values = dict(DEFAULTS)
     values.update({k: v for k, v in spec.items() if v is not None})
-    etcd = _mapping(spec.get('etcd'), 'spec.etcd', required=True)
+    etcd = validate.mapping(spec.get('etcd'), 'spec.etcd', required=True)
     endpoints = etcd.get('endpoints')
     if not isinstance(endpoints, list) or not endpoints:
         raise SpecError('spec.etcd.endpoints', 'required', 'expected a non-empty list of client URLs, got %r' % (endpoints,), endpoints)
     for index, endpoint in enumerate(endpoints):
         validate.endpoint_url(endpoint.strip() if isinstance(endpoint, str) else endpoint,
                               'spec.etcd.endpoints[%d]' % index, default_scheme='http')
-    store = _mapping(spec.get('store'), 'spec.store', required=True)
+    store = validate.mapping(spec.get('store'), 'spec.store', required=True)
     try:
         schedule = parse_cron(str(values['fullSnapshotSchedule']))
         schedule.next_after(0)
@@ -151,20 +135,20 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
     if gc_policy not in POLICIES:
         raise SpecError('spec.garbageCollectionPolicy', 'one-of', 'expected one of %s, got %r' % (', '.join(POLICIES), gc_policy), gc_policy)
     max_backups = validate.integer(values['maxBackups'], 'spec.maxBackups', minimum=1)
-    compression = _mapping(spec.get('compression'), 'spec.compression')
+    compression = validate.mapping(spec.get('compression'), 'spec.compression')
     policy_name = compression.get('policy', 'gzip')
     if policy_name not in POLICY_SUFFIX:
         raise SpecError('spec.compression.policy', 'one-of', 'expected one of %s, got %r' % (', '.join(POLICY_SUFFIX), policy_name),
                         policy_name)
-    verification = _mapping(spec.get('restoreVerification'), 'spec.restoreVerification')
+    verification = validate.mapping(spec.get('restoreVerification'), 'spec.restoreVerification')
     verify_schedule = None
-    if _flag(verification, 'enabled', True, 'spec.restoreVerification'):
+    if validate.optional_boolean(verification, 'enabled', True, 'spec.restoreVerification'):
         try:
             verify_schedule = parse_cron(str(verification.get('schedule') or VERIFY_SCHEDULE))
             verify_schedule.next_after(0)
         except CronError as exc:
             raise SpecError('spec.restoreVerification.schedule', 'cron', str(exc), verification.get('schedule')) from None
-    compaction = _mapping(spec.get('compaction'), 'spec.compaction')
+    compaction = validate.mapping(spec.get('compaction'), 'spec.compaction')
     threshold = validate.integer(compaction.get('eventsThreshold', 1000000), 'spec.compaction.eventsThreshold', minimum=1)
     period = parse_duration(values['deltaSnapshotPeriod'], 'spec.deltaSnapshotPeriod')
     if 0 < period < 1:
@@ -182,8 +166,8 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
         full_schedule=schedule, delta_period=period, delta_memory_limit=memory, gc_policy=gc_policy,
         gc_period=gc_period, max_backups=max_backups,
         delta_retention=parse_duration(values['deltaSnapshotRetentionPeriod'], 'spec.deltaSnapshotRetentionPeriod'),
-        compression=policy_name if _flag(compression, 'enabled', False, 'spec.compression') else None,
-        compaction_enabled=_flag(compaction, 'enabled', False, 'spec.compaction'), compaction_threshold=threshold,
+        compression=policy_name if validate.optional_boolean(compression, 'enabled', False, 'spec.compression') else None,
+        compaction_enabled=validate.optional_boolean(compaction, 'enabled', False, 'spec.compaction'), compaction_threshold=threshold,
         snapshot_timeout=parse_duration(values['snapshotTimeout'], 'spec.snapshotTimeout') or 900.0,
         verify_schedule=verify_schedule)
     endpoint = store.get('endpoint')
@@ -192,7 +176,7 @@ def parse_backup_spec(spec: Any) -> BackupSpec:
     region = store.get('region')
     if region is not None:
         validate.text(region, 'spec.store.region', max_length=64)
-    encryption = _mapping(store.get('encryption'), 'spec.store.encryption')
+    encryption = validate.mapping(store.get('encryption'), 'spec.store.encryption')
     mode = ENCRYPTION_MODES.get(str(encryption.get('mode', MODE_SSE_S3)))
     if mode not in MODES:
         raise SpecError('spec.store.encryption.mode', 'one-of', 'expected one of %s, got %r' % (

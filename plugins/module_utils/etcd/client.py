@@ -77,6 +77,10 @@ class EtcdConnection:
         timeout = params.get(prefix + 'timeout')
         validate.tls_files(params.get(prefix + 'ca_cert'), params.get(prefix + 'client_cert'),
                            params.get(prefix + 'client_key'), prefix)
+        if params.get(prefix + 'user') is not None:
+            validate.text(params[prefix + 'user'], prefix + 'user', max_length=256)
+        if params.get(prefix + 'password') is not None:
+            validate.credential(params[prefix + 'password'], prefix + 'password')
         return cls(
             endpoints=tuple(endpoints),
             ca_cert=params.get(prefix + 'ca_cert'),

@@ -92,13 +92,47 @@ def _read(path: str) -> Optional[str]:
         raise ConfigFileError('cannot read %s: %s' % (path, exc)) from exc
 
 
+def check_owner_group(owner: Optional[str], group: Optional[str]) -> None:
+    """`owner` and `group`, when given, are one-line names: with a NUL byte the user database lookup fails with a
+    ValueError (a traceback), not a "no such user"."""
+    for field, name in (('owner', owner), ('group', group)):
+        if name is not None:
+            validate.text(name, field, max_length=256)
+
+
 def _ids(owner: Optional[str], group: Optional[str]) -> tuple:
+    """(uid, gid) of `owner` and `group`, -1 for the one not given."""
+    check_owner_group(owner, group)
     try:
         uid = pwd.getpwnam(owner).pw_uid if owner else -1
         gid = grp.getgrnam(group).gr_gid if group else -1
     except KeyError as exc:
         raise ConfigFileError('no such user or group: %s' % exc) from exc
     return uid, gid
+
+
+def _check_parent(target: str, field: str, created: List[str]) -> None:
+    """The directory `target` is written into exists (or is one of the `directories` this call creates, or is
+    created with one of them) and is a writable directory; InvalidInput naming `field` otherwise."""
+    parent = os.path.dirname(target) or '.'
+    if any(p == parent or p.startswith(parent.rstrip('/') + '/') for p in created):
+        return
+    if not os.path.isdir(parent):
+        raise InvalidInput(field, 'directory', 'the directory of %s does not exist or is not a directory' % target,
+                           target)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidInput(field, 'writable', 'cannot write into %s' % parent, target)
+
+
+def _restore(path: str, before: Optional[str], before_mode: Optional[int]) -> None:
+    """Put the config file back as it was after a later step of the same change failed."""
+    try:
+        if before is None:
+            os.unlink(path)
+        else:
+            write_atomic(path, before, before_mode if before_mode is not None else 0o600)
+    except OSError:
+        pass   # the error being raised says what failed; the fingerprint still names the old settings
 
 
 def apply_config(*, path: str, config: Dict[str, Any], mode: int, directories: List[Dict[str, Any]],
@@ -113,6 +147,9 @@ def apply_config(*, path: str, config: Dict[str, Any], mode: int, directories: L
     validate.text(fingerprint, 'fingerprint')
     _check_keys(config, 'config')
     uid, gid = _ids(owner, group)
+    created = [entry['path'] for entry in directories]
+    for field, target in (('path', path), ('fingerprint_path', fingerprint_path)):
+        _check_parent(target, field, created)   # before anything is written: a half-applied config is worse
     actions: List[str] = []
     for entry in directories:
         directory, want = entry['path'], int(entry['mode'])
@@ -149,15 +186,21 @@ def apply_config(*, path: str, config: Dict[str, Any], mode: int, directories: L
     if fingerprint_changed:
         actions.append('write %s' % fingerprint_path)
     if not check_mode:
+        before_mode = os.stat(path).st_mode & 0o7777 if before is not None else None
         try:
             if config_changed:
                 write_atomic(path, content, mode)
-            elif before is not None and os.stat(path).st_mode & 0o7777 != mode:
+            elif before_mode is not None and before_mode != mode:
                 os.chmod(path, mode)
-            if fingerprint_changed:
-                write_atomic(fingerprint_path, fingerprint_text, 0o644)
         except OSError as exc:
             raise ConfigFileError('cannot write %s: %s' % (path, exc)) from exc
+        if fingerprint_changed:
+            try:
+                write_atomic(fingerprint_path, fingerprint_text, 0o644)
+            except OSError as exc:
+                _restore(path, before, before_mode)   # the config and its fingerprint change together, or neither
+                raise ConfigFileError('cannot write %s (%s left as it was): %s' % (fingerprint_path, path, exc)) \
+                    from exc
     return {'changed': bool(actions), 'config_changed': config_changed, 'fingerprint_changed': fingerprint_changed,
-            'actions': actions, 'path': path,
+            'config_existed': before is not None, 'actions': actions, 'path': path,
             'diff': {'before': before or '', 'after': content, 'before_header': path, 'after_header': path}}

@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Dict, FrozenSet, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, retry_until
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
     EtcdConnection,
     Gateway,
@@ -263,6 +264,19 @@ def promote_learner(conn: EtcdConnection, endpoint: str, member_id: str, retry_t
            'promote learner %s: it must run and catch up with the leader' % member_id)
 
 
+def parse_member_id(text: Any, field: str = 'member_id') -> int:
+    """An etcd member ID as etcdctl prints it (hex, never 0: etcd gives no member the ID 0): the one rule for every
+    option and argument that names a member; InvalidInput names `field`."""
+    try:
+        member_id = int(text, 16)
+    except (TypeError, ValueError):
+        raise InvalidInput(field, 'hex', 'expected a member id in hex (as etcdctl prints it), got %s' % shown(text),
+                           text) from None
+    if member_id <= 0:
+        raise InvalidInput(field, 'hex', 'an etcd member ID is a positive hex number, never %s' % shown(text), text)
+    return member_id
+
+
 def ensure_member_absent(conn: EtcdConnection, *, name: Optional[str] = None, member_id: Optional[str] = None,
                          peer_url: Optional[str] = None, force: bool = False, check_mode: bool = False,
                          retry_timeout: float = 60) -> Dict[str, Any]:
@@ -270,10 +284,7 @@ def ensure_member_absent(conn: EtcdConnection, *, name: Optional[str] = None, me
     if not (name or member_id or peer_url):
         raise MembershipError('one of name, member_id or peer_url is required to remove a member')
     if member_id is not None:
-        try:
-            int(member_id, 16)
-        except ValueError:
-            raise MembershipError('member_id %r is not a hexadecimal etcd member id' % member_id) from None
+        parse_member_id(member_id, 'member_id')
     info = cluster_info(conn)
     before = info['members']
     member = find_member(before, name=name, member_id=member_id, peer_urls=[peer_url] if peer_url else None)

@@ -402,11 +402,13 @@ def _remove(path: str) -> None:
 
 
 # --- engine entry point ---------------------------------------------------------------------------
-def check_spec(spec: ProcessSpec, state: str, check_mode: bool = False) -> None:
-    """Every check the real run makes, before anything acts (check mode included); InvalidInput names the option.
+def check_spec(spec: ProcessSpec, state: str, config_written_first: bool = False) -> None:
+    """Every check the real run makes, before anything acts, check mode included (a check-mode run that says ok
+    while the real one would fail on a missing config file is no check); InvalidInput names the option.
 
-    In check mode the config file may be missing: the task that writes it (the role's etcd_config) ran in check
-    mode too and wrote nothing, so only its path is checked; the real run requires the file."""
+    `config_written_first`: the caller writes the config file itself before it starts etcd (etcd_recover_member),
+    so only its path is checked. (The etcd role skips its start in check mode when its etcd_config task, in check
+    mode too, wrote a config file that did not exist.)"""
     validate.one_of(state, 'state', STATES)
     validate.regular_file_or_absent(spec.pid_file, 'pid_file')   # a directory or a FIFO: refused
     if spec.log_file is not None:
@@ -420,7 +422,7 @@ def check_spec(spec: ProcessSpec, state: str, check_mode: bool = False) -> None:
         validate.existing_file(spec.binary, 'binary')
         if not os.access(spec.binary, os.X_OK):
             raise InvalidInput('binary', 'executable', '%s is not executable' % spec.binary, spec.binary)
-    if check_mode and spec.config_file is not None and not os.path.exists(spec.config_file):
+    if config_written_first and spec.config_file is not None and not os.path.exists(spec.config_file):
         validate.absolute_path(spec.config_file, 'config_file')
     else:
         validate.optional_file(spec.config_file, 'config_file')
@@ -434,7 +436,7 @@ def check_spec(spec: ProcessSpec, state: str, check_mode: bool = False) -> None:
 def ensure_process(spec: ProcessSpec, state: str = 'started', check_mode: bool = False) -> Dict[str, Any]:
     """Bring the process to `state`. Same decision and the same checks in check mode; only the actions are
     skipped. A pid file naming a process that is not provably ours is stale: nothing is signalled."""
-    check_spec(spec, state, check_mode)
+    check_spec(spec, state)
     before = running_pid(spec)
     stale = before is None and os.path.exists(spec.pid_file)
     result: Dict[str, Any] = {'changed': False, 'pid': before, 'state': state,

@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Budget, Deadline
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
@@ -45,14 +47,33 @@ def encryption_from_params(params: Dict[str, Any]) -> S3Encryption:
                          kms_key_id=params.get('encryption_kms_key_id'), customer_key=params.get('sse_customer_key'))
 
 
-def store_from_params(params: Dict[str, Any], must_exist: bool = True) -> SnapshotStore:
-    """From the `etcd_store` argspec options. A local store must exist unless the caller creates it (`must_exist`
-    False: etcd_snapshot): a typo must not read as "no backup" during a recovery. `store_timeout` is one budget for
-    every S3 request of this run, retries included (its time runs only while a request is under way)."""
+# An S3 region as AWS and S3-compatible servers name them (us-east-1, eu-central-1, garage, local): botocore
+# builds hostnames and signatures from it, and a control character there ends in its traceback, not a refusal.
+_REGION = re.compile(r'^[A-Za-z0-9]([A-Za-z0-9._-]{0,62})$')
+
+
+def check_store_params(params: Dict[str, Any]) -> float:
+    """The `etcd_store` options that need no store to be opened, checked for every module that has them (also
+    when this run restores a local snapshot file and opens no store); the store_timeout in seconds."""
     timeout = params.get('store_timeout')
     timeout = 30.0 if timeout is None else validate.timeout(timeout, 'store_timeout')
     if params.get('s3_endpoint_url'):
         validate.endpoint_url(params['s3_endpoint_url'], 's3_endpoint_url')
+    for option in ('aws_access_key_id', 'aws_secret_access_key', 'aws_session_token'):
+        if params.get(option) is not None:
+            validate.credential(params[option], option)
+    region = params.get('region')
+    if region is not None and not _REGION.match(validate.text(region, 'region', max_length=63)):
+        raise InvalidInput('region', 'region-name', 'expected a region name such as us-east-1 (letters, digits, '
+                           '".", "_", "-"), got %s' % shown(region), region)
+    return timeout
+
+
+def store_from_params(params: Dict[str, Any], must_exist: bool = True) -> SnapshotStore:
+    """From the `etcd_store` argspec options. A local store must exist unless the caller creates it (`must_exist`
+    False: etcd_snapshot): a typo must not read as "no backup" during a recovery. `store_timeout` is one budget for
+    every S3 request of this run, retries included (its time runs only while a request is under way)."""
+    timeout = check_store_params(params)
     store = open_store(params.get('store') or '', endpoint_url=params.get('s3_endpoint_url'),
                        access_key=params.get('aws_access_key_id'), secret_key=params.get('aws_secret_access_key'),
                        session_token=params.get('aws_session_token'), region=params.get('region'),

@@ -88,6 +88,10 @@ def client_from_params(params: Mapping[str, Any], environ: Optional[Mapping[str,
         raise KubeError('the python library kubernetes is required')
     settings = connection_settings(params, environ)
     kubeconfig, context, host = settings['kubeconfig'], settings['context'], settings['host']
+    if host:
+        validate.endpoint_url(host, 'host')
+    if settings['api_key']:
+        validate.credential(settings['api_key'], 'api_key')
     if kubeconfig:
         validate.existing_file(kubeconfig, 'kubeconfig')
     if settings['ca_cert']:

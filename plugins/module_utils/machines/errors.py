@@ -50,3 +50,7 @@ class WaitTimeout(MachinesError):
     def __init__(self, message: str, where: str = '', state: Optional[dict] = None):
         super().__init__(message, where)
         self.state = state or {}
+
+    def result(self) -> dict:
+        """The readiness seen last, reported beside the message when a module's wait ends in this."""
+        return {'readiness': self.state}

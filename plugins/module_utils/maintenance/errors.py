@@ -19,6 +19,10 @@ class MaintenanceError(Exception):
 class ConfigError(MaintenanceError, InvalidInput):
     """The maintenance.yaml (or the object holding it) is wrong; nothing acts on it."""
 
+    def result(self) -> dict:
+        """A module's failure says that the maintenance config is what is wrong (common/shell.fail_from)."""
+        return {'msg': 'maintenance config: %s' % self}
+
 
 class DataError(MaintenanceError, InvalidInput):
     """The cloud.sap/maintenance-data annotation cannot be read; the node is left alone."""

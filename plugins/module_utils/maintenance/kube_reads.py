@@ -2,8 +2,9 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The thin I/O layer of the node maintenance modules: read the maintenance.yaml from where it lives (the
-`config` option, a file, or the controller's ConfigMap/Secret) and give the checks an Environment that
-reads the cluster through the Kubernetes API. Everything they compute is pure: node_view.py (reading),
+`config` option, a file, or the controller's ConfigMap/Secret), give the checks an Environment that
+reads the cluster through the Kubernetes API, read the nodes a view describes (describe_nodes) and patch the
+one node an edit changes (edit_node). Everything they compute is pure: node_view.py (reading),
 node_edit.py (writing)."""
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError, OptionError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_edit import NodePlan, plan_node_change
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.node_view import node_view
 
 
 def parse_config_source(text: str) -> ConfigSource:
@@ -90,3 +93,39 @@ def kube_environment(client: KubeClient, all_nodes: Optional[List[Dict[str, Any]
         return client.list(api_path('v1', 'pods'), field_selector='spec.nodeName=%s' % node_name)
 
     return Environment(nodes=nodes, pods_on_node=pods_on_node, leases=KubeLeaseStore(client))
+
+
+def _node(client: KubeClient, name: str) -> Dict[str, Any]:
+    try:
+        return client.get(api_path('v1', 'nodes', name=name))
+    except NotFound:
+        raise OptionError('name', 'exists', 'node %s not found (API server %s)' % (name, client.host), name) from None
+
+
+def describe_nodes(client: KubeClient, *, name: Optional[str], label_selector: Optional[str],
+                   config: Optional[Mapping[str, Any]], config_file: Optional[str], config_source: Optional[str],
+                   now: float) -> Dict[str, Any]:
+    """node_maintenance_info's read: the maintenance config, then the node `name` (OptionError when it does not
+    exist) or the nodes `label_selector` selects (all without one), each viewed as of `now`."""
+    loaded, source = read_config(config, config_file, config_source, client)
+    all_nodes = None
+    if name:
+        nodes = [_node(client, name)]
+    else:
+        nodes = client.list(api_path('v1', 'nodes'), label_selector=label_selector)
+        all_nodes = None if label_selector else nodes
+    env = kube_environment(client, all_nodes)
+    views = [node_view(n, loaded, now, env) for n in sorted(nodes, key=lambda n: n['metadata']['name'])]
+    return dict(changed=False, nodes=views, config_source=source,
+                config_warnings=list(loaded.warnings) if loaded else [])
+
+
+def edit_node(client: KubeClient, name: str, annotations: Dict[str, Any], labels: Dict[str, Any],
+              profiles: Optional[List[str]], profile_mode: str, check_mode: bool) -> NodePlan:
+    """node_maintenance's write: read the node (OptionError when it does not exist), plan the change, and merge-patch
+    it unless nothing changes or this is check mode."""
+    path = api_path('v1', 'nodes', name=name)
+    plan = plan_node_change(_node(client, name), annotations, labels, profiles, profile_mode)
+    if plan.changed and not check_mode:
+        client.merge_patch(path, plan.patch)
+    return plan

@@ -14,13 +14,11 @@ import datetime
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.times import now_or
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import lb
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import KUBELET_BINARY
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import DEFAULTS, KEY_ALGORITHMS
 
-__all__ = ['CLUSTER_SPEC', 'NODE_SPEC', 'PROVISION_SPEC', 'cluster_params', 'failure', 'parse_now']
+__all__ = ['CLUSTER_SPEC', 'NODE_SPEC', 'PROVISION_SPEC', 'cluster_params', 'parse_now']
 
 CLUSTER_SPEC: Dict[str, Any] = {
     'control_plane': {'type': 'list', 'elements': 'dict', 'required': True,
@@ -75,15 +73,3 @@ def parse_now(value: Optional[str], field: str = 'now') -> datetime.datetime:
 
 def cluster_params(params: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: params.get(k) for k in CLUSTER_SPEC}
-
-
-def failure(exc: Exception) -> Dict[str, Any]:
-    """fail_json keyword arguments for an engine exception: the message plus the typed fields callers match on."""
-    out: Dict[str, Any] = {'msg': str(exc)}
-    if isinstance(exc, InvalidInput):
-        out.update(field=exc.field, rule=exc.rule)
-    elif isinstance(exc, Refused):
-        out.update(rule=exc.rule, refused=True)
-    if isinstance(exc, ProvisioningError) and exc.where:
-        out['where'] = exc.where
-    return out

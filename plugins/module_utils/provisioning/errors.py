@@ -7,7 +7,7 @@ anything acts); these are what goes wrong, or is refused, while planning or acti
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 
 class ProvisioningError(Exception):
@@ -16,6 +16,10 @@ class ProvisioningError(Exception):
     def __init__(self, message: str, where: Optional[str] = None):
         super().__init__(message)
         self.where = where
+
+    def result(self) -> Dict[str, Any]:
+        """The result fields a module adds to the message when this ends it (common/shell.fail_from)."""
+        return {'where': self.where} if self.where else {}
 
 
 class PkiError(ProvisioningError):
@@ -37,6 +41,9 @@ class Refused(ProvisioningError):
     def __init__(self, message: str, rule: str, where: Optional[str] = None):
         super().__init__(message, where)
         self.rule = rule
+
+    def result(self) -> Dict[str, Any]:
+        return dict(super().result(), rule=self.rule, refused=True)
 
 
 class NotReady(ProvisioningError):

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info, would_keep_quorum
@@ -28,7 +28,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import (
     ensure_member_absent, ensure_member_present, normalize_url,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import NotReady, Refused
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.pki import KeyPair, Subject, issue
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, NodeSpec
 
@@ -170,3 +172,24 @@ def remove(conn: EtcdConnection, member: Dict[str, Any], check_mode: bool) -> Di
     except QuorumRisk as exc:
         raise Refused(str(exc), 'etcd-quorum', member['name']) from exc
     return {'actions': result['actions'], 'members': result['members']}
+
+
+def member_check(root: Root, endpoints: Sequence[str], force: bool) -> Callable[[str], bool]:
+    """node_teardown's question to etcd: is the member with this peer URL still in the cluster? Asked with the
+    node's own health-check client certificate below `root`; `force` answers no without asking. When the cluster
+    cannot be asked (no endpoints, none answers) the teardown is refused (`etcd-unreachable`), never guessed."""
+    def check(peer_url: str) -> bool:
+        if force:
+            return False
+        if not endpoints:
+            raise Refused('etcd_endpoints is empty: cannot tell whether the etcd member %s left the cluster' % peer_url,
+                          'etcd-unreachable')
+        conn = EtcdConnection(endpoints=tuple(endpoints), ca_cert=root.host(layout.pki('etcd/ca.crt')),
+                              client_cert=root.host(layout.pki('etcd/healthcheck-client.crt')),
+                              client_key=root.host(layout.pki('etcd/healthcheck-client.key')))
+        try:
+            return member_of(cluster_info(conn), peer_url) is not None
+        except EtcdError as exc:
+            raise Refused('cannot ask the cluster whether the etcd member %s left it (%s); use force if the cluster is '
+                          'gone for good' % (peer_url, exc), 'etcd-unreachable') from exc
+    return check

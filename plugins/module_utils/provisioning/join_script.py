@@ -21,13 +21,18 @@ anchor DaemonSet (`--controllers anchor`) that its labels select, as in Promenad
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
-from typing import Iterable, List
+import hashlib
+import os
+from typing import Any, Dict, Iterable, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
+from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import files, layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import Authority
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import FileSpec, plan_node_files
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, NodeSpec
 
@@ -121,3 +126,52 @@ def script_for(cluster: ClusterSpec, node: NodeSpec, authority: Authority, now: 
     """A fresh node's script: its files planned from nothing (new kubelet key and certificate), rendered."""
     planned = plan_node_files(cluster, node, authority, lambda path: None, now)
     return render(cluster, node, planned.files.values(), now, script_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinScriptRequest:
+    """A checked join_script call (provisioning/params.parse_join_script): where the script goes, for which node."""
+
+    dest: str
+    cluster: ClusterSpec
+    node: NodeSpec
+    authority: Authority
+    now: datetime.datetime
+
+
+def existing_script_node(path: str) -> Optional[str]:
+    """The node a join script at `path` was rendered for (read from the header `render` writes); '' for another
+    file, None when nothing is there."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(512).decode('utf-8', 'replace').splitlines()
+    except FileNotFoundError:
+        return None
+    if len(head) > 1 and head[0] == '#!/bin/bash' and head[1].startswith('# steward.cluster join script for node '):
+        return head[1].split()[6]
+    return ''
+
+
+def write_script(request: JoinScriptRequest, *, force: bool, check_mode: bool) -> Dict[str, Any]:
+    """Write the join script of `request.node` to `request.dest` (mode 0700, atomically, durable), unless a script
+    of that node is already there (`force` renders a new one). Refuses (`not-ours`) to replace any other file
+    without `force`; the same decision in check mode, where nothing is written."""
+    dest, node = request.dest, request.node
+    found = existing_script_node(dest)
+    if found is not None and not force and found != node.name:
+        raise Refused('%s exists and is not a join script of %s (it is %s); use force to replace it'
+                      % (dest, node.name, 'one of ' + found if found else 'another file'), 'not-ours', dest)
+    planned = plan_node_files(request.cluster, node, request.authority, lambda path: None, request.now)
+    paths = sorted(list(planned.files) + [layout.RECORD])
+    result: Dict[str, Any] = {'changed': False, 'dest': dest, 'files': paths, 'sha256': None}
+    if found == node.name and not force:
+        return dict(result, msg='%s already holds a join script of %s (force renders a new one)' % (dest, node.name))
+    if check_mode:
+        return dict(result, changed=True, msg='would write %s' % dest)
+    script = render(request.cluster, node, planned.files.values(), request.now, os.path.basename(dest)).encode()
+    try:
+        write_atomic(dest, script, 0o700)
+    except OSError as exc:
+        raise ProvisioningError('cannot write %s: %s' % (dest, exc), dest) from exc
+    return dict(result, changed=True, sha256=hashlib.sha256(script).hexdigest(),
+                msg='wrote the join script of %s to %s' % (node.name, dest))

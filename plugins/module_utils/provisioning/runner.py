@@ -1,23 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What cluster_genesis and node_join share around the engine: parameters into a Request, the kubelet hook, and
-reporting, written against the module object's interface (params, check_mode, _diff, run_command, warn, exit_json,
-fail_json) without importing AnsibleModule."""
+"""What cluster_genesis and node_join share around the engine: parameters into a Request and the kubelet hook
+(which runs systemctl through the module's run_command, passed in: nothing here imports AnsibleModule)."""
 
 from __future__ import annotations
 
 import os
-import traceback
 from typing import Any, Dict, List, Mapping
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.systemd import ansible_runner, answer, systemctl
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout, lb
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import cluster_params, failure, parse_now
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import cluster_params, parse_now
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import parse_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.kubelet import (
@@ -28,7 +24,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec 
     ROLES, WORKER, parse_cluster, parse_node,
 )
 
-KNOWN = (InvalidInput, ProvisioningError, EtcdError, KubeError)
 KUBELET_FILES = (layout.KUBELET_UNIT, layout.KUBELET_CONFIG, layout.KUBELET_FLAGS, layout.KUBECONFIG['kubelet'],
                  layout.KUBELET_CLIENT_PEM)
 
@@ -56,13 +51,13 @@ def provision_request(params: Mapping[str, Any], *, bootstrap: bool) -> Request:
     )
 
 
-def kubelet_hook(module: Any, root: str, manage: bool):
+def kubelet_hook(run_command: Any, root: str, manage: bool):
     """After the files are written: on a real root, (re)start the kubelet when its files changed, and make sure it
     runs; elsewhere (a lab root, a build root) nothing, a stand-in runs the static pods."""
     def hook(changed: List[str]) -> None:
         if not manage or os.path.normpath(root) != '/':
             return
-        run = ansible_runner(module.run_command)
+        run = ansible_runner(run_command)
         steps = [('', 'daemon-reload'), (layout.KUBELET_SERVICE, 'enable'),
                  (layout.KUBELET_SERVICE, 'restart' if any(p in KUBELET_FILES for p in changed) else 'start')]
         for unit, verb in steps:
@@ -73,29 +68,19 @@ def kubelet_hook(module: Any, root: str, manage: bool):
     return hook
 
 
-def exit_with(module: Any, result: Dict[str, Any]) -> None:
-    for warning in result.pop('warnings', []) or []:
-        module.warn(warning)
-    diff = result.pop('diff', None)
-    if module._diff and result.get('changed') and diff:
-        result['diff'] = diff
-    module.exit_json(**result)
+def provision_node(run_command: Any, params: Mapping[str, Any], check_mode: bool, *,
+                   bootstrap: bool) -> Dict[str, Any]:
+    """cluster_genesis (`bootstrap`) and node_join: parse the request, provision, and (re)start the kubelet through
+    `run_command` (the module's) when its files changed."""
+    request = provision_request(params, bootstrap=bootstrap)
+    hook = kubelet_hook(run_command, request.root, params.get('manage_kubelet', True))
+    return provision(request, check_mode, after_write=hook)
 
 
-def fail_with(module: Any, exc: Exception) -> None:
-    kwargs = failure(exc)
-    if not isinstance(exc, (InvalidInput,)):
-        kwargs['exception'] = traceback.format_exc()
-    module.fail_json(**kwargs)
-
-
-def run_provision(module: Any, bootstrap: bool) -> None:
-    """cluster_genesis (bootstrap) and node_join: validate, provision, report."""
-    try:
-        request = provision_request(module.params, bootstrap=bootstrap)
-        result = provision(request, module.check_mode,
-                           after_write=kubelet_hook(module, request.root, module.params['manage_kubelet']))
-    except KNOWN as exc:
-        fail_with(module, exc)
-        return
-    exit_with(module, result)
+def disable_kubelet(run_command: Any, root: str, manage: bool) -> List[str]:
+    """After a teardown on a real root: stop and disable the kubelet (`run_command` is the module's); the warnings
+    to report when systemctl fails (the files are gone either way, so this is no failure)."""
+    if not manage or os.path.normpath(root) != '/':
+        return []
+    done = systemctl(layout.KUBELET_SERVICE, 'disable', '--now', run=ansible_runner(run_command))
+    return [] if done.returncode == 0 else ['stopping the kubelet failed (rc=%d): %s' % (done.returncode, answer(done))]

@@ -127,19 +127,6 @@ class NodeSpec:
         return 'https://%s' % url_host(self.local_address)
 
 
-def _cidr(value: Any, field: str) -> str:
-    text = validate.text(value, field)
-    try:
-        return str(ipaddress.ip_network(text, strict=True))
-    except ValueError as exc:
-        raise InvalidInput(field, 'cidr', 'expected a network in CIDR form such as 10.96.0.0/12, got %s (%s)'
-                           % (shown(value), exc), value) from None
-
-
-def _port(value: Any, field: str) -> int:
-    return validate.integer(value, field, minimum=1, maximum=65535)
-
-
 def _image(value: Any, field: str) -> str:
     text = validate.text(value, field)
     if not _IMAGE.match(text):
@@ -204,11 +191,11 @@ def parse_cluster(params: Mapping[str, Any]) -> ClusterSpec:
     """The cluster options (defaults applied) as a ClusterSpec; InvalidInput names the first bad option."""
     p = dict(DEFAULTS)
     p.update({k: v for k, v in params.items() if v is not None})
-    service_cidr = _cidr(p['service_cidr'], 'service_cidr')
+    service_cidr = validate.cidr(p['service_cidr'], 'service_cidr')
     if ipaddress.ip_network(service_cidr).num_addresses < 16:
         raise InvalidInput('service_cidr', 'size', 'needs at least 16 addresses (the cluster DNS is the tenth), got %s'
                            % shown(service_cidr), service_cidr)
-    pod_cidr = _cidr(p['pod_cidr'], 'pod_cidr')
+    pod_cidr = validate.cidr(p['pod_cidr'], 'pod_cidr')
     if ipaddress.ip_network(service_cidr).overlaps(ipaddress.ip_network(pod_cidr)):
         raise InvalidInput('pod_cidr', 'disjoint', '%s overlaps service_cidr %s' % (pod_cidr, service_cidr), pod_cidr)
     version = validate.text(p['kubernetes_version'], 'kubernetes_version')
@@ -228,7 +215,7 @@ def parse_cluster(params: Mapping[str, Any]) -> ClusterSpec:
         except ValueError:
             clean_sans.append(dns_subdomain(text.lower(), where))
     port_names = ('apiserver_port', 'lb_port', 'etcd_client_port', 'etcd_peer_port', 'etcd_metrics_port')
-    ports = {name: _port(p[name], name) for name in port_names}
+    ports = {name: validate.port(p[name], name) for name in port_names}
     taken: Dict[int, str] = {}
     for name, port in ports.items():
         if port in taken:

@@ -110,3 +110,11 @@ def teardown(root: files.Root, *, check_mode: bool, now: datetime.datetime, memb
         os.rename(root.host(moved[0]), root.host(moved[1]))
     result['pruned'] = _prune(root, removed)
     return result
+
+
+def teardown_message(result: Dict[str, Any]) -> str:
+    """The one-line summary of a teardown's result."""
+    if not result['changed']:
+        return 'nothing of ours here'
+    return 'removed %d file(s)%s' % (len(result['removed']), ', moved %s aside' % result['moved'][0]
+                                     if result['moved'] else '')

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import OptionError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import TAINT_EFFECTS
 
@@ -59,6 +61,9 @@ def check_node_taints(value: Optional[Mapping[str, Any]]) -> Dict[str, List[Dict
 
 
 def check_wait_seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise OptionError('wait_retired_seconds', 'minimum', f'expected a number of seconds >= 0, got {value!r}', value)
-    return float(value)
+    """`wait_retired_seconds`: a finite number of seconds >= 0 (NaN would make every comparison false, so a retired
+    machine would never be waited for nor let go; infinity would wait forever)."""
+    try:
+        return validate.number(value, 'wait_retired_seconds', minimum=0)
+    except InvalidInput as exc:
+        raise exc.recast(OptionError) from None

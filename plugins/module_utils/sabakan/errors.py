@@ -23,6 +23,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 class SabakanError(Exception):
     """Base of every sabakan-area failure; the message says what was wrong and where."""
 
+    def result(self) -> Dict[str, Any]:
+        """What a module or the inventory reports besides the field and rule of bad input: `msg` led by the class
+        name (operators and CKE's tests match on it) and `error` the class name."""
+        name = type(self).__name__
+        return {'msg': '%s: %s' % (name, self), 'error': name}
+
 
 # --- talking to sabakan ---------------------------------------------------------------------------
 class SabakanUnavailable(SabakanError):
@@ -111,13 +117,3 @@ class SpecError(SabakanError, InvalidInput):
 
 class ClusterConfigMapError(SabakanError, InvalidInput):
     """The cluster ConfigMap holds something that is not a usable cluster; nothing is written over it."""
-
-
-def error_result(exc: SabakanError) -> Dict[str, Any]:
-    """What a module or the inventory reports for an error: `msg` led by the class name (operators and CKE's
-    tests match on it), `error` the class name, and for bad input the `field` and the `rule` it broke."""
-    name = type(exc).__name__
-    result: Dict[str, Any] = {'msg': '%s: %s' % (name, exc), 'error': name}
-    if isinstance(exc, InvalidInput):
-        result.update(field=exc.field, rule=exc.rule)
-    return result

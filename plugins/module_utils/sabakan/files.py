@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -24,10 +23,8 @@ try:
 except ImportError:
     yaml = None
     HAS_YAML = False
-    YAML_IMPORT_ERROR: Optional[str] = traceback.format_exc()
 else:
     HAS_YAML = True
-    YAML_IMPORT_ERROR = None
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput

@@ -68,11 +68,6 @@ def _interval(value: Any, where: str) -> float:
     return seconds
 
 
-def _bool(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
-    value = section.get(key)
-    return default if value is None else validate.boolean(value, f'{where}.{key}')
-
-
 def _or_default(section: Mapping[str, Any], key: str, default: Any) -> Any:
     value = section.get(key)
     return default if value is None else value
@@ -186,9 +181,9 @@ def parse_spec(spec: Any, name: str) -> IntegrationSpec:
         wait_retired_seconds=float(wait),
         cluster_config_map=_configmap_ref(_section(spec, 'clusterConfigMap'), 'spec.clusterConfigMap',
                                           name + CLUSTER_CONFIGMAP_SUFFIX, DEFAULT_CLUSTER_KEY),
-        apply_nodes=_bool(nodes, 'apply', True, 'spec.nodes'),
-        delete_removed_nodes=_bool(nodes, 'deleteRemoved', False, 'spec.nodes'),
-        auto_repair=_bool(repair, 'enabled', False, 'spec.autoRepair'),
+        apply_nodes=validate.optional_boolean(nodes, 'apply', True, 'spec.nodes'),
+        delete_removed_nodes=validate.optional_boolean(nodes, 'deleteRemoved', False, 'spec.nodes'),
+        auto_repair=validate.optional_boolean(repair, 'enabled', False, 'spec.autoRepair'),
         repair_variables=_variables(repair.get('variables'), REPAIR_VARIABLES, 'spec.autoRepair.variables'),
     )
 

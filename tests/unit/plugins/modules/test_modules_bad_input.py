@@ -89,6 +89,13 @@ def _multi_line():
                      st.text(max_size=8))
 
 
+def _with_control_character():
+    """Text with a C0 control character (or DEL) somewhere: no option takes one (issue 23 §4)."""
+    controls = [chr(c) for c in list(range(1, 9)) + [11, 12] + list(range(14, 32)) + [127]] + ['\x00']
+    return st.builds(lambda head, bad, tail: head + bad + tail, st.text(alphabet='abc-.:/', max_size=8),
+                     st.sampled_from(controls), st.text(alphabet='abc-.:/', max_size=8))
+
+
 def bad_value_strategies(name):
     """{option: strategy of values that option must refuse} from the module's argspec and its case data."""
     cases = CASES[name]
@@ -103,13 +110,18 @@ def bad_value_strategies(name):
                                     _not_a_number())
         elif option.endswith('timeout') and kind == 'int':
             out[option] = st.one_of(st.integers(max_value=0), st.integers(min_value=WEEK + 1), _not_a_number())
-        elif kind in ('int', 'float'):
+        elif kind == 'float':
+            out[option] = st.one_of(_not_a_number(), st.sampled_from([float('nan'), float('inf'), float('-inf')]))
+        elif kind == 'int':
             out[option] = _not_a_number()
         elif option in cases.names:
             out[option] = st.one_of(st.sampled_from(BAD_NAMES), _multi_line())
         elif is_input_file(option, opt, cases):
             out[option] = st.one_of(st.sampled_from(['{missing}', '{dir}']),
-                                    st.text(alphabet='abcxyz-_', min_size=1, max_size=10).map('{root}/nope/'.__add__))
+                                    st.text(alphabet='abcxyz-_', min_size=1, max_size=10).map('{root}/nope/'.__add__),
+                                    _with_control_character())
+        elif kind in ('str', 'path') and not opt.get('choices') and option not in cases.text_ok:
+            out[option] = _with_control_character()
     return out
 
 

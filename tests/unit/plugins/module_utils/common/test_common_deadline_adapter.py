@@ -1,5 +1,5 @@
-"""The deadline helper every retry loop uses, the module adapter (InvalidInput -> fail_json with field and rule,
-changed false), and the checks added for issue 19 (TLS files, endpoint URLs, typed mappings)."""
+"""The deadline helper every retry loop uses and the checks added for issue 19 (TLS files, endpoint URLs, typed
+mappings). The module adapter's tests moved with it to test_common_shell.py."""
 
 import pytest
 
@@ -8,7 +8,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.deadline im
     Budget, Deadline, DeadlineExceeded, Stopwatch, read_within, retry_until,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 
 
 class Clock:
@@ -115,42 +114,6 @@ def test_read_within_gives_up_on_a_dripping_body():
     assert caught.value.spent == pytest.approx(2.0) and 'http://e:2379' in str(caught.value)
     pieces = iter([b'{"a"', b': 1}', b''])
     assert read_within(lambda: next(pieces), Deadline(2, 'x', clock=clock)) == b'{"a": 1}'
-
-
-class FakeModule:
-    """Records fail_json like AnsibleModule (which exits)."""
-
-    def __init__(self):
-        self.failed = None
-
-    def fail_json(self, **kwargs):
-        self.failed = kwargs
-        raise SystemExit(1)
-
-
-class AreaError(Exception):
-    def result(self):
-        return {'line': 3}
-
-
-def test_failing_cleanly_turns_invalid_input_into_field_and_rule():
-    module = FakeModule()
-    with pytest.raises(SystemExit):
-        with failing_cleanly(module, AreaError, node='n1'):
-            validate.timeout(-1, 'wait_timeout')
-    assert module.failed == {'msg': 'wait_timeout: must be greater than 0, got -1', 'field': 'wait_timeout',
-                             'rule': 'minimum', 'changed': False, 'node': 'n1'}
-
-
-def test_failing_cleanly_turns_area_errors_into_messages_and_keeps_bugs_visible():
-    module = FakeModule()
-    with pytest.raises(SystemExit):
-        with failing_cleanly(module, AreaError):
-            raise AreaError('store unreadable')
-    assert module.failed == {'msg': 'store unreadable', 'changed': False, 'line': 3}
-    with pytest.raises(ZeroDivisionError):
-        with failing_cleanly(FakeModule(), AreaError):
-            print(1 / 0)
 
 
 def test_tls_files_exist_and_come_in_pairs(tmp_path):

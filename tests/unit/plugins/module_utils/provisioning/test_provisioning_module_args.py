@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ansible_collections.steward.cluster.plugins.doc_fragments import provisioning_cluster, provisioning_node, provisioning_write
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import args, runner
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
@@ -85,6 +86,7 @@ def test_bad_parameters_are_named(change, field, rule):
 
 
 def test_failure_carries_the_typed_fields():
-    expected = {'msg': 'no', 'rule': 'etcd-quorum', 'refused': True, 'where': 'cp1'}
-    assert args.failure(Refused('no', 'etcd-quorum', 'cp1')) == expected
-    assert args.failure(InvalidInput('root', 'absolute-path', 'bad'))['field'] == 'root'
+    # args.failure became ProvisioningError.result(), reported by the one module shell
+    expected = {'msg': 'no', 'rule': 'etcd-quorum', 'refused': True, 'where': 'cp1', 'changed': False}
+    assert shell.failure_result(Refused('no', 'etcd-quorum', 'cp1')) == expected
+    assert shell.failure_result(InvalidInput('root', 'absolute-path', 'bad'))['field'] == 'root'
