@@ -9,8 +9,9 @@ none at all (docs/controller.md). What they share is written once here:
 
 * `BackgroundLoop`: named daemon threads (`spawn`), one stop event (`stopped`), a health beat (`beat`), a
   sleep that keeps beating and wakes on stop (`sleep`), a body repeated until stop whose unexpected exception is
-  logged and retried instead of ending the loop (`repeat`), and a stop that joins every thread under one
-  deadline and says which did not finish (`stop`);
+  logged and retried instead of ending the loop (`repeat`), a nudge that ends the wait between two runs early
+  (`wake`, for a loop that acts on events as they come, e.g. the machines scheduler), and a stop that joins
+  every thread under one deadline and says which did not finish (`stop`);
 * `register_background`: the kopf startup/cleanup pair that starts and stops it with the operator.
 """
 
@@ -36,6 +37,7 @@ class BackgroundLoop:
         self.health_key = health_key or name + '-loop'
         self.clock = clock
         self.stopped = threading.Event()
+        self.woken = threading.Event()      # set by `wake` and by `stop`; cleared by a `repeat(wakeable=True)`
         self.threads: List[threading.Thread] = []
         self._lock = threading.Lock()
 
@@ -57,6 +59,10 @@ class BackgroundLoop:
     def beat(self) -> None:
         self.health.beat(self.health_key)
 
+    def wake(self) -> None:
+        """End the current wait of a `repeat(wakeable=True)` early (several calls during one run: one early run)."""
+        self.woken.set()
+
     def sleep(self, seconds: float) -> bool:
         """Wait `seconds`, beating at least every BEAT_SECONDS; False as soon as the loop is stopping."""
         deadline = self.clock() + seconds
@@ -69,10 +75,12 @@ class BackgroundLoop:
         return False
 
     def repeat(self, step: Callable[[], float], failure: str, crash_wait: float, beating: bool = False,
-               on_crash: Optional[Callable[[], None]] = None) -> None:
+               on_crash: Optional[Callable[[], None]] = None, wakeable: bool = False) -> None:
         """Run `step` until stop; it returns the seconds to wait before the next run. An unexpected exception is
         logged as `failure` (and `on_crash` called, e.g. to count it), then the next run comes after `crash_wait`:
-        a bug must not end the loop. `beating`: beat /healthz while waiting (else `step` beats when it succeeds)."""
+        a bug must not end the loop. `beating`: beat /healthz while waiting (else `step` beats when it succeeds).
+        `wakeable` (not with `beating`): `wake` ends the wait early (a step that must not run too often waits out
+        its own gap)."""
         while not self.stopped.is_set():
             try:
                 wait = step()
@@ -84,6 +92,11 @@ class BackgroundLoop:
             if beating:
                 if not self.sleep(wait):
                     return
+            elif wakeable:
+                self.woken.wait(max(0.0, wait))
+                self.woken.clear()
+                if self.stopped.is_set():
+                    return
             elif self.stopped.wait(wait):
                 return
 
@@ -93,8 +106,10 @@ class BackgroundLoop:
             return [t.name for t in self.threads if t.is_alive()]
 
     def stop(self, timeout: float) -> List[str]:
-        """Set the stop event and join every thread, all within `timeout`; returns the names still running."""
+        """Set the stop event (and wake a waiting `repeat`) and join every thread, all within `timeout`; returns
+        the names still running."""
         self.stopped.set()
+        self.woken.set()
         deadline = time.monotonic() + timeout
         with self._lock:
             threads = list(self.threads)

@@ -2,9 +2,10 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The machines loop's informers: MachineClasses, Machines, MachineSets, MachineDeployments (by namespace
-and name) and Nodes (the maintenance loop's NodeCache), fed by full lists, watch events and our own writes.
+and name) and Nodes (core/informer.py's NodeCache, which the maintenance loop uses too), fed by full lists, watch
+events and our own writes.
 
-An object replaces the cached one only if its resourceVersion is not older (the maintenance loop's rule):
+An object replaces the cached one only if its resourceVersion is not older (core/informer.py's rule):
 a list that started before our patch must not undo it, or the next pass would act on the old state again.
 And a deletion is never undone: a copy of the same object without its deletionTimestamp is stale, so a
 machine is never deleted (and replaced) twice.

@@ -38,6 +38,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.driver im
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Inventory
 from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import Memory, PassPlan
 
+from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime
 from steward_controller.machines import MachinesOptions
 from steward_controller.machines.admission import CloudSlots
@@ -47,7 +48,7 @@ from steward_controller.machines.drivers import Drivers
 from steward_controller.machines.inputs import Inputs
 from steward_controller.machines.metrics import MachineMetrics
 from steward_controller.machines.orphans import Orphans
-from steward_controller.machines.scheduler import Scheduler
+from steward_controller.machines.scheduler import HEALTH_KEY, Scheduler
 from steward_controller.machines.target import KubeTarget
 
 POOL_SPARE = 5               # connections beyond the workers: the scheduler, the safety thread, kopf's watches' relists
@@ -63,13 +64,7 @@ def machine_secret_opt_in(opts: MachinesOptions, settings: Any) -> bool:
 def register(registry: Any, runtime: Runtime) -> None:
     controller = MachinesController(runtime, runtime.settings.options('machines'))
 
-    @kopf.on.startup(registry=registry, id='machines-start')
-    def start_machines(**_: Any) -> None:
-        controller.start()
-
-    @kopf.on.cleanup(registry=registry, id='machines-stop')
-    def stop_machines(**_: Any) -> None:
-        controller.stop()
+    register_background(registry, 'machines', controller.start, controller.stop)
 
     def watch(kind: str, group: str, version: str, plural: str) -> None:
         @kopf.on.event(group, version, plural, registry=registry, id='machines-' + plural)
@@ -109,8 +104,9 @@ class MachinesController(Scheduler, Inputs, Dispatch, Orphans, Drivers):
         # of the creation flow does not hold up the machine's deletion
         self.not_before: Dict[str, Tuple[float, bool]] = {}
         self.lock = threading.Lock()
-        self.wake = threading.Event()
-        self.stopping = threading.Event()
+        self.background = BackgroundLoop('machines', runtime.health, HEALTH_KEY)
+        self.wake = self.background.woken           # a pass soon: a watch event, a finished action
+        self.stopping = self.background.stopped
         self.synced = False
         self.active_freezes: Set[Tuple[str, str]] = set()
         self.last_pass: Optional[PassPlan] = None
@@ -120,6 +116,4 @@ class MachinesController(Scheduler, Inputs, Dispatch, Orphans, Drivers):
         self.target = KubeTarget(self.client, self.caches, self.metrics, self.settings, self.driver_for,
                                  clock=runtime.clock, on_api_ok=runtime.health.api_ok,
                                  secret_opt_in=machine_secret_opt_in(opts, runtime.settings), vm_gone=self.vm_gone)
-        self.thread: Optional[threading.Thread] = None
-        self.safety_thread: Optional[threading.Thread] = None
         self.rng = random.Random()

@@ -10,12 +10,15 @@ action or a due retry wakes it; passes are at least MIN_PASS_GAP apart, and furt
 
 The **safety** thread probes the API server, looks for dependency-watchdog's scale-downs and relists every
 `--machine-sync-period` (inputs.py); it has its own thread so that a slow or dead API server never delays a pass.
+
+Both run on core/background.py's BackgroundLoop (`self.background`: threads, stop event, the wake event,
+/healthz beat, a bug logged and retried, one stop deadline for both); the workers are a pool of their own
+(controller.py), shut down without waiting at stop.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any, Dict, Mapping, Optional
 
@@ -41,19 +44,17 @@ class Scheduler:
 
     def start(self) -> None:
         log.info('machines loop starts', extra={'namespaces': self.namespaces or 'all', 'workers': self.settings.concurrent_syncs})
-        self.runtime.health.beat(HEALTH_KEY)
-        self.thread = threading.Thread(target=self._run, name='machines-scheduler', daemon=True)
-        self.thread.start()
-        self.safety_thread = threading.Thread(target=self._safety, name='machines-safety', daemon=True)
-        self.safety_thread.start()
+        self.background.beat()
+        self.background.spawn(self._run, 'machines-scheduler')
+        self.background.spawn(self._safety, 'machines-safety')
 
     def stop(self) -> None:
-        self.stopping.set()
-        self.wake.set()
-        if self.thread is not None:
-            self.thread.join(STOP_SECONDS)
+        busy = self.background.stop(STOP_SECONDS)
         self.pool.shutdown(wait=False, cancel_futures=True)
-        log.info('machines loop stopped')
+        if busy:
+            log.warning('machines loop stopped with work in flight', extra={'threads': busy})
+        else:
+            log.info('machines loop stopped')
 
     def observe(self, kind: str, event_type: Optional[str], obj: Mapping[str, Any]) -> None:
         """A watch event: into the cache, and a pass soon."""
@@ -73,50 +74,48 @@ class Scheduler:
         """Its own thread, so a slow or dead API server never delays a pass: the API probe, the watchdog check and
         the periodic full relist (the informers' resync; the first list is the scheduler's)."""
         due = {'probe': 0.0, 'watchdog': 0.0, 'relist': time.monotonic() + self.opts.sync_period}
-        while not self.stopping.is_set():
+
+        def step() -> float:
             now = time.monotonic()
-            try:
-                if now >= due['relist'] and self.synced:
-                    due['relist'] = now + (self.opts.sync_period if self.relist() else 1.0)
-                if now >= due['probe']:
-                    self.probe_api()
-                    due['probe'] = now + (min(FROZEN_PROBE_PERIOD, self.settings.machine_safety_apiserver_statuscheck_period)
-                                          if self.api.frozen or self.api.failing_since
-                                          else self.settings.machine_safety_apiserver_statuscheck_period)
-                if now >= due['watchdog']:
-                    self.check_watchdog()
-                    due['watchdog'] = now + self.settings.watchdog_check_period
-            except Exception:   # a bug must show, not end the thread
-                log.exception('machines safety probe failed')
-            self.stopping.wait(max(0.05, min(due.values()) - time.monotonic()))
+            if now >= due['relist'] and self.synced:
+                due['relist'] = now + (self.opts.sync_period if self.relist() else 1.0)
+            if now >= due['probe']:
+                self.probe_api()
+                due['probe'] = now + (min(FROZEN_PROBE_PERIOD, self.settings.machine_safety_apiserver_statuscheck_period)
+                                      if self.api.frozen or self.api.failing_since
+                                      else self.settings.machine_safety_apiserver_statuscheck_period)
+            if now >= due['watchdog']:
+                self.check_watchdog()
+                due['watchdog'] = now + self.settings.watchdog_check_period
+            return max(0.05, min(due.values()) - time.monotonic())
+
+        # a bug must show, not end the thread
+        self.background.repeat(step, 'machines safety probe failed', crash_wait=1.0)
 
     def _run(self) -> None:
         due: Dict[str, float] = {'orphans': time.monotonic() + self.settings.machine_safety_orphan_vms_period, 'pass': 0.0}
-        last_pass = 0.0
-        pass_seconds = 0.0
-        while not self.stopping.is_set():
-            try:
-                now = time.monotonic()
-                self.runtime.health.beat(HEALTH_KEY)
-                if not self.synced and not self.relist():
-                    self.stopping.wait(1.0)
-                    continue
-                if self.synced:
-                    self.refresh_listings()
-                    if now >= due['orphans']:
-                        self.collect_orphans()
-                        due['orphans'] = now + self.settings.machine_safety_orphan_vms_period
-                    started = time.monotonic()
-                    wake_at = self.run_pass()
-                    last_pass = time.monotonic()
-                    pass_seconds = last_pass - started
-                    due['pass'] = wake_at
-                wait = min(MAX_TICK, *(t - time.monotonic() for t in due.values()))
-            except Exception:  # a bug must show, and not end the loop: /healthz goes stale if it repeats
-                log.exception('machines scheduler failed')
-                wait = 1.0
-            self.wake.wait(max(0.0, wait))
-            self.wake.clear()
-            gap = pass_gap(pass_seconds) - (time.monotonic() - last_pass)
-            if gap > 0:
-                self.stopping.wait(gap)
+        last = {'end': 0.0, 'seconds': 0.0}     # the last pass: when it ended, how long it took
+
+        def tick() -> float:
+            gap = pass_gap(last['seconds']) - (time.monotonic() - last['end'])
+            if gap > 0 and self.stopping.wait(gap):
+                return 0.0
+            now = time.monotonic()
+            self.background.beat()
+            if not self.synced and not self.relist():
+                self.stopping.wait(1.0)     # until the first complete list, once a second whatever the watches say
+                return 0.0
+            self.refresh_listings()
+            if now >= due['orphans']:
+                self.collect_orphans()
+                due['orphans'] = now + self.settings.machine_safety_orphan_vms_period
+            started = time.monotonic()
+            wake_at = self.run_pass()
+            last['end'] = time.monotonic()
+            last['seconds'] = last['end'] - started
+            due['pass'] = wake_at
+            return min(MAX_TICK, *(t - time.monotonic() for t in due.values()))
+
+        # a watch event, a finished action or a due retry ends the wait (`self.wake`); a bug must show, and not end
+        # the loop: /healthz goes stale if it repeats
+        self.background.repeat(tick, 'machines scheduler failed', crash_wait=1.0, wakeable=True)

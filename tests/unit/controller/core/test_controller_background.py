@@ -78,3 +78,32 @@ def test_sleep_beats_until_its_time_and_ends_at_stop():
     assert now[0] == 102.5 and beats == ['demo-loop'] * 4      # at 100, 101, 102, 102.5
     loop.stopped.set()
     assert loop.sleep(10) is False and now[0] == 102.5
+
+
+def test_a_wakeable_repeat_runs_again_when_woken_and_stop_ends_its_wait():
+    """The machines scheduler's wait: a wake ends it early (several wakes during one run: one early run), and stop
+    ends it at once although the step asked for a long wait."""
+    loop = BackgroundLoop('demo', Health())
+    runs = []
+    ran = threading.Event()
+
+    def step():
+        runs.append(time.monotonic())
+        if len(runs) == 1:
+            loop.wake()
+            loop.wake()
+        ran.set()
+        return 30.0
+
+    thread = loop.spawn(lambda: loop.repeat(step, 'demo step failed', crash_wait=30.0, wakeable=True), 'demo-waker')
+    deadline = time.monotonic() + 5
+    while len(runs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert len(runs) == 2                              # the two wakes during the first run: one run more, no third
+    ran.clear()
+    loop.wake()
+    assert ran.wait(5) and len(runs) == 3              # a wake while it waits: the next run at once
+    begun = time.monotonic()
+    assert loop.stop(5) == [] and not thread.is_alive()
+    assert time.monotonic() - begun < 2 and len(runs) == 3
