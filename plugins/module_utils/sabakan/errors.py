@@ -8,7 +8,8 @@
   ConstraintViolation - nothing was changed, and the hint says what to do;
 * bad input, also `common.errors.InvalidInput` (`field`, `rule`, `value`): TemplateError, ConstraintsError,
   MachineError (generator inputs, so GeneratorError too), SabakanVariablesError, SourceError, FileError,
-  OptionError, SpecError, ClusterConfigMapError.
+  OptionError, SpecError, RepairConfigError, ClusterConfigMapError;
+* running CKE's repair procedures: RepairCommandError.
 
 The class names are stable because operators and CKE's tests match on them.
 """
@@ -107,6 +108,14 @@ class OptionError(SabakanError, InvalidInput):
 
 class SpecError(SabakanError, InvalidInput):
     """A SabakanIntegration spec cannot be acted on; `field` is its path (spec.constraints.minimum-workers)."""
+
+
+class RepairConfigError(SabakanError, InvalidInput):
+    """CKE's `repair` configuration (repair procedures, limits) broke a rule; the field is its path in it."""
+
+
+class RepairCommandError(SabakanError):
+    """A repair, health-check or success command could not run or did not finish in time (see repair_exec)."""
 
 
 class ClusterConfigMapError(SabakanError, InvalidInput):
