@@ -212,7 +212,7 @@ def load_repair_config(data: Any, where: str = 'repair') -> RepairConfig:
     if 'repair_procedures' not in section:
         raise InvalidInput(where + '.repair_procedures', 'required',
                            'required, the list of repair procedures (CKE: Repair.repair_procedures)')
-    procedures = _list(section['repair_procedures'], where + '.repair_procedures')
+    procedures = _list(section['repair_procedures'], where + '.repair_procedures', allow_empty=True)
     selectors = {}
     for key in ('protected_namespaces', 'protected_job_pods'):
         if section.get(key) is not None:
