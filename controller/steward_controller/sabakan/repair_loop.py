@@ -189,8 +189,7 @@ class RepairLoop:
         if (status.get('nodeName') or None) != entry.node:
             fields['node'] = entry.node or ''
         unconfigured = decision.action == repair_run.Action.UNCONFIGURED
-        if (unconfigured or (decision.action == repair_run.Action.WAIT and entry.status == repair_run.QUEUED)) \
-                and status.get('message') != decision.reason:
+        if (unconfigured or decision.limited) and status.get('message') != decision.reason:
             fields['message'] = decision.reason
             ports.event(entry, 'RepairWaiting' if not unconfigured else 'RepairNotConfigured', decision.reason,
                         warning=unconfigured)

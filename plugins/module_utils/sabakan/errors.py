@@ -9,7 +9,7 @@
 * bad input, also `common.errors.InvalidInput` (`field`, `rule`, `value`): TemplateError, ConstraintsError,
   MachineError (generator inputs, so GeneratorError too), SabakanVariablesError, SourceError, FileError,
   OptionError, SpecError, RepairConfigError, ClusterConfigMapError;
-* running CKE's repair procedures: RepairCommandError.
+* running CKE's repair procedures: RepairNotFinished.
 
 The class names are stable because operators and CKE's tests match on them.
 """
@@ -114,8 +114,9 @@ class RepairConfigError(SabakanError, InvalidInput):
     """CKE's `repair` configuration (repair procedures, limits) broke a rule; the field is its path in it."""
 
 
-class RepairCommandError(SabakanError):
-    """A repair, health-check or success command could not run or did not finish in time (see repair_exec)."""
+class RepairNotFinished(SabakanError):
+    """`sabakan_repair state=run` stopped before its entry finished: a limit holds it (another repair runs) or
+    run_timeout ran out. The queue file keeps the entry's progress; running again continues from there."""
 
 
 class ClusterConfigMapError(SabakanError, InvalidInput):

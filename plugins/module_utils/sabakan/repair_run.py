@@ -81,6 +81,8 @@ class Decision:
     action: Action
     step: int = 0                          # the step the action is about
     reason: str = ''
+    limited: bool = False                  # WAIT because of a limit (max_concurrent_repairs, one API server, one
+                                           # repair per machine), not because of time (watch, back-off)
 
     def describe(self) -> str:
         text = '%s (%s): %s' % (self.entry.name, self.entry.address, self.action.value)
@@ -150,15 +152,15 @@ def plan_pass(entries: Sequence[Entry], config: RepairConfig, healthy: Mapping[s
     for entry in sorted(candidates, key=order):
         if running >= config.max_concurrent_repairs:
             plan.decisions.append(Decision(entry, Action.WAIT, entry.step, 'max_concurrent_repairs=%d entries are '
-                                           'being repaired' % config.max_concurrent_repairs))
+                                           'being repaired' % config.max_concurrent_repairs, limited=True))
             continue
         if entry.address in busy:
             plan.decisions.append(Decision(entry, Action.WAIT, entry.step,
-                                           'another entry for %s is being repaired' % entry.address))
+                                           'another entry for %s is being repaired' % entry.address, limited=True))
             continue
         if entry.api_server and api_servers >= MAX_CONCURRENT_API_SERVER_REPAIRS:
             plan.decisions.append(Decision(entry, Action.WAIT, entry.step,
-                                           'another API server is being repaired (one at a time)'))
+                                           'another API server is being repaired (one at a time)', limited=True))
             continue
         running += 1
         api_servers += int(entry.api_server)
