@@ -37,9 +37,10 @@ ENTRIES = 50
 
 
 def nodes() -> List[Dict[str, Any]]:
+    def address(i: int) -> str:
+        return '10.%d.%d.%d' % (i // 65536, i // 256 % 256, i % 256)
     return [{'metadata': {'name': 'w-%d' % i, 'labels': {'kubernetes.io/hostname': 'w-%d' % i}},
-             'status': {'addresses': [{'type': 'InternalIP', 'address': '10.%d.%d.%d' % (i // 65536, i // 256 % 256,
-                                                                                          i % 256)}]}}
+             'status': {'addresses': [{'type': 'InternalIP', 'address': address(i)}]}}
             for i in range(MACHINES)]
 
 

@@ -27,11 +27,11 @@ options:
   state:
     description:
       - V(present) queues entries for sabakan's failed machines (the default; needs a machine source).
-      - V(run) drives the entry O(index) (default the oldest unfinished one) through its repair procedure:
+      - V(run) drives the entry O(index) (default the oldest unfinished one) through its repair procedure, as
         health check, drain when the step says C(need_drain) and the machine is a Node, repair command with
         the machine's address as the last argument, watch, next step; until it succeeded or failed. Every
         change is written to O(queue_file) at once. In check mode nothing runs (no command, not even the health
-        check): RV(next_action) says what the next pass would do.
+        check) and RV(next_action) says what the next pass would do.
       - V(absent) deletes the finished (succeeded or failed) entries, or the entry O(index), which must have
         finished.
     type: str
@@ -39,7 +39,7 @@ options:
     default: present
   repair:
     description:
-      - CKE's C(repair) configuration (cluster.yml C(repair), verbatim): C(repair_procedures) per machine type
+      - CKE's C(repair) configuration (cluster.yml C(repair), verbatim), with C(repair_procedures) per machine type
         with C(repair_operations) named after the sabakan state, each with C(repair_steps), C(health_check_command)
         and C(success_command), and C(max_concurrent_repairs), C(evict_retries), C(evict_interval),
         C(eviction_timeout_seconds). Every field is checked (docs/sabakan.md lists them with CKE's defaults).

@@ -151,8 +151,8 @@ def test_repair_storm_beyond_max_concurrent_repairs_waits(kube, sabakan_server, 
     create_nodes(kube, sabakan_server)
     storm = workers(sabakan_server)[-3:]
     types = {m['spec']['bmc']['bmcType'] for m in storm}
-    command = ['sh', '-c', 'sleep 1.5 && exec "$0" "$@"'] + TOOL + ['--url', sabakan_server.base_url, 'set-state',
-                                                                     'healthy']
+    command = ['sh', '-c', 'sleep 1.5 && exec "$0" "$@"'] + TOOL + [
+        '--url', sabakan_server.base_url, 'set-state', 'healthy']
     repair = procedures(sabakan_server, 'x', command, need_drain=False)
     repair['repair_procedures'][0]['machine_types'] = sorted(types)
     for machine in storm:

@@ -209,7 +209,6 @@ class RepairLoop:
             body = self.client.get_or_none(self.path) or {'apiVersion': '%s/%s' % (GROUP, VERSION),
                                                           'kind': 'SabakanIntegration',
                                                           'metadata': {'name': self.name, 'namespace': self.namespace}}
-            self.runtime.report(body, 'RepairEntryDeleted', 'deleted RepairEntry %s (%s, %s): finished more than '
-                                'deleteFinishedAfter=%ss ago' % (entry.name, entry.address, entry.status,
-                                                                  '%g' % spec.delete_finished_after),
-                                kind='SabakanIntegration')
+            message = 'deleted RepairEntry %s (%s, %s): finished more than deleteFinishedAfter=%gs ago' % (
+                entry.name, entry.address, entry.status, spec.delete_finished_after)
+            self.runtime.report(body, 'RepairEntryDeleted', message, kind='SabakanIntegration')

@@ -226,4 +226,3 @@ def health_checks(entries: Sequence[Entry], config: RepairConfig,
         if report is not None:
             report(entry, result)
     return verdicts
-

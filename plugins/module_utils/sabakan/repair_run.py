@@ -81,8 +81,9 @@ class Decision:
     action: Action
     step: int = 0                          # the step the action is about
     reason: str = ''
-    limited: bool = False                  # WAIT because of a limit (max_concurrent_repairs, one API server, one
-                                           # repair per machine), not because of time (watch, back-off)
+    # WAIT because of a limit (max_concurrent_repairs, one API server, one repair per machine), not because of
+    # time (watch, back-off)
+    limited: bool = False
 
     def describe(self) -> str:
         text = '%s (%s): %s' % (self.entry.name, self.entry.address, self.action.value)
