@@ -32,12 +32,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_con
 
 from steward_controller import GROUP, VERSION
 from steward_controller.core.runtime import Runtime
+from steward_controller.sabakan.handlers import IntegrationDaemon
 
 log = logging.getLogger('steward.repair')
 
 PLURAL = 'sabakanintegrations'
 NODES = api_path('v1', 'nodes')
-RETRY_SECONDS = 5.0
 STOP_GRACE = 8.0
 
 
@@ -108,26 +108,13 @@ def control_plane_addresses(cluster: Optional[Mapping[str, Any]]) -> Set[str]:
             if isinstance(n, Mapping) and n.get('control_plane')}
 
 
-class RepairLoop:
+class RepairLoop(IntegrationDaemon):
     """One SabakanIntegration's RepairEntries, pass after pass, until kopf stops the daemon or the object goes."""
-
-    def __init__(self, runtime: Runtime, namespace: str, name: str) -> None:
-        self.runtime = runtime
-        self.client = runtime.client
-        self.namespace = namespace
-        self.name = name
-        self.resource = '%s/%s' % (namespace, name)
-        self.path = runtime.path(PLURAL, namespace, name)
 
     def run(self, stopped: Any) -> None:
         while not stopped:
-            try:
-                body = self.client.get_or_none(self.path)
-            except KubeError as exc:
-                log.warning('cannot read %s: %s', self.resource, exc)
-                stopped.wait(RETRY_SECONDS)
-                continue
-            if body is None or (body.get('metadata') or {}).get('deletionTimestamp'):
+            body = self.live(stopped)
+            if body is None:
                 return
             raw = body.get('spec') or {}
             try:

@@ -23,32 +23,15 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files impo
     RepairQueue, apply_file_update, dump_yaml, plan_file_update,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import parse_time
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_config import RepairConfig
 
 
-def _seconds(value: Any) -> float:
-    if not value:
-        return 0.0
-    try:
-        return parse_time(value).timestamp()
-    except (InvalidInput, TypeError, ValueError):
-        return 0.0
-
-
 def file_entry(item: Mapping[str, Any], node: Optional[str], api_server: bool) -> repair_run.Entry:
-    step = item.get('step')
-    count = item.get('drain_backoff_count')
-    return repair_run.Entry(
-        name=str(item.get('index')), address=str(item.get('address') or ''),
-        machine_type=str(item.get('machine_type') or ''), operation=str(item.get('operation') or ''),
-        status=str(item.get('status') or repair_run.QUEUED),
-        step=step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else 0,
-        step_status=str(item.get('step_status') or repair_run.WAITING),
-        last_transition=_seconds(item.get('last_transition_time')),
-        drain_backoff_count=count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0,
-        drain_backoff_expire=_seconds(item.get('drain_backoff_expire')),
-        node=node, api_server=api_server, created=_seconds(item.get('created')))
+    return repair_run.stored_entry(
+        str(item.get('index')), item.get('address'), item.get('machine_type'), item.get('operation'),
+        item.get('status'), item.get('step'), item.get('step_status'), item.get('last_transition_time'),
+        item.get('drain_backoff_count'), item.get('drain_backoff_expire'), item.get('created'), node=node,
+        api_server=api_server)
 
 
 def _file_fields(fields: Mapping[str, Any]) -> Dict[str, Any]:

@@ -17,9 +17,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES, TimeLike, parse_time
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES, TimeLike
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair import RepairDecision, decide_repairs
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_run import WAITING, Entry
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_run import Entry, stored_entry
 
 API_VERSION = 'cluster.steward.io/v1alpha1'
 KIND = 'RepairEntry'
@@ -113,32 +113,16 @@ def plan_repair_entries(machines: Sequence[Any], objects: Sequence[Mapping[str, 
 
 
 # --- execution (repair_run) over RepairEntry objects -------------------------------------------------------
-def _seconds_of(value: Any) -> float:
-    if not value:
-        return 0.0
-    try:
-        return parse_time(value).timestamp()
-    except (InvalidInput, TypeError, ValueError):
-        return 0.0
-
-
 def run_entry(obj: Mapping[str, Any], node: Optional[str], api_server: bool) -> Entry:
     """A RepairEntry object as repair_run's Entry; `node` is the Node of its address (None: not in the cluster)."""
     spec = obj.get('spec') or {}
     status = obj.get('status') or {}
     metadata = obj.get('metadata') or {}
-    step = status.get('step')
-    count = status.get('drainBackOffCount')
-    return Entry(
-        name=str(metadata.get('name') or ''), address=str(spec.get('address') or ''),
-        machine_type=str(spec.get('machineType') or ''), operation=str(spec.get('operation') or ''),
-        status=str(status.get('status') or STATUS_QUEUED),
-        step=step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else 0,
-        step_status=str(status.get('stepStatus') or WAITING),
-        last_transition=_seconds_of(status.get('lastTransitionTime')),
-        drain_backoff_count=count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0,
-        drain_backoff_expire=_seconds_of(status.get('drainBackOffExpire')),
-        node=node, api_server=api_server, created=_seconds_of(metadata.get('creationTimestamp')))
+    return stored_entry(str(metadata.get('name') or ''), spec.get('address'), spec.get('machineType'),
+                        spec.get('operation'), status.get('status'), status.get('step'), status.get('stepStatus'),
+                        status.get('lastTransitionTime'), status.get('drainBackOffCount'),
+                        status.get('drainBackOffExpire'), metadata.get('creationTimestamp'), node=node,
+                        api_server=api_server)
 
 
 _STATUS_KEYS = {'status': 'status', 'step': 'step', 'step_status': 'stepStatus', 'node': 'nodeName',

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import parse_time
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_config import RepairConfig, RepairStep
 
 QUEUED = 'queued'
@@ -99,6 +101,32 @@ class PassPlan:
 
     def of(self, action: Action) -> List[Decision]:
         return [d for d in self.decisions if d.action == action]
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _stamp(value: Any) -> float:
+    """An RFC 3339 time as seconds since the epoch; 0 for none or one that does not parse (then it is "long ago")."""
+    if not value:
+        return 0.0
+    try:
+        return parse_time(value).timestamp()
+    except (InvalidInput, TypeError, ValueError):
+        return 0.0
+
+
+def stored_entry(name: str, address: Any, machine_type: Any, operation: Any, status: Any, step: Any, step_status: Any,
+                 last_transition: Any, backoff_count: Any, backoff_expire: Any, created: Any, *, node: Optional[str],
+                 api_server: bool) -> Entry:
+    """An Entry from what a store holds (a RepairEntry's status, a queue-file entry): times as RFC 3339 text,
+    anything missing or malformed read as CKE's zero value, so a hand-edited entry never stops the planner."""
+    return Entry(name=name, address=str(address or ''), machine_type=str(machine_type or ''),
+                 operation=str(operation or ''), status=str(status or QUEUED), step=_count(step),
+                 step_status=str(step_status or WAITING), last_transition=_stamp(last_transition),
+                 drain_backoff_count=_count(backoff_count), drain_backoff_expire=_stamp(backoff_expire),
+                 node=node, api_server=api_server, created=_stamp(created))
 
 
 def current_step(config: RepairConfig, entry: Entry) -> Optional[RepairStep]:
