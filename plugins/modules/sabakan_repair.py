@@ -244,7 +244,8 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import about_option, input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.args import (
     CONSTRAINTS_SPEC,
     MACHINES_SOURCE_EXCLUSIVE,
@@ -295,6 +296,20 @@ def plan(params):
     added = queue.append(decision.entries, now=now, serials=serials)
     update = plan_file_update(params['queue_file'], dump_yaml(queue.as_document()) if added else None, mode, 'repair queue')
     return queue, decision, added, update, len(machines)
+
+
+@input_errors_as(OptionError)
+def check_run_options(params):
+    """The options of state=run / absent, whatever the state (a bad value is refused even where it is unused)."""
+    validate.timeout(params['run_timeout'], 'run_timeout')
+    validate.timeout(params['poll_interval'], 'poll_interval')
+    if params['index'] is not None:
+        validate.integer(params['index'], 'index', minimum=0)
+    if params['kubeconfig'] is not None:
+        validate.existing_file(params['kubeconfig'], 'kubeconfig')
+        repair_file.kube_client(params['kubeconfig'])   # read and checked now; no request is sent
+    if params['repair'] is not None:
+        load_repair_config(params['repair'])
 
 
 def run_or_delete(params, check_mode):
@@ -351,6 +366,10 @@ def main():
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib('PyYAML'), exception=YAML_IMPORT_ERROR)
     path = module.params['queue_file']
+    try:   # every option is checked in every state, check mode included
+        check_run_options(module.params)
+    except SabakanError as exc:
+        module.fail_json(queue_file=path, **error_result(exc))
     if module.params['state'] != 'present':
         try:
             module.exit_json(queue_file=path, **run_or_delete(module.params, module.check_mode))

@@ -174,6 +174,15 @@ def run_to_end(queue: RepairQueue, item: Dict[str, Any], config: RepairConfig, p
             ports.sleep(min(poll, left))
 
 
+def kube_client(kubeconfig: str) -> Any:
+    """A Kubernetes client for the `kubeconfig` option; OptionError naming it when the file is not a kubeconfig."""
+    from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
+    try:
+        return client_from_params({'kubeconfig': kubeconfig})
+    except (KubeError, InvalidInput) as exc:
+        raise OptionError('kubeconfig', 'kubeconfig', 'not a usable kubeconfig: %s' % exc) from None
+
+
 def cluster_view(cluster: Optional[Mapping[str, Any]], kubeconfig: Optional[str], item: Mapping[str, Any],
                  config: RepairConfig) -> Tuple[Any, Dict[str, str], Set[str]]:
     """(Kubernetes client or None, address -> Node name, API server addresses) for state=run. Without a
@@ -188,11 +197,10 @@ def cluster_view(cluster: Optional[Mapping[str, Any]], kubeconfig: Optional[str]
             raise OptionError('kubeconfig', 'required', 'required: %s is a node of cluster_file and a repair step of '
                               'operation %r has need_drain' % (address, operation.operation))
         return None, {}, api_servers
-    from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
     from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
     from ansible_collections.steward.cluster.plugins.module_utils.sabakan.kube_nodes import NodeIndex, node_name
+    kube = kube_client(kubeconfig)
     try:
-        kube = client_from_params({'kubeconfig': kubeconfig})
         index = NodeIndex(kube.list(api_path('v1', 'nodes')))
     except (KubeError, InvalidInput) as exc:
         raise OptionError('kubeconfig', 'reachable', 'cannot list the Nodes: %s' % exc) from None
