@@ -334,8 +334,9 @@ def run_or_delete(params, check_mode):
     if item.get('status') in ('succeeded', 'failed'):
         return dict(changed=False, entry=item, events=[], next_action={}, queue_length=len(queue.entries))
     ports = repair_file.FilePorts(queue, path, mode, kube)
-    if check_mode:
+    if check_mode:   # changed: the run would act (drain, run a command, finish the entry)
         decision = repair_file.next_decision(queue, item, config, nodes, api_servers, {}, ports.clock())
+        ports.changed = decision.action.value not in ('wait', 'unconfigured')
     else:
         decision = repair_file.run_to_end(queue, item, config, ports, nodes, api_servers,
                                           timeout=params['run_timeout'], poll=params['poll_interval'])

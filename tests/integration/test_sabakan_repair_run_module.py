@@ -51,7 +51,7 @@ def test_run_drives_an_entry_to_succeeded_with_a_drain_then_absent_deletes_it(sa
     assert refused['failed'] and refused['field'] == 'kubeconfig' and refused['rule'] == 'required'
 
     checked = run_playbook(task(args, state='run', kubeconfig=kubeconfig), check=True).result('repair')
-    assert checked['changed'] is False and checked['next_action']['action'] == 'drain'
+    assert checked['changed'] is True and checked['next_action']['action'] == 'drain'
     assert 'w-0' in checked['next_action']['reason']
     assert yaml.safe_load(open(args['queue_file']))['entries'][0]['status'] == 'queued'      # nothing ran
     assert next(m for m in sabakan_server.machines() if m['spec']['serial'] == machine['spec']['serial'])[
