@@ -11,6 +11,11 @@ not parse or validate, HTTP 400 for a body that is not JSON. Matching follows `g
 `setMachineState` follows sabakan's lifecycle (docs/lifecycle.md). The server owns its clock, so
 `status.duration` can be moved forward without sleeping.
 
+sabakan's REST state API too (docs/api.md), which repair scripts call (lab/sabakan_repair_tool.py does):
+    PUT  /api/v1/state/<serial>   body: the state in lower case (healthy, unhealthy, ...), along the lifecycle
+                                  as setMachineState; 200, 400 (bad state or forbidden transition), 404
+    GET  /api/v1/state/<serial>   the state in lower case, as text
+
 Control endpoints for tests and the lab (not part of sabakan), under /lab/:
     GET  /lab/machines                       every machine (searchMachines shape, with duration)
     POST /lab/machines  [machine, ...]       replace the inventory (status.timestamp optional: now)
@@ -544,7 +549,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.server.inventory  # type: ignore[attr-defined]
 
     # -- routes
-    def do_GET(self):  # noqa: N802 (http.server naming)
+    def _get(self) -> None:
         url = urllib.parse.urlsplit(self.path)
         if url.path == '/graphql':
             params = urllib.parse.parse_qs(url.query)
@@ -563,6 +568,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if url.path == '/lab/fault':
             return self._send(200, dict(self.inventory.fault))
         return self._send(404, error_body('no route for GET %s' % url.path))
+
+    # sabakan's REST state API (docs/api.md of cybozu-go/sabakan): the body of PUT is the state in lower case,
+    # moved only along sabakan's lifecycle, as setMachineState does; GET answers the state as plain text.
+    def _state_serial(self) -> Optional[str]:
+        path = urllib.parse.urlsplit(self.path).path
+        prefix = '/api/v1/state/'
+        return urllib.parse.unquote(path[len(prefix):]) if path.startswith(prefix) and len(path) > len(prefix) else None
+
+    def do_PUT(self):  # noqa: N802 (http.server naming)
+        serial = self._state_serial()
+        if serial is None:
+            return self._send(404, error_body('no route for PUT %s' % urllib.parse.urlsplit(self.path).path))
+        length = int(self.headers.get('Content-Length') or 0)
+        if length > 64:
+            self.close_connection = True  # the unread body would otherwise be taken for the next request
+            return self._send(400, error_body('the body must be a machine state'))
+        state = self.rfile.read(length).decode('utf-8', 'replace').strip()
+        try:
+            status = self.inventory.set_state(serial, state.upper(), enforce=True)
+        except LookupError as e:
+            return self._send(404, error_body(str(e.args[0]) if e.args else str(e)))
+        except ValueError as e:
+            return self._send(400, error_body(str(e)))
+        del status
+        return self._send(200, b'', 'text/plain')
+
+    def do_GET(self):  # noqa: N802 (http.server naming)
+        serial = self._state_serial()
+        if serial is not None:
+            try:
+                record = self.inventory.find(serial)
+            except KeyError:
+                return self._send(404, error_body('machine not found: serial %s' % serial))
+            return self._send(200, record['status']['state'].lower().encode(), 'text/plain')
+        return self._get()
 
     def do_POST(self):  # noqa: N802 (http.server naming)
         path = urllib.parse.urlsplit(self.path).path

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r'''
 module: sabakan_repair
-short_description: Queue repair entries for machines sabakan reports as failed
+short_description: Queue, run and delete repair entries for machines sabakan reports as failed
 version_added: 0.1.0
 description:
   - CKE's sabakan-triggered repair (seed 001). Queries sabakan for failed machines and appends one
@@ -21,7 +21,46 @@ description:
     returned in RV(blocked) and shown as a warning.
   - An UNREACHABLE machine that is being rebooted (per O(reboot_queue_file)) or is not a node of
     O(cluster_file) is left alone until it has been unreachable for C(wait-seconds-to-repair-rebooting).
+  - With O(state=run), drives one entry to the end with CKE's repair procedures (O(repair)), as the
+    controller's repair loop does (docs/sabakan.md). With O(state=absent), deletes finished entries.
 options:
+  state:
+    description:
+      - V(present) queues entries for sabakan's failed machines (the default; needs a machine source).
+      - V(run) drives the entry O(index) (default the oldest unfinished one) through its repair procedure, as
+        health check, drain when the step says C(need_drain) and the machine is a Node, repair command with
+        the machine's address as the last argument, watch, next step; until it succeeded or failed. Every
+        change is written to O(queue_file) at once. In check mode nothing runs (no command, not even the health
+        check) and RV(next_action) says what the next pass would do.
+      - V(absent) deletes the finished (succeeded or failed) entries, or the entry O(index), which must have
+        finished.
+    type: str
+    choices: [present, run, absent]
+    default: present
+  repair:
+    description:
+      - CKE's C(repair) configuration (cluster.yml C(repair), verbatim), with C(repair_procedures) per machine type
+        with C(repair_operations) named after the sabakan state, each with C(repair_steps), C(health_check_command)
+        and C(success_command), and C(max_concurrent_repairs), C(evict_retries), C(evict_interval),
+        C(eviction_timeout_seconds). Every field is checked (docs/sabakan.md lists them with CKE's defaults).
+      - Required with O(state=run).
+    type: dict
+  index:
+    description: The entry to run (O(state=run)) or delete (O(state=absent)), by its C(index).
+    type: int
+  kubeconfig:
+    description:
+      - A kubeconfig for draining and uncordoning the machine's Node (O(state=run)). Without it, a step with
+        C(need_drain) on a machine that is a node of O(cluster_file) is refused before anything runs.
+    type: path
+  run_timeout:
+    description: Seconds O(state=run) may take; when they run out the task fails and the file keeps where the entry is.
+    type: float
+    default: 3600
+  poll_interval:
+    description: Seconds between health checks while O(state=run) watches a step.
+    type: float
+    default: 5
   queue_file:
     description:
       - The repair queue file, a YAML mapping C(entries) (list) and C(write_index) (the next entry index).
@@ -62,7 +101,7 @@ attributes:
     membership: [steward.cluster.sabakan]
   check_mode:
     support: full
-    details: Returns the entries that would be queued, writes nothing.
+    details: Returns the entries that would be queued or deleted, or the next action of O(state=run); writes and runs nothing.
   diff_mode:
     support: full
     details: The queue file before and after, as YAML text.
@@ -91,12 +130,35 @@ EXAMPLES = r'''
 - name: Report
   ansible.builtin.debug:
     msg: "{{ repair.entries | length }} queued, {{ repair.queue_length }} in the queue {{ repair.blocked }}"
+
+- name: Repair the oldest queued machine with CKE's procedures
+  steward.cluster.sabakan_repair:
+    state: run
+    queue_file: /etc/cke/repair-queue.yml
+    cluster_file: /etc/cke/cluster.yml
+    kubeconfig: /etc/kubernetes/admin.conf
+    repair:
+      repair_procedures:
+        - machine_types: ["IPMI-2.0"]
+          repair_operations:
+            - operation: unhealthy
+              repair_steps:
+                - repair_command: ["/usr/local/bin/bmc-reset"]
+                  need_drain: true
+                  watch_seconds: 300
+              health_check_command: ["/usr/local/bin/machine-healthy"]
+      max_concurrent_repairs: 1
+
+- name: Delete finished entries
+  steward.cluster.sabakan_repair:
+    state: absent
+    queue_file: /etc/cke/repair-queue.yml
 '''
 
 RETURN = r'''
 entries:
   description: The entries added by this run (that would be added, in check mode).
-  returned: success
+  returned: state=present
   type: list
   elements: dict
   contains:
@@ -133,12 +195,12 @@ skipped_machines:
   description:
     - Failed machines that got no entry, each with C(serial), C(address) and C(reason).
     - Not called C(skipped), which Ansible reserves for skipped tasks.
-  returned: success
+  returned: state=present
   type: list
   elements: dict
 blocked:
   description: Why nothing was queued when the C(maximum-repair-queue-entries) limit stopped the run, else empty.
-  returned: success
+  returned: state=present
   type: str
   sample: "too many repair requests: 2 existing entries + 2 new failures > maximum-repair-queue-entries=3; nothing queued"
 queue_length:
@@ -148,13 +210,32 @@ queue_length:
   sample: 2
 machine_count:
   description: Number of failed machines sabakan reported.
-  returned: success
+  returned: state=present
   type: int
   sample: 2
 queue_file:
   description: The path of the queue file.
   returned: always
   type: str
+entry:
+  description: The entry O(state=run) drove, as written to the queue file (C(status), C(step), C(step_status), C(message), ...).
+  returned: state=run
+  type: dict
+next_action:
+  description: What the next pass does for the entry, C(action) (drain, execute, succeed, fail, wait, drain-timeout), C(step) and C(reason).
+  returned: state=run
+  type: dict
+  sample: {action: drain, step: 0, reason: "need_drain: drain Node w-3 first"}
+events:
+  description: What O(state=run) did, as the controller's Events (C(index), C(reason), C(message), C(type)).
+  returned: state=run
+  type: list
+  elements: dict
+deleted:
+  description: The entries O(state=absent) deleted (would delete, in check mode).
+  returned: state=absent
+  type: list
+  elements: dict
 error:
   description: On failure, the error name, such as C(SabakanUnavailable) or C(FileError).
   returned: failure
@@ -182,8 +263,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files impo
     load_repair_queue,
     plan_file_update,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.params import parse_sabakan_repair
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.params import check_repair_run_options, parse_sabakan_repair
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair import decide_repairs
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan import repair_file
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source import (
     load_constraints_input,
     machines_from,
@@ -196,6 +278,12 @@ SPEC = argspec(
     cluster_file={'type': 'path'},
     now={'type': 'str'},
     mode={'type': 'raw'},
+    state={'type': 'str', 'choices': ['present', 'run', 'absent'], 'default': 'present'},
+    repair={'type': 'dict'},
+    index={'type': 'int'},
+    kubeconfig={'type': 'path'},
+    run_timeout={'type': 'float', 'default': 3600.0},
+    poll_interval={'type': 'float', 'default': 5.0},
 )
 
 
@@ -223,6 +311,9 @@ def plan(params):
 
 
 def act(params, check_mode):
+    check_repair_run_options(params)   # every option is checked in every state, check mode included
+    if params['state'] != 'present':
+        return repair_file.run_or_delete(params, check_mode)
     queue, decision, added, update, machine_count = plan(params)
     if not check_mode:
         apply_file_update(update)
@@ -235,7 +326,8 @@ def act(params, check_mode):
 def main():
     module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True,
                            mutually_exclusive=MACHINES_SOURCE_EXCLUSIVE + [('constraints', 'constraints_file')],
-                           required_one_of=MACHINES_SOURCE_EXCLUSIVE)
+                           required_if=[('state', 'present', list(MACHINES_SOURCE_EXCLUSIVE[0]), True),
+                                        ('state', 'run', ['repair'])])
     shell.require_libraries(module, 'PyYAML')
     shell.run(module, act, SabakanError, queue_file=module.params['queue_file'])
 

@@ -286,7 +286,15 @@ CASES = {
         # cluster_file may not exist yet (documented: no machine is a member then, so repairs wait longer)
         extra=[Case('mode-decimal-644', {'mode': 644}),
                Case('cluster_file-is-a-directory', {'cluster_file': '{dir}'}),
-               Case('cluster_file-malformed-yaml', {'cluster_file': '{malformed_yaml}'})]),
+               Case('cluster_file-malformed-yaml', {'cluster_file': '{malformed_yaml}'}),
+               # state=run / absent (issue 28): CKE's repair object, the entry index, the run's deadline
+               Case('repair-need_drain-text', {'state': 'run', 'repair': {'repair_procedures': [{
+                   'machine_types': ['x'], 'repair_operations': [{'operation': 'unhealthy', 'health_check_command': ['c'],
+                                                                  'repair_steps': [{'repair_command': ['r'],
+                                                                                    'need_drain': 'yes'}]}]}]}}),
+               Case('repair-unknown-field', {'state': 'run', 'repair': {'repair_procedures': [], 'max_repairs': 1}}),
+               Case('index-negative', {'state': 'absent', 'index': -1}),
+               Case('run_timeout-nan', {'state': 'run', 'run_timeout': float('nan')})]),
     'watchdog_probe': ModuleCases(
         base=dict(KUBE, namespace='kube-system', config=PROBER_CONFIG),
         files=('config_file',), endpoint_may_succeed=True, **KUBE_ENDPOINT,

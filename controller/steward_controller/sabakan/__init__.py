@@ -4,9 +4,10 @@
 """The `sabakan` and `repair` loops (seeds 000 and 001).
 
 sabakan: one daemon per SabakanIntegration keeps the generated CKE cluster in a ConfigMap and the Nodes'
-labels, annotations and taints right. repair: within that same cycle, RepairEntries for failed machines
-under the cluster-wide limit; selecting `repair` without `sabakan` has nothing to act on.
-handlers.py holds both.
+labels, annotations and taints right; with `repair` selected too, that same cycle queues RepairEntries for
+failed machines under the cluster-wide limit (handlers.py). repair: a second daemon per SabakanIntegration
+runs its RepairEntries through CKE's repair procedures (`spec.repair`) and deletes finished ones after
+`spec.autoRepair.deleteFinishedAfter` (repair_loop.py).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ def register(registry: Any, runtime: Any) -> None:
 
 
 def register_repair(registry: Any, runtime: Any) -> None:
-    """Nothing of its own to register: the sabakan cycle asks `settings.enabled('repair')`."""
+    """The repair daemon; queueing entries stays in the sabakan cycle, which asks `settings.enabled('repair')`."""
+    from steward_controller.sabakan.repair_loop import register as register_loop
+    register_loop(registry, runtime)
 
 
 LOOPS = (
     Loop(name='sabakan', help='SabakanIntegration: generate and maintain the CKE cluster from sabakan, Node labels/taints',
          register=register),
-    Loop(name='repair', help='RepairEntry: repair queue entries for failed sabakan machines (seed 001; runs in the '
-                             'sabakan cycle)', register=register_repair),
+    Loop(name='repair', help='RepairEntry: queue entries for failed sabakan machines (seed 001, in the sabakan cycle) '
+                             'and run them through CKE\'s repair procedures (spec.repair)', register=register_repair),
 )

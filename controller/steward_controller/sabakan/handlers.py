@@ -175,8 +175,9 @@ def _name(obj: Mapping[str, Any]) -> str:
 
 
 # --- the integration loop ----------------------------------------------------------------------
-class IntegrationLoop:
-    """One SabakanIntegration, cycle after cycle, until kopf stops the daemon or the object is gone."""
+class IntegrationDaemon:
+    """What both daemons of one SabakanIntegration (this cycle, and the repair loop's passes) share: the object
+    they belong to, and reading it live at the start of each round."""
 
     def __init__(self, runtime: Runtime, namespace: str, name: str) -> None:
         self.runtime = runtime
@@ -185,9 +186,10 @@ class IntegrationLoop:
         self.name = name
         self.resource = '%s/%s' % (namespace, name)
         self.path = runtime.path(PLURAL, namespace, name)
-        self.exported_roles: Set[str] = set()
 
-    def run(self, stopped: Any) -> None:
+    def live(self, stopped: Any) -> Optional[Dict[str, Any]]:
+        """The object as it is now; None when it is gone or being deleted, or kopf stops the daemon. An API
+        error is retried every RETRY_SECONDS."""
         while not stopped:
             try:
                 body = self.client.get_or_none(self.path)
@@ -196,8 +198,23 @@ class IntegrationLoop:
                 stopped.wait(RETRY_SECONDS)
                 continue
             if body is None or (body.get('metadata') or {}).get('deletionTimestamp'):
-                self.forget_metrics()
-                return
+                return None
+            return body
+        return None
+
+
+class IntegrationLoop(IntegrationDaemon):
+    """One SabakanIntegration, cycle after cycle, until kopf stops the daemon or the object is gone."""
+
+    def __init__(self, runtime: Runtime, namespace: str, name: str) -> None:
+        super().__init__(runtime, namespace, name)
+        self.exported_roles: Set[str] = set()
+
+    def run(self, stopped: Any) -> None:
+        while not stopped:
+            body = self.live(stopped)
+            if body is None:
+                break
             try:
                 interval = self.cycle(body)
             except Exception as exc:  # a bug must show in status and metrics, not end the loop silently
@@ -205,7 +222,7 @@ class IntegrationLoop:
                 self.finish(body, failed('InternalError', 'internal error: %s: %s' % (type(exc).__name__, exc)))
                 interval = interval_of(body.get('spec'))
             stopped.wait(interval)
-        if self.gone():  # stopped because the object is being deleted: its samples go too
+        if self.gone():  # the object is gone or being deleted: its samples go too
             self.forget_metrics()
 
     def gone(self) -> bool:

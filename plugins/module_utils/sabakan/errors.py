@@ -8,7 +8,8 @@
   ConstraintViolation - nothing was changed, and the hint says what to do;
 * bad input, also `common.errors.InvalidInput` (`field`, `rule`, `value`): TemplateError, ConstraintsError,
   MachineError (generator inputs, so GeneratorError too), SabakanVariablesError, SourceError, FileError,
-  OptionError, SpecError, ClusterConfigMapError.
+  OptionError, SpecError, RepairConfigError, ClusterConfigMapError;
+* running CKE's repair procedures: RepairNotFinished.
 
 The class names are stable because operators and CKE's tests match on them.
 """
@@ -113,6 +114,15 @@ class OptionError(SabakanError, InvalidInput):
 
 class SpecError(SabakanError, InvalidInput):
     """A SabakanIntegration spec cannot be acted on; `field` is its path (spec.constraints.minimum-workers)."""
+
+
+class RepairConfigError(SabakanError, InvalidInput):
+    """CKE's `repair` configuration (repair procedures, limits) broke a rule; the field is its path in it."""
+
+
+class RepairNotFinished(SabakanError):
+    """`sabakan_repair state=run` stopped before its entry finished: a limit holds it (another repair runs) or
+    run_timeout ran out. The queue file keeps the entry's progress; running again continues from there."""
 
 
 class ClusterConfigMapError(SabakanError, InvalidInput):

@@ -25,9 +25,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client imp
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.constraints import Constraints, load_constraints
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
-    ConstraintsError, FileError, SabakanVariablesError, SpecError, TemplateError,
+    ConstraintsError, FileError, RepairConfigError, SabakanVariablesError, SpecError, TemplateError,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import parse_document
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_config import RepairConfig, load_repair_config
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.template import validate_template
 
 DEFAULT_INTERVAL = 60.0
@@ -58,6 +59,8 @@ class IntegrationSpec:
     delete_removed_nodes: bool
     auto_repair: bool
     repair_variables: Dict[str, Any]         # {having, notHaving} for failed machines, defaults applied
+    repair: Optional[RepairConfig] = None    # CKE's `repair` object (spec.repair): None, no entry is acted on
+    delete_finished_after: Optional[float] = None   # spec.autoRepair.deleteFinishedAfter; None: a person deletes
 
 
 def _interval(value: Any, where: str) -> float:
@@ -123,6 +126,15 @@ def _configmap_ref(section: Mapping[str, Any], where: str, default_name: Optiona
     return ConfigMapRef(name=name, key=key)
 
 
+def _repair(data: Any) -> Optional[RepairConfig]:
+    if data is None:
+        return None
+    try:
+        return load_repair_config(data, 'spec.repair')
+    except RepairConfigError as exc:
+        raise exc.recast(SpecError) from None
+
+
 def check_template(template: Any, where: str) -> Dict[str, Any]:
     """The template checked like the modules check it; errors name fields under `where`."""
     try:
@@ -185,6 +197,9 @@ def parse_spec(spec: Any, name: str) -> IntegrationSpec:
         delete_removed_nodes=validate.optional_boolean(nodes, 'deleteRemoved', False, 'spec.nodes'),
         auto_repair=validate.optional_boolean(repair, 'enabled', False, 'spec.autoRepair'),
         repair_variables=_variables(repair.get('variables'), REPAIR_VARIABLES, 'spec.autoRepair.variables'),
+        repair=_repair(spec.get('repair')),
+        delete_finished_after=(None if repair.get('deleteFinishedAfter') is None else
+                               _interval(repair['deleteFinishedAfter'], 'spec.autoRepair.deleteFinishedAfter')),
     )
 
 

@@ -17,6 +17,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client imp
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import OptionError
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.files import parse_mode
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import resolve_now
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan import repair_file
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_config import load_repair_config
 
 
 PATH_OPTIONS = ('cluster_file', 'queue_file', 'reboot_queue_file', 'template_file', 'constraints_file', 'machines_file')
@@ -47,3 +49,17 @@ def parse_sabakan_machine_info(params: Mapping[str, Any], preset: Mapping[str, A
     `variables`)."""
     with about_option('variables'):
         return query_variables(params['variables'], preset)
+
+
+@input_errors_as(OptionError)
+def check_repair_run_options(params: Mapping[str, Any]) -> None:
+    """The options of state=run / absent, whatever the state (a bad value is refused even where it is unused)."""
+    validate.timeout(params['run_timeout'], 'run_timeout')
+    validate.timeout(params['poll_interval'], 'poll_interval')
+    if params['index'] is not None:
+        validate.integer(params['index'], 'index', minimum=0)
+    if params['kubeconfig'] is not None:
+        validate.existing_file(params['kubeconfig'], 'kubeconfig')
+        repair_file.kube_client(params['kubeconfig'])   # read and checked now; no request is sent
+    if params['repair'] is not None:
+        load_repair_config(params['repair'])

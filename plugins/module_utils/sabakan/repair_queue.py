@@ -16,8 +16,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES, TimeLike
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair import RepairDecision, decide_repairs
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_run import Entry, stored_entry
 
 API_VERSION = 'cluster.steward.io/v1alpha1'
 KIND = 'RepairEntry'
@@ -25,6 +27,7 @@ PLURAL = 'repairentries'
 NAME_PREFIX = 'repair-'
 STATUS_QUEUED = 'queued'
 STATUSES = ('queued', 'processing', 'succeeded', 'failed')
+STEP_STATUSES = ('waiting', 'draining', 'watching')
 OPERATIONS = tuple(state.lower() for state in STATES)
 _NOT_NAME = re.compile(r'[^a-z0-9]+')
 
@@ -107,3 +110,33 @@ def plan_repair_entries(machines: Sequence[Any], objects: Sequence[Mapping[str, 
     new = [entry_object(planned, serial=serials.get(planned['address'], ''), integration=integration)
            for planned in decision.entries]
     return RepairPlan(decision=decision, objects=new, existing=len(existing))
+
+
+# --- execution (repair_run) over RepairEntry objects -------------------------------------------------------
+def run_entry(obj: Mapping[str, Any], node: Optional[str], api_server: bool) -> Entry:
+    """A RepairEntry object as repair_run's Entry; `node` is the Node of its address (None: not in the cluster)."""
+    spec = obj.get('spec') or {}
+    status = obj.get('status') or {}
+    metadata = obj.get('metadata') or {}
+    return stored_entry(str(metadata.get('name') or ''), spec.get('address'), spec.get('machineType'),
+                        spec.get('operation'), status.get('status'), status.get('step'), status.get('stepStatus'),
+                        status.get('lastTransitionTime'), status.get('drainBackOffCount'),
+                        status.get('drainBackOffExpire'), metadata.get('creationTimestamp'), node=node,
+                        api_server=api_server)
+
+
+_STATUS_KEYS = {'status': 'status', 'step': 'step', 'step_status': 'stepStatus', 'node': 'nodeName',
+                'drain_backoff_count': 'drainBackOffCount', 'message': 'message', 'cordoned': 'cordoned'}
+
+
+def status_fields(fields: Mapping[str, Any]) -> Dict[str, Any]:
+    """repair_exec's field names (snake case, times in seconds) as RepairEntry status (camel case, RFC 3339)."""
+    status: Dict[str, Any] = {}
+    for key, value in fields.items():
+        if key == 'last_transition':
+            status['lastTransitionTime'] = rfc3339(value)
+        elif key == 'drain_backoff_expire':
+            status['drainBackOffExpire'] = rfc3339(value) if value else None
+        else:
+            status[_STATUS_KEYS[key]] = value
+    return status
