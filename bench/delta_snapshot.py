@@ -7,7 +7,7 @@ snapshots keep up with no loss, and the memory of the process doing it, next to 
 `etcdctl watch` consumer of the same etcd on the same machine.
 
 Not a test. A real 1-member etcd; a writer process puts 1 KiB values at a fixed rate for
---seconds; the consumer is either our backup loop (module_utils/etcd/backup_loop.py, in its own
+--seconds; the consumer is either our backup loop (module_utils/etcd/backup/backup_loop.py, in its own
 process, deltas every --period to a local store) or `etcdctl watch --prefix`. A rate is kept up
 with when, after the writer stops, the consumer has every event within --period + 3 s; for our
 loop, the deltas are also read back and must hold every revision exactly once. Rates are raised
@@ -39,10 +39,13 @@ sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
 from support.etcd_cluster import EtcdCluster  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import plan_chain  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (  # noqa: E402
+    EtcdConnection,
+    grpc_client,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.fetch import fetch_delta  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore  # noqa: E402
 
 VALUE = b'v' * 1024
 WRITER_THREADS = 8
@@ -97,9 +100,9 @@ def consumer_main(endpoint: str, store_dir: str, period: float, memory_limit: in
     """Our backup loop until SIGTERM (what the controller runs per EtcdBackup). When the loop has read
     its chain and is about to watch, the time goes into ready_file: the controller is a long-running
     process, so the interpreter's start-up is not part of the drain rate."""
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
         BackupListener, BackupPolicy, BackupRunner)
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron
 
     class Ready(BackupListener):
         def state(self, chain_tip, base):

@@ -32,12 +32,12 @@ sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
 from support.etcd_cluster import EtcdCluster  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (  # noqa: E402
     EtcdConnection,
     grpc_client,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot  # noqa: E402
 
 VALUE_SIZE = 1024
 TXN_OPS = 128
@@ -164,7 +164,7 @@ def main() -> int:
             'median_etcdctl': med_theirs, 'ratio': ratio, 'median_ours_full_structure': med_full,
             'rss_peak_mib_ours': rss_ours, 'rss_peak_mib_etcdctl': rss_theirs,
             'load_average': os.getloadavg(),
-            'ours_does': 'stream over HTTP/2 (grpc_wire: one reused 1 MiB receive buffer, the blob slices of each read '
+            'ours_does': 'stream over HTTP/2 (etcd/wire: one reused 1 MiB receive buffer, the blob slices of each read '
                          'written with one writev and hashed on the receiving thread, fdatasync every 64 MiB on a '
                          'write-back thread) + fsync + trailer check + bolt structure check + HashKV asked over the '
                          'last 20 % of the stream + metadata then rename + fsync dir',

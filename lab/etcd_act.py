@@ -24,7 +24,7 @@ sys.path.insert(0, HERE)
 
 import lab  # noqa: E402
 from demo_context import changes  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import read_pid_file  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import read_pid_file  # noqa: E402
 
 TITLE = 'back up etcd, lose a majority of its members for good, recover, verify every key'
 

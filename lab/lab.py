@@ -42,7 +42,7 @@ COLLECTIONS = os.path.join(REPO, '.build', 'collections')
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import (  # noqa: E402
     ProcessSpec, cmdline_matches, process_alive, process_argv, read_pid_file, running_pid, stop_process, tail_lines)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -142,12 +142,12 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import existing_dir
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_verify import summary, verify_backup
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_PYETCD
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_verify import summary, verify_backup
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_PYETCD
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import HAS_BOTO3
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params, store_report
 
 
 def main():

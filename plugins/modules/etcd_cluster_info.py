@@ -119,8 +119,11 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info, wait_until_healthy
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import (
+    cluster_info,
+    wait_until_healthy,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 

@@ -99,7 +99,7 @@ path:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.validate import file_mode
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import apply_config
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.config_file import apply_config
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 

@@ -70,7 +70,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import (
     data_dir_state,
     reset_data_dir,
 )

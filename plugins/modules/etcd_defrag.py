@@ -76,8 +76,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.defrag import rolling_defrag
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 

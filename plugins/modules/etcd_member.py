@@ -148,9 +148,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import vali
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_REQUESTS, EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_absent, ensure_member_present
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
+    ensure_member_absent,
+    ensure_member_present,
+)
 
 SPEC = argspec(
     ETCD_CONNECTION_SPEC,

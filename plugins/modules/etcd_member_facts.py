@@ -123,9 +123,9 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC, argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import HAS_REQUESTS, EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_REQUESTS, EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import inspect_member
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import inspect_member
 
 
 def main():

@@ -130,7 +130,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, ensure_process
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import ProcessSpec, ensure_process
 
 
 def main():

@@ -199,10 +199,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import ProcessSpec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery_steps import (
     MemberSetup,
     check_plan,
     cluster_endpoints,
@@ -210,7 +210,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_step
     PART_NONE,
     recover_host,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.service import ProcessService, SystemdService
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.service import ProcessService, SystemdService
 
 
 def _setup(p):

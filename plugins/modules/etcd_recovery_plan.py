@@ -139,7 +139,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import RECOVERY_PLAN_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery import plan_recovery
 
 
 def main():

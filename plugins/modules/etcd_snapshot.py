@@ -175,16 +175,16 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_TOOLS_SPEC,
     argspec,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
     HAS_PYETCD,
     HAS_REQUESTS,
     EtcdConnection,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import HAS_BOTO3
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import HAS_BOTO3
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params, store_report
 
 
 def main():

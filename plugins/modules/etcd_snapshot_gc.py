@@ -140,8 +140,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import vali
 from ansible_collections.steward.cluster.plugins.module_utils.common.module_errors import failing_cleanly
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES, apply_gc, plan_gc
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.gc import POLICIES, apply_gc, plan_gc
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params
 
 
 def main():

@@ -1,4 +1,4 @@
-"""grpc_wire against real etcd (each installed version): the snapshot stream over plain HTTP/2, over TLS with a
+"""etcd/wire against real etcd (each installed version): the snapshot stream over plain HTTP/2, over TLS with a
 client certificate and with etcd's user/password auth; gRPC errors decoded from etcd's own trailers; HashKV
 as etcdctl reports it; the watch taking responses far larger than any buffer, every revision once."""
 
@@ -13,13 +13,14 @@ import time
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import EVENT_DELETE, decode_events
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import EVENT_DELETE, decode_events
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdUnavailable
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.grpc_wire import GrpcError, hash_kv, unary
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import verify_snapshot_file
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import Watcher, WatchBatch
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import hash_kv, unary
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.http2 import GrpcError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot_stream import stream_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.verify import verify_snapshot_file
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.watcher import Watcher, WatchBatch
 
 from support.etcd_cluster import EtcdCluster
 from support.tls import make_pki

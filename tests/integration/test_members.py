@@ -10,14 +10,14 @@ import requests
 from support.ansible import local_play, run_playbook
 from support.etcd_cluster import EtcdCluster, Member, free_port
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdUnavailable,
     MembershipError,
     QuorumRisk,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
     ensure_member_absent,
     ensure_member_present,
     move_leader,

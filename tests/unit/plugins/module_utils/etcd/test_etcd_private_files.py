@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.private_files import (
     makedirs_private,
     open_private,
     wide_mode_notes,
