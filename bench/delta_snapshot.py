@@ -41,11 +41,17 @@ from summary_file import write_summary  # noqa: E402
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (  # noqa: E402
     EtcdConnection,
-    grpc_client,
+    Gateway,
+    b64,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.fetch import fetch_delta  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import (  # noqa: E402
+    PUT,
+    Transactions,
+    txn_request,
+)
 
 VALUE = b'v' * 1024
 WRITER_THREADS = 8
@@ -64,7 +70,7 @@ def writer_main(endpoint: str, rate: float, seconds: float) -> None:
     per_thread = rate / WRITER_THREADS
 
     def work(index: int) -> None:
-        client = grpc_client(conn, endpoint, timeout=30)
+        client = Transactions(conn, endpoint, timeout=30)
         n = 0
         try:
             while True:
@@ -74,7 +80,7 @@ def writer_main(endpoint: str, rate: float, seconds: float) -> None:
                 delay = due - time.time()
                 if delay > 0:
                     time.sleep(delay)
-                client.put('/bench/%d/%09d' % (index, n), VALUE)
+                client.txn(txn_request([(PUT, b'/bench/%d/%09d' % (index, n), VALUE)]))
                 n += 1
                 count[index] = n
         finally:
@@ -86,9 +92,7 @@ def writer_main(endpoint: str, rate: float, seconds: float) -> None:
     for t in threads:
         t.join()
     elapsed = time.time() - start
-    client = grpc_client(conn, endpoint, timeout=30)
-    revision = int(client.get_response(b'\0').header.revision)
-    client.close()
+    revision = revision_of(endpoint)
     print(json.dumps({'puts': sum(count), 'seconds': elapsed, 'revision': revision}), flush=True)
 
 
@@ -153,11 +157,8 @@ def run_writer(endpoint: str, rate: float, seconds: float) -> Dict[str, Any]:
 
 
 def revision_of(endpoint: str) -> int:
-    client = grpc_client(EtcdConnection(endpoints=(endpoint,)), endpoint)
-    try:
-        return int(client.get_response(b'\0').header.revision)
-    finally:
-        client.close()
+    with Gateway(EtcdConnection(endpoints=(endpoint,), timeout=30)) as gateway:
+        return int(gateway.call(endpoint, '/v3/kv/range', {'key': b64(b'\0')})['header']['revision'])
 
 
 def ours(cluster: EtcdCluster, rate: float, seconds: float, period: float, work: str) -> Dict[str, Any]:
@@ -245,12 +246,10 @@ def backlog(cluster: EtcdCluster, events: int, work: str, period: float, memory_
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
     start_rev = plan_chain(store.list()).tip + 1
-    client = grpc_client(EtcdConnection(endpoints=(endpoint,), timeout=60), endpoint, timeout=60)
-    for base in range(0, events, 16):
-        client.transaction(compare=[], success=[client.transactions.put('/backlog/%09d' % i, VALUE)
-                                                for i in range(base, min(base + 16, events))], failure=[])
-    final = int(client.get_response(b'\0').header.revision)
-    client.close()
+    with Transactions(EtcdConnection(endpoints=(endpoint,), timeout=60), endpoint, timeout=60) as client:
+        for base in range(0, events, 16):
+            final = client.txn(txn_request([(PUT, b'/backlog/%09d' % i, VALUE)
+                                            for i in range(base, min(base + 16, events))]))
     results = {}
     if os.path.exists(ready_file(store_dir)):
         os.unlink(ready_file(store_dir))

@@ -57,7 +57,7 @@ attributes:
   platform:
     platforms: posix
 requirements:
-  - etcd-sdk-python (import pyetcd)
+  - requests
 author: steward.cluster developers (@steward)
 '''
 
@@ -144,7 +144,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.validate im
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC, argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_verify import summary, verify_backup
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_PYETCD
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_REQUESTS
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import HAS_BOTO3
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params, store_report
@@ -160,8 +160,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if not HAS_PYETCD:
-        module.fail_json(msg=missing_required_lib('etcd-sdk-python'))
+    if not HAS_REQUESTS:
+        module.fail_json(msg=missing_required_lib('requests'))
     if p['store'].startswith('s3://') and not HAS_BOTO3:
         module.fail_json(msg=missing_required_lib('boto3'))
     with failing_cleanly(module, EtcdError):

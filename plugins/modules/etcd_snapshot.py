@@ -49,7 +49,6 @@ attributes:
     platforms: posix
 requirements:
   - requests
-  - etcd-sdk-python (import pyetcd)
 author: steward.cluster developers (@steward-cluster)
 '''
 
@@ -176,11 +175,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     argspec,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
-    HAS_PYETCD,
-    HAS_REQUESTS,
-    EtcdConnection,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import HAS_REQUESTS, EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import HAS_BOTO3
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
@@ -194,9 +189,8 @@ def main():
                               snapshot_timeout={'type': 'int', 'default': 900}),
         supports_check_mode=True,
     )
-    for lib, present in (('requests', HAS_REQUESTS), ('etcd-sdk-python', HAS_PYETCD)):
-        if not present:
-            module.fail_json(msg=missing_required_lib(lib))
+    if not HAS_REQUESTS:
+        module.fail_json(msg=missing_required_lib('requests'))
     if module.params['store'].startswith('s3://') and not HAS_BOTO3:
         module.fail_json(msg=missing_required_lib('boto3'))
     with failing_cleanly(module, EtcdError):

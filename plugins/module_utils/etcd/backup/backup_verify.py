@@ -28,7 +28,6 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import grpc_client
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import hash_kv
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
@@ -156,9 +155,9 @@ def _compare(base: Snapshot, scratch: ScratchEtcd, outcome: Dict[str, Any], verd
              deltas: List[Snapshot], store: SnapshotStore, work: str, clock: Callable[[], float],
              should_stop: Callable[[], bool]) -> None:
     step = clock()
-    client = grpc_client(scratch.connection, scratch.client_url, timeout=TXN_TIMEOUT)
+    client = scratch.transactions()
     try:
-        revision = int(client.get_response(b'\0').header.revision)
+        revision = scratch.revision()
         expected = base.name.end_revision
         # an empty database reports revision 0 in its name, but etcd starts counting at 1
         if revision != expected and not (expected == 0 and revision == 1):

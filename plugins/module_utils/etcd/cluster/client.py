@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Connections to etcd.
+"""Connections to etcd: how to reach a cluster (`EtcdConnection`) and its v3 JSON gateway (`Gateway`).
 
 Two transports, each used where it is best:
 * the v3 JSON gateway over `requests` for cluster operations (members, learners, promote,
-  move-leader, status, alarms, defragment, health). Every call is a fresh HTTP request with its
-  own timeout, so a dead endpoint never poisons later calls (pyetcd marks a timed-out endpoint
-  failed for 300 s);
-* the gRPC client (`pyetcd`, from etcd-sdk-python) for streams: snapshots and watches.
+  move-leader, status, alarms, compaction, defragment, health). Every call is a fresh HTTP request
+  with its own timeout, so a dead endpoint never poisons later calls;
+* gRPC spoken directly over HTTP/2 (etcd/wire/) for what the gateway cannot serve or serves too slowly:
+  the snapshot and watch streams, HashKV and a replay's transactions.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import json
 import dataclasses
-import importlib.util
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import urlsplit
 
@@ -35,10 +34,6 @@ try:
     HAS_REQUESTS = True
 except ImportError:  # reported by the module through missing_required_lib
     HAS_REQUESTS = False
-
-# pyetcd (and grpc under it) is imported when a stream is opened, not here: most modules only use the
-# gateway, and the import costs more than their whole run (recovery speed, issue 17).
-HAS_PYETCD = importlib.util.find_spec('pyetcd') is not None  # reported by modules through missing_required_lib
 
 # etcd's own message when a membership change comes within ~5 s of the last one (strict reconfig check).
 UNHEALTHY_CLUSTER = 'unhealthy cluster'
@@ -251,19 +246,3 @@ def gateway_error(url: str, status: int, message: str) -> EtcdError:
         return EtcdUnavailable('%s: %s' % (url, message), refusal)
     return EtcdError('%s answered HTTP %s: %s' % (url, status, message), refusal)
 
-
-def grpc_client(conn: EtcdConnection, endpoint: str, timeout: Optional[float] = None,
-                max_receive: int = 64 * 1024 * 1024):
-    """A fresh single-endpoint gRPC client (never reused after a failure: pyetcd marks it failed);
-    `max_receive`: the largest message it accepts."""
-    if not HAS_PYETCD:
-        raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required')
-    import pyetcd  # pylint: disable=import-outside-toplevel  # see HAS_PYETCD
-    host, port = conn.host_port(endpoint)
-    return pyetcd.client(
-        host=host, port=port,
-        ca_cert=conn.ca_cert, cert_key=conn.client_key, cert_cert=conn.client_cert,
-        timeout=timeout if timeout is not None else conn.timeout,
-        user=conn.user, password=conn.password,
-        grpc_options=[('grpc.max_receive_message_length', max_receive)],
-    )

@@ -17,7 +17,6 @@ every revision after it and fails the rebuild instead of producing a subtly diff
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import random
@@ -27,7 +26,7 @@ import tempfile
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import find_binary
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, grpc_client
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway, b64
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import (
     EVENT_DELETE,
     Event,
@@ -39,10 +38,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.proces
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.restore_tool import run_restore_tool
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot_stream import stream_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.verify import verify_snapshot_file
-
-# pyetcd (and grpc under it, ~30 MiB) is imported when a replay runs: the backup loop imports this module
-# for restore verification, and its memory is what deltaSnapshotMemoryLimit's overhead is measured against.
-HAS_ETCDRPC = importlib.util.find_spec('pyetcd') is not None
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import DELETE, PUT, Transactions, txn_request
 
 REPLAY_NAME = 'steward-replay'
 CHECK_REPLAY = 'replay'      # events did not land on their recorded revisions: the chain is unrestorable
@@ -134,6 +130,15 @@ class ScratchEtcd:
     def connection(self) -> EtcdConnection:
         return EtcdConnection(endpoints=(self.client_url,), timeout=TXN_TIMEOUT)
 
+    def revision(self) -> int:
+        """The store's current revision (the header of a read)."""
+        with Gateway(self.connection) as gateway:
+            return int(gateway.call(self.client_url, '/v3/kv/range', {'key': b64(b'\0')})['header']['revision'])
+
+    def transactions(self) -> Transactions:
+        """Transactions on the scratch etcd, over one connection (close it, or use it as a context manager)."""
+        return Transactions(self.connection, self.client_url, TXN_TIMEOUT)
+
     def stop(self) -> None:
         if self.pid is not None:
             try:
@@ -150,14 +155,7 @@ class ScratchEtcd:
         self.stop()
 
 
-def _request_op(event: Event) -> Any:
-    from pyetcd import etcdrpc  # pylint: disable=import-outside-toplevel  # see HAS_ETCDRPC
-    if event.type == EVENT_DELETE:
-        return etcdrpc.RequestOp(request_delete_range=etcdrpc.DeleteRangeRequest(key=event.key))
-    return etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=event.key, value=event.value))
-
-
-def apply_events(client: Any, events: Iterable[Event], revision: int) -> Dict[str, int]:
+def apply_events(client: Transactions, events: Iterable[Event], revision: int) -> Dict[str, int]:
     """Replay events on top of `revision`: one transaction per revision, each checked to land on it.
 
     Revisions at or below the current one are skipped (an overlapping delta); a revision beyond the
@@ -170,10 +168,8 @@ def apply_events(client: Any, events: Iterable[Event], revision: int) -> Dict[st
             raise SnapshotInvalid('revision gap: the data is at revision %d but the next recorded event is at %d '
                                   '(events %d..%d are missing)' % (revision, event_revision, revision + 1,
                                                                    event_revision - 1), CHECK_REPLAY)
-        from pyetcd import etcdrpc  # pylint: disable=import-outside-toplevel  # see HAS_ETCDRPC
-        request = etcdrpc.TxnRequest(success=[_request_op(e) for e in group])
-        response = client.kvstub.Txn(request, TXN_TIMEOUT, credentials=client.call_credentials, metadata=client.metadata)
-        landed = int(response.header.revision)
+        landed = client.txn(txn_request((DELETE, e.key, None) if e.type == EVENT_DELETE else (PUT, e.key, e.value)
+                                        for e in group))
         if landed != event_revision:
             raise SnapshotInvalid('revision inconsistency: events of revision %d landed at revision %d' % (
                 event_revision, landed), CHECK_REPLAY)
@@ -188,12 +184,9 @@ def replay(base_path: str, base_revision: int, delta_events: Iterable[List[Event
            snapshot_timeout: float = 900, on_progress: Optional[Callable[[int], None]] = None) -> ReplayResult:
     """Restore `base_path` (a verified full snapshot at `base_revision`) into a scratch etcd, apply each
     delta's events in order, optionally compact + defragment, and stream the result to `out_path`."""
-    if not HAS_ETCDRPC:
-        raise EtcdError('the python library etcd-sdk-python (import pyetcd) is required to replay deltas')
     with ScratchEtcd(work_dir, etcd_binary, tool).start(base_path) as scratch:
-        client = grpc_client(scratch.connection, scratch.client_url, timeout=TXN_TIMEOUT)
-        try:
-            start = int(client.get_response(b'\0').header.revision)
+        with scratch.transactions() as client:
+            start = scratch.revision()
             # An empty database reports revision 0 in `snapshot status`, but etcd starts counting at 1.
             if start != base_revision and not (base_revision == 0 and start == 1):
                 raise SnapshotInvalid('the restored full snapshot is at revision %d, its name says %d' % (
@@ -206,11 +199,10 @@ def replay(base_path: str, base_revision: int, delta_events: Iterable[List[Event
                 transactions += outcome['transactions']
                 if on_progress is not None:
                     on_progress(revision)
-            if compact and revision > 1:
-                client.compact(revision, physical=True)
-                client.defragment()
-        finally:
-            client.close()
+        if compact and revision > 1:
+            with Gateway(scratch.connection) as gateway:
+                gateway.call(scratch.client_url, '/v3/kv/compaction', {'revision': revision, 'physical': True})
+                gateway.call(scratch.client_url, '/v3/maintenance/defragment', {})
         hasher = stream_snapshot(scratch.connection, scratch.client_url, out_path, snapshot_timeout)
     verification = verify_snapshot_file(out_path, tool=tool, digests=hasher.result())
     if verification['revision'] != revision:

@@ -11,8 +11,9 @@ for 1,000 revisions of 16 puts) several times over. Here one thread reads the so
 buffer and hands each read's DATA bytes over as memoryview slices: nothing is copied on the way, and
 the bytes in flight are what the flow-control window allows.
 
-Scope: a client with one stream (id 1); gRPC messages uncompressed; request headers as plain HPACK
-literals; the server's headers decoded in full (hpack.py). The messages' bytes go to protobuf.py's
+Scope: a client with one stream at a time (id 1, then 3, 5, ... for calls made one after the other on
+the same connection: `call_again`); gRPC messages uncompressed, sent within etcd's flow-control windows;
+request headers as plain HPACK literals; the server's headers decoded in full (hpack.py). The messages' bytes go to protobuf.py's
 `FieldReader` as they arrive, so a message of any size is never held whole.
 """
 
@@ -33,11 +34,11 @@ PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
 END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
 SETTINGS_ENABLE_PUSH, SETTINGS_INITIAL_WINDOW_SIZE = 0x2, 0x4
-STREAM = 1
+STREAM = 1                 # the first call's stream; call_again takes the next odd id
 MAX_WINDOW = (1 << 31) - 1
 DEFAULT_WINDOW = 65535
 FRAME_HEADER = 9
-MAX_FRAME = 16384          # we never raise SETTINGS_MAX_FRAME_SIZE, so no frame is larger
+MAX_FRAME = 16384          # the default SETTINGS_MAX_FRAME_SIZE; neither side raises it, so no frame is larger
 RECEIVE_BUFFER = 1 << 20   # one reused buffer per call
 KEEPALIVE = (('TCP_KEEPIDLE', 30), ('TCP_KEEPINTVL', 10), ('TCP_KEEPCNT', 3))  # a silent peer is dead in ~1 min
 
@@ -91,7 +92,8 @@ class GrpcCall:
 
     `window`: the bytes etcd may send ahead of what the caller has taken (the memory a slow reader lets
     pile up, in the kernel); `deadline`: the whole call's (None for a watch, which lives until closed).
-    Use: `start(first request)`, then `receive()` until it returns None; `close()` from any thread ends it."""
+    Use: `start(first request)`, then `receive()` until it returns None; `close()` from any thread ends it.
+    A unary method may then be called again on the same connection: `call_again(request, deadline)`."""
 
     def __init__(self, conn: EtcdConnection, endpoint: str, method: str, *, window: int = 4 << 20,
                  deadline: Optional[Deadline] = None):
@@ -101,6 +103,8 @@ class GrpcCall:
         self.window = min(max(window, DEFAULT_WINDOW), MAX_WINDOW)
         self.deadline = deadline
         self.sock: Optional[socket.socket] = None
+        self.stream = STREAM
+        self._scheme = 'http'
         self.received = 0              # DATA payload bytes handed over
         self._buffer = bytearray(RECEIVE_BUFFER)
         self._view = memoryview(self._buffer)
@@ -112,6 +116,9 @@ class GrpcCall:
         self._headers_seen = False
         self._trailers: Optional[Dict[bytes, bytes]] = None
         self._closed = False
+        self._token: Optional[str] = None
+        # what etcd lets us send (RFC 9113 6.9): its connection window and this stream's
+        self._peer_initial = self._send_connection = self._send_stream = DEFAULT_WINDOW
 
     # --- setting up ----------------------------------------------------------------------------
     def _timeout(self) -> Optional[float]:
@@ -125,30 +132,80 @@ class GrpcCall:
             with Gateway(self.conn) as gateway:
                 token = gateway.token(self.endpoint, timeout)
         try:
-            self.sock, scheme = _open_socket(self.conn, self.endpoint, timeout)
+            self.sock, self._scheme = _open_socket(self.conn, self.endpoint, timeout)
         except (OSError, ssl.SSLError) as exc:
             raise GrpcError('cannot connect to %s: %s' % (self.endpoint, exc)) from exc
-        headers = [(b':method', b'POST'), (b':scheme', scheme.encode()), (b':path', self.method.encode()),
+        self._token = token
+        settings = struct.pack('>HI', SETTINGS_ENABLE_PUSH, 0) + struct.pack('>HI', SETTINGS_INITIAL_WINDOW_SIZE,
+                                                                             self.window)
+        out = bytearray(PREFACE + _frame(SETTINGS, 0, 0, settings))
+        if self.window > DEFAULT_WINDOW:
+            out += _frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', self.window - DEFAULT_WINDOW))
+        out += _frame(HEADERS, END_HEADERS, self.stream, hpack.encode(self._request_headers()))
+        self._send_data(message, end_stream, out)
+        return self
+
+    def _request_headers(self) -> List[Tuple[bytes, bytes]]:
+        headers = [(b':method', b'POST'), (b':scheme', self._scheme.encode()), (b':path', self.method.encode()),
                    (b':authority', self.endpoint.split('://', 1)[1].encode()),
                    (b'content-type', b'application/grpc'), (b'te', b'trailers'),
                    (b'user-agent', b'steward-cluster')]
         if self.deadline is not None:
             headers.append((b'grpc-timeout', b'%dm' % min(int(self.deadline.remaining() * 1000), 99999999)))
-        if token:
-            headers.append((b'token', token.encode()))
-        settings = struct.pack('>HI', SETTINGS_ENABLE_PUSH, 0) + struct.pack('>HI', SETTINGS_INITIAL_WINDOW_SIZE,
-                                                                             self.window)
-        out = PREFACE + _frame(SETTINGS, 0, 0, settings)
-        if self.window > DEFAULT_WINDOW:
-            out += _frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', self.window - DEFAULT_WINDOW))
-        out += _frame(HEADERS, END_HEADERS, STREAM, hpack.encode(headers))
-        out += _frame(DATA, END_STREAM if end_stream else 0, STREAM, grpc_message(message))
-        self._send(out)
+        if self._token:
+            headers.append((b'token', self._token.encode()))
+        return headers
+
+    def call_again(self, message: bytes, deadline: Optional[Deadline] = None) -> 'GrpcCall':
+        """The method again, with one request `message`, on the next stream of this connection, once the last
+        call ended (receive() returned None): a replay's thousands of transactions cost one connection, not one
+        each (and no port left in TIME_WAIT per call). `deadline`: this call's."""
+        if self.sock is None or self._trailers is None:
+            raise GrpcError('%s on %s: the last call has not ended' % (self.method, self.endpoint))
+        self.stream += 2
+        self.deadline = deadline
+        self._headers_seen, self._trailers, self._header_block, self._header_flags = False, None, bytearray(), 0
+        self._send_stream = self._peer_initial
+        out = bytearray(_frame(HEADERS, END_HEADERS, self.stream, hpack.encode(self._request_headers())))
+        self._send_data(message, True, out)
         return self
 
     def send(self, message: bytes) -> None:
         """Another request message on a stream opened with end_stream=False."""
-        self._send(_frame(DATA, 0, STREAM, grpc_message(message)))
+        self._send_data(message, False, bytearray())
+
+    def _send_data(self, message: bytes, end_stream: bool, out: bytearray) -> None:
+        """`out` and then the message as DATA frames of at most MAX_FRAME bytes, within etcd's windows: a
+        request larger than they allow (a transaction of large values) waits for its WINDOW_UPDATEs."""
+        data = memoryview(grpc_message(message))
+        pos = 0
+        while True:
+            size = min(len(data) - pos, MAX_FRAME, self._send_connection, self._send_stream)
+            if size <= 0 and pos < len(data):
+                self._send(bytes(out))
+                out.clear()
+                self._wait_for_window()
+                continue
+            end = pos + size
+            last = end == len(data)
+            out += _frame(DATA, END_STREAM if end_stream and last else 0, self.stream, data[pos:end])
+            self._send_connection -= size
+            self._send_stream -= size
+            pos = end
+            if last:
+                self._send(bytes(out))
+                return
+
+    def _wait_for_window(self) -> None:
+        """Read etcd's frames until a WINDOW_UPDATE opens both windows; an answer before the request is sent
+        whole ends the call (etcd refused it: its status is raised)."""
+        while self._send_connection <= 0 or self._send_stream <= 0:
+            if self._parse():
+                raise GrpcError('%s answered %s before the request was sent whole' % (self.endpoint, self.method))
+            if self._trailers is not None:
+                self._check_status()
+                raise GrpcError('%s ended %s before the request was sent whole' % (self.endpoint, self.method))
+            self._read()
 
     def _send(self, data: bytes) -> None:
         try:
@@ -213,7 +270,7 @@ class GrpcCall:
             stream = struct.unpack_from('>I', buf, start + 5)[0] & 0x7FFFFFFF
             begin, end = start + FRAME_HEADER, start + FRAME_HEADER + length
             self._start = end
-            if kind == DATA and stream == STREAM:
+            if kind == DATA and stream == self.stream:
                 self._credit += length
                 if flags & PADDED:
                     begin, end = begin + 1, end - buf[begin]
@@ -222,7 +279,7 @@ class GrpcCall:
                     self.received += end - begin
                 if flags & END_STREAM:
                     raise GrpcError('%s ended the call without a gRPC status' % self.endpoint)
-            elif kind in (HEADERS, CONTINUATION) and stream == STREAM:
+            elif kind in (HEADERS, CONTINUATION) and stream == self.stream:
                 self._headers(kind, flags, bytes(view[begin:end]))
             else:
                 self._control(kind, flags, stream, view[begin:end])
@@ -230,19 +287,30 @@ class GrpcCall:
 
     def _control(self, kind: int, flags: int, stream: int, payload: memoryview) -> None:
         if kind == SETTINGS and not flags & ACK:
+            for at in range(0, len(payload) - 5, 6):
+                ident, value = struct.unpack_from('>HI', payload, at)
+                if ident == SETTINGS_INITIAL_WINDOW_SIZE:   # applies to open streams too (RFC 9113 6.9.2)
+                    self._send_stream += value - self._peer_initial
+                    self._peer_initial = value
             self._send(_frame(SETTINGS, ACK, 0))
+        elif kind == WINDOW_UPDATE and len(payload) == 4:
+            increment = struct.unpack('>I', payload)[0] & 0x7FFFFFFF
+            if stream == 0:
+                self._send_connection += increment
+            elif stream == self.stream:
+                self._send_stream += increment
         elif kind == PING and not flags & ACK:
             self._send(_frame(PING, ACK, 0, bytes(payload)))
-        elif kind == RST_STREAM and stream == STREAM:
+        elif kind == RST_STREAM and stream == self.stream:
             raise GrpcError('%s reset the call (HTTP/2 error %d)' % (self.endpoint, struct.unpack('>I', payload)[0]))
         elif kind == GOAWAY:
             last, code = struct.unpack_from('>II', payload)
-            if (last & 0x7FFFFFFF) < STREAM or code:
+            if (last & 0x7FFFFFFF) < self.stream or code:
                 raise GrpcError('%s closed the connection (GOAWAY, HTTP/2 error %d): %s' % (
                     self.endpoint, code, bytes(payload[8:]).decode('utf-8', 'replace')[:200]))
         elif kind == PUSH_PROMISE:
             raise GrpcError('%s pushed a stream although push is off' % self.endpoint)
-        # WINDOW_UPDATE: we send a few bytes only; PRIORITY and unknown frame types are ignored (RFC 9113 5.5)
+        # PRIORITY, frames of ended streams and unknown frame types are ignored (RFC 9113 5.5)
 
     def _headers(self, kind: int, flags: int, payload: bytes) -> None:
         if kind == HEADERS:
@@ -289,7 +357,7 @@ class GrpcCall:
             return
         update = struct.pack('>I', self._credit)
         self._credit = 0
-        self._send(_frame(WINDOW_UPDATE, 0, 0, update) + _frame(WINDOW_UPDATE, 0, STREAM, update))
+        self._send(_frame(WINDOW_UPDATE, 0, 0, update) + _frame(WINDOW_UPDATE, 0, self.stream, update))
 
     def close(self) -> None:
         """End the call (any thread): a blocked receive() then raises GrpcError."""

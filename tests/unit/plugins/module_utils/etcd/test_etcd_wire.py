@@ -1,5 +1,6 @@
-"""etcd/wire (hpack, protobuf) without a server: HPACK against RFC 7541's own examples, and the protobuf field reader fed
-the same messages cut at every possible place (a read can end anywhere; the result must not depend on where)."""
+"""etcd/wire without a server: HPACK against RFC 7541's own examples, the protobuf field reader fed the same
+messages cut at every possible place (a read can end anywhere; the result must not depend on where), and the
+transactions calls.py encodes as protobuf itself decodes them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import struct
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire import hpack, protobuf
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire import calls, hpack, protobuf
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.http2 import GrpcError, grpc_message
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.protobuf import (
     COLLECTED,
@@ -141,3 +142,39 @@ def test_field_reader_refuses_what_etcd_never_sends(stream, problem):
     reader = FieldReader({}, lambda f, v: None, lambda f, d: None, lambda f, v: None, lambda: None)
     with pytest.raises(GrpcError, match=problem):
         reader.feed(memoryview(stream))
+
+
+def _txn_request_class():
+    """etcd's TxnRequest (rpc.proto), only the fields a replay sends, built from a descriptor here."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    field = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name='test_txn.proto', package='test_txn', syntax='proto3')
+    messages = {
+        'PutRequest': [('key', 1, field.TYPE_BYTES, None), ('value', 2, field.TYPE_BYTES, None)],
+        'DeleteRangeRequest': [('key', 1, field.TYPE_BYTES, None), ('range_end', 2, field.TYPE_BYTES, None)],
+        'RequestOp': [('request_put', 2, field.TYPE_MESSAGE, 'PutRequest'),
+                      ('request_delete_range', 3, field.TYPE_MESSAGE, 'DeleteRangeRequest')],
+        'TxnRequest': [('success', 2, field.TYPE_MESSAGE, 'RequestOp')],
+    }
+    for name, fields in messages.items():
+        message = proto.message_type.add(name=name)
+        for fname, number, kind, type_name in fields:
+            message.field.add(name=fname, number=number, type=kind, label=field.LABEL_REPEATED if fname == 'success'
+                              else field.LABEL_OPTIONAL, **({'type_name': '.test_txn.' + type_name} if type_name else {}))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName('test_txn.TxnRequest'))
+
+
+def test_txn_request_is_what_protobuf_decodes_as_etcds_txn():
+    big = bytes(range(256)) * 600   # a value whose length takes a three-byte varint
+    request = _txn_request_class().FromString(calls.txn_request([
+        (calls.PUT, b'/a', b'1'), (calls.DELETE, b'/b', None), (calls.PUT, b'/c', big), (calls.PUT, b'/empty', b'')]))
+    ops = list(request.success)
+    assert [(op.HasField('request_put'), op.HasField('request_delete_range')) for op in ops] == [
+        (True, False), (False, True), (True, False), (True, False)]
+    assert (ops[0].request_put.key, ops[0].request_put.value) == (b'/a', b'1')
+    assert (ops[1].request_delete_range.key, ops[1].request_delete_range.range_end) == (b'/b', b'')
+    assert ops[2].request_put.value == big and ops[3].request_put.value == b''
+    with pytest.raises(ValueError, match='put or delete'):
+        calls.txn_request([('compare', b'/a', None)])
