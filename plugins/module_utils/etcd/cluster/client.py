@@ -245,4 +245,3 @@ def gateway_error(url: str, status: int, message: str) -> EtcdError:
     if status in (502, 503, 504) or 'no leader' in low or 'timed out' in low or 'deadline' in low:
         return EtcdUnavailable('%s: %s' % (url, message), refusal)
     return EtcdError('%s answered HTTP %s: %s' % (url, status, message), refusal)
-

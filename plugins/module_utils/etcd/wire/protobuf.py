@@ -242,4 +242,3 @@ def encode_varint(value: int) -> bytes:
 def signed(value: int) -> int:
     """A varint read as int64."""
     return value - (1 << 64) if value >= 1 << 63 else value
-
