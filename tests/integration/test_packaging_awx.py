@@ -28,7 +28,7 @@ DISTRIBUTIONS = {'yaml': 'PyYAML', 'boto3': 'boto3', 'botocore': 'boto3',
                  'kubernetes': 'kubernetes', 'requests': 'requests',
                  'cryptography': 'cryptography', 'google': 'protobuf'}
 # Named in requirements.txt although never imported by our code, and why.
-INDIRECT: dict = {}  # none today (pyetcd and its grpcio were, until the etcd engine spoke gRPC itself)
+INDIRECT: dict = {}  # none today (etcd-sdk-python and its grpcio were, until the etcd engine spoke gRPC itself)
 LOCAL = ('ansible_collections', 'ansible', '__future__')
 
 
