@@ -7,7 +7,7 @@ snapshots keep up with no loss, and the memory of the process doing it, next to 
 `etcdctl watch` consumer of the same etcd on the same machine.
 
 Not a test. A real 1-member etcd; a writer process puts 1 KiB values at a fixed rate for
---seconds; the consumer is either our backup loop (module_utils/etcd/backup_loop.py, in its own
+--seconds; the consumer is either our backup loop (module_utils/etcd/backup/backup_loop.py, in its own
 process, deltas every --period to a local store) or `etcdctl watch --prefix`. A rate is kept up
 with when, after the writer stops, the consumer has every event within --period + 3 s; for our
 loop, the deltas are also read back and must hold every revision exactly once. Rates are raised
@@ -39,10 +39,19 @@ import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd 
 from support.etcd_cluster import EtcdCluster  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection, grpc_client  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import plan_chain  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (  # noqa: E402
+    EtcdConnection,
+    Gateway,
+    b64,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.fetch import fetch_delta  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import (  # noqa: E402
+    PUT,
+    Transactions,
+    txn_request,
+)
 
 VALUE = b'v' * 1024
 WRITER_THREADS = 8
@@ -61,7 +70,7 @@ def writer_main(endpoint: str, rate: float, seconds: float) -> None:
     per_thread = rate / WRITER_THREADS
 
     def work(index: int) -> None:
-        client = grpc_client(conn, endpoint, timeout=30)
+        client = Transactions(conn, endpoint, timeout=30)
         n = 0
         try:
             while True:
@@ -71,7 +80,7 @@ def writer_main(endpoint: str, rate: float, seconds: float) -> None:
                 delay = due - time.time()
                 if delay > 0:
                     time.sleep(delay)
-                client.put('/bench/%d/%09d' % (index, n), VALUE)
+                client.txn(txn_request([(PUT, b'/bench/%d/%09d' % (index, n), VALUE)]))
                 n += 1
                 count[index] = n
         finally:
@@ -83,9 +92,7 @@ def writer_main(endpoint: str, rate: float, seconds: float) -> None:
     for t in threads:
         t.join()
     elapsed = time.time() - start
-    client = grpc_client(conn, endpoint, timeout=30)
-    revision = int(client.get_response(b'\0').header.revision)
-    client.close()
+    revision = revision_of(endpoint)
     print(json.dumps({'puts': sum(count), 'seconds': elapsed, 'revision': revision}), flush=True)
 
 
@@ -97,9 +104,9 @@ def consumer_main(endpoint: str, store_dir: str, period: float, memory_limit: in
     """Our backup loop until SIGTERM (what the controller runs per EtcdBackup). When the loop has read
     its chain and is about to watch, the time goes into ready_file: the controller is a long-running
     process, so the interpreter's start-up is not part of the drain rate."""
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
         BackupListener, BackupPolicy, BackupRunner)
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron
 
     class Ready(BackupListener):
         def state(self, chain_tip, base):
@@ -150,11 +157,8 @@ def run_writer(endpoint: str, rate: float, seconds: float) -> Dict[str, Any]:
 
 
 def revision_of(endpoint: str) -> int:
-    client = grpc_client(EtcdConnection(endpoints=(endpoint,)), endpoint)
-    try:
-        return int(client.get_response(b'\0').header.revision)
-    finally:
-        client.close()
+    with Gateway(EtcdConnection(endpoints=(endpoint,), timeout=30)) as gateway:
+        return int(gateway.call(endpoint, '/v3/kv/range', {'key': b64(b'\0')})['header']['revision'])
 
 
 def ours(cluster: EtcdCluster, rate: float, seconds: float, period: float, work: str) -> Dict[str, Any]:
@@ -242,12 +246,10 @@ def backlog(cluster: EtcdCluster, events: int, work: str, period: float, memory_
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
     start_rev = plan_chain(store.list()).tip + 1
-    client = grpc_client(EtcdConnection(endpoints=(endpoint,), timeout=60), endpoint, timeout=60)
-    for base in range(0, events, 16):
-        client.transaction(compare=[], success=[client.transactions.put('/backlog/%09d' % i, VALUE)
-                                                for i in range(base, min(base + 16, events))], failure=[])
-    final = int(client.get_response(b'\0').header.revision)
-    client.close()
+    with Transactions(EtcdConnection(endpoints=(endpoint,), timeout=60), endpoint, timeout=60) as client:
+        for base in range(0, events, 16):
+            final = client.txn(txn_request([(PUT, b'/backlog/%09d' % i, VALUE)
+                                            for i in range(base, min(base + 16, events))]))
     results = {}
     if os.path.exists(ready_file(store_dir)):
         os.unlink(ready_file(store_dir))

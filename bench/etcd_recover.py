@@ -42,16 +42,19 @@ from lab.demo import etcd_act  # noqa: E402  (load, read_all, lose_for_good)
 from lab import manager as lab  # noqa: E402 - the lab manager (bench/ keeps its names: only import lines change here)
 from summary_file import write_summary  # noqa: E402
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import wait_until_healthy  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import inspect_member  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import wait_until_healthy  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import inspect_member  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import ProcessSpec  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery import plan_recovery  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery_steps import (  # noqa: E402
     MemberSetup, cluster_endpoints, recover_host)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.service import ProcessService  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_member, select_snapshot  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.service import ProcessService  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import (  # noqa: E402
+    restore_member,
+    select_snapshot,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store  # noqa: E402
 
 # a row of the playbook's table: `- diagnose   1.2 s`, or a host's own step `- '  etcd2: start   0.4 s'`
 STEP = re.compile(r"^\s+- '?( {0,2}\S.*?)\s+(\d+\.\d) s'?$", re.M)

@@ -6,7 +6,7 @@
 against `etcdctl snapshot save` of the same etcd version, on the same disk.
 
 Not a test. Starts a real 1-member etcd, loads ~--size-mb MB of 1 KiB values with concurrent
-pyetcd transactions, then runs both tools interleaved --runs times and prints the medians and
+gRPC transactions (etcd/wire/calls.py), then runs both tools interleaved --runs times and prints the medians and
 the ratio ours/etcdctl (goal <= 0.8, issue 17). With --full-structure ours also reads the whole
 file with `snapshot status` (what every restore does), as a third contender.
 Writes bench/results/etcd_snapshot.json.
@@ -33,12 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 from support.etcd_cluster import EtcdCluster  # noqa: E402
 from summary_file import write_summary  # noqa: E402
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import (  # noqa: E402
-    EtcdConnection,
-    grpc_client,
-)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore  # noqa: E402
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import PUT, Transactions, txn_request  # noqa: E402
 
 VALUE_SIZE = 1024
 TXN_OPS = 128
@@ -48,16 +46,12 @@ THREADS = 8
 def load(conn: EtcdConnection, endpoint: str, size_mb: int) -> int:
     """Concurrent txns of 128 puts of 1 KiB values; returns the number of keys."""
     total = size_mb * 1024 * 1024 // VALUE_SIZE
-    value = os.urandom(VALUE_SIZE // 2).hex()
+    value = os.urandom(VALUE_SIZE // 2).hex().encode()
 
     def worker(start: int, stop: int) -> None:
-        client = grpc_client(conn, endpoint, timeout=120)
-        try:
+        with Transactions(conn, endpoint, timeout=120) as client:
             for base in range(start, stop, TXN_OPS):
-                ops = [client.transactions.put('/bench/%09d' % i, value) for i in range(base, min(base + TXN_OPS, stop))]
-                client.transaction(compare=[], success=ops, failure=[])
-        finally:
-            client.close()
+                client.txn(txn_request([(PUT, b'/bench/%09d' % i, value) for i in range(base, min(base + TXN_OPS, stop))]))
 
     step = (total + THREADS - 1) // THREADS
     with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
@@ -166,7 +160,7 @@ def main() -> int:
             'median_etcdctl': med_theirs, 'ratio': ratio, 'median_ours_full_structure': med_full,
             'rss_peak_mib_ours': rss_ours, 'rss_peak_mib_etcdctl': rss_theirs,
             'load_average': os.getloadavg(),
-            'ours_does': 'stream over HTTP/2 (grpc_wire: one reused 1 MiB receive buffer, the blob slices of each read '
+            'ours_does': 'stream over HTTP/2 (etcd/wire: one reused 1 MiB receive buffer, the blob slices of each read '
                          'written with one writev and hashed on the receiving thread, fdatasync every 64 MiB on a '
                          'write-back thread) + fsync + trailer check + bolt structure check + HashKV asked over the '
                          'last 20 % of the stream + metadata then rename + fsync dir',

@@ -38,7 +38,7 @@ import time
 import urllib.request
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import (
     ProcessSpec, process_alive, process_argv, read_pid_file, running_pid, stop_process, tail_lines)
 
 from lab import parts  # (lab/parts.py: the cloud parts)

@@ -20,7 +20,7 @@ import requests
 
 from lab import manager
 from lab.demo.context import changes
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import read_pid_file
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import read_pid_file
 
 TITLE = 'back up etcd, lose a majority of its members for good, recover, verify every key'
 

@@ -28,8 +28,8 @@ PKI = 'etc/kubernetes/pki/etcd'
 
 def etcd_view(state: str, via: str) -> Dict[str, Any]:
     """Members and their health, asked over TLS with `via`'s own etcd client certificate (`etcdctl member list`)."""
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
     hosts = lab_hosts.read_hosts(state)
     root = lab_hosts.root_of(state, via)
     endpoints = tuple('https://%s:2379' % hv['ansible_host'] for name, hv in hosts.items() if name.startswith('cp'))

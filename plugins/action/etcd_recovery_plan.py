@@ -16,7 +16,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.shell import failure_result
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import RECOVERY_PLAN_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery import plan_recovery
 
 
 class ActionModule(ActionBase):

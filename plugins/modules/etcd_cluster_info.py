@@ -119,7 +119,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info, wait_until_healthy
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import (
+    cluster_info,
+    wait_until_healthy,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_cluster_info
 

@@ -105,7 +105,7 @@ path:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import apply_config
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.config_file import apply_config
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_config
 

@@ -69,7 +69,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import data_dir_state, reset_data_dir
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import (
+    data_dir_state,
+    reset_data_dir,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_data_dir
 
 SPEC = dict(

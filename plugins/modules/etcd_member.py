@@ -148,7 +148,10 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import shel
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_absent, ensure_member_present
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
+    ensure_member_absent,
+    ensure_member_present,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_member
 
 SPEC = argspec(

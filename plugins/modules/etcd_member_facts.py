@@ -124,7 +124,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import shel
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import inspect_member
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import inspect_member
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_member_facts
 
 SPEC = argspec(

@@ -131,7 +131,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_process
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ensure_process
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import ensure_process
 
 SPEC = dict(
     state=dict(type='str', choices=['started', 'stopped', 'restarted'], default='started'),

@@ -198,16 +198,16 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_CONNECTION_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_recover_member
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery_steps import (
     PART_NONE,
     cluster_endpoints,
     host_part,
     recover_host,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.service import ProcessService, SystemdService
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.service import ProcessService, SystemdService
 
 SPEC = dict(
     plan=dict(type='dict', required=True),

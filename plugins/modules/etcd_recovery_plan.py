@@ -138,7 +138,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import RECOVERY_PLAN_SPEC
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery import plan_recovery
 
 
 def act(p, check_mode):

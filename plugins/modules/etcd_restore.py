@@ -250,11 +250,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_restore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_file, restore_with_fallback
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import (
+    restore_file,
+    restore_with_fallback,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params, store_report
 
 SPEC = argspec(
     ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,

@@ -174,11 +174,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_STORE_SPEC,
     ETCD_TOOLS_SPEC,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params, store_report
 
 SPEC = argspec(ETCD_CONNECTION_SPEC, ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
                tmp_dir={'type': 'path'},

@@ -140,9 +140,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import shel
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.gc import POLICIES, apply_gc, plan_gc
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.gc import POLICIES, apply_gc, plan_gc
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_snapshot_gc
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params
 
 SPEC = argspec(
     ETCD_STORE_SPEC,

@@ -156,16 +156,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import ETCD_STORE_SPEC, ETCD_TOOLS_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.binaries import resolve_tools
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.params import parse_etcd_snapshot_info
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import (
     VERIFY_CONTENT,
     VERIFY_LISTING,
     VERIFY_MODES,
     list_snapshots,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import store_from_params, store_report
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import store_from_params, store_report
 
 SPEC = argspec(ETCD_STORE_SPEC, ETCD_TOOLS_SPEC,
                verify={'type': 'str', 'choices': list(VERIFY_MODES), 'default': VERIFY_CONTENT},

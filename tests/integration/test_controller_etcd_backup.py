@@ -12,9 +12,9 @@ import time
 import pytest
 import requests
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import plan_chain
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import S3Store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.fetch import fetch_delta
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import S3Store
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Invalid
 
 from support.ansible import local_play, run_playbook

@@ -10,16 +10,19 @@ import time
 import pytest
 import requests
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
     BackupListener, BackupPolicy, BackupRunner, compact_chain)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import plan_chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import RestoreRefused, SnapshotInvalid
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.fetch import fetch_delta
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_member, select_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import S3Store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.fetch import fetch_delta
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import (
+    restore_member,
+    select_snapshot,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import S3Store
 
 from support.etcd_cluster import EtcdCluster
 

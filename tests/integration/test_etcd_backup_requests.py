@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import threading
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
     KIND_FULL, BackupListener, BackupPolicy, BackupRunner)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore
 
 
 class Recorder(BackupListener):

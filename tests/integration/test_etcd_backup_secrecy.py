@@ -11,12 +11,15 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import select_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import list_snapshots, take_full_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import select_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_encryption import s3_encryption
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import (
+    list_snapshots,
+    take_full_snapshot,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
 from support.ansible import local_play, run_playbook
 
 NOW = 1767225600

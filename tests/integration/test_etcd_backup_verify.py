@@ -18,14 +18,17 @@ import boto3
 import pytest
 import requests
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_verify import summary, verify_backup
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Event
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_writer import write_delta
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_verify import summary, verify_backup
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import Event
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta_writer import write_delta
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import RestoreRefused
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import restore_with_fallback
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import list_snapshots, take_full_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import restore_with_fallback
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import (
+    list_snapshots,
+    take_full_snapshot,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
 from support.ansible import local_play, run_playbook
 
 NOW = 1767225600
@@ -191,7 +194,7 @@ def test_an_etcd_backup_restore_store_is_read_verified_and_restored(etcd1, s3_bu
 def test_a_scratch_port_taken_before_etcd_binds_it_is_retried_on_other_ports(etcd1, tmp_path, monkeypatch):
     # A port found free can be held by someone else when etcd binds it; the first scratch etcd then exits at
     # once. That is not the backup's fault: the check starts again on other ports and answers intact.
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd import replay
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import replay
     taken = socket.socket()
     taken.bind(('127.0.0.1', 0))
     taken.listen(1)

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.bolt import inspect_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.bolt import inspect_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
 
 

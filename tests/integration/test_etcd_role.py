@@ -21,7 +21,7 @@ import yaml
 from support.ansible import REPO, local_play
 from support.ansible import run_playbook
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import read_pid_file
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import read_pid_file
 
 ETCD = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
 FAST = {'etcd_heartbeat_interval': 50, 'etcd_election_timeout': 500, 'etcd_wait_timeout': 30}

@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store, store_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store, store_from_params
 from support.bad_input import BlackHole, Drip, call_main
 from support.slow_proxy import SlowProxy
 

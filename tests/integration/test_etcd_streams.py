@@ -1,9 +1,11 @@
-"""grpc_wire against real etcd (each installed version): the snapshot stream over plain HTTP/2, over TLS with a
+"""etcd/wire against real etcd (each installed version): the snapshot stream over plain HTTP/2, over TLS with a
 client certificate and with etcd's user/password auth; gRPC errors decoded from etcd's own trailers; HashKV
-as etcdctl reports it; the watch taking responses far larger than any buffer, every revision once."""
+as etcdctl reports it; transactions one after the other on one connection, larger than etcd's flow-control
+window; the watch taking responses far larger than any buffer, every revision once."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -13,13 +15,21 @@ import time
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import EVENT_DELETE, decode_events
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import EVENT_DELETE, decode_events
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdUnavailable
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.grpc_wire import GrpcError, hash_kv, unary
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import stream_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import verify_snapshot_file
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.watcher import Watcher, WatchBatch
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import (
+    DELETE,
+    PUT,
+    Transactions,
+    hash_kv,
+    txn_request,
+    unary,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.http2 import GrpcError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot_stream import stream_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.verify import verify_snapshot_file
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.watcher import Watcher, WatchBatch
 
 from support.etcd_cluster import EtcdCluster
 from support.tls import make_pki
@@ -105,6 +115,27 @@ def test_hash_kv_is_what_etcdctl_reports(etcd1):
     theirs = json.loads(etcdctl(etcd1, 'endpoint', 'hashkv', '-w', 'json'))[0]['HashKV']
     ours = hash_kv(conn, etcd1.endpoints[0], 0, timeout=10)
     assert ours['hash'] == theirs['hash'] and ours['compact_revision'] == theirs.get('compact_revision', 0)
+
+
+def test_transactions_on_one_connection_land_as_etcdctl_reads_them(etcd1):
+    conn = EtcdConnection(endpoints=tuple(etcd1.endpoints))
+    start = int(json.loads(etcdctl(etcd1, 'endpoint', 'status', '-w', 'json'))[0]['Status']['header']['revision'])
+    big = os.urandom(150 * 1024)   # 10 of them: 1.5 MB, 23 times the 64 KiB window etcd grants at first
+    with Transactions(conn, etcd1.endpoints[0], timeout=30) as txns:
+        landed = [txns.txn(txn_request([(PUT, b't/%03d/%d' % (i, j), b'v%d' % i) for j in range(3)]))
+                  for i in range(200)]
+        landed.append(txns.txn(txn_request([(PUT, b'big/%d' % j, big) for j in range(10)])))
+        landed.append(txns.txn(txn_request([(DELETE, b't/000/0', None), (PUT, b'empty', b'')])))
+        with pytest.raises(GrpcError, match='RESOURCE_EXHAUSTED') as refused:   # above --max-request-bytes
+            txns.txn(txn_request([(PUT, b'huge', os.urandom(3 * 1024 * 1024))]))
+        assert refused.value.status == 8
+        landed.append(txns.txn(txn_request([(PUT, b'after', b'refusal')])))  # the connection goes on
+        assert txns._call.stream == 1 + 2 * 203, 'all 204 calls on the one connection, a stream each'
+    assert landed == list(range(start + 1, start + 204)), 'one revision per transaction, in order'
+    kvs = json.loads(etcdctl(etcd1, 'get', '--prefix', 'big/', '-w', 'json'))['kvs']
+    assert [base64.b64decode(kv['value']) for kv in kvs] == [big] * 10
+    assert etcdctl(etcd1, 'get', 't/000/0') == '' and etcdctl(etcd1, 'get', 't/199/2', '--print-value-only') == 'v199\n'
+    assert etcdctl(etcd1, 'get', 'empty') == 'empty\n\n' and 'refusal' in etcdctl(etcd1, 'get', 'after')
 
 
 def test_watch_streams_huge_responses_in_bounded_pieces_every_revision_once(etcd1):

@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import naming, restore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import restore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import naming
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import RestoreRefused, SnapshotInvalid
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import take_full_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
 from support.ansible import local_play, run_playbook
 
 HOUR = 3600

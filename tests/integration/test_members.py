@@ -11,14 +11,14 @@ from support.ansible import local_play, run_playbook
 from lab.env.ports import free_port
 from support.etcd_cluster import EtcdCluster, Member
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdUnavailable,
     MembershipError,
     QuorumRisk,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
     ensure_member_absent,
     ensure_member_present,
     move_leader,

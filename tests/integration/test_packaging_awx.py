@@ -23,13 +23,12 @@ import yaml
 from support.galaxy import REPO, VENV_BIN, installed_only_env
 
 # Top-level import -> the distribution that provides it (what requirements.txt must name).
-DISTRIBUTIONS = {'pyetcd': 'etcd-sdk-python', 'yaml': 'PyYAML', 'boto3': 'boto3', 'botocore': 'boto3',
+DISTRIBUTIONS = {'yaml': 'PyYAML', 'boto3': 'boto3', 'botocore': 'boto3',
                  's3transfer': 'boto3',
                  'kubernetes': 'kubernetes', 'requests': 'requests',
                  'cryptography': 'cryptography', 'google': 'protobuf'}
 # Named in requirements.txt although never imported by our code, and why.
-INDIRECT = {'protobuf': 'pyetcd needs a protobuf with the native implementation',
-            'grpcio': "pyetcd's transport, pinned with protobuf"}
+INDIRECT: dict = {}  # none today (etcd-sdk-python and its grpcio were, until the etcd engine spoke gRPC itself)
 LOCAL = ('ansible_collections', 'ansible', '__future__')
 
 

@@ -23,8 +23,8 @@ from support.rbac import audited, calls_of, grants_from, least_privilege
 from lab.env.ports import free_port
 from lab.kube.api import repo_path
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, files, layout, manifests
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import new_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused

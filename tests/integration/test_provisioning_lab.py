@@ -28,8 +28,8 @@ import pytest
 from support.ansible import local_play, run_playbook
 from lab.env.controller import wait_for
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import haproxy, layout, pki
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import read_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root, read_record

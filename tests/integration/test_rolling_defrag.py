@@ -9,9 +9,9 @@ import requests
 
 from support.ansible import local_play, run_playbook
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.defrag import rolling_defrag
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 
 
 def fragment(cluster):

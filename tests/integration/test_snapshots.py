@@ -18,10 +18,13 @@ import boto3
 import pytest
 import requests
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdUnavailable, SnapshotInvalid, StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import list_snapshots, take_full_snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import (
+    list_snapshots,
+    take_full_snapshot,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
 from support.ansible import local_play, run_playbook
 from lab.env.ports import free_port
 
@@ -192,10 +195,10 @@ def test_no_healthy_member(etcd1, tmp_path):
 # --- SIGKILL of the engine ----------------------------------------------------------------------
 DRIVER = r'''
 import json, sys, time
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import snapshot as engine
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_store import S3Store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import snapshot as engine
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import S3Store
 
 args = json.loads(sys.argv[1])
 

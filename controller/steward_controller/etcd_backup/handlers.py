@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""EtcdBackup: one backup loop (module_utils/etcd/backup_loop.py) per object, in a kopf daemon.
+"""EtcdBackup: one backup loop (module_utils/etcd/backup/backup_loop.py) per object, in a kopf daemon.
 
 The daemon only translates: spec + Secrets -> connection, store and policy; loop callbacks ->
 status, conditions (etcd-druid's BackupReady reasons; RestoreVerified for the scheduled restore
@@ -20,15 +20,15 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import kopf
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
     KIND_COMPACTION, KIND_DELTA, KIND_FULL, BackupListener, BackupRunner)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_spec import (
     BackupSpec, connection_from_secrets, parse_backup_spec, secret_names)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import read_secret as kube_read_secret
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import Snapshot
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.files import FILE_MODE, write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path

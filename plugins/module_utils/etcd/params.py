@@ -17,13 +17,16 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import check_owner_group
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import parse_member_id
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, check_spec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import MemberSetup, check_plan
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore import check_member_args
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import check_store_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.config_file import check_owner_group
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import parse_member_id
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import ProcessSpec, check_spec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery_steps import (
+    MemberSetup,
+    check_plan,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import check_member_args
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import check_store_params
 
 PROCESS_OPTIONS = ('pid_file', 'binary', 'config_file', 'log_file', 'wait', 'wait_url', 'wait_timeout',
                    'stop_timeout', 'ca_cert', 'client_cert', 'client_key')

@@ -33,10 +33,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, shown
 from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_present
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import ensure_member_present
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import etcd_membership, files, layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import etcd_bootstrap_flags

@@ -22,10 +22,13 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import cluster_info, would_keep_quorum
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import (
+    cluster_info,
+    would_keep_quorum,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable, QuorumRisk
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
     ensure_member_absent, ensure_member_present, normalize_url,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout

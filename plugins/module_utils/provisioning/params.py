@@ -13,8 +13,8 @@ from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import names, validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import parse_member_id
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import parse_member_id
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.args import cluster_params, parse_now
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs import parse_authority
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import DrainError, drain, plan_drain
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import etcd_membership

@@ -133,7 +133,7 @@ def test_every_writer_fsyncs_the_directory(tmp_path, monkeypatch, writer):
 
     monkeypatch.setattr(os, 'fsync', fsync)
     if writer == 'etcd_config':
-        from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import apply_config
+        from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.config_file import apply_config
         apply_config(path=str(tmp_path / 'etcd.conf.yml'), config={'name': 'a'}, mode=0o600, directories=[],
                      fingerprint_path=str(tmp_path / 'fp'), fingerprint='abc')
         expected = 2
@@ -147,12 +147,12 @@ def test_every_writer_fsyncs_the_directory(tmp_path, monkeypatch, writer):
         write_text_atomic(str(tmp_path / 'machines.yml'), 'x: 1\n')
         expected = 1
     elif writer == 'pid_file':
-        from ansible_collections.steward.cluster.plugins.module_utils.etcd import process
+        from ansible_collections.steward.cluster.plugins.module_utils.etcd.member import process
         process._write_pid_file(str(tmp_path / 'etcd.pid'), os.getpid())  # pylint: disable=protected-access
         assert (tmp_path / 'etcd.pid').read_text().startswith('%d\n' % os.getpid())
         expected = 1
     else:
-        from ansible_collections.steward.cluster.plugins.module_utils.etcd import restore
+        from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import restore
         restore._write_marker(str(tmp_path / 'member'), {'snapshot': 's'})  # pylint: disable=protected-access
         expected = 1
     assert synced_dirs == [str(tmp_path)] * expected

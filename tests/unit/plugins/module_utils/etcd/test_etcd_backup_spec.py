@@ -4,15 +4,15 @@ import calendar
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_loop import full_snapshot_reason
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import full_snapshot_reason
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup_spec import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_spec import (
     connection_from_secrets, parse_backup_spec, parse_quantity, secret_names)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SpecError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import Chain
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import full_name
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import STATUS_VALID, Snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import Chain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import full_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import STATUS_VALID, Snapshot
 
 BASE = {'etcd': {'endpoints': ['https://10.0.0.1:2379']},
         'store': {'provider': 'S3', 'container': 'bucket', 'prefix': 'etcd/main'}}

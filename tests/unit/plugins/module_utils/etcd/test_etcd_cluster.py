@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import (
     fully_healthy,
     has_quorum,
     quorum_size,

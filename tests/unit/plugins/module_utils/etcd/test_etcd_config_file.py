@@ -9,7 +9,10 @@ import stat
 import pytest
 import yaml
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import ConfigFileError, apply_config
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.config_file import (
+    ConfigFileError,
+    apply_config,
+)
 
 CONFIG = {'name': 'etcd1', 'data-dir': '/var/lib/etcd', 'initial-cluster': 'etcd1=http://10.0.0.1:2380',
           'heartbeat-interval': 100, 'force-new-cluster': False, 'log-outputs': ['stderr'],
@@ -62,7 +65,7 @@ def test_the_yaml_reads_back_as_the_config_whatever_the_strings_look_like():
     """Written without PyYAML (the module runs on etcd hosts): strings YAML 1.1 would read as something else
     (yes, on, 123, 1.5, '', 'a: b', a comma in a list) are quoted; URLs and paths stay plain."""
     import yaml
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import render
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.config_file import render
     config = {'initial-cluster': 'a=http://10.0.0.1:2380,b=http://10.0.0.2:2380', 'data-dir': '/var/lib/etcd',
               'odd': ['yes', 'on', '123', '1.5', '', 'a: b', 'x,y', '#c', '-d'], 'n': 0, 'f': False,
               'nested': {'deep': {'k': 'v'}, 'empty': {}}, 'ratio': 0.5, 'none': None}

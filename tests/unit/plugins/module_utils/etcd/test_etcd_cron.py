@@ -4,7 +4,7 @@ import calendar
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import CronError
 
 

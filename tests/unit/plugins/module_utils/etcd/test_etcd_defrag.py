@@ -2,7 +2,10 @@
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.defrag import fragmentation_ratio, plan_defrag
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import (
+    fragmentation_ratio,
+    plan_defrag,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 

@@ -6,12 +6,16 @@ import json
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import (
     EVENT_DELETE, EVENT_PUT, Event, decode_events, encode_events, group_by_revision, plan_chain)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import DeltaBuffer
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta_encoding import DeltaBuffer
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import delta_name, full_name
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import STATUS_INCOMPLETE, STATUS_VALID, Snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import delta_name, full_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import (
+    STATUS_INCOMPLETE,
+    STATUS_VALID,
+    Snapshot,
+)
 
 
 def ev(rev, key='k', value='v', type_=EVENT_PUT):
@@ -104,7 +108,7 @@ def test_events_are_encoded_once_exactly_as_stored_and_kept_without_objects():
     Event(EVENT_DELETE, b'gone', b'', 9, 0, 0, 0, '2026-01-01T00:00:00Z'),  # a delete as etcd sends it
 ], ids=['put', 'lease', 'no-time', 'empty-value', 'delete', 'delete-bare'])
 def test_encoding_is_the_json_of_the_event_struct(event):
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.delta_encoding import encode_event
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta_encoding import encode_event
     encoded = encode_event(event.type, event.key, event.value, event.create_revision, event.mod_revision,
                            event.version, event.lease, event.time)
     assert encoded == json.dumps(event.to_json(), separators=(',', ':')).encode()
@@ -143,7 +147,7 @@ def test_chain_without_full_and_with_a_given_base():
 
 def test_a_large_watch_response_is_encoded_in_chunks_cut_only_between_revisions(monkeypatch):
     from types import SimpleNamespace
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd import delta_encoding
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import delta_encoding
     monkeypatch.setattr(delta_encoding, 'CHUNK_BYTES', 300)
     pb = [SimpleNamespace(type=0, kv=SimpleNamespace(key=b'k%d' % i, value=b'v' * 100, create_revision=0,
                                                      mod_revision=10 + i // 3, version=1, lease=0)) for i in range(12)]

@@ -7,10 +7,10 @@ import datetime
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import gc
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup import gc
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import delta_name, full_name
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import delta_name, full_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import (
     STATUS_CORRUPT,
     STATUS_INCOMPLETE,
     STATUS_ORPHAN,

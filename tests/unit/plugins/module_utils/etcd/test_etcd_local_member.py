@@ -3,8 +3,8 @@
 import os
 import shutil
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import process_start_time
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_member import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import process_start_time
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import (
     data_dir_state,
     pid_alive,
     reset_data_dir,

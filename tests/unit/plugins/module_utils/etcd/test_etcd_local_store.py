@@ -9,9 +9,9 @@ import os
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.local_store import LocalStore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import full_name
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import full_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
 
 NAME = 'Full-00000000-00000100-1700000000'
 DATA = b'snapshot-bytes' * 10

@@ -2,9 +2,9 @@
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import gateway_error
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import gateway_error
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable, MembershipError, Refusal
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
     RETRYABLE_ADD,
     RETRYABLE_CHANGE,
     RETRYABLE_PROMOTE,

@@ -5,11 +5,19 @@ import os
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import config_file, params
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.config_file import ConfigFileError, apply_config
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import parse_member_id
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec, check_spec, ensure_process
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.stores import check_store_params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd import params
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member import config_file
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.config_file import (
+    ConfigFileError,
+    apply_config,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import parse_member_id
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import (
+    ProcessSpec,
+    check_spec,
+    ensure_process,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import check_store_params
 
 
 def config_call(tmp_path, **change):

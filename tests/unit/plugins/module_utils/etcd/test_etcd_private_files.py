@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.private_files import wide_mode_notes
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.private_files import wide_mode_notes
 
 
 def test_wide_mode_notes_name_what_others_may_read(tmp_path):

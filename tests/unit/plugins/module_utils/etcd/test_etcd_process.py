@@ -1,4 +1,4 @@
-"""Pure helpers of module_utils/etcd/process.py: pid files, /proc parsing, stale pid detection."""
+"""Pure helpers of module_utils/etcd/member/process.py: pid files, /proc parsing, stale pid detection."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import process
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member import process
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import (
     ProcessSpec, cmdline_matches, ensure_process, health_ok, parse_pid, running_pid, split_cmdline, stat_state,
     tail_lines)
 

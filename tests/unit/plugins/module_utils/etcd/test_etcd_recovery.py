@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery import plan_recovery
 
 MEMBERS = [{'id': 'a1', 'name': 'etcd1', 'peer_urls': ['http://10.0.0.1:2380'], 'is_learner': False},
            {'id': 'a2', 'name': 'etcd2', 'peer_urls': ['http://10.0.0.2:2380'], 'is_learner': False},

@@ -10,11 +10,11 @@ import subprocess
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.process import ProcessSpec
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import plan_recovery
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import ProcessSpec
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery import plan_recovery
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery_steps import (
     PART_JOINER,
     PART_LEARNER,
     PART_NONE,
@@ -28,7 +28,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_step
     recover_host,
     waiting_for,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.service import SystemdService
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.service import SystemdService
 
 
 def host(name, **facts):
@@ -219,14 +219,14 @@ def snapshot_received(tmp_path):
 
 
 def test_a_learner_that_serves_is_left_alone(tmp_path):
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import _learner_serving
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery_steps import _learner_serving
     clock, learner = Clock(), Learner(serves_after_polls=3)
     assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep, clock) is False
     assert learner.restarts == 0
 
 
 def test_a_learner_stuck_after_the_leaders_snapshot_is_restarted_once(tmp_path):
-    from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery_steps import (
+    from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.recovery_steps import (
         SNAPSHOT_GRACE, _learner_serving)
     clock, learner = Clock(), Learner(serves_after_polls=None)
     assert _learner_serving(learner, snapshot_received(tmp_path), 60, clock, clock.sleep, clock) is True

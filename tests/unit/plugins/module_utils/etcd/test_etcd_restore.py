@@ -7,10 +7,10 @@ import os
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import restore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import restore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import RestoreRefused, SnapshotNotFound
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.naming import delta_name, full_name
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import delta_name, full_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import (
     STATUS_CORRUPT,
     STATUS_INCOMPLETE,
     STATUS_VALID,

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.s3_encryption import s3_encryption
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_encryption import s3_encryption
 
 KEY = 'k' * 32
 KEY_B64 = base64.b64encode(b'\x01' * 32).decode()

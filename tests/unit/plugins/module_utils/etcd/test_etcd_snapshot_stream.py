@@ -7,15 +7,15 @@ import os
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import snapshot_stream
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot_stream import SnapshotSink
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import SnapshotHasher
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot import snapshot_stream
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot_stream import SnapshotSink
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.verify import SnapshotHasher
 
 CHUNK = 16 * 1024  # an HTTP/2 DATA frame: what one slice of a read holds at most
 
 
 def _stream(tmp_path, reads, tail_at):
-    """Feed `reads` (lists of slices, as grpc_wire hands them over) to a sink; returns (file bytes, hasher,
+    """Feed `reads` (lists of slices, as wire/http2.py hands them over) to a sink; returns (file bytes, hasher,
     bytes written when the tail fired)."""
     path = str(tmp_path / 'snap')
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

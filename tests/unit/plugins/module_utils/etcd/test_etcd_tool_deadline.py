@@ -12,10 +12,10 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd import binaries
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member import binaries
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, SnapshotInvalid
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.restore_tool import run_restore_tool
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import snapshot_status
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.restore_tool import run_restore_tool
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.verify import snapshot_status
 
 TIMEOUT = 1.0
 SLACK = 3.0   # a loaded 2-core machine starts and kills processes late; still far below the tool's 300 s sleep

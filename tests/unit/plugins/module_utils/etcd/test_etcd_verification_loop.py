@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cron import parse_cron
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import StoreError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.verification_loop import RestoreVerifier
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.verification_loop import RestoreVerifier
 
 DAILY = parse_cron('30 0 * * *')
 T = float(calendar.timegm((2026, 1, 2, 12, 0, 0)))  # noon: the run of 00:30 is past

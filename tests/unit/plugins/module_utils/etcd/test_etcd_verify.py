@@ -10,7 +10,7 @@ import tempfile
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import SnapshotInvalid
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.verify import (
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.verify import (
     SnapshotHasher,
     hash_file,
     verify_snapshot_file,
