@@ -12,9 +12,11 @@ refusal is a log line and a metric; bad sources are refused with the object and 
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import threading
+import time
 from typing import Any, List, Optional, Set, Tuple
 
 import kopf
@@ -27,7 +29,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.members import ensure_member_present
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, etcd_membership, files, layout
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, etcd_membership, files, layout, pki
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import etcd_bootstrap_flags
 
@@ -126,21 +128,66 @@ class AnchorLoop:
             return kept
         if not self.options.etcd_endpoints:
             raise ProvisioningError('an etcd member source is anchored but --anchor-etcd-endpoints is empty')
-        result = ensure_member_present(self.etcd(), name=self.options.node_name, peer_urls=[self.peer_url],
-                                       learner=True, promote=False)
+        started = time.monotonic()
+        try:
+            result = ensure_member_present(self.etcd(), name=self.options.node_name, peer_urls=[self.peer_url],
+                                           learner=True, promote=False)
+        except EtcdError:
+            self.seed.add_learner_duration.labels('false').observe(time.monotonic() - started)
+            raise
+        self.seed.add_learner_duration.labels('true').observe(time.monotonic() - started)
         log.info('etcd: %s', result['msg'], extra={'node': self.options.node_name})
         return result['initial_cluster'], 'existing'
 
     def promote(self) -> None:
         try:
-            member = etcd_membership.member_of(cluster_info(self.etcd()), self.peer_url)
+            info = cluster_info(self.etcd())
+            member = etcd_membership.member_of(info, self.peer_url)
+            self.membership_metrics(info, member)
             if member is not None and member['is_learner'] and member['name']:
-                result = ensure_member_present(self.etcd(), name=self.options.node_name, peer_urls=[self.peer_url],
-                                               learner=True, promote=True, promote_timeout=PROMOTE_TIMEOUT,
-                                               retry_timeout=PROMOTE_TIMEOUT)
+                self.seed.is_learner_count.labels(self.etcd_label, self.options.node_name).inc()
+                started = time.monotonic()
+                try:
+                    result = ensure_member_present(self.etcd(), name=self.options.node_name, peer_urls=[self.peer_url],
+                                                   learner=True, promote=True, promote_timeout=PROMOTE_TIMEOUT,
+                                                   retry_timeout=PROMOTE_TIMEOUT)
+                except EtcdError:
+                    self.seed.member_promote_duration.labels('false').observe(time.monotonic() - started)
+                    raise
+                self.seed.member_promote_duration.labels('true').observe(time.monotonic() - started)
                 log.info('etcd: %s', result['msg'], extra={'node': self.options.node_name})
         except EtcdError as exc:
             log.info('etcd learner not promoted yet: %s', exc, extra={'node': self.options.node_name})
+
+    @property
+    def seed(self) -> Any:
+        return self.runtime.metrics.seed
+
+    @property
+    def etcd_label(self) -> str:
+        return ','.join(self.options.etcd_endpoints)
+
+    def membership_metrics(self, info: Any, member: Any) -> None:
+        """etcdbr_cluster_size and etcdbr_is_learner from the member list just read."""
+        self.seed.cluster_size.labels(self.etcd_label).set(len(info.get('members') or []))
+        if member is not None:
+            self.seed.is_learner.labels(self.etcd_label, self.options.node_name).set(1 if member['is_learner'] else 0)
+
+    def certificate_metrics(self) -> None:
+        """steward_certificate_expiry_timestamp_seconds for every certificate (*.crt) this anchor keeps."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        for path in anchor.read_record(self.root):
+            if not path.endswith('.crt'):
+                continue
+            data = self.root.read(path)
+            try:
+                not_after = pki.describe(data, now, path)['not_after'] if data else None
+            except (InvalidInput, ProvisioningError) as exc:
+                log.warning('cannot read certificate %s: %s', path, exc, extra={'node': self.options.node_name})
+                continue
+            if not_after:
+                when = datetime.datetime.strptime(not_after, '%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc)
+                self.seed.certificate_not_after.labels(self.options.node_name, path).set(when.timestamp())
 
     def cycle(self) -> None:
         sources = self.sources()
@@ -159,6 +206,7 @@ class AnchorLoop:
             self.metrics.errors.labels('sync').inc()
             return
         self.metrics.files.set(len(anchor.read_record(self.root)))
+        self.certificate_metrics()
         self.metrics.last_sync.set(self.runtime.clock())
         self.runtime.health.beat('anchor')
 
@@ -179,7 +227,9 @@ class AnchorLoop:
             try:
                 plan = etcd_membership.plan_removal(self.etcd(), self.peer_url, None, self.options.node_name)
                 if plan['member'] is not None:
+                    started = time.monotonic()
                     etcd_membership.remove(self.etcd(), plan['member'], check_mode=False)
+                    self.seed.member_remove_duration.labels('true').observe(time.monotonic() - started)
                     log.info('etcd: removed member %s', plan['member']['id'], extra={'node': self.options.node_name})
             except Refused as exc:
                 log.error('anchor stop: %s; the etcd member and every anchored file stay', exc,

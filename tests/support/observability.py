@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+"""Every metric family the controller's code exports, read from the real registries (no list kept by hand),
+plus etcd's own families as a real etcd 3.4 exported them. Rules and dashboards may name only these."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Tuple
+
+from prometheus_client import CollectorRegistry
+
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'unit', 'observability')
+ETCD_FAMILIES = os.path.join(HERE, 'etcd-3.4.23-metric-families.txt')
+SEED_TABLE = os.path.join(HERE, 'seed_metrics.md')
+
+
+def controller_families() -> Dict[str, Tuple[str, List[str]]]:
+    """{family: (type, labels)} of one process running every loop (each loop's metrics class on one registry)."""
+    from steward_controller.anchor.loop import AnchorMetrics
+    from steward_controller.core.metrics import Health, Metrics
+    from steward_controller.etcd_backup.metrics import VerificationMetrics
+    from steward_controller.machines.metrics import MachineMetrics
+    from steward_controller.prober.report import ProberMetrics
+    from steward_controller.weeder.loop import WeederMetrics
+
+    metrics = Metrics()
+    health = Health()
+    health.beat('operator-loop')
+    metrics.watch(health)
+    registry: CollectorRegistry = metrics.registry
+    for cls in (AnchorMetrics, VerificationMetrics, MachineMetrics, ProberMetrics, WeederMetrics):
+        cls(registry)
+    # the provisioning API's one counter is made by its server object; its name is checked in its own tests
+    families: Dict[str, Tuple[str, List[str]]] = {
+        'steward_provisioning_api_requests_total': ('counter', ['endpoint', 'code'])}
+    for collector in list(registry._collector_to_names):  # noqa: SLF001 (the declared label names)
+        kind = getattr(collector, '_type', None)
+        if kind is not None:
+            name = collector._name + ('_total' if kind == 'counter' else '')
+            families[name] = (kind, list(collector._labelnames))
+            continue
+        for metric in collector.collect():  # our custom collectors (ages computed at scrape time)
+            labels = sorted({k for s in metric.samples for k in s.labels})
+            families[metric.name] = (metric.type, labels)
+    return families
+
+
+def etcd_families() -> Dict[str, str]:
+    with open(ETCD_FAMILIES) as f:
+        return dict(line.split() for line in f if line.strip())
+
+
+def seed_rows() -> List[Dict[str, str]]:
+    """The table of seed_metrics.md as dicts (family, type, labels, exporter)."""
+    rows = []
+    with open(SEED_TABLE) as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip('|').split('|')]
+            if len(cells) != 4 or cells[0] in ('family', '---') or not line.startswith('|'):
+                continue
+            rows.append({'family': cells[0], 'type': cells[1], 'exporter': cells[3],
+                         'labels': [x.strip() for x in cells[2].split(',') if x.strip()]})
+    return rows
+
+
+def series_names() -> set:
+    """Names a PromQL expression may use: controller families with their histogram/summary series, etcd's, `up`."""
+    names = {'up'}
+    for name, (kind, _) in controller_families().items():
+        names.add(name)
+        if kind == 'histogram':
+            names.update({name + '_bucket', name + '_sum', name + '_count'})
+    for name, kind in etcd_families().items():
+        names.add(name)
+        if kind == 'histogram':
+            names.update({name + '_bucket', name + '_sum', name + '_count'})
+    for row in seed_rows():
+        if row['exporter'] == 'etcd-peers':
+            names.add(row['family'])
+            if row['type'] == 'histogram':
+                names.update({row['family'] + '_bucket', row['family'] + '_sum', row['family'] + '_count'})
+    return names
