@@ -56,6 +56,9 @@ class SeedMetrics:
                                                  'compaction.', ['succeeded', 'etcd_namespace'], registry=r, buckets=SECONDS)
         self.compaction_num_delta_events = Gauge('etcddruid_compaction_num_delta_events', 'Delta events written since the '
                                                  'last full snapshot or compaction.', ['etcd_namespace', 'etcd'], registry=r)
+        self.maintenance_state_age = Gauge('steward_maintenance_state_age_seconds', 'Longest time a node has been in a '
+                                           'non-operational state of a profile (NodeMaintenanceStuck).',
+                                           ['profile', 'state'], registry=r)
         self.certificate_not_after = Gauge('steward_certificate_expiry_timestamp_seconds', 'Unix time a certificate the '
                                            'provisioning anchor keeps on this node stops being valid (notAfter).',
                                            ['node', 'path'], registry=r)

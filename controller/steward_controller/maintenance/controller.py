@@ -42,7 +42,8 @@ import kopf
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Conflict, KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import MutexTimeout
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, STATE_LABEL, STATES
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, OPERATIONAL, STATE_LABEL, STATES
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import node_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import SmtplibSender, UrllibPoster
@@ -315,10 +316,21 @@ class MaintenanceController:
 
     def export_gauges(self) -> None:
         counts = dict.fromkeys(STATES, 0)
+        oldest: Dict[Tuple[str, str], int] = {}   # (profile, state) -> earliest transition (ns) over the nodes
         for node in self.cache.snapshot():
             state = ((node.get('metadata') or {}).get('labels') or {}).get(STATE_LABEL)
             if state in counts:
                 counts[state] += 1
+            if state == OPERATIONAL:   # the label is the most critical state over its profiles: nothing to age
+                continue
+            for profile, pdata in node_data(node).profiles.items():
+                if pdata.current != OPERATIONAL and pdata.transition:
+                    key = (profile, pdata.current)
+                    oldest[key] = min(oldest.get(key, pdata.transition), pdata.transition)
+        now = self.runtime.clock()
+        self.metrics.seed.maintenance_state_age.clear()
+        for (profile, state), since in oldest.items():
+            self.metrics.seed.maintenance_state_age.labels(profile, state).set(max(0.0, now - since / 1e9))
         for state, count in counts.items():
             self.metrics.maintenance_nodes.labels(state).set(count)
         self.metrics.maintenance_queue_depth.set(self.queue.depth())
