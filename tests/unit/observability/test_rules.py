@@ -1,0 +1,164 @@
+# -*- coding: utf-8 -*-
+"""The shipped alert rules: `promtool check rules` on every file, `promtool test rules` on every test file (series
+in, alerts out, including the cases that must not fire), every expression names only metrics that our code or
+etcd really exports, every alert has a severity and a runbook section in its area's doc, and the PrometheusRule
+objects under controller/deploy/monitoring are made from the plain files."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from support.observability import series_names
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RULES_DIR = os.path.join(ROOT, 'observability', 'prometheus', 'rules')
+RULE_FILES = sorted(glob.glob(os.path.join(RULES_DIR, '*.rules.yml')))
+TESTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'promtool')
+TEST_FILES = sorted(glob.glob(os.path.join(TESTS_DIR, '*.test.yml')))
+PROMTOOL = shutil.which('promtool')
+DEPLOY = os.path.join(ROOT, 'controller', 'deploy', 'monitoring')
+
+# The alert names the issue fixes (runbooks and outside checks find them by name).
+REQUIRED = {'EtcdNoLeader', 'EtcdInsufficientMembers', 'EtcdMembersDown', 'EtcdDatabaseQuotaNearlyFull',
+            'EtcdBackupStale', 'EtcdDeltaSnapshotsStalled', 'EtcdRestoreVerificationFailing', 'MachineFleetFrozen',
+            'MachineReplacementsAtLimit', 'DependencyWatchdogScaledDown', 'NodeMaintenanceStuck',
+            'SabakanIntegrationFailing', 'RepairQueueAtLimit', 'KubernetesCertificateExpiringSoon',
+            'KubernetesCertificateExpiring', 'StewardControllerNoLeader'}
+
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason='promtool is not installed (Debian package prometheus; '
+                                    'bindep.txt)')
+
+
+def load(path):
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def alerts():
+    for path in RULE_FILES:
+        for group in load(path)['groups']:
+            for rule in group['rules']:
+                yield os.path.basename(path), rule
+
+
+def test_every_required_alert_is_shipped_once():
+    names = [rule['alert'] for _, rule in alerts()]
+    assert REQUIRED <= set(names), 'missing: %s' % ', '.join(sorted(REQUIRED - set(names)))
+    assert len(names) == len(set(names))
+
+
+@needs_promtool
+def test_promtool_check_rules_accepts_every_file():
+    done = subprocess.run([PROMTOOL, 'check', 'rules'] + RULE_FILES, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+@pytest.mark.parametrize('test_file', TEST_FILES, ids=os.path.basename)
+def test_promtool_unit_tests(test_file, tmp_path):
+    """promtool compares annotations too; the cases state labels, so they run on copies without annotations
+    (the annotations' templates are checked by `promtool check rules`)."""
+    (tmp_path / 'rules').mkdir()
+    for path in RULE_FILES:
+        data = load(path)
+        for group in data['groups']:
+            for rule in group['rules']:
+                rule.pop('annotations', None)
+        with open(str(tmp_path / 'rules' / os.path.basename(path)), 'w') as f:
+            yaml.safe_dump(data, f)
+    shutil.copy(test_file, str(tmp_path))
+    done = subprocess.run([PROMTOOL, 'test', 'rules', os.path.basename(test_file)], cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_alert_is_tested_firing_and_not_firing():
+    fired, quiet = set(), set()
+    for path in TEST_FILES:
+        for case in load(path)['tests']:
+            for check in case.get('alert_rule_test') or []:
+                (fired if check.get('exp_alerts') else quiet).add(check['alertname'])
+    names = {rule['alert'] for _, rule in alerts()}
+    assert names - fired == set(), 'never shown to fire'
+    assert names - quiet == set(), 'never shown to stay quiet'
+
+
+METRIC = re.compile(r'\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?=\s*(\{|\[|\)|$|\s|>|<|=|!|\*|/|\+|-))')
+PROMQL_WORDS = {'sum', 'max', 'min', 'avg', 'count', 'by', 'without', 'on', 'ignoring', 'and', 'or', 'unless', 'bool',
+                'rate', 'increase', 'time', 'histogram_quantile', 'last_over_time', 'absent', 'le', 'offset',
+                'group_left', 'group_right', 'clamp_min', 'changes', 'topk', 'irate', 'delta', 'deriv', 'vector',
+                'scalar', 'max_over_time', 'min_over_time', 'avg_over_time', 'label_replace', 'sort_desc', 'sort'}
+
+
+def metric_names(expr):
+    """The series names an expression selects (strings, label matchers and durations removed first)."""
+    text = re.sub(r'"[^"]*"', '""', expr)
+    text = re.sub(r'\{[^}]*\}', '{}', text)
+    text = re.sub(r'\[[^\]]*\]', '[]', text)
+    text = re.sub(r'\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)', r'\1', text)  # label lists
+    names = set(re.findall(r'[a-zA-Z_:][a-zA-Z0-9_:]*', text))
+    return {n for n in names if n not in PROMQL_WORDS and not re.fullmatch(r'\d.*', n)}
+
+
+@pytest.mark.parametrize('name, rule', list(alerts()), ids=lambda x: x if isinstance(x, str) else x['alert'])
+def test_expressions_name_only_exported_metrics(name, rule):
+    unknown = metric_names(rule['expr']) - series_names()
+    assert not unknown, '%s: %s selects %s, which nothing exports' % (name, rule['alert'], ', '.join(sorted(unknown)))
+
+
+@pytest.mark.parametrize('name, rule', list(alerts()), ids=lambda x: x if isinstance(x, str) else x['alert'])
+def test_every_alert_has_severity_and_a_runbook_section(name, rule):
+    assert rule['labels']['severity'] in ('warning', 'critical')
+    url = rule['annotations']['runbook_url']
+    doc, anchor = re.fullmatch(r'https://github.com/steward-cluster/steward.cluster/blob/main/docs/([a-z]+\.md)#([a-z]+)',
+                               url).groups()
+    assert anchor == rule['alert'].lower()
+    with open(os.path.join(ROOT, 'docs', doc)) as f:
+        text = f.read()
+    assert re.search(r'^#+ `?%s`?\s*$' % rule['alert'], text, re.M), '%s has no section in docs/%s' % (rule['alert'], doc)
+    assert rule['annotations']['summary'] and rule['annotations']['description']
+
+
+def prometheus_rules():
+    """The PrometheusRule objects made from the plain files: one per file, same groups."""
+    out = []
+    for path in RULE_FILES:
+        area = os.path.basename(path)[:-len('.rules.yml')]
+        out.append({'apiVersion': 'monitoring.coreos.com/v1', 'kind': 'PrometheusRule',
+                    'metadata': {'name': 'steward-' + area, 'namespace': 'steward-system',
+                                 'labels': {'app.kubernetes.io/part-of': 'steward', 'role': 'alert-rules'}},
+                    'spec': load(path)})
+    return out
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the expressions) as literal blocks, as in the plain files."""
+
+
+_Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    'tag:yaml.org,2002:str', text, style='|' if '\n' in text else None))
+
+
+def test_the_prometheusrule_objects_are_made_from_the_plain_files():
+    """Regenerate with STEWARD_REGENERATE=1 after changing a rule file."""
+    path = os.path.join(DEPLOY, 'prometheusrules.yaml')
+    header = '# Made from observability/prometheus/rules/*.rules.yml by tests/unit/observability/test_rules.py\n' \
+             '# (STEWARD_REGENERATE=1 writes it); do not edit by hand.\n'
+    text = header + yaml.dump_all(prometheus_rules(), Dumper=_Dumper, sort_keys=False, width=120)
+    if os.environ.get('STEWARD_REGENERATE'):
+        with open(path, 'w') as f:
+            f.write(text)
+    with open(path) as f:
+        assert f.read() == text, 'controller/deploy/monitoring/prometheusrules.yaml is stale: run with STEWARD_REGENERATE=1'
+
+
+def test_the_name_check_sees_every_selected_series():
+    assert metric_names('max by (job) (rate(foo_total{a="b"}[5m])) / on (job) bar > 2 * 3600') == {'foo_total', 'bar'}
+    assert 'etcd_server_has_leaderr' not in series_names()
