@@ -5,11 +5,14 @@ plus etcd's own families as a real etcd 3.4 exported them. Rules and dashboards 
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, List, Tuple
 
+import yaml
 from prometheus_client import CollectorRegistry
 
-HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'unit', 'observability')
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the collection root
+HERE = os.path.join(ROOT, 'tests', 'unit', 'observability')
 ETCD_FAMILIES = os.path.join(HERE, 'etcd-3.4.23-metric-families.txt')
 SEED_TABLE = os.path.join(HERE, 'seed_metrics.md')
 
@@ -80,3 +83,27 @@ def series_names() -> set:
             if row['type'] == 'histogram':
                 names.update({row['family'] + '_bucket', row['family'] + '_sum', row['family'] + '_count'})
     return names
+
+
+PROMQL_WORDS = {'sum', 'max', 'min', 'avg', 'count', 'by', 'without', 'on', 'ignoring', 'and', 'or', 'unless', 'bool',
+                'rate', 'increase', 'time', 'histogram_quantile', 'last_over_time', 'absent', 'le', 'offset',
+                'group_left', 'group_right', 'clamp_min', 'changes', 'topk', 'irate', 'delta', 'deriv', 'vector',
+                'scalar', 'max_over_time', 'min_over_time', 'avg_over_time', 'label_replace', 'sort_desc', 'sort'}
+
+
+def metric_names(expr):
+    """The series names an expression selects (strings, label matchers and durations removed first)."""
+    text = re.sub(r'"[^"]*"', '""', expr)
+    text = re.sub(r'\{[^}]*\}', '{}', text)
+    text = re.sub(r'\[[^\]]*\]', '[]', text)
+    text = re.sub(r'\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)', r'\1', text)  # label lists
+    names = set(re.findall(r'[a-zA-Z_:][a-zA-Z0-9_:]*', text))
+    return {n for n in names if n not in PROMQL_WORDS and not re.fullmatch(r'\d.*', n)}
+
+
+class YamlDumper(yaml.SafeDumper):
+    """Multi-line strings (the expressions) as literal blocks, as in the plain files."""
+
+
+YamlDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    'tag:yaml.org,2002:str', text, style='|' if '\n' in text else None))

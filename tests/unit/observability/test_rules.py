@@ -15,9 +15,8 @@ import subprocess
 import pytest
 import yaml
 
-from support.observability import series_names
+from support.observability import ROOT, YamlDumper, metric_names, series_names
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RULES_DIR = os.path.join(ROOT, 'observability', 'prometheus', 'rules')
 RULE_FILES = sorted(glob.glob(os.path.join(RULES_DIR, '*.rules.yml')))
 TESTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'promtool')
@@ -90,23 +89,6 @@ def test_every_alert_is_tested_firing_and_not_firing():
     assert names - quiet == set(), 'never shown to stay quiet'
 
 
-METRIC = re.compile(r'\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?=\s*(\{|\[|\)|$|\s|>|<|=|!|\*|/|\+|-))')
-PROMQL_WORDS = {'sum', 'max', 'min', 'avg', 'count', 'by', 'without', 'on', 'ignoring', 'and', 'or', 'unless', 'bool',
-                'rate', 'increase', 'time', 'histogram_quantile', 'last_over_time', 'absent', 'le', 'offset',
-                'group_left', 'group_right', 'clamp_min', 'changes', 'topk', 'irate', 'delta', 'deriv', 'vector',
-                'scalar', 'max_over_time', 'min_over_time', 'avg_over_time', 'label_replace', 'sort_desc', 'sort'}
-
-
-def metric_names(expr):
-    """The series names an expression selects (strings, label matchers and durations removed first)."""
-    text = re.sub(r'"[^"]*"', '""', expr)
-    text = re.sub(r'\{[^}]*\}', '{}', text)
-    text = re.sub(r'\[[^\]]*\]', '[]', text)
-    text = re.sub(r'\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)', r'\1', text)  # label lists
-    names = set(re.findall(r'[a-zA-Z_:][a-zA-Z0-9_:]*', text))
-    return {n for n in names if n not in PROMQL_WORDS and not re.fullmatch(r'\d.*', n)}
-
-
 @pytest.mark.parametrize('name, rule', list(alerts()), ids=lambda x: x if isinstance(x, str) else x['alert'])
 def test_expressions_name_only_exported_metrics(name, rule):
     unknown = metric_names(rule['expr']) - series_names()
@@ -138,20 +120,12 @@ def prometheus_rules():
     return out
 
 
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the expressions) as literal blocks, as in the plain files."""
-
-
-_Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
-    'tag:yaml.org,2002:str', text, style='|' if '\n' in text else None))
-
-
 def test_the_prometheusrule_objects_are_made_from_the_plain_files():
     """Regenerate with STEWARD_REGENERATE=1 after changing a rule file."""
     path = os.path.join(DEPLOY, 'prometheusrules.yaml')
     header = '# Made from observability/prometheus/rules/*.rules.yml by tests/unit/observability/test_rules.py\n' \
              '# (STEWARD_REGENERATE=1 writes it); do not edit by hand.\n'
-    text = header + yaml.dump_all(prometheus_rules(), Dumper=_Dumper, sort_keys=False, width=120)
+    text = header + yaml.dump_all(prometheus_rules(), Dumper=YamlDumper, sort_keys=False, width=120)
     if os.environ.get('STEWARD_REGENERATE'):
         with open(path, 'w') as f:
             f.write(text)
