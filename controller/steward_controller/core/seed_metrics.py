@@ -8,8 +8,10 @@ the files the provisioning anchor keeps.
 A family is exported (HELP/TYPE lines) from the start; it has samples once the code that knows the value has
 run: the anchor (membership, learner, certificates), the backup loop (compaction);
 `etcdbr_restoration_duration_seconds` lives with the restore verification (etcd_backup/metrics.py).
-`etcdbr_defragmentation_duration_seconds` and `etcdbr_member_remove_duration_seconds` are declared for dashboards but the controller neither defragments nor removes members in steady state (the
-modules `etcd_defrag`/`etcd_member` do, from Ansible), except the anchor's stop, which observes a successful removal.
+`etcddruid_compaction_jobs_current` (our compaction is no Job), `etcdbr_defragmentation_duration_seconds` and
+`etcdbr_member_remove_duration_seconds` are declared for dashboards: the controller does not defragment and removes
+a member only at the anchor's stop (which observes a successful removal); the modules `etcd_defrag` and
+`etcd_member` do the rest, from Ansible.
 
 prometheus_client appends `_total` to a Counter's name: the Counters here are declared without it.
 """
