@@ -107,3 +107,21 @@ class YamlDumper(yaml.SafeDumper):
 
 YamlDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
     'tag:yaml.org,2002:str', text, style='|' if '\n' in text else None))
+
+
+DEPLOY = os.path.join(ROOT, 'controller', 'deploy', 'monitoring')
+
+
+def check_generated(name: str, sources: str, maker: str, objects: List[Dict]) -> None:
+    """controller/deploy/monitoring/<name> holds exactly `objects` (made from `sources` by the test `maker`);
+    STEWARD_REGENERATE=1 rewrites it first. The kustomization lists it."""
+    path = os.path.join(DEPLOY, name)
+    header = '# Made from %s by %s\n# (STEWARD_REGENERATE=1 writes it); do not edit by hand.\n' % (sources, maker)
+    text = header + yaml.dump_all(objects, Dumper=YamlDumper, sort_keys=False, width=120)
+    if os.environ.get('STEWARD_REGENERATE'):
+        with open(path, 'w') as f:
+            f.write(text)
+    with open(path) as f:
+        assert f.read() == text, 'controller/deploy/monitoring/%s is stale: run with STEWARD_REGENERATE=1' % name
+    with open(os.path.join(DEPLOY, 'kustomization.yaml')) as f:
+        assert name in yaml.safe_load(f)['resources']

@@ -14,10 +14,9 @@ import subprocess
 import pytest
 import yaml
 
-from support.observability import ROOT, YamlDumper, metric_names, series_names
+from support.observability import ROOT, check_generated, metric_names, series_names
 
 DASHBOARDS = sorted(glob.glob(os.path.join(ROOT, 'observability', 'grafana', 'dashboards', '*.json')))
-DEPLOY = os.path.join(ROOT, 'controller', 'deploy', 'monitoring')
 PROMTOOL = shutil.which('promtool')
 AREAS = {'etcd', 'machines', 'watchdog', 'maintenance', 'provisioning'}
 
@@ -76,14 +75,5 @@ def config_maps():
 
 def test_the_dashboard_configmaps_are_made_from_the_json_files():
     """Regenerate with STEWARD_REGENERATE=1 after changing a dashboard."""
-    path = os.path.join(DEPLOY, 'dashboards.yaml')
-    header = '# Made from observability/grafana/dashboards/*.json by tests/unit/observability/test_dashboards.py\n' \
-             '# (STEWARD_REGENERATE=1 writes it); do not edit by hand.\n'
-    text = header + yaml.dump_all(config_maps(), Dumper=YamlDumper, sort_keys=False, width=120)
-    if os.environ.get('STEWARD_REGENERATE'):
-        with open(path, 'w') as f:
-            f.write(text)
-    with open(path) as f:
-        assert f.read() == text, 'controller/deploy/monitoring/dashboards.yaml is stale: run with STEWARD_REGENERATE=1'
-    with open(os.path.join(DEPLOY, 'kustomization.yaml')) as f:
-        assert 'dashboards.yaml' in yaml.safe_load(f)['resources']
+    check_generated('dashboards.yaml', 'observability/grafana/dashboards/*.json',
+                    'tests/unit/observability/test_dashboards.py', config_maps())

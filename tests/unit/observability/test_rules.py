@@ -15,14 +15,13 @@ import subprocess
 import pytest
 import yaml
 
-from support.observability import ROOT, YamlDumper, metric_names, series_names
+from support.observability import ROOT, check_generated, metric_names, series_names
 
 RULES_DIR = os.path.join(ROOT, 'observability', 'prometheus', 'rules')
 RULE_FILES = sorted(glob.glob(os.path.join(RULES_DIR, '*.rules.yml')))
 TESTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'promtool')
 TEST_FILES = sorted(glob.glob(os.path.join(TESTS_DIR, '*.test.yml')))
 PROMTOOL = shutil.which('promtool')
-DEPLOY = os.path.join(ROOT, 'controller', 'deploy', 'monitoring')
 
 # The alert names the issue fixes (runbooks and outside checks find them by name).
 REQUIRED = {'EtcdNoLeader', 'EtcdInsufficientMembers', 'EtcdMembersDown', 'EtcdDatabaseQuotaNearlyFull',
@@ -122,15 +121,8 @@ def prometheus_rules():
 
 def test_the_prometheusrule_objects_are_made_from_the_plain_files():
     """Regenerate with STEWARD_REGENERATE=1 after changing a rule file."""
-    path = os.path.join(DEPLOY, 'prometheusrules.yaml')
-    header = '# Made from observability/prometheus/rules/*.rules.yml by tests/unit/observability/test_rules.py\n' \
-             '# (STEWARD_REGENERATE=1 writes it); do not edit by hand.\n'
-    text = header + yaml.dump_all(prometheus_rules(), Dumper=YamlDumper, sort_keys=False, width=120)
-    if os.environ.get('STEWARD_REGENERATE'):
-        with open(path, 'w') as f:
-            f.write(text)
-    with open(path) as f:
-        assert f.read() == text, 'controller/deploy/monitoring/prometheusrules.yaml is stale: run with STEWARD_REGENERATE=1'
+    check_generated('prometheusrules.yaml', 'observability/prometheus/rules/*.rules.yml',
+                    'tests/unit/observability/test_rules.py', prometheus_rules())
 
 
 def test_the_name_check_sees_every_selected_series():
