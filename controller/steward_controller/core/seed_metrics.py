@@ -80,4 +80,3 @@ class HeartbeatCollector(Collector):
         for loop, age in sorted(self.ages().items()):
             family.add_metric([loop], age)
         yield family
-
