@@ -42,7 +42,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log.error(str(exc))
         return 2
     runtime = Runtime(settings=settings, client=client, metrics=metrics.Metrics(), health=metrics.Health())
-    runtime.metrics.watch(runtime.health)
     server = metrics.serve(settings.http_host, settings.http_port, runtime.metrics, runtime.health)
     log.info('serving /metrics, /healthz and /readyz', extra={'port': server.server_port, 'identity': settings.identity})
     if settings.health_port and settings.health_port != settings.http_port:

@@ -103,10 +103,16 @@ class Metrics:
 
         # etcd-backup-restore's and etcd-druid's other families (seed 004), certificate expiry
         self.seed = SeedMetrics(r)
+        self._heartbeats: Optional[HeartbeatCollector] = None
 
     def watch(self, health: 'Health') -> None:
-        """Export the loops' heartbeat ages (`steward_controller_heartbeat_age_seconds`); once per process."""
-        self.registry.register(HeartbeatCollector(health.ages))
+        """Export `health`'s loop heartbeat ages (`steward_controller_heartbeat_age_seconds`); a second call
+        replaces the first's source (one family per registry)."""
+        if self._heartbeats is None:
+            self._heartbeats = HeartbeatCollector(health.ages)
+            self.registry.register(self._heartbeats)
+        else:
+            self._heartbeats.ages = health.ages
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
