@@ -114,7 +114,7 @@ def state_age_pass(nodes: int, fraction: float) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--nodes', type=int, default=5000)
     parser.add_argument('--machines', type=int, default=1000)
     parser.add_argument('--etcd-clusters', type=int, default=100)
@@ -125,7 +125,7 @@ def main() -> int:
     server = serve('127.0.0.1', 0, metrics, Health())
     url = 'http://127.0.0.1:%d/metrics' % server.server_port
     times, size, lines = [], 0, 0
-    for _ in range(args.scrapes):
+    for _scrape in range(args.scrapes):
         started = time.perf_counter()
         with urllib.request.urlopen(url, timeout=10) as answer:
             body = answer.read()

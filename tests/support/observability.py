@@ -69,7 +69,7 @@ def seed_rows() -> List[Dict[str, str]]:
 def series_names() -> set:
     """Names a PromQL expression may use: controller families with their histogram/summary series, etcd's, `up`."""
     names = {'up'}
-    for name, (kind, _) in controller_families().items():
+    for name, (kind, _labels) in controller_families().items():
         names.add(name)
         if kind == 'histogram':
             names.update({name + '_bucket', name + '_sum', name + '_count'})
@@ -116,8 +116,10 @@ def check_generated(name: str, sources: str, maker: str, objects: List[Dict]) ->
     """controller/deploy/monitoring/<name> holds exactly `objects` (made from `sources` by the test `maker`);
     STEWARD_REGENERATE=1 rewrites it first. The kustomization lists it."""
     path = os.path.join(DEPLOY, name)
-    header = '# Made from %s by %s\n# (STEWARD_REGENERATE=1 writes it); do not edit by hand.\n' % (sources, maker)
-    text = header + yaml.dump_all(objects, Dumper=YamlDumper, sort_keys=False, width=120)
+    header = ('# Made from %s by %s\n# (STEWARD_REGENERATE=1 writes it); do not edit by hand. One YAML document: a v1 List,\n'
+              '# expanded by kubectl and kustomize.\n' % (sources, maker))
+    text = header + yaml.dump({'apiVersion': 'v1', 'kind': 'List', 'items': objects}, Dumper=YamlDumper,
+                              sort_keys=False, width=120)
     if os.environ.get('STEWARD_REGENERATE'):
         with open(path, 'w') as f:
             f.write(text)

@@ -44,10 +44,11 @@ def test_one_dashboard_per_area_with_unique_uids():
 
 @pytest.mark.skipif(PROMTOOL is None, reason='promtool is not installed (Debian package prometheus; bindep.txt)')
 def test_every_panel_query_parses(tmp_path):
-    rules = [{'record': 'steward:panel:%d' % i, 'expr': expr} for i, (_, _, expr) in enumerate(queries())]
+    rules = [{'record': 'steward:panel:%d' % i, 'expr': expr} for i, (_dashboard, _title, expr) in enumerate(queries())]
     path = tmp_path / 'panels.rules.yml'
     path.write_text(yaml.safe_dump({'groups': [{'name': 'panels', 'rules': rules}]}))
-    done = subprocess.run([PROMTOOL, 'check', 'rules', str(path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([PROMTOOL, 'check', 'rules', str(path)], capture_output=True, text=True, timeout=120,
+                          check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert 'SUCCESS: %d rules found' % len(rules) in done.stdout
 

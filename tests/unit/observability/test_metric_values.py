@@ -47,7 +47,7 @@ def test_the_anchor_exports_the_expiry_of_every_certificate_it_keeps(tmp_path):
         '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/pki/apiserver.crt', '/etc/kubernetes/pki/apiserver.key',
         '/etc/kubernetes/pki/broken.crt']}).encode())
     metrics = Metrics()
-    runtime = types.SimpleNamespace(metrics=metrics, clock=lambda: now.timestamp())
+    runtime = types.SimpleNamespace(metrics=metrics, clock=now.timestamp)
     options = AnchorOptions(root=root, node_name='cp1', node_ip='10.0.0.1', namespace='steward-system', selector='',
                             interval=10, cleanup=False, etcd_endpoints=(), etcd_peer_port=2380)
     AnchorLoop(runtime, options, AnchorMetrics(metrics.registry)).certificate_metrics()
