@@ -247,6 +247,10 @@ def test_flatcar_example_end_to_end(kube, controllers, smtp_server, webhook_serv
     time.sleep(2.5)   # two more requeues: the 24h schedule sends nothing again, nothing moves without approval
     assert len(smtp_server.messages) == 1 and len(webhook_server.posts()) == 1
     assert labels(kube, 'flatcar-1').get(STATE) == 'maintenance-required'
+    # the time-in-state gauge NodeMaintenanceStuck reads: the node's wait for approval, per profile
+    age = wait_for(lambda: proc.metric('steward_maintenance_state_age_seconds',
+                                       {'profile': 'flatcar', 'state': 'maintenance-required'}), 10, 0.2, 'state age')
+    assert 0.0 < age < 60.0   # refreshed on the scheduler's ticks (at most 5 s apart)
 
     # approve -> in-maintenance, approval removed; entering it drains the node, then sets reboot-ok; the start is announced
     annotate(kube, 'flatcar-1', {APPROVED: 'true'})

@@ -13,6 +13,7 @@ refusal is a log line and a metric; bad sources are refused with the object and 
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from typing import Any, List, Optional, Set, Tuple
@@ -20,9 +21,11 @@ from typing import Any, List, Optional, Set, Tuple
 from prometheus_client import Counter, Gauge
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import parse_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, files
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, files, pki
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
 
 from steward_controller.anchor import AnchorOptions
 from steward_controller.core.background import BackgroundLoop, register_background
@@ -107,6 +110,26 @@ class AnchorLoop:
         if report.waiting:
             log.info('etcd learner not promoted yet: %s', report.waiting, extra={'node': self.options.node_name})
 
+    @property
+    def seed(self) -> Any:
+        return self.runtime.metrics.seed
+
+    def certificate_metrics(self) -> None:
+        """steward_certificate_expiry_timestamp_seconds for every certificate (*.crt) this anchor keeps."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        for path in anchor.read_record(self.root):
+            if not path.endswith('.crt'):
+                continue
+            data = self.root.read(path)
+            try:
+                not_after = pki.describe(data, now, path)['not_after'] if data else None
+            except (InvalidInput, ProvisioningError) as exc:
+                log.warning('cannot read certificate %s: %s', path, exc, extra={'node': self.options.node_name})
+                continue
+            if not_after:
+                when = parse_rfc3339(not_after, path)
+                self.seed.certificate_not_after.labels(self.options.node_name, path).set(when.timestamp())
+
     def cycle(self) -> None:
         sources = self.sources()
         if sources is None:
@@ -118,6 +141,7 @@ class AnchorLoop:
             self.metrics.errors.labels('sync').inc()
             return
         self.metrics.files.set(len(anchor.read_record(self.root)))
+        self.certificate_metrics()
         self.metrics.last_sync.set(self.runtime.clock())
         self.background.beat()
 

@@ -18,6 +18,8 @@ from typing import Callable, Dict, Optional, Tuple
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from steward_controller.core.seed_metrics import HeartbeatCollector, SeedMetrics
+
 RESOURCE = 'resource'  # label: <namespace>/<name> of the custom resource
 
 
@@ -99,6 +101,19 @@ class Metrics:
         self.maintenance_config_timestamp = Gauge('steward_maintenance_config_timestamp_seconds',
                                                   'Unix time the active maintenance config was loaded.', registry=r)
 
+        # etcd-backup-restore's and etcd-druid's other families (seed 004), certificate expiry
+        self.seed = SeedMetrics(r)
+        self._heartbeats: Optional[HeartbeatCollector] = None
+
+    def watch(self, health: 'Health') -> None:
+        """Export `health`'s loop heartbeat ages (`steward_controller_heartbeat_age_seconds`); a second call
+        replaces the first's source (one family per registry)."""
+        if self._heartbeats is None:
+            self._heartbeats = HeartbeatCollector(health.ages)
+            self.registry.register(self._heartbeats)
+        else:
+            self._heartbeats.ages = health.ages
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -120,6 +135,12 @@ class Health:
     def api_ok(self) -> None:
         with self._lock:
             self.api_ok_at = self.clock()
+
+    def ages(self) -> Dict[str, float]:
+        """Seconds since each beat; never negative (a clock stepping back must not hide a stuck loop)."""
+        now = self.clock()
+        with self._lock:
+            return {what: max(0.0, now - when) for what, when in self._beats.items()}
 
     def live(self) -> Tuple[bool, str]:
         now = self.clock()

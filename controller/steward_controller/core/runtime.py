@@ -34,6 +34,10 @@ class Runtime:
     health: Health
     clock: Callable[[], float] = time.time
 
+    def __post_init__(self) -> None:
+        # /metrics shows the same loop heartbeats /healthz judges (steward_controller_heartbeat_age_seconds)
+        self.metrics.watch(self.health)
+
     def path(self, plural: str, namespace: Optional[str] = None, name: Optional[str] = None,
              subresource: Optional[str] = None) -> str:
         """Path of one of our own custom resources."""

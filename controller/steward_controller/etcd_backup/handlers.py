@@ -111,10 +111,17 @@ class StatusReporter(BackupListener):
         m.snapshot_latest_revision.labels(self.label, kind).set(name.end_revision)
         m.snapshot_latest_timestamp.labels(self.label, kind).set(name.created)
         m.snapshot_required.labels(self.label, kind).set(0)
+        namespace = (self.body.get('metadata') or {}).get('namespace') or ''
         if kind == KIND_DELTA:
-            m.delta_events.labels(self.label).inc(int((snapshot.metadata or {}).get('events') or 0))
+            events = int((snapshot.metadata or {}).get('events') or 0)
+            m.delta_events.labels(self.label).inc(events)
+            m.seed.compaction_num_delta_events.labels(namespace, self.label).inc(events)
+        else:  # a full snapshot or a compaction starts the count of delta events again
+            m.seed.compaction_num_delta_events.labels(namespace, self.label).set(0)
         if kind == KIND_COMPACTION:
             m.compactions.labels(self.label, 'true').inc()
+            m.seed.compaction_jobs.labels('true', namespace).inc()
+            m.seed.compaction_job_duration.labels('true', namespace).observe(duration)
         self.ready(TRUE, REASONS[(kind, True)], '%s snapshot %s at revision %d' % (kind, name, name.end_revision))
         entry = {'name': str(name), 'revision': name.end_revision, 'time': rfc3339(name.created), 'size': snapshot.size}
         status: Dict[str, Any] = {STATUS_FIELD[kind]: entry, 'lastError': None}
@@ -130,6 +137,9 @@ class StatusReporter(BackupListener):
         self.runtime.metrics.snapshot_required.labels(self.label, kind).set(1)
         if kind == KIND_COMPACTION:
             self.runtime.metrics.compactions.labels(self.label, 'false').inc()
+            namespace = (self.body.get('metadata') or {}).get('namespace') or ''
+            self.runtime.metrics.seed.compaction_jobs.labels('false', namespace).inc()
+            self.runtime.metrics.seed.compaction_job_duration.labels('false', namespace).observe(duration)
         else:
             self.ready(FALSE, REASONS[(kind, False)], error[:1000])
         self.patch({'lastError': '%s: %s' % (REASONS[(kind, False)], error[:1000])})

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable, Dict, Iterator
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -51,11 +51,19 @@ class VerificationMetrics:
         self.failures = Counter('etcdbr_restore_verification_failures_total',
                                 'Restore verifications that found the newest backup not (wholly) restorable.',
                                 [RESOURCE], registry=registry)
+        self.verified = Gauge('steward_etcdbackup_restore_verified', '1 when the last restore verification succeeded '
+                              '(the RestoreVerified condition), 0 when it failed.', [RESOURCE], registry=registry)
         self.age = _AgeCollector(clock)
         registry.register(self.age)
+        # etcd-backup-restore's name for a restore's time: a verification is a real restore into scratch
+        self.restoration = Histogram('etcdbr_restoration_duration_seconds', 'Time to restore a backup into a data '
+                                     'directory (each restore verification).', ['succeeded'], registry=registry,
+                                     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600))
 
     def observe(self, resource: str, ok: bool, revision, duration: float, finished: float) -> None:
         self.duration.labels(resource).set(duration)
+        self.verified.labels(resource).set(1 if ok else 0)
+        self.restoration.labels('true' if ok else 'false').observe(duration)
         if not ok:
             self.failures.labels(resource).inc()
             return
@@ -67,3 +75,7 @@ class VerificationMetrics:
     def forget(self, resource: str) -> None:
         with self.age.lock:
             self.age.last_success.pop(resource, None)
+        try:
+            self.verified.remove(resource)
+        except KeyError:
+            pass

@@ -163,6 +163,7 @@ class Dispatch:
             counts[o.phase(m).value or 'Creating'] += 1
         for phase, count in counts.items():
             self.metrics.phase.labels(phase).set(count)
+        self.metrics.meltdown_limited.set(sum(1 for mp in plan.machines if mp.waiting.startswith('MeltdownLimit')))
         active = {(f.rule, scope) for scope, f in plan.freezes.items()}
         for rule, scope in active - self.active_freezes:
             self.metrics.freezes.labels(rule).inc()

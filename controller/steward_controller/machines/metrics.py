@@ -35,4 +35,6 @@ class MachineMetrics:
         self.passes = Histogram('steward_machines_pass_seconds', 'Time to plan one pass over every machine object.',
                                 registry=r, buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
         self.in_flight = Gauge('steward_machines_actions_in_flight', 'Objects with an action in flight.', registry=r)
+        self.meltdown_limited = Gauge('steward_machines_meltdown_limited', 'Machines the meltdown limit kept from being '
+                                      'replaced in the last pass (MachineReplacementsAtLimit).', registry=r)
         self.api_frozen = Gauge('steward_machines_apiserver_frozen', '1 while the API-server freeze is active.', registry=r)

@@ -42,7 +42,8 @@ import kopf
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Conflict, KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import MutexTimeout
-from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, STATE_LABEL, STATES
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, OPERATIONAL, STATE_LABEL, STATES
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import node_data
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.environment import Environment
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.leases import KubeLeaseStore
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.senders import SmtplibSender, UrllibPoster
@@ -295,13 +296,38 @@ class MaintenanceController:
 
     def export_gauges(self) -> None:
         counts = dict.fromkeys(STATES, 0)
-        for node in self.cache.snapshot():
+        nodes = self.cache.snapshot()
+        for node in nodes:
             state = ((node.get('metadata') or {}).get('labels') or {}).get(STATE_LABEL)
             if state in counts:
                 counts[state] += 1
+        oldest = self._oldest_transitions(nodes)
+        now = self.runtime.clock()
+        self.metrics.seed.maintenance_state_age.clear()
+        for (profile, state), since in oldest.items():
+            self.metrics.seed.maintenance_state_age.labels(profile, state).set(max(0.0, now - since / 1e9))
         for state, count in counts.items():
             self.metrics.maintenance_nodes.labels(state).set(count)
         self.metrics.maintenance_queue_depth.set(self.queue.depth())
+
+    def _oldest_transitions(self, nodes: List[Any]) -> Dict[Tuple[str, str], int]:
+        """(profile, state) -> the earliest transition (ns) into that non-operational state over the nodes, for
+        steward_maintenance_state_age_seconds. Reused while the cache hands out the same snapshot (the scheduler
+        ticks far more often than nodes change); operational nodes are skipped by their label (the most critical
+        state over their profiles) without reading their data annotation."""
+        cached = getattr(self, '_oldest_cache', None)
+        if cached is not None and cached[0] is nodes:
+            return cached[1]
+        oldest: Dict[Tuple[str, str], int] = {}
+        for node in nodes:
+            if ((node.get('metadata') or {}).get('labels') or {}).get(STATE_LABEL) == OPERATIONAL:
+                continue
+            for profile, pdata in node_data(node).profiles.items():
+                if pdata.current != OPERATIONAL and pdata.transition:
+                    key = (profile, pdata.current)
+                    oldest[key] = min(oldest.get(key, pdata.transition), pdata.transition)
+        self._oldest_cache = (nodes, oldest)
+        return oldest
 
     # --- the workers ------------------------------------------------------------------------
     def _work(self) -> None:

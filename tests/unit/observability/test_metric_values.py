@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+"""The new families carry the values the alerts read: the certificate expiry of the anchor's files (real
+certificates on a real directory tree), the loops' heartbeat ages, the restore-verification outcome."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import types
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, pki
+
+from steward_controller.anchor import AnchorOptions
+from steward_controller.anchor.loop import AnchorLoop, AnchorMetrics
+from steward_controller.core.metrics import Health, Metrics
+from steward_controller.etcd_backup.metrics import VerificationMetrics
+
+
+def samples(metrics: Metrics, family: str):
+    for fam in text_string_to_metric_families(metrics.render().decode()):
+        for s in fam.samples:
+            if s.name == family:
+                yield s.labels, s.value
+
+
+def write(root, path, data):
+    host = os.path.join(root, path.lstrip('/'))
+    os.makedirs(os.path.dirname(host), exist_ok=True)
+    with open(host, 'wb') as f:
+        f.write(data)
+
+
+def test_the_anchor_exports_the_expiry_of_every_certificate_it_keeps(tmp_path):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca = pki.new_ca('kubernetes', 'ecdsa-p256', now, 3650)
+    leaf = pki.issue(pki.Subject('kube-apiserver', usages=(pki.SERVER,)), ca, 'ecdsa-p256', now, 20)
+    root = str(tmp_path)
+    write(root, '/etc/kubernetes/pki/ca.crt', ca.cert_pem)
+    write(root, '/etc/kubernetes/pki/apiserver.crt', leaf.cert_pem)
+    write(root, '/etc/kubernetes/pki/apiserver.key', leaf.key_pem)
+    write(root, '/etc/kubernetes/pki/broken.crt', b'not a certificate')
+    write(root, '/etc/kubernetes/pki/kept-nowhere.crt', leaf.cert_pem)  # not in the record: not the anchor's
+    write(root, anchor.ANCHOR_RECORD, json.dumps({'files': [
+        '/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/pki/apiserver.crt', '/etc/kubernetes/pki/apiserver.key',
+        '/etc/kubernetes/pki/broken.crt']}).encode())
+    metrics = Metrics()
+    runtime = types.SimpleNamespace(metrics=metrics, clock=now.timestamp, health=Health())
+    options = AnchorOptions(root=root, node_name='cp1', node_ip='10.0.0.1', namespace='steward-system', selector='',
+                            interval=10, cleanup=False, etcd_endpoints=(), etcd_peer_port=2380)
+    AnchorLoop(runtime, options, AnchorMetrics(metrics.registry)).certificate_metrics()
+    got = {s['path']: v for s, v in samples(metrics, 'steward_certificate_expiry_timestamp_seconds')}
+    assert set(got) == {'/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/pki/apiserver.crt'}
+    assert abs(got['/etc/kubernetes/pki/apiserver.crt'] - (now.timestamp() + 20 * 86400)) < 2
+    assert got['/etc/kubernetes/pki/ca.crt'] > now.timestamp() + 3000 * 86400
+
+
+def test_heartbeat_ages_grow_while_a_loop_does_not_beat():
+    clock = [1000.0]
+    health = Health(clock=lambda: clock[0])
+    metrics = Metrics()
+    metrics.watch(health)
+    health.beat('machines')
+    clock[0] += 90
+    health.beat('operator-loop')
+    got = {s['loop']: v for s, v in samples(metrics, 'steward_controller_heartbeat_age_seconds')}
+    assert got == {'machines': 90.0, 'operator-loop': 0.0}
+    clock[0] -= 500   # a clock stepping back never makes an age negative
+    assert min(health.ages().values()) == 0.0
+
+
+def test_restore_verification_outcome_and_restoration_duration():
+    metrics = Metrics()
+    verification = VerificationMetrics(metrics.registry, clock=lambda: 2000.0)
+    verification.observe('ns/main', True, 42, 3.5, 1990.0)
+    assert dict((s['resource'], v) for s, v in samples(metrics, 'steward_etcdbackup_restore_verified')) == {'ns/main': 1}
+    verification.observe('ns/main', False, None, 1.0, 1995.0)
+    assert dict((s['resource'], v) for s, v in samples(metrics, 'steward_etcdbackup_restore_verified')) == {'ns/main': 0}
+    counts = {s['succeeded']: v for s, v in samples(metrics, 'etcdbr_restoration_duration_seconds_count')}
+    assert counts == {'true': 1, 'false': 1}
+    verification.forget('ns/main')
+    assert not list(samples(metrics, 'steward_etcdbackup_restore_verified'))
