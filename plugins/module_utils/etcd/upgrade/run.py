@@ -24,6 +24,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.clien
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info, member_endpoint
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import move_leader
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import (
+    VERIFY_CONTENT,
+    list_snapshots,
+    take_full_snapshot,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.plan import plan_upgrade
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import minor, parse_version
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import hash_kv
@@ -82,6 +88,27 @@ class UpgradeRecord:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+
+
+# --- the snapshot gate ----------------------------------------------------------------------------
+def _gate_view(snap: Dict[str, Any], taken_at: Optional[float]) -> Dict[str, Any]:
+    return {'name': snap['name'], 'key': snap.get('key'), 'revision': snap.get('end_revision'),
+            'taken_at': taken_at if taken_at is not None else float(snap.get('created') or 0),
+            'verified': bool(snap.get('valid'))}
+
+
+def newest_verified_full(store: SnapshotStore, tool: Optional[str] = None,
+                         tmp_dir: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The newest full snapshot in the store, read back and verified (content), as the plan's `snapshot` option."""
+    latest = list_snapshots(store, verify=VERIFY_CONTENT, tool=tool, tmp_dir=tmp_dir)['latest_valid']
+    return _gate_view(latest, None) if latest else None
+
+
+def pre_upgrade_snapshot(conn: EtcdConnection, store: SnapshotStore, now: float, tool: Optional[str] = None,
+                         tmp_dir: Optional[str] = None) -> Dict[str, Any]:
+    """Take, verify and publish the pre-upgrade full snapshot (the rollback of last resort)."""
+    taken = take_full_snapshot(conn, store, now=now, tool=tool, tmp_dir=tmp_dir)
+    return _gate_view(taken['snapshot'], now)
 
 
 # --- observing ----------------------------------------------------------------------------------
