@@ -33,6 +33,7 @@ ACTIONS = ('move-leader', 'stop', 'swap', 'start', 'wait-caught-up')
 DEFAULTS = {
     'snapshot_max_age': 3600.0,   # seconds: a verified full snapshot younger than this gates the run
     'take_snapshot': True,        # the run takes that snapshot itself (and refuses if it fails)
+    'require_snapshot': True,     # False: no snapshot gate at all (the user's own backup is the way back)
     'headroom_factor': 2.0,       # quota and free disk must each hold this many times the database
 }
 
@@ -161,6 +162,8 @@ def _member_refusals(members: List[Dict[str, Any]], alarms: List[Dict[str, Any]]
 def _snapshot_verdict(opts: Dict[str, Any], now: float) -> tuple:
     """(refusal or None, whether the run takes a snapshot first)."""
     snap = opts.get('snapshot')
+    if not opts['require_snapshot']:
+        return None, False
     fresh = bool(snap and snap.get('verified') and now - float(snap.get('taken_at', 0)) <= float(
         opts['snapshot_max_age']))
     if fresh:

@@ -214,7 +214,7 @@ def _rollback(conn: EtcdConnection, step: Dict[str, Any], ops: MemberOps, state:
         ops.restore_previous()
         ops.start()
         caught = wait_caught_up(conn, step['id'], step['from_version'], timeout, clock, sleep)
-    except EtcdError as exc:
+    except (EtcdError, OSError) as exc:
         return {'action': 'restore-snapshot', 'reason': 'the previous binary did not come back: %s' % exc}
     return {'action': 'previous-binary', 'version': step['from_version'], 'caught_up': caught}
 
@@ -222,17 +222,21 @@ def _rollback(conn: EtcdConnection, step: Dict[str, Any], ops: MemberOps, state:
 def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version: str,
                 options: Optional[Dict[str, Any]] = None, *, record_path: Optional[str] = None,
                 now: Optional[float] = None, take_snapshot: Optional[Callable[[], Dict[str, Any]]] = None,
-                only: Optional[List[str]] = None, caught_up_timeout: float = CAUGHT_UP_TIMEOUT,
+                only: Optional[List[str]] = None, member_facts: Optional[Dict[str, Dict[str, Any]]] = None,
+                caught_up_timeout: float = CAUGHT_UP_TIMEOUT,
                 check_mode: bool = False, clock: Callable[[], float] = time.monotonic,
                 sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
     """Upgrade the members in `ops` (by name) following the plan; `only` limits the run to those members
-    (a playbook's one host). Returns {changed, plan, upgraded: [{name, seconds, caught_up}], snapshot}.
+    (a playbook's one host); `member_facts` adds what only a member's host knows (quota_bytes, disk_free_bytes) by
+    member name. Returns {changed, plan, upgraded: [{name, seconds, caught_up}], snapshot}.
     Raises UpgradeError when pre-flight refuses (reason 'refused', nothing touched), the snapshot fails
     ('snapshot-failed', nothing touched) or a member fails ('member-failed': the run stops before the next
     member; `rollback` says whether the previous binary is back or the pre-upgrade snapshot must be restored)."""
     now = time.time() if now is None else now
     record = UpgradeRecord(record_path)
     state = observe(conn)
+    for m in state['members']:
+        m.update((member_facts or {}).get(m['name'], {}))
     target = plan_upgrade(state, target_version, options, now)['target_version']   # parses, names the target
     mine = record.for_target(target)
     state['in_flight'] = (mine.get('in_flight') or {}).get('id')
@@ -253,7 +257,7 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
             raise UpgradeError('no verified recent snapshot and no way to take one', 'snapshot-failed')
         try:
             snap = take_snapshot()
-        except EtcdError as exc:
+        except (EtcdError, OSError) as exc:
             raise UpgradeError('the pre-upgrade snapshot failed, nothing was touched: %s' % exc,
                                'snapshot-failed') from exc
         result['snapshot'] = snap
@@ -273,7 +277,7 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
             member_ops.swap()
             member_ops.start()
             caught = wait_caught_up(conn, step['id'], target, caught_up_timeout, clock, sleep)
-        except EtcdError as exc:
+        except (EtcdError, OSError) as exc:   # OSError: the binary could not be swapped
             # the cluster version before the run: it rises only once every member runs the target
             rollback = _rollback(conn, step, member_ops, state, caught_up_timeout, clock, sleep)
             if rollback['action'] == 'restore-snapshot' and result['snapshot']:
