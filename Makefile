@@ -143,6 +143,7 @@ changelog: all
 bench: all
 	$(PY) bench/etcd_snapshot.py
 	$(PY) bench/etcd_recover.py
+	$(PY) bench/etcd_upgrade.py
 	$(PY) bench/sabakan_generator.py
 	$(PY) bench/delta_snapshot.py
 	$(PY) bench/maintenance.py

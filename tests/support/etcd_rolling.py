@@ -86,6 +86,7 @@ class LoadClient:
         self.retried: List[str] = []
         self.latencies: List[float] = []
         self.written: Dict[str, str] = {}
+        self.put_revisions: List[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._current = 0
@@ -138,6 +139,7 @@ class LoadClient:
                     self.ok += 1
                     if path == '/v3/kv/put':
                         self.written[key] = value
+                        self.put_revisions.append(int((answer.get('header') or {}).get('revision', 0)))
                     elif not answer.get('kvs'):
                         self.failed.append('read of %s found nothing' % key)
                 next_at += 2 * interval
@@ -150,3 +152,59 @@ class LoadClient:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+class Watcher:
+    """Watches `prefix` through the gateway's streaming /v3/watch the way a client does across a rolling restart:
+    when its member goes away it watches again on the next endpoint from the revision after the last one seen.
+    `revisions` is every event's revision in arrival order; `repeated` those seen twice or out of order."""
+
+    def __init__(self, endpoints: List[str], prefix: str = 'load', start_revision: int = 0):
+        self.endpoints = list(endpoints)
+        self.prefix = prefix
+        self.last = start_revision - 1 if start_revision else 0
+        self.revisions: List[int] = []
+        self.repeated: List[int] = []
+        self.reconnects = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._session: Optional[requests.Session] = None
+
+    def _run(self) -> None:
+        import json
+        index = 0
+        end = self.prefix[:-1] + chr(ord(self.prefix[-1]) + 1)
+        while not self._stop.is_set():
+            url = self.endpoints[index % len(self.endpoints)] + '/v3/watch'
+            body = {'create_request': {'key': _b64(self.prefix), 'range_end': _b64(end),
+                                       'start_revision': self.last + 1 if self.last else 0}}
+            try:
+                with requests.Session() as session, session.post(url, json=body, stream=True, timeout=(1, 1)) as r:
+                    for line in r.iter_lines():
+                        if self._stop.is_set():
+                            return
+                        if not line:
+                            continue
+                        result = json.loads(line).get('result') or {}
+                        for event in result.get('events') or []:
+                            rev = int(event['kv']['mod_revision'])
+                            if rev <= self.last:
+                                self.repeated.append(rev)
+                            else:
+                                self.last = rev
+                            self.revisions.append(rev)
+            except (requests.RequestException, ValueError):
+                pass
+            if self._stop.is_set():
+                return
+            self.reconnects += 1
+            index += 1
+            time.sleep(0.01)
+
+    def start(self) -> 'Watcher':
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

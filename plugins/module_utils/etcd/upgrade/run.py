@@ -237,6 +237,7 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
     state = observe(conn)
     for m in state['members']:
         m.update((member_facts or {}).get(m['name'], {}))
+    state['auth_enabled'] = bool(conn.user)   # a run that must log in runs against a cluster with auth on
     target = plan_upgrade(state, target_version, options, now)['target_version']   # parses, names the target
     mine = record.for_target(target)
     state['in_flight'] = (mine.get('in_flight') or {}).get('id')
