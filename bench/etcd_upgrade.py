@@ -93,7 +93,7 @@ def one_run(kind: str, dirs: Dict[str, str], rate: float, keys: int) -> Dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--rate', type=float, default=250.0, help='client requests per second (puts and reads)')
     parser.add_argument('--runs', type=int, default=1)
     parser.add_argument('--keys', type=int, default=2000, help='keys written before the upgrade')
@@ -102,7 +102,7 @@ def main() -> None:
     if not {'3.4', '3.5'} <= set(dirs):
         sys.exit('needs etcd 3.4 and 3.5 in STEWARD_ETCD_BIN_DIRS (make all)')
     runs = []
-    for _ in range(args.runs):
+    for _run in range(args.runs):
         for kind in ('ours', 'plain-restart'):
             runs.append(one_run(kind, dirs, args.rate, args.keys))
             r = runs[-1]

@@ -16,7 +16,7 @@ description:
     when it leads, stop, swap the binary in place at O(binary) (the previous one kept as C(<binary>.pre-upgrade)),
     start, and wait until it serves at the target version, has applied the leader's revision and C(HashKV) at that
     revision is equal on every member.
-  - Pre-flight refuses, naming the reason (RV(verdict.refusals[].reason)), a version path etcd does not support
+  - Pre-flight refuses, naming the reason (C(verdict.refusals[].reason)), a version path etcd does not support
     (a skipped minor, a downgrade, a patch below etcd's documented minimum before the next minor, auth enabled on
     3.4 to 3.5), a learner or a never-started member, a member that does not serve, member lists that differ
     between members, an active alarm, a quota (O(quota_backend_bytes)) or free disk under O(headroom_factor) times
@@ -85,6 +85,7 @@ options:
         snapshot there gates the run.
       - Without it the run refuses unless O(require_snapshot=false).
     type: str
+    required: false
   take_snapshot:
     description: Take the pre-upgrade snapshot when the store has none newer than O(snapshot_max_age).
     type: bool
@@ -109,6 +110,7 @@ options:
     type: path
 extends_documentation_fragment:
   - steward.cluster.etcd_connection
+  - steward.cluster.etcd_store
   - steward.cluster.etcd_tools
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.actiongroups
@@ -124,9 +126,6 @@ attributes:
   diff_mode:
     support: full
     details: The version of every member the plan changes, before and after.
-notes:
-  - The S3 options of the snapshot store are those of M(steward.cluster.etcd_snapshot) (C(s3_endpoint_url),
-    C(aws_access_key_id), ...); they are passed through the same way.
 author: steward.cluster developers (@steward-cluster)
 '''
 

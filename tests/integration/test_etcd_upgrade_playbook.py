@@ -49,7 +49,7 @@ def test_the_playbook_upgrades_34_to_35_without_a_failed_request(tmp_path):
         planned = run_playbook('steward.cluster.etcd_upgrade', inventory=inventory, extra_vars=upgrade, check=True)
         assert_ok(planned)
         assert all(v.startswith('3.4.') for v in versions())
-        assert [n for _, _, files in os.walk(store) for n in files] == []   # check mode took no snapshot
+        assert [n for _dir, _subdirs, files in os.walk(store) for n in files] == []   # check mode took no snapshot
         assert '"target_version": "3.5.1"' in planned.stdout and 'not recommended for production' in planned.stdout
 
         load = LoadClient(['http://%s:2379' % ip for ip in IPS], rate=100).start()
@@ -61,7 +61,7 @@ def test_the_playbook_upgrades_34_to_35_without_a_failed_request(tmp_path):
         assert load.failed == [], load.failed[:5]
         assert load.ok > 100
         assert set(versions()) == {'3.5.1'}
-        taken = [n for _, _, files in os.walk(store) for n in files]
+        taken = [n for _dir, _subdirs, files in os.walk(store) for n in files]
         assert any(n.startswith('Full-') and not n.endswith('.json') for n in taken), taken
         for name in hosts:
             assert os.path.exists(os.path.join(base, name, 'bin', 'etcd.pre-upgrade'))

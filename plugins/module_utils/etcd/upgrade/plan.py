@@ -141,9 +141,9 @@ def _member_refusals(members: List[Dict[str, Any]], alarms: List[Dict[str, Any]]
                                      'bytes): raise --quota-backend-bytes or defragment first' % (
                                          _label(m), int(m['quota_bytes']), factor, db_size), m.get('name')))
         if db_size and m.get('disk_free_bytes') is not None and int(m['disk_free_bytes']) < factor * db_size:
-            refusals.append(_refusal(Refusal.DISK_HEADROOM, '%s: %d bytes free on the data dir\'s disk, under %g x '
-                                     'the database (%d bytes)' % (_label(m), int(m['disk_free_bytes']), factor,
-                                                                   db_size), m.get('name')))
+            message = '%s: %d bytes free on the data dir\'s disk, under %g x the database (%d bytes)' % (
+                _label(m), int(m['disk_free_bytes']), factor, db_size)
+            refusals.append(_refusal(Refusal.DISK_HEADROOM, message, m.get('name')))
     seen = {}
     for m in members:
         if m.get('member_ids_seen') is not None:

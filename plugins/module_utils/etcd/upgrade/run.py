@@ -291,4 +291,3 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
         result['upgraded'].append({'name': name, 'seconds': round(clock() - began, 3), 'caught_up': caught})
         record.save(in_flight=None, completed=list(record.data.get('completed') or []) + [name])
     return result
-
