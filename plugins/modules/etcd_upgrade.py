@@ -105,6 +105,12 @@ options:
   record_path:
     description: The run's record (JSON), for resume. Default C(upgrade-record.json) beside O(config_file).
     type: path
+  in_flight:
+    description:
+      - Name of the member a killed run left in flight, when it is not this host's (its record is on its own host;
+        the playbook reads every host's record and passes the name). Pre-flight lets that member be down, and the plan
+        finishes it first.
+    type: str
   tmp_dir:
     description: Directory for the snapshot while it is verified.
     type: path
@@ -261,6 +267,7 @@ def main():
             snapshot_max_age={'type': 'int', 'default': 3600},
             headroom_factor={'type': 'float', 'default': 2.0},
             record_path={'type': 'path'},
+            in_flight={'type': 'str'},
             tmp_dir={'type': 'path'},
         ),
         required_if=[('service_manager', 'process', ('pid_file',))],
@@ -300,7 +307,7 @@ def main():
         ops = {p['member']: ServiceMemberOps(service, BinarySwap(p['binary'], p['target_binary']))}
         try:
             outcome = run_upgrade(
-                conn, ops, target, options, record_path=None if module.check_mode else record, now=time.time(),
+                conn, ops, target, options, record_path=record, now=time.time(), in_flight=p['in_flight'],
                 take_snapshot=(lambda: pre_upgrade_snapshot(conn, store, time.time(), tool, p['tmp_dir']))
                 if store is not None else None,
                 only=[p['member']], member_facts={p['member']: _facts(p)},

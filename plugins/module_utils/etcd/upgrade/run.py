@@ -223,12 +223,14 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
                 options: Optional[Dict[str, Any]] = None, *, record_path: Optional[str] = None,
                 now: Optional[float] = None, take_snapshot: Optional[Callable[[], Dict[str, Any]]] = None,
                 only: Optional[List[str]] = None, member_facts: Optional[Dict[str, Dict[str, Any]]] = None,
+                in_flight: Optional[str] = None,
                 caught_up_timeout: float = CAUGHT_UP_TIMEOUT,
                 check_mode: bool = False, clock: Callable[[], float] = time.monotonic,
                 sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
     """Upgrade the members in `ops` (by name) following the plan; `only` limits the run to those members
     (a playbook's one host); `member_facts` adds what only a member's host knows (quota_bytes, disk_free_bytes) by
-    member name. Returns {changed, plan, upgraded: [{name, seconds, caught_up}], snapshot}.
+    member name; `in_flight` names the member a killed run left in flight when this host's record cannot say (the
+    record is on that member's host: the playbook reads every host's and passes the name). Returns {changed, plan, upgraded: [{name, seconds, caught_up}], snapshot}.
     Raises UpgradeError when pre-flight refuses (reason 'refused', nothing touched), the snapshot fails
     ('snapshot-failed', nothing touched) or a member fails ('member-failed': the run stops before the next
     member; `rollback` says whether the previous binary is back or the pre-upgrade snapshot must be restored)."""
@@ -240,7 +242,8 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
     state['auth_enabled'] = bool(conn.user)   # a run that must log in runs against a cluster with auth on
     target = plan_upgrade(state, target_version, options, now)['target_version']   # parses, names the target
     mine = record.for_target(target)
-    state['in_flight'] = (mine.get('in_flight') or {}).get('id')
+    by_name = {m['name']: m['id'] for m in state['members']}
+    state['in_flight'] = (mine.get('in_flight') or {}).get('id') or by_name.get(in_flight or '')
     opts = dict(options or {})
     if mine.get('snapshot') and 'snapshot' not in opts:
         opts['snapshot'] = mine['snapshot']
