@@ -14,6 +14,7 @@ from support.etcd_cluster import EtcdCluster, etcd_bin_dirs, etcd_version
 from support.etcd_rolling import LoadClient, MemberProcessOps
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.local_store import LocalStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.run import (
     UpgradeError,
@@ -155,3 +156,31 @@ def test_preflight_refuses_a_learner_and_touches_nothing(cluster34, tmp_path):
     reasons = {r['reason'] for r in err.value.rollback['plan']['verdict']['refusals']}
     assert 'learner' in reasons
     assert all(o.stops == 0 for o in ops.values())
+
+
+def test_a_member_that_ran_the_new_version_goes_back_while_the_cluster_version_is_old(cluster34, tmp_path):
+    """The rollback's first way back relies on etcd letting a member that ran 3.5 rejoin as 3.4 while the cluster
+    version is still 3.4 (it rises only once every member runs 3.5): a failure after the member served at 3.5."""
+    target = etcd_version(DIRS['3.5'])
+    conn = EtcdConnection(endpoints=tuple(cluster34.endpoints))
+    cluster34.put_many({'k%03d' % i: 'v' for i in range(100)})
+    ops = _ops(cluster34)
+    first = run_upgrade(conn, ops, target, {'require_snapshot': False}, check_mode=True)['plan']['steps'][0]['name']
+
+    def served_then_failed():
+        del ops[first].after['start']       # once: the rollback starts the member again
+        cluster34.wait_healthy([first], timeout=30)
+        assert observe_version(conn, first) == target
+        raise EtcdError('simulated: the member served at %s, then a check failed' % target)
+    ops[first].after['start'] = served_then_failed
+    with pytest.raises(UpgradeError) as err:
+        run_upgrade(conn, ops, target, {'require_snapshot': False}, record_path=str(tmp_path / 'r.json'))
+    assert err.value.member == first and err.value.rollback['action'] == 'previous-binary'
+    state = observe(conn)
+    assert {m['version'] for m in state['members']} == {etcd_version(DIRS['3.4'])}
+    assert all(m['healthy'] for m in state['members']) and state['cluster_version'] == '3.4'
+    assert all(cluster34.get_all('k').get('k%03d' % i) == 'v' for i in range(100))
+
+
+def observe_version(conn, name):
+    return next(m['version'] for m in observe(conn)['members'] if m['name'] == name)
