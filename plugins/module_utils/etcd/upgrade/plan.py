@@ -1,0 +1,222 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""THE rolling plan of an etcd cluster: which member goes when, and whether the cluster may go at all.
+
+Pure: plain data in (what each member reports, the target version, options, `now`), plain data out (a verdict and
+ordered steps). The Ansible upgrade (binary swap) and the `Etcd` resource's rolling update (image change) both walk
+these steps; only how a member is stopped and started differs.
+
+Order: followers first (by name), the leader last, so the cluster changes leader once at most; a member a killed run
+left half-done goes first. A member already at the target is done: a second run never restarts it (resume is derived
+from what members report, plus the run's record of the member it was touching).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import (
+    AUTH_BREAKS_ROLLING,
+    NOT_FOR_PRODUCTION,
+    format_version,
+    minimum_before,
+    minor,
+    move_kind,
+    parse_version,
+)
+
+# Per-member actions, in order. `move-leader` only when the member leads when its turn comes.
+ACTIONS = ('move-leader', 'stop', 'swap', 'start', 'wait-caught-up')
+DEFAULTS = {
+    'snapshot_max_age': 3600.0,   # seconds: a verified full snapshot younger than this gates the run
+    'take_snapshot': True,        # the run takes that snapshot itself (and refuses if it fails)
+    'require_snapshot': True,     # False: no snapshot gate at all (the user's own backup is the way back)
+    'headroom_factor': 2.0,       # quota and free disk must each hold this many times the database
+}
+
+
+class Refusal(enum.Enum):
+    """Why pre-flight refuses; callers and docs/upgrades.md match on these, never on message text."""
+    UNKNOWN_VERSION = 'unknown-version'           # a member's version could not be read
+    DOWNGRADE = 'downgrade'                       # target older than a member (or the cluster version)
+    SKIPS_MINOR = 'skips-minor'                   # more than one minor up (or a major change)
+    BELOW_MINIMUM_PATCH = 'below-minimum-patch'   # etcd's guide names a minimum patch before this minor
+    AUTH_ENABLED = 'auth-enabled'                 # 3.4 -> 3.5 with auth on: etcd does not support it rolling
+    LEARNER = 'learner'                           # a learner must be promoted (or removed) first
+    NOT_STARTED = 'not-started'                   # a member added but never started
+    MEMBER_DOWN = 'member-down'                   # a member does not answer (and the run did not stop it)
+    MEMBERSHIP_DIFFERS = 'membership-differs'     # members report different member lists
+    ALARM = 'alarm'                               # NOSPACE / CORRUPT raised
+    QUOTA_HEADROOM = 'quota-headroom'             # quota under headroom_factor x db size
+    DISK_HEADROOM = 'disk-headroom'               # free disk under headroom_factor x db size
+    NO_RECENT_SNAPSHOT = 'no-recent-snapshot'     # no verified full snapshot newer than snapshot_max_age
+
+
+def _refusal(reason: Refusal, message: str, member: Optional[str] = None) -> Dict[str, Any]:
+    return {'reason': reason.value, 'member': member, 'message': message}
+
+
+def _label(m: Dict[str, Any]) -> str:
+    return '%s (%s)' % (m.get('name') or '(unstarted)', m.get('id'))
+
+
+def parse_target(target_version: Any) -> tuple:
+    version = parse_version(str(target_version or ''))
+    if version is None:
+        raise InvalidInput('target_version', 'version', 'must be an etcd version like 3.5.21, got %r'
+                           % (target_version,), value=target_version)
+    return version
+
+
+def _options(options: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    merged = dict(DEFAULTS, **(options or {}))
+    if float(merged['headroom_factor']) < 1.0:
+        raise InvalidInput('headroom_factor', 'minimum', 'must be at least 1.0, got %r' % merged['headroom_factor'],
+                           value=merged['headroom_factor'])
+    if float(merged['snapshot_max_age']) <= 0:
+        raise InvalidInput('snapshot_max_age', 'positive', 'must be positive, got %r' % merged['snapshot_max_age'],
+                           value=merged['snapshot_max_age'])
+    return merged
+
+
+def _version_refusals(members: List[Dict[str, Any]], target: tuple, cluster_version: Optional[tuple],
+                      auth_enabled: bool) -> List[Dict[str, Any]]:
+    refusals = []
+    if cluster_version is not None and minor(cluster_version) > minor(target):
+        refusals.append(_refusal(Refusal.DOWNGRADE, 'the cluster version is %d.%d, the target %s is older: etcd '
+                                 'cannot go back a minor this way' % (minor(cluster_version) + (
+                                     format_version(target),))))
+    floor = minimum_before(target)
+    for m in members:
+        if m.get('in_flight'):
+            continue
+        current = parse_version(m.get('version'))
+        if current is None:
+            if m.get('reachable', True):
+                refusals.append(_refusal(Refusal.UNKNOWN_VERSION, '%s reports no readable version (%r)' % (
+                    _label(m), m.get('version')), m.get('name')))
+            continue
+        kind = move_kind(current, target)
+        if kind == 'downgrade':
+            refusals.append(_refusal(Refusal.DOWNGRADE, '%s runs %s, newer than the target %s' % (
+                _label(m), format_version(current), format_version(target)), m.get('name')))
+        elif kind == 'skip':
+            refusals.append(_refusal(Refusal.SKIPS_MINOR, '%s runs %s: %s skips a minor; upgrade to %d.%d first' % (
+                _label(m), format_version(current), format_version(target), current[0], current[1] + 1),
+                m.get('name')))
+        elif kind == 'minor':
+            if floor is not None and current < floor:
+                refusals.append(_refusal(Refusal.BELOW_MINIMUM_PATCH, '%s runs %s: etcd requires %s or later before '
+                                         '%d.%d; upgrade to that patch first' % (
+                                             _label(m), format_version(current), format_version(floor),
+                                             target[0], target[1]), m.get('name')))
+            if auth_enabled and (minor(current), minor(target)) in AUTH_BREAKS_ROLLING:
+                refusals.append(_refusal(Refusal.AUTH_ENABLED, 'auth is enabled: etcd does not support a rolling '
+                                         'upgrade from %d.%d to %d.%d with auth (WAL format of auth entries)' % (
+                                             minor(current) + minor(target)), m.get('name')))
+    return refusals
+
+
+def _member_refusals(members: List[Dict[str, Any]], alarms: List[Dict[str, Any]],
+                     opts: Dict[str, Any]) -> List[Dict[str, Any]]:
+    refusals = []
+    factor = float(opts['headroom_factor'])
+    for m in members:
+        if m.get('is_learner'):
+            refusals.append(_refusal(Refusal.LEARNER, '%s is a learner: promote or remove it before an upgrade'
+                                     % _label(m), m.get('name')))
+        elif not m.get('name'):
+            refusals.append(_refusal(Refusal.NOT_STARTED, 'member %s was added but never started: start or remove '
+                                     'it before an upgrade' % m.get('id'), None))
+        elif not m.get('healthy', True) and not m.get('in_flight'):
+            refusals.append(_refusal(Refusal.MEMBER_DOWN, '%s does not serve: heal it before an upgrade (an upgrade '
+                                     'restarts members one at a time and needs every other one)' % _label(m),
+                                     m.get('name')))
+        db_size = int(m.get('db_size') or 0)
+        if db_size and m.get('quota_bytes') and int(m['quota_bytes']) < factor * db_size:
+            refusals.append(_refusal(Refusal.QUOTA_HEADROOM, '%s: quota %d bytes is under %g x the database (%d '
+                                     'bytes): raise --quota-backend-bytes or defragment first' % (
+                                         _label(m), int(m['quota_bytes']), factor, db_size), m.get('name')))
+        if db_size and m.get('disk_free_bytes') is not None and int(m['disk_free_bytes']) < factor * db_size:
+            message = '%s: %d bytes free on the data dir\'s disk, under %g x the database (%d bytes)' % (
+                _label(m), int(m['disk_free_bytes']), factor, db_size)
+            refusals.append(_refusal(Refusal.DISK_HEADROOM, message, m.get('name')))
+    seen = {}
+    for m in members:
+        if m.get('member_ids_seen') is not None:
+            seen[m.get('name') or m.get('id')] = sorted(m['member_ids_seen'])
+    if len({tuple(v) for v in seen.values()}) > 1:
+        refusals.append(_refusal(Refusal.MEMBERSHIP_DIFFERS, 'members report different member lists: %s' % '; '.join(
+            '%s sees %s' % (k, ','.join(v)) for k, v in sorted(seen.items()))))
+    raised = [a for a in alarms or [] if a.get('alarm') not in (None, 'NONE')]
+    if raised:
+        refusals.append(_refusal(Refusal.ALARM, 'alarms raised: %s; clear them (etcdctl alarm disarm after fixing '
+                                 'the cause) first' % ', '.join('%s on %s' % (a['alarm'], a.get('member_id'))
+                                                                for a in raised)))
+    return refusals
+
+
+def _snapshot_verdict(opts: Dict[str, Any], now: float) -> tuple:
+    """(refusal or None, whether the run takes a snapshot first)."""
+    snap = opts.get('snapshot')
+    if not opts['require_snapshot']:
+        return None, False
+    fresh = bool(snap and snap.get('verified') and now - float(snap.get('taken_at', 0)) <= float(
+        opts['snapshot_max_age']))
+    if fresh:
+        return None, False
+    if opts['take_snapshot']:
+        return None, True
+    return _refusal(Refusal.NO_RECENT_SNAPSHOT, 'no verified full snapshot newer than %ds (newest: %s) and the run '
+                    'was told not to take one' % (opts['snapshot_max_age'], snap.get('name') if snap else 'none')
+                    ), False
+
+
+def plan_upgrade(members_state: Dict[str, Any], target_version: Any, options: Optional[Dict[str, Any]] = None,
+                 now: float = 0.0) -> Dict[str, Any]:
+    """The verdict and the ordered steps of an upgrade to `target_version`.
+
+    members_state: {members: [{id, name, version, is_learner, healthy, reachable, revision, db_size, quota_bytes?,
+    disk_free_bytes?, member_ids_seen?}], leader: id, alarms: [{member_id, alarm}], cluster_version?,
+    auth_enabled?, in_flight?: id of the member a killed run was touching (from the run's record)}.
+    options: snapshot ({name, taken_at, verified} of the newest full snapshot, or None), snapshot_max_age (s),
+    take_snapshot, headroom_factor.
+    Returns {target_version, verdict: {ok, refusals, warnings}, take_snapshot, steps, done, pending}; each step is
+    {id, name, from_version, to_version, was_leader, resume, actions}."""
+    target = parse_target(target_version)
+    opts = _options(options)
+    in_flight = members_state.get('in_flight')
+    members = [dict(m, in_flight=(m.get('id') == in_flight)) for m in members_state.get('members') or []]
+    cluster_version = parse_version(members_state.get('cluster_version'))
+    refusals = _version_refusals(members, target, cluster_version, bool(members_state.get('auth_enabled')))
+    refusals += _member_refusals(members, members_state.get('alarms') or [], opts)
+    snapshot_refusal, take_snapshot = _snapshot_verdict(opts, now)
+    if snapshot_refusal:
+        refusals.append(snapshot_refusal)
+    warnings = []
+    if target in NOT_FOR_PRODUCTION:
+        warnings.append('etcd %s is not recommended for production (etcd advises 3.5.3 or later: data '
+                        'inconsistency on crash in 3.5.0-3.5.2)' % format_version(target))
+    leader = members_state.get('leader')
+    done, pending = [], []
+    for m in members:
+        # A member at the target is done, the one a killed run was touching too once it serves again: never twice.
+        if parse_version(m.get('version')) == target and (not m['in_flight'] or m.get('healthy')):
+            done.append(m.get('name') or m.get('id'))
+            continue
+        pending.append({
+            'id': m.get('id'), 'name': m.get('name'), 'from_version': m.get('version'),
+            'to_version': format_version(target), 'was_leader': m.get('id') == leader, 'resume': m['in_flight'],
+            'actions': [a for a in ACTIONS if a != 'move-leader' or m.get('id') == leader],
+        })
+    pending.sort(key=lambda s: (not s['resume'], s['was_leader'], s['name'] or '', s['id'] or ''))
+    return {
+        'target_version': format_version(target),
+        'verdict': {'ok': not refusals, 'refusals': refusals, 'warnings': warnings},
+        'take_snapshot': take_snapshot and bool(pending),
+        'steps': pending,
+        'done': sorted(done),
+    }
