@@ -23,7 +23,8 @@ from typing import Any, Dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'tests'))
+
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 from summary_file import write_summary  # noqa: E402
 from support.etcd_cluster import EtcdCluster, etcd_bin_dirs, etcd_version  # noqa: E402
@@ -97,7 +98,9 @@ def main() -> None:
     parser.add_argument('--rate', type=float, default=250.0, help='client requests per second (puts and reads)')
     parser.add_argument('--runs', type=int, default=1)
     parser.add_argument('--keys', type=int, default=2000, help='keys written before the upgrade')
-    args = parser.parse_args()
+    parser.add_argument('--output', default=os.path.join(HERE, 'results', 'etcd_upgrade.json'))
+    args = _env.parse_args(parser, 'etcd_upgrade', {'rate': 50.0, 'runs': 1, 'keys': 100})
+    _env.announce(args)
     dirs = _dirs()
     if not {'3.4', '3.5'} <= set(dirs):
         sys.exit('needs etcd 3.4 and 3.5 in STEWARD_ETCD_BIN_DIRS (make all)')
@@ -114,7 +117,7 @@ def main() -> None:
     summary = {'rate': args.rate, 'keys': args.keys, 'load_average': os.getloadavg(), 'runs': runs,
                'median_seconds': {k: statistics.median(r['seconds_total'] for r in runs if r['kind'] == k)
                                   for k in ('ours', 'plain-restart')}}
-    write_summary(os.path.join(HERE, 'results', 'etcd_upgrade.json'), summary)
+    write_summary(args.output, summary)
 
 
 if __name__ == '__main__':

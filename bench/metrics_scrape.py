@@ -29,7 +29,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, 'controller'))
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.data import node_data  # noqa: E402
 
@@ -120,7 +120,8 @@ def main() -> int:
     parser.add_argument('--etcd-clusters', type=int, default=100)
     parser.add_argument('--scrapes', type=int, default=30)
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'metrics_scrape.json'))
-    args = parser.parse_args()
+    args = _env.parse_args(parser, 'metrics_scrape', {'nodes': 50, 'machines': 10, 'etcd_clusters': 2, 'scrapes': 2})
+    _env.announce(args)
     metrics = fill(args)
     server = serve('127.0.0.1', 0, metrics, Health())
     url = 'http://127.0.0.1:%d/metrics' % server.server_port

@@ -28,9 +28,13 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan import repair_exec, repair_queue, repair_run
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.kube_nodes import NodeIndex, node_name
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_config import load_repair_config
+import _env  # noqa: E402,F401  (first: the venv, the collection link, the etcd binaries; see bench/_env.py)
+
+from summary_file import write_summary  # noqa: E402
+
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan import repair_exec, repair_queue, repair_run  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.kube_nodes import NodeIndex, node_name  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.repair_config import load_repair_config  # noqa: E402
 
 MACHINES = 1000
 ENTRIES = 50
@@ -94,7 +98,10 @@ def timed(function: Callable[[], Any], runs: int) -> Tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
     parser.add_argument('--runs', type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument('--output', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results',
+                                                         'sabakan_repair_pass.json'))
+    args = _env.parse_args(parser, 'sabakan_repair_pass', {'runs': 1})
+    _env.announce(args)
     kube_nodes, objects = nodes(), entries()
     plan = engine(kube_nodes, objects)
     limited = sum(1 for d in plan.decisions if d.limited)
@@ -109,6 +116,9 @@ def main() -> None:
     for name, (wall, cpu) in results.items():
         print('%-8s %12.1f %16.1f' % (name, wall * 1000, cpu * 1000))
     print('load average: %.2f %.2f %.2f on %d cores' % (os.getloadavg() + (os.cpu_count() or 0,)))
+    write_summary(args.output, {'benchmark': 'sabakan_repair_pass', 'machines': MACHINES, 'entries': ENTRIES,
+                                'ms': {name: {'wall': wall * 1000, 'cpu': cpu * 1000} for name, (wall, cpu) in results.items()},
+                                'load_average': os.getloadavg()})
 
 
 if __name__ == '__main__':

@@ -52,7 +52,18 @@ options:
     description:
       - A kubeconfig for draining and uncordoning the machine's Node (O(state=run)). Without it, a step with
         C(need_drain) on a machine that is a node of O(cluster_file) is refused before anything runs.
+      - The Kubernetes connection takes kubernetes.core's options (O(kubeconfig), O(context), O(host), O(api_key));
+        O(validate_certs) and O(ca_path) apply to it as well as to sabakan.
     type: path
+  context:
+    description: The kubeconfig context for the Kubernetes API (kubernetes.core's option).
+    type: str
+  host:
+    description: The Kubernetes API server URL, instead of or over the kubeconfig's (kubernetes.core's option).
+    type: str
+  api_key:
+    description: A bearer token for the Kubernetes API (kubernetes.core's option).
+    type: str
   run_timeout:
     description: Seconds O(state=run) may take; when they run out the task fails and the file keeps where the entry is.
     type: float
@@ -282,6 +293,9 @@ SPEC = argspec(
     repair={'type': 'dict'},
     index={'type': 'int'},
     kubeconfig={'type': 'path'},
+    context={'type': 'str'},
+    host={'type': 'str'},
+    api_key={'type': 'str', 'no_log': True},
     run_timeout={'type': 'float', 'default': 3600.0},
     poll_interval={'type': 'float', 'default': 5.0},
 )

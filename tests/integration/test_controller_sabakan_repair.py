@@ -21,8 +21,8 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 
-from support.controller import ControllerProcess, wait_for
-from support.kube import repo_path
+from lab.env.controller import ControllerProcess, wait_for
+from lab.kube.api import repo_path
 from test_controller_sabakan import (  # noqa: E402  (the sabakan tests' helpers: one copy)
     CONSTRAINTS, REPAIRS, create_integration, create_nodes, nodes_by_address,
 )

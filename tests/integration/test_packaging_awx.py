@@ -24,7 +24,7 @@ from support.galaxy import REPO, VENV_BIN, installed_only_env
 
 # Top-level import -> the distribution that provides it (what requirements.txt must name).
 DISTRIBUTIONS = {'yaml': 'PyYAML', 'boto3': 'boto3', 'botocore': 'boto3',
-                 's3transfer': 'boto3',
+                 's3transfer': 'boto3', 'urllib3': 'kubernetes',
                  'kubernetes': 'kubernetes', 'requests': 'requests',
                  'cryptography': 'cryptography', 'google': 'protobuf'}
 # Named in requirements.txt although never imported by our code, and why.

@@ -13,7 +13,7 @@ import yaml
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from support.ansible import local_play, run_playbook
-from support.kube import repo_path
+from lab.kube.api import repo_path
 
 TOOL = [sys.executable, repo_path('lab', 'sabakan_repair_tool.py')]
 

@@ -60,6 +60,9 @@ def check_repair_run_options(params: Mapping[str, Any]) -> None:
         validate.integer(params['index'], 'index', minimum=0)
     if params['kubeconfig'] is not None:
         validate.existing_file(params['kubeconfig'], 'kubeconfig')
-        repair_file.kube_client(params['kubeconfig'])   # read and checked now; no request is sent
+    if params['context'] is not None:
+        validate.text(params['context'], 'context', max_length=253)
+    if repair_file.wants_kube(params):
+        repair_file.kube_client(params)   # read and checked now; no request is sent
     if params['repair'] is not None:
         load_repair_config(params['repair'])

@@ -174,16 +174,28 @@ def run_to_end(queue: RepairQueue, item: Dict[str, Any], config: RepairConfig, p
             ports.sleep(min(poll, left))
 
 
-def kube_client(kubeconfig: str) -> Any:
-    """A Kubernetes client for the `kubeconfig` option; OptionError naming it when the file is not a kubeconfig."""
+KUBE_OPTIONS = ('kubeconfig', 'context', 'host', 'api_key')
+
+
+def wants_kube(params: Mapping[str, Any]) -> bool:
+    """A Kubernetes API is named (kubernetes.core's options: `kubeconfig`, or `host`)."""
+    return bool(params.get('kubeconfig') or params.get('host'))
+
+
+def kube_client(params: Mapping[str, Any]) -> Any:
+    """A Kubernetes client for kubernetes.core's connection options of the module (`kubeconfig`, `context`, `host`,
+    `api_key`; `validate_certs` and `ca_path`, alias `ca_cert`, serve both the sabakan and the Kubernetes API);
+    OptionError naming `kubeconfig` when they do not make a usable client."""
     from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
+    settings = {name: params.get(name) for name in KUBE_OPTIONS}
+    settings.update(validate_certs=params.get('validate_certs', True), ca_cert=params.get('ca_path'))
     try:
-        return client_from_params({'kubeconfig': kubeconfig})
-    except (KubeError, InvalidInput) as exc:
+        return client_from_params(settings)    # a bad host, api_key or ca file: InvalidInput naming that option
+    except KubeError as exc:
         raise OptionError('kubeconfig', 'kubeconfig', 'not a usable kubeconfig: %s' % exc) from None
 
 
-def cluster_view(cluster: Optional[Mapping[str, Any]], kubeconfig: Optional[str], item: Mapping[str, Any],
+def cluster_view(cluster: Optional[Mapping[str, Any]], params: Mapping[str, Any], item: Mapping[str, Any],
                  config: RepairConfig) -> Tuple[Any, Dict[str, str], Set[str]]:
     """(Kubernetes client or None, address -> Node name, API server addresses) for state=run. Without a
     kubeconfig no machine counts as a Node, so a step that needs a drain on a cluster node is refused
@@ -191,7 +203,7 @@ def cluster_view(cluster: Optional[Mapping[str, Any]], kubeconfig: Optional[str]
     members = {str(n.get('address')): n for n in (cluster or {}).get('nodes') or [] if isinstance(n, Mapping)}
     api_servers = {a for a, n in members.items() if n.get('control_plane')}
     address = str(item.get('address') or '')
-    if not kubeconfig:
+    if not wants_kube(params):
         operation = config.operation_for(str(item.get('machine_type') or ''), str(item.get('operation') or ''))
         if address in members and operation is not None and any(s.need_drain for s in operation.repair_steps):
             raise OptionError('kubeconfig', 'required', 'required: %s is a node of cluster_file and a repair step of '
@@ -199,7 +211,7 @@ def cluster_view(cluster: Optional[Mapping[str, Any]], kubeconfig: Optional[str]
         return None, {}, api_servers
     from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
     from ansible_collections.steward.cluster.plugins.module_utils.sabakan.kube_nodes import NodeIndex, node_name
-    kube = kube_client(kubeconfig)
+    kube = kube_client(params)
     try:
         index = NodeIndex(kube.list(api_path('v1', 'nodes')))
     except (KubeError, InvalidInput) as exc:
@@ -227,7 +239,7 @@ def run_or_delete(params: Mapping[str, Any], check_mode: bool) -> Dict[str, Any]
     with about_option('cluster_file'):
         cluster = load_cluster_file(params['cluster_file']) if params['cluster_file'] else None
     item = pick(queue, params['index'])
-    kube, nodes, api_servers = cluster_view(cluster, params['kubeconfig'], item, config)
+    kube, nodes, api_servers = cluster_view(cluster, params, item, config)
     if item.get('status') in ('succeeded', 'failed'):
         return dict(changed=False, entry=item, events=[], next_action={}, queue_length=len(queue.entries))
     ports = FilePorts(queue, path, mode, kube)
