@@ -62,6 +62,10 @@ def check_repair_run_options(params: Mapping[str, Any]) -> None:
         validate.existing_file(params['kubeconfig'], 'kubeconfig')
     if params['context'] is not None:
         validate.text(params['context'], 'context', max_length=253)
+    if params['api_key'] is not None:
+        validate.credential(params['api_key'], 'api_key')
+    if params['host'] is not None:
+        validate.endpoint_url(params['host'], 'host')
     if repair_file.wants_kube(params):
         repair_file.kube_client(params)   # read and checked now; no request is sent
     if params['repair'] is not None:
