@@ -85,7 +85,7 @@ def checks(objects: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def timed(function: Callable[[], Any], runs: int) -> Tuple[float, float]:
     walls, cpus = [], []
-    for _ in range(runs):
+    for _unused in range(runs):
         before = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         function()

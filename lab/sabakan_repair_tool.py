@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -51,7 +50,7 @@ def set_state(url: str, serial: str, state: str) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('--url', required=True, help='the lab sabakan server, http://host:port')
     sub = parser.add_subparsers(dest='command', required=True)
     p_set = sub.add_parser('set-state', help='move the machine at ADDRESS to STATE')

@@ -140,7 +140,7 @@ SPEC = argspec(
 
 def act(p, check_mode):
     parsed = parse_etcd_member_facts(p)
-    member = inspect_member(parsed.pop('conn'), **parsed)
+    member = inspect_member(**parsed)
     return dict(changed=False, member=member, ansible_facts={'etcd_member': member})
 
 

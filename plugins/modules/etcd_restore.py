@@ -275,7 +275,7 @@ SPEC = argspec(
     fallback=dict(type='bool', default=True),
     tmp_dir=dict(type='path'),
 )
-SPEC['store'] = dict(SPEC['store'], required=False)
+SPEC.update(store=dict(SPEC['store'], required=False))
 
 
 def act(p, check_mode):

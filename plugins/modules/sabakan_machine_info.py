@@ -132,7 +132,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.source imp
 
 SPEC = argspec(SABAKAN_CONNECTION_SPEC,
                preset={'type': 'str', 'choices': ['generator', 'repair', 'all'], 'default': 'generator'})
-SPEC['url'] = dict(SPEC['url'], required=True)
+SPEC.update(url=dict(SPEC['url'], required=True))
 PRESETS = {
     'generator': GENERATOR_VARIABLES,
     'repair': REPAIR_VARIABLES,

@@ -144,7 +144,8 @@ def _execute(entry: Entry, config: RepairConfig, ports: Ports, step_index: int) 
     """CKE's repairExecuteCommand: status watching first (the watch starts now), then the command with retries;
     giving up fails the entry."""
     operation = config.operation_for(entry.machine_type, entry.operation)
-    assert operation is not None
+    if not (operation is not None):
+        raise AssertionError('operation is not None')
     step = operation.repair_steps[step_index]
     ports.save(entry, {'status': PROCESSING, 'step': step_index, 'step_status': WATCHING,
                        'last_transition': ports.clock(), 'message': ''})
@@ -160,7 +161,8 @@ def _execute(entry: Entry, config: RepairConfig, ports: Ports, step_index: int) 
         ports.event(entry, 'RepairCommandFailed', '%s: %s%s' % (_where(entry), label, result.describe()), warning=True)
         if attempt + 1 < attempts and step.command_interval and not ports.sleep(step.command_interval):
             break
-    assert result is not None
+    if not (result is not None):
+        raise AssertionError('result is not None')
     return _fail(entry, ports, step_index, 'repair command of step %d failed: %s' % (step_index, result.describe()))
 
 
@@ -168,7 +170,8 @@ def _succeed(entry: Entry, config: RepairConfig, ports: Ports, cordoned: bool) -
     """CKE's repairFinish(succeeded): success_command (its failure fails the entry), then the Node is uncordoned
     when a drain of this entry cordoned it."""
     operation = config.operation_for(entry.machine_type, entry.operation)
-    assert operation is not None
+    if not (operation is not None):
+        raise AssertionError('operation is not None')
     if operation.success_command:
         result = run_command(operation.success_command, entry.address, operation.success_command_timeout)
         if not result.ok:

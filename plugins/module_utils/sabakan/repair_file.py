@@ -77,7 +77,8 @@ class FilePorts(repair_exec.Ports):
 
     def drain(self, entry: repair_run.Entry, config: RepairConfig) -> Tuple[bool, bool, str]:
         from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import DrainError, drain
-        assert entry.node and self.kube is not None
+        if not (entry.node and self.kube is not None):
+            raise AssertionError('entry.node and self.kube is not None')
         try:
             result = drain(self.kube, entry.node, timeout=float(config.eviction_timeout_seconds),
                            eviction_timeout=float(config.evict_retries * config.evict_interval),
@@ -90,7 +91,8 @@ class FilePorts(repair_exec.Ports):
 
     def uncordon(self, entry: repair_run.Entry) -> str:
         from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import DrainError, uncordon
-        assert entry.node and self.kube is not None
+        if not (entry.node and self.kube is not None):
+            raise AssertionError('entry.node and self.kube is not None')
         try:
             uncordon(self.kube, entry.node)
         except (DrainError, KubeError) as exc:
@@ -248,6 +250,6 @@ def run_or_delete(params: Mapping[str, Any], check_mode: bool) -> Dict[str, Any]
         ports.changed = decision.action.value not in ('wait', 'unconfigured')
     else:
         decision = run_to_end(queue, item, config, ports, nodes, api_servers,
-                                          timeout=params['run_timeout'], poll=params['poll_interval'])
+                              timeout=params['run_timeout'], poll=params['poll_interval'])
     return dict(changed=ports.changed, entry=item, events=ports.events, queue_length=len(queue.entries),
                 next_action={'action': decision.action.value, 'step': decision.step, 'reason': decision.reason})

@@ -139,7 +139,8 @@ def current_step(config: RepairConfig, entry: Entry) -> Optional[RepairStep]:
 def _start_step(config: RepairConfig, entry: Entry, step_index: int, why: str = '') -> Decision:
     """The first action of step `step_index` (CKE: StepStatus waiting): drain or execute, or fail past the end."""
     operation = config.operation_for(entry.machine_type, entry.operation)
-    assert operation is not None
+    if not (operation is not None):
+        raise AssertionError('operation is not None')
     if step_index >= len(operation.repair_steps):
         return Decision(entry, Action.FAIL, step_index,
                         'the machine is not healthy after all %d repair step(s)' % len(operation.repair_steps))

@@ -235,7 +235,8 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
     """Upgrade the members in `ops` (by name) following the plan; `only` limits the run to those members
     (a playbook's one host); `member_facts` adds what only a member's host knows (quota_bytes, disk_free_bytes) by
     member name; `in_flight` names the member a killed run left in flight when this host's record cannot say (the
-    record is on that member's host: the playbook reads every host's and passes the name). Returns {changed, plan, upgraded: [{name, seconds, caught_up}], snapshot}.
+    record is on that member's host: the playbook reads every host's and passes the name). Returns {changed, plan,
+    upgraded: [{name, seconds, caught_up}], snapshot}.
     Raises UpgradeError when pre-flight refuses (reason 'refused', nothing touched), the snapshot fails
     ('snapshot-failed', nothing touched) or a member fails ('member-failed': the run stops before the next
     member; `rollback` says whether the previous binary is back or the pre-upgrade snapshot must be restored)."""

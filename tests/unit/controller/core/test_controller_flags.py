@@ -37,12 +37,12 @@ def test_defaults_environment_and_command_line(monkeypatch):
     for name, text in (('STEWARD_WAIT', '2m'), ('STEWARD_COUNT', '7'), ('OTHER_RATE', '0.5'), ('STEWARD_ENABLED', 'off'),
                        ('STEWARD_OPT_IN', 'Yes'), ('STEWARD_MODE', 'false'), ('STEWARD_COLOUR', 'blue')):
         monkeypatch.setenv(name, text)
-    value, _ = parse([])
+    value, _unused = parse([])
     assert value == {'wait': 120.0, 'loop_count': 7, 'rate': 0.5, 'enabled': False, 'opt_in': True, 'mode': False,
                      'colour': 'blue'}
-    value, _ = parse(['--wait', '5s', '--count', '1', '--no-opt-in'])
+    value, _unused = parse(['--wait', '5s', '--count', '1', '--no-opt-in'])
     assert (value['wait'], value['loop_count'], value['opt_in']) == (5.0, 1, False)
-    value, _ = parse(['--no-enabled', '--opt-in', '--mode', 'true'])
+    value, _unused = parse(['--no-enabled', '--opt-in', '--mode', 'true'])
     assert (value['enabled'], value['opt_in'], value['mode']) == (False, True, True)
 
 

@@ -27,7 +27,7 @@ def run(tmp_path, *argv: str, timeout: float = 60.0) -> subprocess.CompletedProc
                PYTHONPATH=os.pathsep.join([CONTROLLER_DIR, os.environ.get('PYTHONPATH', '')]))
     return subprocess.run([sys.executable, '-m', 'steward_controller', '--http-host', '127.0.0.1',
                            '--no-leader-election', '--log-format', 'plain', '--controllers', 'etcd-backup'] + list(argv),
-                          env=env, capture_output=True, text=True, timeout=timeout)
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def test_area_errors_add_their_result_fields_and_the_traceback_bugs_stay_visible
     with pytest.raises(ZeroDivisionError):
         shell.run(FakeModule(), lambda params, check_mode: 1 / 0, AreaError)
     with pytest.raises(AreaError):   # not named by the module: a bug, with its traceback
-        shell.run(FakeModule(), lambda params, check_mode: (_ for _ in ()).throw(AreaError('x')))
+        shell.run(FakeModule(), lambda params, check_mode: (_unused for _unused in ()).throw(AreaError('x')))
 
 
 def test_area_results_carry_what_callers_match_on():

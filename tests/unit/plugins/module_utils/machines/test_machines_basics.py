@@ -217,7 +217,7 @@ def test_retry_delays_are_the_settings_periods_an_exact_delay_or_a_jittered_thro
     assert [retry_delay(r, s, rng) for r in (Retry.SHORT, Retry.MEDIUM, Retry.LONG, Retry.RESOURCE_EXHAUSTED)] == [
         5.0, 180.0, 600.0, 900.0]
     assert retry_delay(Retry.CONFLICT, s, rng) == 0.2
-    throttled = [retry_delay(Retry.THROTTLED, s, rng) for _ in range(50)]
+    throttled = [retry_delay(Retry.THROTTLED, s, rng) for _unused in range(50)]
     assert all(1.0 <= d <= 5.0 for d in throttled) and len(set(throttled)) > 1
     assert retry_delay(Retry.LONG, s, rng, retry_after=42.0) == 42.0          # an exact delay wins over the class
     assert retry_delay(Retry.LONG, s, rng, retry_after=0.01, floor=0.2) == 0.2

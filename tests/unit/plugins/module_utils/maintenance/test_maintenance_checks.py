@@ -219,7 +219,7 @@ def test_max_maintenance_without_an_index_walks_each_node_list_once_and_sees_eve
     listing = Counted(nodes)
     env = Environment(nodes=lambda: listing)
     check = build(MaxMaintenance, {'max': 2})
-    for _ in range(3):
+    for _unused in range(3):
         assert check.check(params(other('me'), env=env)).info['nodes'] == ['a']
     assert len(walks) == 1   # one walk for three checks
     listing = Counted(nodes + [other('c', 'in-maintenance')])   # changed: a new list object
@@ -240,7 +240,6 @@ def test_a_view_reads_its_source_once_for_the_count_and_the_list():
     assert build(MaxMaintenance, {'max': 2}).check(shared).info['maintained'] == 1
     assert build(NodeCount, {'count': 2}).check(shared).passed
     assert len(reads) == 1
-
 
 
 @pytest.mark.parametrize('count, expected', [(2, True), (3, True), (4, False)])

@@ -96,7 +96,7 @@ def test_no_procedure_takes_no_slot_and_finished_entries_are_left_alone():
 
 def test_one_machine_one_repair():
     plan = plan_pass([entry('e1'), entry('x1')], config(max_concurrent_repairs=2), {}, now=NOW)
-    assert sorted(a.value for a, _ in actions(plan).values()) == ['drain', 'wait']
+    assert sorted(a.value for a, _unused in actions(plan).values()) == ['drain', 'wait']
 
 
 def test_finished_entries_are_deleted_only_after_the_retention():
@@ -147,7 +147,7 @@ def test_drain_then_command_with_the_address_last_and_its_output_in_an_event():
     decision = plan_pass([e], cfg, {}, now=NOW).decisions[0]
     assert repair_exec.apply(decision, cfg, ports) == PROCESSING
     assert ports.saved[0]['step_status'] == DRAINING and ports.saved[-1]['step_status'] == WATCHING
-    reasons = [r for r, _, _ in ports.events]
+    reasons = [r for r, _unused, _unused in ports.events]
     assert reasons == ['RepairDrained', 'RepairCommand']
     assert ports.events[1][1].endswith('reset 10.0.0.1') and '-c' not in ports.events[1][1]
 
@@ -158,8 +158,8 @@ def test_command_timeout_fails_after_retries_with_a_warning_naming_the_node():
     decision = plan_pass([entry('e1')], cfg, {}, now=NOW).decisions[0]
     assert repair_exec.apply(decision, cfg, ports) == FAILED
     failed = [(r, m) for r, m, w in ports.events if w]
-    assert [r for r, _ in failed] == ['RepairCommandFailed', 'RepairCommandFailed', 'RepairFailed']
-    assert all('Node node-e1' in m for _, m in failed) and 'attempt 2/2' in failed[1][1]
+    assert [r for r, _unused in failed] == ['RepairCommandFailed', 'RepairCommandFailed', 'RepairFailed']
+    assert all('Node node-e1' in m for _unused, m in failed) and 'attempt 2/2' in failed[1][1]
     assert ports.saved[-1]['status'] == FAILED and ports.uncordoned == []     # left cordoned
 
 
