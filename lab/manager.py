@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.proces
 
 from lab import parts  # (lab/parts.py: the cloud parts)
 from lab.cloud.nodes import heal, partition
+from lab.env.ports import port_free
 from lab.paths import COLLECTIONS, REPO, module_argv, runs_module, venv_python
 from lab.provisioning import hosts as provisioning_hosts  # (lab/provisioning/hosts.py: cp1-cp3, w1, w2)
 
@@ -188,17 +188,6 @@ def sabakan_url(state_dir: str) -> Optional[str]:
         return None
 
 
-def _port_free(host: str, port: int) -> bool:
-    """Whether the server could bind the port (it sets SO_REUSEADDR too, so TIME_WAIT does not count)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def _start_sabakan(files: Dict[str, str], port: int, racks: int, per_rack: int, seed: int,
                    timeout: float = 20.0) -> str:
     """Start the server detached (own session, output to the log) and return the URL it prints."""
@@ -241,7 +230,7 @@ def sabakan_up(state_dir: str, port: int = SABAKAN_PORT, racks: int = 4, per_rac
     if os.path.exists(files['pid_file']):
         os.unlink(files['pid_file'])
     try:
-        url = _start_sabakan(files, port if port and _port_free(SABAKAN_HOST, port) else 0, racks, per_rack, seed)
+        url = _start_sabakan(files, port if port and port_free(SABAKAN_HOST, port) else 0, racks, per_rack, seed)
     except RuntimeError as e:
         if 'Address already in use' not in str(e):
             raise

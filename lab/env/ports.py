@@ -39,3 +39,15 @@ def free_port() -> int:
             _HANDED_OUT.add(port)
             return port
     raise RuntimeError('no free loopback port found in 200 tries')
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could bind `port` on `host` now (with SO_REUSEADDR, as the lab's servers bind: a port in
+    TIME_WAIT counts as free)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True

@@ -26,12 +26,12 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from lab.env.ports import port_free
 from lab.paths import REPO, module_argv, runs_module, venv_python
 from lab.provisioning.supervisor import alive, cmdline  # (the /proc checks the kubelet stand-in uses too)
 
@@ -52,22 +52,12 @@ def host_ips(ip_base: str, count: int) -> List[str]:
     return ips
 
 
-def _free(ip: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((ip, port))
-        except OSError:
-            return False
-    return True
-
-
 def free_ip_base(count: int, attempts: int = 50) -> str:
     """A random loopback range 127.x.y.1.. whose host ports are free (tests run in parallel with the lab)."""
     rng = random.SystemRandom()
     for _attempt in range(attempts):
         base = '127.%d.%d.1' % (rng.randint(64, 250), rng.randint(0, 250))
-        if all(_free(ip, port) for ip in host_ips(base, count) for port in PORTS):
+        if all(port_free(ip, port) for ip in host_ips(base, count) for port in PORTS):
             return base
     raise RuntimeError('no free loopback range found for %d hosts' % count)
 
