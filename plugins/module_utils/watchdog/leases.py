@@ -25,7 +25,7 @@ import datetime
 import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.common.times import EPOCH, format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
 
@@ -36,8 +36,6 @@ NAMES_SHOWN = 10   # expired lease names kept in a verdict (for logs and status;
 
 _IN_PLACE_UPDATE = 'InPlaceUpdate'
 _IN_PLACE_REASONS = ('ReadyForUpdate', 'UpdateFailed')
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +121,7 @@ class ExpiryCutoff:
         self.now = now
         self.expiry_seconds = expiry_seconds
         micros = math.floor((now - expiry_seconds) * 1e6)
-        self.text = format_rfc3339(_EPOCH + datetime.timedelta(microseconds=micros), 'us')
+        self.text = format_rfc3339(EPOCH + datetime.timedelta(microseconds=micros), 'us')
         self.dates: Dict[str, bool] = {}   # 'YYYY-MM-DDTHH:MM:SS' -> a real date and time
 
     def _real_date(self, prefix: str) -> bool:
