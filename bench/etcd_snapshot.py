@@ -39,9 +39,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snap
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import PUT, Transactions, txn_request  # noqa: E402
 
 VALUE_SIZE = 1024
-# 32 puts of 1 KiB keep each transaction inside HTTP/2's initial 64 KiB window: larger ones on eight connections
-# at once stalled in the wire's send flow control (etcd sent no WINDOW_UPDATE; see the stop note of 2026-11-27).
-TXN_OPS = 32
+TXN_OPS = 128       # etcd's default --max-txn-ops
 THREADS = 8
 
 

@@ -198,13 +198,17 @@ class GrpcCall:
 
     def _wait_for_window(self) -> None:
         """Read etcd's frames until a WINDOW_UPDATE opens both windows; an answer before the request is sent
-        whole ends the call (etcd refused it: its status is raised)."""
-        while self._send_connection <= 0 or self._send_stream <= 0:
+        whole ends the call (etcd refused it: its status is raised). The windows are checked after every parse
+        and before every read: a WINDOW_UPDATE already read into the buffer must not be followed by a read that
+        waits for a frame etcd will never send (it waits for our data: a stall until the call's deadline)."""
+        while True:
             if self._parse():
                 raise GrpcError('%s answered %s before the request was sent whole' % (self.endpoint, self.method))
             if self._trailers is not None:
                 self._check_status()
                 raise GrpcError('%s ended %s before the request was sent whole' % (self.endpoint, self.method))
+            if self._send_connection > 0 and self._send_stream > 0:
+                return
             self._read()
 
     def _send(self, data: bytes) -> None:
