@@ -13,6 +13,10 @@ never touched).
 
 Members reach each other at druid's DNS names `<sts>-<i>.<peer-svc>.<ns>.svc` (ETCD-12, L4835); `initial-cluster`
 is `name=peerURL,...` (L7955). The bootstrap ConfigMap is the template each member's sidecar renders (ETCD-35).
+
+Stricter than druid: the StatefulSet's updateStrategy is OnDelete, so no pod restarts because the template changed;
+the planner (plan.py) restarts members one at a time, followers first and the leader last, each only while the
+cluster is fully Ready with a fresh backup. Pods carry the template's hash (TEMPLATE_HASH) to tell old from new.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ SCALED_TO_MULTI_NODE = 'gardener.cloud/scaled-to-multi-node'
 CREATE_AS_LEARNER = 'druid.gardener.cloud/create-as-learner'
 TLS_ENABLED = 'member.etcd.gardener.cloud/tls-enabled'
 CONFIG_CHECKSUM = 'checksum/etcd-configmap'
+# Ours, beyond druid: the pod template's hash on the template (and so on every pod it made), for OnDelete rolling.
+TEMPLATE_HASH = 'cluster.steward.io/pod-template-hash'
 CONFIG_VOLUME = 'etcd-config-file'
 CONFIG_KEY = 'etcd.conf.yaml'
 CONFIG_DIR = '/var/etcd/config'
@@ -208,8 +214,16 @@ def configmap(spec: EtcdSpec, replicas: int) -> Dict[str, Any]:
     return _object(spec, 'configmap', configmap_name(spec), {'data': {CONFIG_KEY: text}})
 
 
+# Read by a member only when it first starts: a scale-up changes them without restarting the running members.
+MEMBERSHIP_KEYS = ('initial-cluster', 'initial-advertise-peer-urls', 'advertise-client-urls')
+
+
 def config_checksum(cm: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(cm.get('data') or {}, sort_keys=True).encode()).hexdigest()
+    """The pod template's checksum of the bootstrap config, without the membership keys: a scale-up rewrites the
+    member list, and that must not roll the members that are running (only a real config change does)."""
+    config = yaml.safe_load((cm.get('data') or {}).get(CONFIG_KEY) or '{}') or {}
+    kept = {k: v for k, v in config.items() if k not in MEMBERSHIP_KEYS}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
 def client_service(spec: EtcdSpec) -> Dict[str, Any]:
@@ -372,6 +386,8 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
         'spec': {'accessModes': ['ReadWriteOnce'], 'resources': {'requests': {'storage': spec.storage_capacity}}}}
     if spec.storage_class:
         claim['spec']['storageClassName'] = spec.storage_class
+    template: Dict[str, Any] = {'metadata': {'labels': pod_labels, 'annotations': pod_annotations}, 'spec': pod_spec}
+    template['metadata']['annotations'][TEMPLATE_HASH] = pod_template_hash(template)
     annotations = dict(spec.annotations)
     if scaled_to_multi_node:
         annotations[SCALED_TO_MULTI_NODE] = ''
@@ -380,8 +396,8 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
         'selector': {'matchLabels': selector},
         'serviceName': peer_service_name(spec),
         'podManagementPolicy': 'Parallel',
-        'updateStrategy': {'type': 'RollingUpdate'},
-        'template': {'metadata': {'labels': pod_labels, 'annotations': pod_annotations}, 'spec': pod_spec},
+        'updateStrategy': {'type': 'OnDelete'},
+        'template': template,
         'volumeClaimTemplates': [claim]}}, labels=spec.labels, annotations=annotations)
 
 
@@ -390,7 +406,7 @@ def desired(spec: EtcdSpec, replicas: int, min_available: int, scaled_to_multi_n
     """Every component for `replicas` members, keyed by (component, name), in the order they are applied: what the
     pods need (account, config, Services, Leases) before the StatefulSet that starts them. `learners`: member names
     whose Leases are created with the create-as-learner annotation (a scale-up's new ordinals)."""
-    cm = configmap(spec, replicas)
+    cm = configmap(spec, max(replicas, 1))      # hibernated (0): the member list it will wake up with
     out: Dict[Tuple[str, str], Dict[str, Any]] = {}
     for component, obj in (('serviceaccount', serviceaccount(spec)), ('role', role(spec)),
                            ('rolebinding', rolebinding(spec)), ('configmap', cm),
@@ -406,11 +422,22 @@ def desired(spec: EtcdSpec, replicas: int, min_available: int, scaled_to_multi_n
     return out
 
 
-def pod_template_hash(sts: Optional[Mapping[str, Any]]) -> str:
-    """What a rolling update changes: the pod template (images, args, resources, the config checksum). Two
-    StatefulSets with the same hash roll nothing."""
-    template = ((sts or {}).get('spec') or {}).get('template') or {}
-    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+def pod_template_hash(template: Mapping[str, Any]) -> str:
+    """What a rolling update changes: the pod template (images, args, resources, the config checksum), without
+    the hash itself. The StatefulSet's pods carry it (annotation TEMPLATE_HASH, copied from the template), so the
+    planner knows which pods still run an older template."""
+    meta = dict(template.get('metadata') or {})
+    meta['annotations'] = {k: v for k, v in (meta.get('annotations') or {}).items() if k != TEMPLATE_HASH}
+    return hashlib.sha256(json.dumps(dict(template, metadata=meta), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def template_hash_of(obj: Optional[Mapping[str, Any]]) -> str:
+    """The TEMPLATE_HASH a StatefulSet's template or a pod carries ('' when none)."""
+    if not obj:
+        return ''
+    meta = ((obj.get('spec') or {}).get('template') or {}).get('metadata') if obj.get('kind') == 'StatefulSet' \
+        else obj.get('metadata')
+    return ((meta or {}).get('annotations') or {}).get(TEMPLATE_HASH, '')
 
 
 def is_our_pod(spec: EtcdSpec, pod: Optional[Mapping[str, Any]]) -> bool:
