@@ -33,7 +33,7 @@ survives and how many revisions are lost before anything acts.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
@@ -171,6 +171,15 @@ class NeedsRecovery(Action):
     changes = False
 
 
+class Plan(NamedTuple):
+    """The pass's one action; the desired components it refers to (keys as in components.desired); whether the
+    spec is fully applied (spec_in_sync: the reconcile is done, so observedGeneration is written and the operation
+    annotation removed)."""
+    action: Action
+    desired: Dict[Tuple[str, str], Any]
+    spec_in_sync: bool = False
+
+
 def _revision(lease: Optional[Mapping[str, Any]]) -> Optional[int]:
     text = (((lease or {}).get('metadata') or {}).get('annotations') or {}).get(MEMBER_REVISION) or ''
     return int(text) if text.isdigit() else None
@@ -282,8 +291,8 @@ def _contains(actual: Any, desired: Any) -> bool:
 
 
 def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, existing: Mapping[Tuple[str, str], Any],
-         now: float, spec_allowed: bool, options: Options = Options()) -> Tuple[Action, Dict[Tuple[str, str], Any]]:
-    """The one action of this pass, and the desired components it refers to (keys as in components.desired).
+         now: float, spec_allowed: bool, options: Options = Options()) -> Plan:
+    """The one action of this pass (a Plan).
 
     status: this pass's computed status (status.compute_status); existing: our objects as read, by the same keys
     (absent ones missing); spec_allowed: the gate said RECONCILE this pass."""
@@ -303,35 +312,37 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
 
     # 1. quorum lost (only once members have reported: a cluster that never had quorum is bootstrapping)
     if members and not st.quorate(ready_members, quorum_size):
-        return _quorum_loss(spec, status, observed, now, options), desired
+        return Plan(_quorum_loss(spec, status, observed, now, options), desired)
     # 2. long NotReady members while quorate
     action = _unready_pods(spec, status, observed, now, options)
     if action is not None:
-        return action, desired
+        return Plan(action, desired)
     # 3. superfluous member Leases once the StatefulSet has shrunk
     if sts is not None and current <= spec.replicas:
         extra = tuple(sorted((n for n in observed.member_leases if c.ordinal_of(n) >= current and
                               c.ordinal_of(n) >= spec.replicas and n not in observed.pods), key=c.ordinal_of))
         if extra:
-            return DeleteLeases('the member Leases of removed ordinals go: %s' % ', '.join(extra), names=extra), desired
+            return Plan(DeleteLeases('the member Leases of removed ordinals go: %s' % ', '.join(extra), names=extra), desired)
     # 4. the spec
+    in_sync = False
     if spec_allowed:
         action = _spec_action(spec, status, observed, existing, desired, current, all_ready, backup_ready, learners,
                               now, options)
         if action is not None:
-            return action, desired
+            return Plan(action, desired)
+        in_sync = True
     # 5. pods on an older template
     if sts is not None:
         action = _restart(spec, status, observed, now, options, all_ready, backup_ready)
         if action is not None:
-            return action, desired
+            return Plan(action, desired, in_sync)
     # 6. the PDB follows AllMembersReady
     key = ('poddisruptionbudget', spec.name)
     if existing.get(key) is not None and _differs(desired[key], existing.get(key)):
-        return ApplyComponents('PodDisruptionBudget %s: minAvailable %d (%s)' % (
+        return Plan(ApplyComponents('PodDisruptionBudget %s: minAvailable %d (%s)' % (
             spec.name, min_available, 'AllMembersReady' if all_ready else '%d Ready members' % ready_members),
-            keys=(key,)), desired
-    return Nothing('in sync: %d/%d members Ready' % (ready_members, spec.replicas)), desired
+            keys=(key,)), desired, in_sync)
+    return Plan(Nothing('in sync: %d/%d members Ready' % (ready_members, spec.replicas)), desired, in_sync)
 
 
 def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed,

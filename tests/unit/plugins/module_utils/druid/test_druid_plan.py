@@ -111,7 +111,7 @@ def test_scale_up_one_to_three_as_learners():
     # first the bootstrap ConfigMap (initial-cluster of 3) and the new members' Leases with create-as-learner
     assert isinstance(action, p.ApplyComponents)
     assert ('configmap', c.configmap_name(w.spec)) in action.keys and ('member-lease', 'etcd-main-2') in action.keys
-    _, desired = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
     assert desired[('member-lease', 'etcd-main-1')]['metadata']['annotations'] == {c.CREATE_AS_LEARNER: 'true'}
     assert 'annotations' not in desired[('member-lease', 'etcd-main-0')]['metadata']
     sts = desired[('statefulset', 'etcd-main')]
@@ -136,7 +136,7 @@ def test_scale_up_waits_for_the_current_members():
 
 
 def apply(w, action):
-    _, desired = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
     assert isinstance(action, p.ApplyComponents)
     for key in action.keys:
         w.existing[key] = desired[key]
@@ -184,7 +184,7 @@ def test_new_image_is_gated_then_written_then_rolled_leader_last():
     _new_image(w)
     action = w.run()
     assert isinstance(action, p.UpdateStatefulSet) and 'restart one at a time' in action.message
-    _, desired = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
     w.sts = dict(desired[('statefulset', 'etcd-main')], status=w.sts['status'])
     w.existing[('statefulset', 'etcd-main')] = w.sts
     order = []
@@ -278,3 +278,12 @@ def test_every_action_kind_has_an_event_reason():
     kinds = [k for k in vars(p).values() if isinstance(k, type) and issubclass(k, p.Action) and k is not p.Action]
     assert len(kinds) == 13
     assert len({k.event for k in kinds}) == len(kinds)
+
+
+def test_spec_in_sync_only_when_no_spec_action_is_left():
+    w = world()
+    status = st.compute_status(w.spec, w.observed(), None, NOW)
+    assert p.plan(w.spec, status, w.observed(), w.existing, NOW, True).spec_in_sync
+    assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, False).spec_in_sync
+    del w.existing[('client-service', 'etcd-main-client')]
+    assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, True).spec_in_sync
