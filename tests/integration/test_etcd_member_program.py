@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`steward-etcd-member` driven the way etcd's wrapper drives etcd-backup-restore: status New → start → poll
+until Successful → GET /config → etcd starts from that config. A real etcd 3.5, a local snapshot store.
+
+Fresh start; a full snapshot through /snapshot/full; the db corrupted → druid row 7: the newest full snapshot
+restored, every key back; the store emptied and the db corrupted again → refused (druid would start empty), the
+data dir untouched, the reason at /initialization/decision."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+from lab.env.ports import free_port
+from support.etcd_cluster import etcd_bin_dirs
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _get(url: str, timeout: float = 10):
+    with urllib.request.urlopen(url, timeout=timeout) as answer:
+        return answer.status, answer.read()
+
+
+def _status(base: str) -> str:
+    return _get(base + '/initialization/status')[1].decode()
+
+
+def _initialize(base: str, deadline: float = 60) -> str:
+    """The wrapper's loop: start when New, wait while Progress; the final status."""
+    end = time.monotonic() + deadline
+    assert _status(base) == 'New'
+    _get(base + '/initialization/start?mode=full')
+    while time.monotonic() < end:
+        status = _status(base)
+        if status in ('Successful', 'Failed'):
+            return status
+        time.sleep(0.1)
+    raise AssertionError('initialization did not finish within %ss' % deadline)
+
+
+class Program:
+    def __init__(self, tmp_path, config_file: str, store: str, data_dir: str):
+        self.port = free_port()
+        self.base = 'http://127.0.0.1:%d' % self.port
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, 'controller') + os.pathsep + os.environ.get('PYTHONPATH', ''))
+        self.log = open(str(tmp_path / 'member.log'), 'ab')
+        self.proc = subprocess.Popen(
+            [sys.executable, '-m', 'steward_controller.member.main', '--config-file', config_file,
+             '--data-dir', data_dir, '--server-host', '127.0.0.1', '--server-port', str(self.port),
+             '--storage-provider', 'local', '--store-container', store, '--store-prefix', 'etcd-main'],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                _status(self.base)
+                return
+            except OSError:
+                assert self.proc.poll() is None, open(self.log.name).read()
+                time.sleep(0.1)
+        raise AssertionError('the member program did not serve')
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.log.close()
+
+
+class Etcd:
+    def __init__(self, binary: str, config: bytes, tmp_path):
+        path = tmp_path / 'etcd.conf.yaml'
+        path.write_bytes(config)
+        self.log = open(str(tmp_path / 'etcd.log'), 'ab')
+        env = {k: v for k, v in os.environ.items() if not k.startswith('ETCD_')}
+        self.proc = subprocess.Popen([binary, '--config-file', str(path)], stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=env)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(20)
+        self.log.close()
+
+
+@pytest.fixture
+def member_env(tmp_path):
+    dirs = etcd_bin_dirs()
+    if not dirs:
+        pytest.skip('no etcd binary (STEWARD_ETCD_BIN_DIRS)')
+    client, peer = free_port(), free_port()
+    bootstrap = {
+        'name': 'etcd-main-0', 'initial-cluster': 'etcd-main-0=http://127.0.0.1:%d' % peer,
+        'initial-advertise-peer-urls': 'http://127.0.0.1:%d' % peer,
+        'listen-peer-urls': 'http://127.0.0.1:%d' % peer, 'listen-client-urls': 'http://127.0.0.1:%d' % client,
+        'advertise-client-urls': 'http://127.0.0.1:%d' % client, 'initial-cluster-token': 'etcd-cluster',
+    }
+    config_file = tmp_path / 'bootstrap.yaml'
+    config_file.write_text(yaml.safe_dump(bootstrap))
+    store = tmp_path / 'store'
+    store.mkdir()
+    return {'etcd': os.path.join(dirs[0], 'etcd'), 'etcdctl': os.path.join(dirs[0], 'etcdctl'),
+            'client': 'http://127.0.0.1:%d' % client, 'config': str(config_file), 'store': str(store),
+            'data': str(tmp_path / 'data')}
+
+
+def _etcdctl(env, *args) -> str:
+    return subprocess.run([env['etcdctl'], '--endpoints', env['client'], *args], capture_output=True, text=True,
+                          check=True, timeout=30).stdout
+
+
+def _wait_serving(env, deadline: float = 30) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            _etcdctl(env, 'endpoint', 'health')
+            return
+        except subprocess.CalledProcessError:
+            time.sleep(0.2)
+    raise AssertionError('etcd did not serve')
+
+
+def _corrupt(data_dir: str) -> None:
+    db = os.path.join(data_dir, 'member', 'snap', 'db')
+    with open(db, 'r+b') as f:
+        f.write(os.urandom(8192))
+
+
+def test_the_wrapper_protocol_fresh_start_restore_and_refusal(member_env, tmp_path):
+    env = member_env
+    program = Program(tmp_path, env['config'], env['store'], env['data'])
+    etcd = None
+    try:
+        assert _initialize(program.base) == 'Successful'
+        assert _status(program.base) == 'New', 'a read of Successful turns it back to New, as druid does'
+        config = yaml.safe_load(_get(program.base + '/config')[1])
+        assert config['initial-cluster-state'] == 'new' and config['name'] == 'etcd-main-0'
+        assert config['data-dir'] == env['data']
+        decision = json.loads(_get(program.base + '/initialization/decision')[1])
+        assert decision['decision']['row'] == 1 and decision['decision']['action'] == 'start'
+
+        etcd = Etcd(env['etcd'], _get(program.base + '/config')[1], tmp_path)
+        _wait_serving(env)
+        for i in range(50):
+            _etcdctl(env, 'put', 'k%02d' % i, 'v%d' % i)
+        taken = json.loads(_get(program.base + '/snapshot/full', timeout=60)[1])
+        assert taken['name'].startswith('Full-')
+        latest = json.loads(_get(program.base + '/snapshot/latest')[1])
+        assert latest['fullSnapshot']['name'] == taken['name'] and latest['deltaSnapshots'] == []
+        etcd.stop()
+        etcd = None
+
+        _corrupt(env['data'])
+        assert _initialize(program.base) == 'Successful'
+        decision = json.loads(_get(program.base + '/initialization/decision')[1])
+        assert decision['decision']['row'] == 7 and decision['decision']['action'] == 'restore-then-start'
+        assert decision['done']['snapshot'] == taken['name'] and decision['done']['moved_aside']
+        assert os.path.isdir(decision['done']['moved_aside']), 'the corrupt data dir is kept aside, not deleted'
+        etcd = Etcd(env['etcd'], _get(program.base + '/config')[1], tmp_path)
+        _wait_serving(env)
+        assert _etcdctl(env, 'get', 'k49', '--print-value-only') == 'v49\n'
+        assert len(_etcdctl(env, 'get', 'k', '--prefix', '--keys-only').split()) == 50
+        etcd.stop()
+        etcd = None
+
+        for root, _dirs, files in os.walk(env['store']):
+            for name in files:
+                os.remove(os.path.join(root, name))
+        _corrupt(env['data'])
+        before = sorted(os.listdir(os.path.join(env['data'], 'member', 'snap')))
+        assert _initialize(program.base) == 'Failed'
+        decision = json.loads(_get(program.base + '/initialization/decision')[1])
+        assert decision['decision']['action'] == 'refuse' and 'drop every key' in decision['error']
+        assert sorted(os.listdir(os.path.join(env['data'], 'member', 'snap'))) == before
+        status, _ = 0, None
+        try:
+            _get(program.base + '/healthz')
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        assert status == 503
+    finally:
+        if etcd is not None:
+            etcd.stop()
+        program.stop()
