@@ -50,15 +50,15 @@ def _initialize(base: str, deadline: float = 60) -> str:
 
 
 class Program:
-    def __init__(self, tmp_path, config_file: str, store: str, data_dir: str):
+    def __init__(self, tmp_path, config_file: str, store: str, data_dir: str, extra=()):
         self.port = free_port()
         self.base = 'http://127.0.0.1:%d' % self.port
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO, 'controller') + os.pathsep + os.environ.get('PYTHONPATH', ''))
-        self.log = open(str(tmp_path / 'member.log'), 'ab')
+        self.log = open(str(tmp_path / ('member-%d.log' % self.port)), 'ab')
         self.proc = subprocess.Popen(
             [sys.executable, '-m', 'steward_controller.member.main', '--config-file', config_file,
              '--data-dir', data_dir, '--server-host', '127.0.0.1', '--server-port', str(self.port),
-             '--storage-provider', 'local', '--store-container', store, '--store-prefix', 'etcd-main'],
+             '--storage-provider', 'local', '--store-container', store, '--store-prefix', 'etcd-main', *extra],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         end = time.monotonic() + 30
         while time.monotonic() < end:
@@ -78,9 +78,10 @@ class Program:
 
 class Etcd:
     def __init__(self, binary: str, config: bytes, tmp_path):
-        path = tmp_path / 'etcd.conf.yaml'
+        name = yaml.safe_load(config)['name']
+        path = tmp_path / ('%s.conf.yaml' % name)
         path.write_bytes(config)
-        self.log = open(str(tmp_path / 'etcd.log'), 'ab')
+        self.log = open(str(tmp_path / ('%s.log' % name)), 'ab')
         env = {k: v for k, v in os.environ.items() if not k.startswith('ETCD_')}
         self.proc = subprocess.Popen([binary, '--config-file', str(path)], stdout=self.log, stderr=subprocess.STDOUT,
                                      env=env)
@@ -190,3 +191,78 @@ def test_the_wrapper_protocol_fresh_start_restore_and_refusal(member_env, tmp_pa
         if etcd is not None:
             etcd.stop()
         program.stop()
+
+
+def test_three_members_bootstrap_and_a_member_with_bad_data_rejoins_as_a_learner_keeping_quorum(tmp_path):
+    """Rows 1/2 for three members, then row 4: member 2's db corrupted while the other two keep quorum: it is
+    removed, its data dir moved aside, added back as a learner, started from the config the program serves,
+    promoted once in sync, and holds every key. The other two keep their member ids."""
+    dirs = etcd_bin_dirs()
+    if not dirs:
+        pytest.skip('no etcd binary (STEWARD_ETCD_BIN_DIRS)')
+    etcd_bin, etcdctl = os.path.join(dirs[0], 'etcd'), os.path.join(dirs[0], 'etcdctl')
+    ports = [(free_port(), free_port()) for _ in range(3)]
+    names = ['etcd-main-%d' % i for i in range(3)]
+    initial = ','.join('%s=http://127.0.0.1:%d' % (n, p) for n, (_c, p) in zip(names, ports))
+    clients = ['http://127.0.0.1:%d' % c for c, _p in ports]
+    (tmp_path / 'store').mkdir()
+    programs, etcds = [], [None, None, None]
+
+    def ctl(*args, endpoints=None):
+        return subprocess.run([etcdctl, '--endpoints', ','.join(endpoints or clients), *args], capture_output=True,
+                              text=True, check=True, timeout=30).stdout
+
+    try:
+        for i, name in enumerate(names):
+            client, peer = ports[i]
+            bootstrap = {'name': name, 'initial-cluster': initial, 'initial-cluster-token': 'etcd-cluster',
+                         'initial-advertise-peer-urls': 'http://127.0.0.1:%d' % peer,
+                         'listen-peer-urls': 'http://127.0.0.1:%d' % peer,
+                         'listen-client-urls': clients[i], 'advertise-client-urls': clients[i]}
+            (tmp_path / ('%s.boot.yaml' % name)).write_text(yaml.safe_dump(bootstrap))
+            programs.append(Program(tmp_path, str(tmp_path / ('%s.boot.yaml' % name)), str(tmp_path / 'store'),
+                                    str(tmp_path / ('data-%d' % i)), extra=('--endpoints', ','.join(clients))))
+        for i, program in enumerate(programs):
+            assert _initialize(program.base) == 'Successful'
+            config = _get(program.base + '/config')[1]
+            assert yaml.safe_load(config)['initial-cluster-state'] == 'new', (i, _get(program.base + '/initialization/decision')[1])
+            etcds[i] = Etcd(etcd_bin, config, tmp_path)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                ctl('endpoint', 'health')
+                break
+            except subprocess.CalledProcessError:
+                time.sleep(0.3)
+        for i in range(100):
+            ctl('put', 'k%03d' % i, 'v%d' % i)
+        before = {m['name']: m['ID'] for m in json.loads(ctl('member', 'list', '-w', 'json'))['members']}
+
+        etcds[2].stop()
+        etcds[2] = None
+        _corrupt(str(tmp_path / 'data-2'))
+        assert _initialize(programs[2].base) == 'Successful'
+        decision = json.loads(_get(programs[2].base + '/initialization/decision')[1])
+        assert decision['decision']['row'] == 4 and decision['decision']['action'] == 'rejoin-as-learner'
+        assert os.path.isdir(decision['done']['moved_aside'])
+        config = yaml.safe_load(_get(programs[2].base + '/config')[1])
+        assert config['initial-cluster-state'] == 'existing' and config['initial-cluster'].count('=') == 3
+        etcds[2] = Etcd(etcd_bin, _get(programs[2].base + '/config')[1], tmp_path)
+        end = time.monotonic() + 60
+        members = []
+        while time.monotonic() < end:
+            members = json.loads(ctl('member', 'list', '-w', 'json', endpoints=clients[:2]))['members']
+            if len(members) == 3 and not any(m.get('isLearner') for m in members) and all(m.get('name') for m in members):
+                break
+            time.sleep(0.5)
+        assert len(members) == 3 and not any(m.get('isLearner') for m in members), members
+        after = {m['name']: m['ID'] for m in members}
+        assert after['etcd-main-0'] == before['etcd-main-0'] and after['etcd-main-1'] == before['etcd-main-1']
+        assert after['etcd-main-2'] != before['etcd-main-2'], 'a new member id for the rejoined member'
+        assert ctl('get', 'k099', '--print-value-only', '--consistency=s', endpoints=clients[2:]) == 'v99\n'
+    finally:
+        for etcd in etcds:
+            if etcd is not None:
+                etcd.stop()
+        for program in programs:
+            program.stop()

@@ -51,17 +51,26 @@ class MemberOptions:
         return int(tail) if tail.isdigit() else 0
 
 
-def _cluster_view(conn: EtcdConnection, name: str, own_urls: Tuple[str, ...]) -> Tuple[Optional[bool], Optional[bool]]:
-    """(quorate, in_membership) as the other members see it; (None, None) when nobody answers."""
-    others = [e for e in conn.endpoints if e not in own_urls]
-    if not others:
-        return None, None
-    with Gateway(conn.with_endpoints(others)) as gateway:
+def others(conn: EtcdConnection, own_client_url: str) -> List[str]:
+    """The cluster's client URLs except this member's own (which is not serving before initialization)."""
+    return [e for e in conn.endpoints if conn.url(e) != conn.url(own_client_url)] if own_client_url else list(conn.endpoints)
+
+
+def _cluster_view(conn: EtcdConnection, name: str, own_client_url: str,
+                  peer_urls: Tuple[str, ...]) -> Tuple[Optional[bool], Optional[bool], bool]:
+    """(quorate, in_membership, never_started) as the other members see it: a linearizable member list needs a
+    leader and quorum. A member is found by name or by its peer URLs (a member that never started has no name
+    yet); it never started when it has published no client URL. (None, None, False): nobody else to ask."""
+    others_ = others(conn, own_client_url)
+    if not others_:
+        return None, None, False
+    with Gateway(conn.with_endpoints(others_)) as gateway:
         try:
             members = gateway.member_list(linearizable=True)
         except EtcdUnavailable:
-            return False, None
-    return True, any(m.get('name') == name for m in members)
+            return False, None, False
+    own = [m for m in members if m.get('name') == name or set(m.get('peerURLs') or ()) & set(peer_urls)]
+    return True, bool(own), bool(own) and not any(m.get('clientURLs') for m in own)
 
 
 def _self_only(name: str, peer_urls: Tuple[str, ...]) -> str:
@@ -77,16 +86,18 @@ class Initializer:
 
     def facts(self, mode: str, fail_below_revision: int) -> init.MemberFacts:
         data = init.validate_data_dir(self.options.data_dir, mode, fail_below_revision)
-        quorate, in_membership = (None, None)
+        quorate, in_membership, never_started = (None, None, False)
         if self.options.cluster_size > 1:
-            quorate, in_membership = _cluster_view(self.conn, self.options.name, self.options.peer_urls)
+            quorate, in_membership, never_started = _cluster_view(self.conn, self.options.name, self.options.client_url,
+                                                                  self.options.peer_urls)
         backup = False
         if self.store is not None:
             backup = any(s.valid and s.is_full for s in self.store.list())
         return init.MemberFacts(cluster_size=self.options.cluster_size, ordinal=self.options.ordinal,
                                 bootstrapped=data.exists or backup or bool(in_membership), quorate=quorate,
                                 in_membership=in_membership, data=data, backup_exists=backup,
-                                learner_wanted=self.options.learner_wanted, allow_empty=self.options.allow_empty)
+                                learner_wanted=self.options.learner_wanted, allow_empty=self.options.allow_empty,
+                                never_started=never_started)
 
     def run(self, mode: str = init.SANITY, fail_below_revision: int = 0) -> Dict[str, Any]:
         """Decide and act; returns {decision, facts, done}. Raises EtcdError when the decision is a refusal or
@@ -105,11 +116,13 @@ class Initializer:
             return {'action': 'none'}
         if decision.action in (init.REJOIN_AS_LEARNER, init.JOIN_AS_LEARNER):
             moved = self._move_aside()
+            peers = self.conn.with_endpoints(others(self.conn, o.client_url))
             if decision.action == init.REJOIN_AS_LEARNER:
-                ensure_member_absent(self.conn, name=o.name, retry_timeout=60)
-            endpoint = next(e for e in self.conn.endpoints if e not in o.peer_urls)
-            joined = join_as_learner(self.conn, endpoint, name=o.name, peer_urls=list(o.peer_urls), retry_timeout=60)
-            return {'action': decision.action, 'moved_aside': moved, 'initial_cluster': joined.get('initial_cluster')}
+                ensure_member_absent(peers, name=o.name, retry_timeout=60)
+            joined = join_as_learner(peers, peers.endpoints[0], name=o.name, peer_urls=list(o.peer_urls),
+                                     retry_timeout=60)
+            return {'action': decision.action, 'moved_aside': moved, 'initial_cluster': joined.get('initial_cluster'),
+                    'member_id': joined['member']['id']}
         if self.store is None:
             raise EtcdError('the decision (%s) needs the snapshot store, and none is configured' % decision.action)
         member = dict(name=o.name, data_dir=o.data_dir, initial_cluster_token=o.token,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Optional
 from urllib.parse import parse_qs, urlparse
@@ -28,11 +29,12 @@ from urllib.parse import parse_qs, urlparse
 import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import Gateway
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import promote_learner
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import initialization as init
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
 
-from steward_controller.member.initializer import Initializer, initial_cluster_for
+from steward_controller.member.initializer import Initializer, initial_cluster_for, others
 
 NEW, PROGRESS, SUCCESSFUL, FAILED = 'New', 'Progress', 'Successful', 'Failed'
 
@@ -48,6 +50,7 @@ class MemberState:
         self.error = ''
         self.upload_timeout = upload_timeout
         self.uploaded: Optional[Dict[str, Any]] = None
+        self.promoted: Optional[str] = None
         self.lock = threading.Lock()
 
     def start(self, mode: str, fail_below: int) -> bool:
@@ -64,10 +67,27 @@ class MemberState:
             ok, error = True, ''
         except (EtcdError, OSError, ValueError) as exc:
             done, ok, error = None, False, str(exc)
+        except Exception as exc:  # pylint: disable=broad-except  # a bug: Failed, with its traceback, never Progress forever
+            traceback.print_exc()
+            done, ok, error = None, False, 'bug: %s: %s' % (exc.__class__.__name__, exc)
+        print('initialization %s: %s' % ('succeeded' if ok else 'failed', json.dumps(
+            (self.initializer.last or {}).get('decision')) if ok else error), flush=True)
         with self.lock:
             self.status, self.initialized, self.error = (SUCCESSFUL if ok else FAILED), ok, error
-        if ok and (done.get('done') or {}).get('upload_full'):
+        action = (done or {}).get('done') or {}
+        if ok and action.get('upload_full'):
             threading.Thread(target=self._upload_full, daemon=True).start()
+        if ok and action.get('member_id'):
+            threading.Thread(target=self._promote, args=(action['member_id'],), daemon=True).start()
+
+    def _promote(self, member_id: str) -> None:
+        """ETCD-33: the learner is promoted once etcd allows it (its log caught up with the leader's)."""
+        peers = self.initializer.conn.with_endpoints(others(self.initializer.conn, self.initializer.options.client_url))
+        try:
+            promote_learner(peers, peers.endpoints[0], member_id, retry_timeout=self.upload_timeout)
+            self.promoted = member_id
+        except EtcdError as exc:
+            self.error = 'promotion of learner %s: %s' % (member_id, exc)
 
     def _upload_full(self) -> None:
         """druid row 7 / ETCD-31 step 3: once the restored member serves, a full snapshot of it is taken and
@@ -106,11 +126,11 @@ class MemberState:
         return config
 
     def _members(self):
-        others = [e for e in self.initializer.conn.endpoints if e != self.initializer.options.client_url]
-        if not others:
+        peers = others(self.initializer.conn, self.initializer.options.client_url)
+        if not peers:
             return []
         try:
-            with Gateway(self.initializer.conn.with_endpoints(others)) as gateway:
+            with Gateway(self.initializer.conn.with_endpoints(peers)) as gateway:
                 return gateway.member_list()
         except EtcdError:
             return []

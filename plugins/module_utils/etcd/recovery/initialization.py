@@ -74,6 +74,8 @@ class MemberFacts:
     data:           the data dir's validity
     backup_exists:  the store holds a verified full snapshot
     allow_empty:    an operator accepted starting an existing cluster empty (never assumed)
+    never_started:  the cluster lists this member but it has never published its client URLs: a member of
+                    the cluster's own bootstrap that starts late (druid row 2 while the others already run)
     """
     cluster_size: int
     ordinal: int
@@ -84,6 +86,7 @@ class MemberFacts:
     backup_exists: bool
     learner_wanted: bool = False
     allow_empty: bool = False
+    never_started: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +157,9 @@ def decide(facts: MemberFacts) -> Initialization:
                                   'added as a learner and promoted once in sync')
         return Initialization(1 if first else 2, START, NEW, 'bootstrap of a new cluster of %d' % facts.cluster_size)
     if facts.quorate:
+        if not data.exists and facts.in_membership and facts.never_started:
+            return Initialization(2, START, NEW, 'a member of the cluster\'s bootstrap starting after the others: '
+                                  'listed, never started, no data')
         if valid and facts.in_membership is not False:
             return Initialization(3, START, EXISTING, 'restart of a member of a quorate cluster with valid data')
         if facts.learner_wanted and not data.exists:

@@ -34,6 +34,11 @@ def test_rows_1_2_bootstrap_of_a_new_cluster_is_new_with_every_peer(ordinal, row
     assert (got.row, got.action, got.cluster_state) == (row, init.START, init.NEW)
 
 
+def test_row_2_a_bootstrap_member_starting_after_the_others_have_quorum_is_still_new():
+    got = decide(facts(data=NONE, ordinal=2, never_started=True))
+    assert (got.row, got.action, got.cluster_state) == (2, init.START, init.NEW)
+
+
 def test_row_3_restart_in_a_quorate_cluster_with_valid_data_reuses_it():
     got = decide(facts())
     assert (got.row, got.action, got.cluster_state) == (3, init.START, init.EXISTING)
