@@ -266,3 +266,62 @@ def test_three_members_bootstrap_and_a_member_with_bad_data_rejoins_as_a_learner
                 etcd.stop()
         for program in programs:
             program.stop()
+
+
+def _kubeconfig(path, url: str) -> str:
+    path.write_text(yaml.safe_dump({
+        'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'lab',
+        'clusters': [{'name': 'lab', 'cluster': {'server': url}}],
+        'users': [{'name': 'lab', 'user': {}}],
+        'contexts': [{'name': 'lab', 'context': {'cluster': 'lab', 'user': 'lab', 'namespace': 'default'}}]}))
+    return str(path)
+
+
+def _lease(kube, name: str):
+    return kube.get('/apis/coordination.k8s.io/v1/namespaces/default/leases/%s' % name)
+
+
+def test_the_leading_member_backs_up_and_renews_druids_leases(member_env, kube, tmp_path):
+    """With lease renewal on, the member renews `<pod>` as `<hex id>:Leader`; as the leader it runs the backup
+    loop: a full snapshot at once (none exists), deltas after writes, and the snapshot Leases carry the newest
+    revisions. A Lease the controller has not created is never created by the member."""
+    env = member_env
+    for name in ('etcd-main-0', 'etcd-main-full-snap'):
+        kube.create('/apis/coordination.k8s.io/v1/namespaces/default/leases',
+                    {'apiVersion': 'coordination.k8s.io/v1', 'kind': 'Lease', 'metadata': {'name': name},
+                     'spec': {'leaseDurationSeconds': 40}})
+    program = Program(tmp_path, env['config'], env['store'], env['data'], extra=(
+        '--enable-member-lease-renewal', '--enable-snapshot-lease-renewal', '--k8s-heartbeat-duration', '1s',
+        '--kubeconfig', _kubeconfig(tmp_path / 'kubeconfig', kube.server.url), '--delta-snapshot-period', '1s',
+        '--work-dir', str(tmp_path / 'work'), '--defragmentation-schedule', ''))
+    etcd = None
+    try:
+        assert _initialize(program.base) == 'Successful'
+        etcd = Etcd(env['etcd'], _get(program.base + '/config')[1], tmp_path)
+        _wait_serving(env)
+        for i in range(20):
+            _etcdctl(env, 'put', 'd%02d' % i, 'v%d' % i)
+        member_id = '%x' % int(json.loads(_etcdctl(env, 'endpoint', 'status', '-w', 'json'))[0]['Status']['header']['member_id'])
+        revision = int(json.loads(_etcdctl(env, 'endpoint', 'status', '-w', 'json'))[0]['Status']['header']['revision'])
+        end, latest = time.monotonic() + 60, {}
+        while time.monotonic() < end:
+            latest = json.loads(_get(program.base + '/snapshot/latest')[1])
+            deltas = latest.get('deltaSnapshots') or []
+            if latest.get('fullSnapshot') and (deltas and deltas[-1]['end_revision'] >= revision
+                                               or latest['fullSnapshot']['end_revision'] >= revision):
+                break
+            time.sleep(0.5)
+        assert latest.get('fullSnapshot'), latest
+        tip = max([latest['fullSnapshot']['end_revision']] + [d['end_revision'] for d in latest['deltaSnapshots']])
+        assert tip >= revision, 'every write is in the store (full + deltas)'
+        end = time.monotonic() + 10
+        while time.monotonic() < end and _lease(kube, 'etcd-main-0')['spec'].get('holderIdentity') != member_id + ':Leader':
+            time.sleep(0.3)
+        assert _lease(kube, 'etcd-main-0')['spec']['holderIdentity'] == member_id + ':Leader'
+        assert _lease(kube, 'etcd-main-0')['spec'].get('renewTime')
+        assert _lease(kube, 'etcd-main-full-snap')['spec']['holderIdentity'] == str(latest['fullSnapshot']['end_revision'])
+        assert kube.get_or_none('/apis/coordination.k8s.io/v1/namespaces/default/leases/etcd-main-delta-snap') is None
+    finally:
+        if etcd is not None:
+            etcd.stop()
+        program.stop()

@@ -25,9 +25,16 @@ ensure_engine()  # before the first engine import (engine_path.py says where the
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import BackupPolicy  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient  # noqa: E402
 
 from steward_controller.member.initializer import Initializer, MemberOptions  # noqa: E402
 from steward_controller.member.server import MemberState, serve  # noqa: E402
+from steward_controller.member.leader import Heartbeat  # noqa: E402
+from steward_controller.member.leases import LeaseWriter  # noqa: E402
 
 LOCAL_PROVIDERS = ('local', 'Local')
 S3_PROVIDERS = ('aws', 'S3', 's3')
@@ -79,7 +86,55 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument('--create-as-learner', action='store_true', help="druid's create-as-learner marker (scale-up)")
     p.add_argument('--allow-empty-start', action='store_true',
                    help='allow an existing cluster without data or backup to start empty (never the default)')
+    backup = p.add_argument_group('backups (the leading member only)')
+    backup.add_argument('--schedule', default='0 */24 * * *', help='full snapshot cron schedule')
+    backup.add_argument('--delta-snapshot-period', default='20s', help='0 disables delta snapshots')
+    backup.add_argument('--delta-snapshot-memory-limit', type=int, default=100 * 1024 * 1024)
+    backup.add_argument('--garbage-collection-policy', default='LimitBased', choices=('LimitBased', 'Exponential'))
+    backup.add_argument('--garbage-collection-period', default='1m')
+    backup.add_argument('--max-backups', type=int, default=7)
+    backup.add_argument('--defragmentation-schedule', default='0 0 */3 * *', help="'' disables it")
+    backup.add_argument('--etcd-defrag-timeout', default='8m')
+    backup.add_argument('--work-dir', default='/var/etcd/data/snapshot-work', help='scratch space for snapshots')
+    leases = p.add_argument_group('Leases (druid status)')
+    leases.add_argument('--enable-member-lease-renewal', action='store_true')
+    leases.add_argument('--enable-snapshot-lease-renewal', action='store_true')
+    leases.add_argument('--k8s-heartbeat-duration', default='10s')
+    leases.add_argument('--kubeconfig', default=os.environ.get('KUBECONFIG', ''),
+                        help='default: $KUBECONFIG, else the in-cluster service account')
+    leases.add_argument('--pod-namespace', default=os.environ.get('POD_NAMESPACE', 'default'))
+    leases.add_argument('--full-snapshot-lease-name', default='', help='default <etcd>-full-snap')
+    leases.add_argument('--delta-snapshot-lease-name', default='', help='default <etcd>-delta-snap')
     return p
+
+
+def etcd_name(pod: str) -> str:
+    """druid names pods <etcd>-<ordinal>."""
+    head, _, tail = pod.rpartition('-')
+    return head if head and tail.isdigit() else pod
+
+
+def backup_policy(args: argparse.Namespace) -> BackupPolicy:
+    """The loop's policy from etcdbrctl's flags; a bad value names its flag."""
+    try:
+        return BackupPolicy(full_schedule=parse_cron(args.schedule),
+                            delta_period=parse_duration(args.delta_snapshot_period, '--delta-snapshot-period'),
+                            delta_memory_limit=args.delta_snapshot_memory_limit,
+                            gc_policy=args.garbage_collection_policy,
+                            gc_period=parse_duration(args.garbage_collection_period, '--garbage-collection-period'),
+                            max_backups=args.max_backups)
+    except (EtcdError, InvalidInput) as exc:
+        raise SystemExit(str(exc)) from exc
+
+
+def lease_writer(args: argparse.Namespace, pod: str) -> Optional[LeaseWriter]:
+    if not (args.enable_member_lease_renewal or args.enable_snapshot_lease_renewal):
+        return None
+    client = KubeClient.from_config(args.kubeconfig or None)
+    name = etcd_name(pod)
+    return LeaseWriter(client, args.pod_namespace, pod if args.enable_member_lease_renewal else '',
+                       (args.full_snapshot_lease_name or name + '-full-snap') if args.enable_snapshot_lease_renewal else '',
+                       (args.delta_snapshot_lease_name or name + '-delta-snap') if args.enable_snapshot_lease_renewal else '')
 
 
 def options_from(args: argparse.Namespace, bootstrap: Dict[str, object]) -> MemberOptions:
@@ -118,13 +173,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     conn = EtcdConnection(endpoints=options.endpoints)
     state = MemberState(Initializer(options, store, conn), bootstrap)
+    policy = backup_policy(args) if store is not None else None
+    defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None
+    period = parse_duration(args.k8s_heartbeat_duration, '--k8s-heartbeat-duration')
+    heartbeat = Heartbeat(EtcdConnection(endpoints=(options.client_url,)), conn, store=store, policy=policy,
+                          work_dir=args.work_dir, leases=lease_writer(args, options.name), defrag_schedule=defrag,
+                          defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
     server = serve(state, args.server_host, args.server_port)
     print('steward-etcd-member %s serving on %s:%d' % (options.name, args.server_host, server.server_address[1]),
           flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(period):
+        if state.initialized:
+            heartbeat.beat()
+    heartbeat.stop()
     server.shutdown()
     return 0
 
