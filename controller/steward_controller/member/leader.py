@@ -62,7 +62,8 @@ class Heartbeat:
             with Gateway(self.own) as gateway:
                 status = gateway.status(self.own.endpoints[0], timeout=3)
         except EtcdError:
-            return  # etcd not serving (yet): no lease renewal, as druid's sidecar (the Lease then expires)
+            self._follow()  # etcd not serving: no lease renewal (the Lease expires, as druid reads it), no backups
+            return
         member = member_id_hex(status['header']['member_id'])
         self.leader = str(status.get('leader')) == str(status['header']['member_id'])
         if self.leases is not None:
