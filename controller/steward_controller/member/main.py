@@ -25,6 +25,8 @@ ensure_engine()  # before the first engine import (engine_path.py says where the
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store  # noqa: E402
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.druid_store import (  # noqa: E402
+    StoreCredentials, credentials, store_location)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import BackupPolicy  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import parse_cron  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration  # noqa: E402
@@ -36,36 +38,32 @@ from steward_controller.member.server import MemberState, serve  # noqa: E402
 from steward_controller.member.leader import Heartbeat  # noqa: E402
 from steward_controller.member.leases import LeaseWriter  # noqa: E402
 
-LOCAL_PROVIDERS = ('local', 'Local')
-S3_PROVIDERS = ('aws', 'S3', 's3')
-
-
 def _list(value: Optional[str]) -> List[str]:
     return [v.strip() for v in (value or '').split(',') if v.strip()]
 
 
-def read_credentials(directory: Optional[str]) -> Dict[str, str]:
-    """The files of a mounted backup Secret, by key; absent directory: none (the environment's AWS_* apply)."""
+def read_credentials(directory: Optional[str]) -> StoreCredentials:
+    """The files of a mounted druid backup Secret, by key (druid_store.credentials reads them); no directory:
+    none (the environment's AWS_* apply)."""
     if not directory or not os.path.isdir(directory):
-        return {}
+        return credentials({})
     found = {}
-    for key in ('accessKeyID', 'secretAccessKey', 'region', 'endpoint', 's3ForcePathStyle', 'sessionToken'):
+    for key in os.listdir(directory):
         path = os.path.join(directory, key)
-        if os.path.isfile(path):
+        if os.path.isfile(path) and not key.startswith('.'):
             with open(path) as f:
                 found[key] = f.read().strip()
-    return found
+    return credentials(found)
 
 
 def store_url(provider: str, container: str, prefix: str) -> Optional[str]:
-    """etcdbrctl's provider/container/prefix as one of our store URLs (snapshots under <prefix>/v2, as theirs)."""
+    """etcdbrctl's --storage-provider/--store-container/--store-prefix as our store URL (druid_store.py)."""
     if not provider:
         return None
-    if provider in S3_PROVIDERS:
-        return 's3://%s/%s' % (container, prefix.strip('/'))
-    if provider in LOCAL_PROVIDERS:
-        return os.path.join(container or '/var/etcd/default.bkp', prefix.strip('/'))
-    raise SystemExit('--storage-provider: %r is not supported (aws/S3 or local)' % provider)
+    try:
+        return store_location(provider, container, prefix, field='store')
+    except EtcdError as exc:
+        raise SystemExit('--storage-provider/--store-container/--store-prefix: %s' % exc) from exc
 
 
 def parser() -> argparse.ArgumentParser:
@@ -165,9 +163,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     url = store_url(args.storage_provider, args.store_container, args.store_prefix)
     creds = read_credentials(args.store_credentials_dir)
     try:
-        store = open_store(url, endpoint_url=creds.get('endpoint'), access_key=creds.get('accessKeyID'),
-                           secret_key=creds.get('secretAccessKey'), session_token=creds.get('sessionToken'),
-                           region=creds.get('region')) if url else None
+        store = open_store(url, endpoint_url=creds.endpoint, access_key=creds.access_key, secret_key=creds.secret_key,
+                           session_token=creds.session_token, region=creds.region) if url else None
     except EtcdError as exc:
         print('store %s: %s' % (url, exc), file=sys.stderr)
         return 2
