@@ -176,6 +176,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     heartbeat = Heartbeat(EtcdConnection(endpoints=(options.client_url,)), conn, store=store, policy=policy,
                           work_dir=args.work_dir, leases=lease_writer(args, options.name), defrag_schedule=defrag,
                           defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
+    state.heartbeat = heartbeat
     server = serve(state, args.server_host, args.server_port)
     print('steward-etcd-member %s serving on %s:%d' % (options.name, args.server_host, server.server_address[1]),
           flush=True)

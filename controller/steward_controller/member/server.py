@@ -12,6 +12,8 @@
   GET /healthz                 200 {"health": true} once initialized and the member answers; else 503
   GET /snapshot/latest         the newest full snapshot and the deltas after it (JSON)
   GET /snapshot/full           takes a full snapshot now (the store must be configured)
+  GET /snapshot/delta          the backup leader writes its buffered events as a delta now (405 elsewhere: ask the
+                               leader's member, as etcd-druid's tasks do through the leading sidecar)
 Ours beside druid's: GET /initialization/decision, the last decision with its reason (JSON), so a Failed
 status can be explained without reading logs.
 """
@@ -51,6 +53,7 @@ class MemberState:
         self.upload_timeout = upload_timeout
         self.uploaded: Optional[Dict[str, Any]] = None
         self.promoted: Optional[str] = None
+        self.heartbeat: Any = None   # leader.Heartbeat, set by main: the backup leader's runner lives there
         self.lock = threading.Lock()
 
     def start(self, mode: str, fail_below: int) -> bool:
@@ -187,6 +190,12 @@ def _handler(state: MemberState):
                 return self._send(200 if healthy else 503, {'health': healthy})
             if url.path in ('/snapshot/latest', '/snapshot/full'):
                 return self._snapshot(url.path)
+            if url.path == '/snapshot/delta':
+                runner = getattr(state.heartbeat, 'runner', None)
+                if runner is None:
+                    return self._send(405, {'error': 'this member is not the backup leader'})
+                runner.request_delta()
+                return self._send(202, {'requested': 'delta'})
             return self._send(404, {'error': 'no such endpoint: %s' % url.path})
 
         def _snapshot(self, path: str) -> None:
