@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 LOOP_PACKAGES = (
     'steward_controller.etcd_backup',
     'steward_controller.etcd_druid',
+    'steward_controller.etcd_tasks',
     'steward_controller.sabakan',
     'steward_controller.maintenance',
     'steward_controller.prober',

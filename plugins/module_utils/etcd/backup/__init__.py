@@ -10,4 +10,5 @@
   compaction.py         the newest full snapshot plus its deltas replayed into a new full snapshot (bounds restore time)
   backup_verify.py      a backup proven by restoring it into a scratch etcd (revision and HashKV compared)
   verification_loop.py  that proof on a schedule beside the backup loop
+  copy.py               backups copied to another store (druid's EtcdCopyBackupsTask): newest first, verified, in restore order
 """

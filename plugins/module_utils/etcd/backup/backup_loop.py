@@ -151,6 +151,7 @@ class BackupRunner:
         self._requested: List[Tuple[str, Optional[str]]] = []
         self._serving: List[str] = []       # tokens of requests the next full snapshot serves
         self._lock = threading.Lock()
+        self._delta_requested = threading.Event()
         self.next_full = 0.0
         self.next_delta = 0.0
         self.next_gc = 0.0
@@ -169,6 +170,11 @@ class BackupRunner:
         """Take a full snapshot now; once one is stored, `listener.requests_served` gets `token` back."""
         with self._lock:
             self._requested.append((reason, token))
+
+    def request_delta(self) -> None:
+        """Write the buffered events as a delta at the next turn (druid's on-demand delta snapshot), whatever the
+        period; nothing is written when nothing is buffered."""
+        self._delta_requested.set()
 
     def request_verification(self) -> None:
         """Prove the newest backup restores now (on demand); ignored when verification is off."""
@@ -239,9 +245,11 @@ class BackupRunner:
             now = self.clock()
             overflow = self.buffer.size >= self._flush_size
             backlog = self._backlog_read()
-            if (now >= self.next_delta or overflow or backlog) and len(self.buffer):
+            asked = self._delta_requested.is_set()
+            self._delta_requested.clear()
+            if (now >= self.next_delta or overflow or backlog or asked) and len(self.buffer):
                 self.flush('memory limit reached' if overflow else 'the backlog is read' if backlog
-                           else 'delta period elapsed')
+                           else 'requested' if asked else 'delta period elapsed')
             if now >= self.next_delta:
                 self.next_delta = now + self.policy.delta_period
         else:

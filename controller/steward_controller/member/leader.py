@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The member's heartbeat: renew its member Lease, and while its etcd is the leader, do the backup leader's
+work (ETCD-36): the backup loop (etcd/backup/backup_loop.BackupRunner: full snapshots on the schedule, deltas,
+GC), the snapshot Leases, and scheduled rolling defragmentation with the leader last (ETCD-40,
+etcd/cluster/defrag.rolling_defrag). Leadership is read from etcd every heartbeat: when it moves, the
+backup loop stops here and starts beside the new leader, so only one member ever writes to the store."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Dict, Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
+    BackupListener, BackupPolicy, BackupRunner)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import CronSchedule
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
+    EtcdConnection, Gateway, member_id_hex)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot, SnapshotStore
+
+from steward_controller.member.leases import LeaseWriter
+
+
+class _SnapshotLeases(BackupListener):
+    def __init__(self, leases: Optional[LeaseWriter]):
+        self.leases = leases
+        self.taken: Dict[str, int] = {}
+
+    def snapshot_taken(self, kind: str, snapshot: Snapshot, duration: float, reason: str) -> None:
+        super().snapshot_taken(kind, snapshot, duration, reason)
+        kind = 'full' if snapshot.is_full else 'delta'
+        self.taken[kind] = snapshot.name.end_revision
+        if self.leases is not None:
+            self.leases.snapshot(kind, snapshot.name.end_revision)
+
+
+class Heartbeat:
+    """`beat()` once per heartbeat period (the caller's loop): reads the member's status, renews its Lease,
+    starts or stops the leader's work."""
+
+    def __init__(self, own: EtcdConnection, cluster: EtcdConnection, *, store: Optional[SnapshotStore],
+                 policy: Optional[BackupPolicy], work_dir: str, leases: Optional[LeaseWriter],
+                 defrag_schedule: Optional[CronSchedule], defrag_timeout: float, clock=time.time):
+        self.own, self.cluster, self.store, self.policy = own, cluster, store, policy
+        self.work_dir, self.leases, self.clock = work_dir, leases, clock
+        self.defrag_schedule, self.defrag_timeout = defrag_schedule, defrag_timeout
+        self.listener = _SnapshotLeases(leases)
+        self.runner: Optional[BackupRunner] = None
+        self._stop: Optional[threading.Event] = None
+        self._thread: Optional[threading.Thread] = None
+        self.leader = False
+        self.last_defrag: Optional[Dict[str, Any]] = None
+        self._next_defrag: Optional[float] = None
+
+    def beat(self) -> None:
+        try:
+            with Gateway(self.own) as gateway:
+                status = gateway.status(self.own.endpoints[0], timeout=3)
+        except EtcdError:
+            self._follow()  # etcd not serving: no lease renewal (the Lease expires, as druid reads it), no backups
+            return
+        member = member_id_hex(status['header']['member_id'])
+        self.leader = str(status.get('leader')) == str(status['header']['member_id'])
+        if self.leases is not None:
+            self.leases.member(member, self.leader)
+        if self.leader:
+            self._lead()
+        else:
+            self._follow()
+
+    def _lead(self) -> None:
+        if self.store is not None and self.policy is not None and self._thread is None:
+            os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
+            self._stop = threading.Event()
+            self.runner = BackupRunner(self.cluster, self.store, self.policy, work_dir=self.work_dir,
+                                       listener=self.listener)
+            self._thread = threading.Thread(target=self.runner.run, args=(self._stop,), daemon=True)
+            self._thread.start()
+        now = self.clock()
+        if self.defrag_schedule is not None:
+            if self._next_defrag is None:
+                self._next_defrag = self.defrag_schedule.next_after(now)
+            elif now >= self._next_defrag:
+                self.last_defrag = rolling_defrag(self.cluster, defrag_timeout=self.defrag_timeout)
+                self._next_defrag = self.defrag_schedule.next_after(now)
+
+    def _follow(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(30)
+            self._thread, self.runner, self._stop = None, None, None
+        self._next_defrag = None
+
+    def stop(self) -> None:
+        self._follow()

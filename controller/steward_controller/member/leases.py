@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Leases a member renews for druid's status (ETCD-16, ETCD-30): its own member Lease `<pod>` with
+holderIdentity `<hex member id>:Leader|Member`, and, on the backup leader, the snapshot Leases
+`<etcd>-full-snap` / `<etcd>-delta-snap` with the newest snapshot's revision as holderIdentity.
+
+The controller creates and deletes these Leases; a member only patches ones that exist (druid's rule: a
+member must never resurrect a Lease the controller removed on a scale-down)."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+
+LEASES = 'coordination.k8s.io/v1'
+
+
+def holder_identity(member_id_hex: str, leader: bool) -> str:
+    return '%s:%s' % (member_id_hex, 'Leader' if leader else 'Member')
+
+
+class LeaseWriter:
+    """Patches holderIdentity and renewTime of existing Leases in `namespace`; a missing Lease is reported,
+    never created."""
+
+    def __init__(self, client: KubeClient, namespace: str, member_lease: str, full_lease: str, delta_lease: str):
+        self.client, self.namespace = client, namespace
+        self.member_lease, self.full_lease, self.delta_lease = member_lease, full_lease, delta_lease
+        self.last_error = ''
+
+    def _renew(self, name: str, holder: str, now: Optional[float] = None) -> bool:
+        if not name:
+            return False  # that renewal is not enabled
+        patch = {'spec': {'holderIdentity': holder, 'renewTime': format_micro(now if now is not None else time.time())}}
+        try:
+            self.client.merge_patch(api_path(LEASES, 'leases', self.namespace, name), patch)
+            return True
+        except NotFound:
+            self.last_error = 'lease %s/%s does not exist (the controller creates it)' % (self.namespace, name)
+        except KubeError as exc:
+            self.last_error = 'lease %s/%s: %s' % (self.namespace, name, exc)
+        return False
+
+    def member(self, member_id_hex: str, leader: bool) -> bool:
+        return self._renew(self.member_lease, holder_identity(member_id_hex, leader))
+
+    def snapshot(self, kind: str, revision: int) -> bool:
+        return self._renew(self.full_lease if kind == 'full' else self.delta_lease, str(revision))

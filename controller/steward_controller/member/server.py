@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""etcd-backup-restore's HTTP endpoints, as etcd's wrapper and druid call them.
+
+  GET /initialization/status   `New`, `Progress`, `Successful` or `Failed` (plain text); a read of Successful or
+                               Failed turns it back to New, as etcd-backup-restore does, so a restarted etcd
+                               initializes again
+  GET|POST /initialization/start?mode=full|sanity&failbelowrevision=N   starts one initialization (once)
+  GET /config                  the member's etcd config (YAML): the bootstrap config with this member's name,
+                               initial-cluster as the decision needs it and initial-cluster-state
+  GET /healthz                 200 {"health": true} once initialized and the member answers; else 503
+  GET /snapshot/latest         the newest full snapshot and the deltas after it (JSON)
+  GET /snapshot/full           takes a full snapshot now (the store must be configured)
+  GET /snapshot/delta          the backup leader writes its buffered events as a delta now (405 elsewhere: ask the
+                               leader's member, as etcd-druid's tasks do through the leading sidecar)
+Ours beside druid's: GET /initialization/decision, the last decision with its reason (JSON), so a Failed
+status can be explained without reading logs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, Optional
+from urllib.parse import parse_qs, urlparse
+
+import yaml
+
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import Gateway
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import promote_learner
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import initialization as init
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
+
+from steward_controller.member.initializer import Initializer, initial_cluster_for, others
+
+NEW, PROGRESS, SUCCESSFUL, FAILED = 'New', 'Progress', 'Successful', 'Failed'
+
+
+class MemberState:
+    """The initialization status and the bootstrap config, shared by the handler threads."""
+
+    def __init__(self, initializer: Initializer, bootstrap: Dict[str, Any], upload_timeout: float = 300):
+        self.initializer = initializer
+        self.bootstrap = bootstrap
+        self.status = NEW
+        self.initialized = False
+        self.error = ''
+        self.upload_timeout = upload_timeout
+        self.uploaded: Optional[Dict[str, Any]] = None
+        self.promoted: Optional[str] = None
+        self.heartbeat: Any = None   # leader.Heartbeat, set by main: the backup leader's runner lives there
+        self.lock = threading.Lock()
+
+    def start(self, mode: str, fail_below: int) -> bool:
+        with self.lock:
+            if self.status != NEW:
+                return False
+            self.status = PROGRESS
+        threading.Thread(target=self._run, args=(mode, fail_below), daemon=True).start()
+        return True
+
+    def _run(self, mode: str, fail_below: int) -> None:
+        try:
+            done = self.initializer.run(mode, fail_below)
+            ok, error = True, ''
+        except (EtcdError, OSError, ValueError) as exc:
+            done, ok, error = None, False, str(exc)
+        except Exception as exc:  # pylint: disable=broad-except  # a bug: Failed, with its traceback, never Progress forever
+            traceback.print_exc()
+            done, ok, error = None, False, 'bug: %s: %s' % (exc.__class__.__name__, exc)
+        print('initialization %s: %s' % ('succeeded' if ok else 'failed', json.dumps(
+            (self.initializer.last or {}).get('decision')) if ok else error), flush=True)
+        with self.lock:
+            self.status, self.initialized, self.error = (SUCCESSFUL if ok else FAILED), ok, error
+        action = (done or {}).get('done') or {}
+        if ok and action.get('upload_full'):
+            threading.Thread(target=self._upload_full, daemon=True).start()
+        if ok and action.get('member_id'):
+            threading.Thread(target=self._promote, args=(action['member_id'],), daemon=True).start()
+
+    def _promote(self, member_id: str) -> None:
+        """ETCD-33: the learner is promoted once etcd allows it (its log caught up with the leader's)."""
+        peers = self.initializer.conn.with_endpoints(others(self.initializer.conn, self.initializer.options.client_url))
+        try:
+            promote_learner(peers, peers.endpoints[0], member_id, retry_timeout=self.upload_timeout)
+            self.promoted = member_id
+        except EtcdError as exc:
+            self.error = 'promotion of learner %s: %s' % (member_id, exc)
+
+    def _upload_full(self) -> None:
+        """druid row 7 / ETCD-31 step 3: once the restored member serves, a full snapshot of it is taken and
+        uploaded before the others join from it."""
+        conn = self.initializer.conn.with_endpoints([self.initializer.options.client_url])
+        deadline = time.monotonic() + self.upload_timeout
+        while time.monotonic() < deadline:
+            try:
+                self.uploaded = take_full_snapshot(conn, self.initializer.store, now=time.time())
+                return
+            except EtcdError:
+                time.sleep(1)
+
+    def read_status(self) -> str:
+        with self.lock:
+            status = self.status
+            if status in (SUCCESSFUL, FAILED):
+                self.status = NEW
+            return status
+
+    def config(self) -> Dict[str, Any]:
+        options = self.initializer.options
+        config = dict(self.bootstrap)
+        config['name'] = options.name
+        decision = (self.initializer.last or {}).get('decision') or {}
+        done = (self.initializer.last or {}).get('done') or {}
+        if decision.get('single_member'):
+            config['initial-cluster'] = ','.join('%s=%s' % (options.name, u) for u in options.peer_urls)
+        elif done.get('initial_cluster'):
+            config['initial-cluster'] = done['initial_cluster']
+        else:
+            config['initial-cluster'] = initial_cluster_for(options, self._members())
+        config['initial-cluster-state'] = decision.get('cluster_state') or init.NEW
+        config['initial-advertise-peer-urls'] = ','.join(options.peer_urls)
+        config['data-dir'] = options.data_dir
+        return config
+
+    def _members(self):
+        peers = others(self.initializer.conn, self.initializer.options.client_url)
+        if not peers:
+            return []
+        try:
+            with Gateway(self.initializer.conn.with_endpoints(peers)) as gateway:
+                return gateway.member_list()
+        except EtcdError:
+            return []
+
+    def healthy(self) -> bool:
+        if not self.initialized or not self.initializer.options.client_url:
+            return self.initialized
+        try:
+            with Gateway(self.initializer.conn.with_endpoints([self.initializer.options.client_url])) as gateway:
+                gateway.status(self.initializer.options.client_url, timeout=2)
+            return True
+        except EtcdError:
+            return False
+
+
+def _handler(state: MemberState):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the program logs decisions itself
+            return
+
+        def _send(self, code: int, body: Any, content_type: str = 'application/json') -> None:
+            data = body if isinstance(body, bytes) else (
+                body.encode() if isinstance(body, str) else json.dumps(body, default=str).encode())
+            self.send_response(code)
+            self.send_header('Content-Type', content_type)
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.do_GET()
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            url = urlparse(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            if url.path == '/initialization/status':
+                return self._send(200, state.read_status(), 'text/plain')
+            if url.path == '/initialization/start':
+                mode = query.get('mode') or init.FULL
+                try:
+                    fail_below = int(query.get('failbelowrevision') or 0)
+                    if mode not in init.MODES:
+                        raise ValueError('mode %r is not one of %s' % (mode, ', '.join(init.MODES)))
+                except ValueError as exc:
+                    return self._send(400, {'error': str(exc)})
+                state.start(mode, fail_below)
+                return self._send(200, b'', 'text/plain')
+            if url.path == '/initialization/decision':
+                return self._send(200, dict(state.initializer.last, error=state.error))
+            if url.path == '/config':
+                return self._send(200, yaml.safe_dump(state.config(), sort_keys=True), 'application/yaml')
+            if url.path == '/healthz':
+                healthy = state.healthy()
+                return self._send(200 if healthy else 503, {'health': healthy})
+            if url.path in ('/snapshot/latest', '/snapshot/full'):
+                return self._snapshot(url.path)
+            if url.path == '/snapshot/delta':
+                runner = getattr(state.heartbeat, 'runner', None)
+                if runner is None:
+                    return self._send(405, {'error': 'this member is not the backup leader'})
+                runner.request_delta()
+                return self._send(202, {'requested': 'delta'})
+            return self._send(404, {'error': 'no such endpoint: %s' % url.path})
+
+        def _snapshot(self, path: str) -> None:
+            store = state.initializer.store
+            if store is None:
+                return self._send(405, {'error': 'no snapshot store is configured'})
+            try:
+                if path == '/snapshot/full':
+                    conn = state.initializer.conn.with_endpoints([state.initializer.options.client_url])
+                    return self._send(200, take_full_snapshot(conn, store, now=time.time())['snapshot'])
+                snapshots = [s for s in store.list() if s.valid]
+                fulls = [s for s in snapshots if s.is_full]
+                if not fulls:
+                    return self._send(200, {'fullSnapshot': None, 'deltaSnapshots': []})
+                full = fulls[-1]
+                deltas = [s for s in snapshots if not s.is_full and s.name.start_revision > full.name.end_revision]
+                return self._send(200, {'fullSnapshot': full.to_dict(), 'deltaSnapshots': [d.to_dict() for d in deltas]})
+            except EtcdError as exc:
+                return self._send(500, {'error': str(exc)})
+    return Handler
+
+
+def serve(state: MemberState, host: str, port: int) -> ThreadingHTTPServer:
+    """The HTTP server, started in a daemon thread; `shutdown()` stops it."""
+    server = ThreadingHTTPServer((host, port), _handler(state))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
