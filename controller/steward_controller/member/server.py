@@ -12,8 +12,8 @@
   GET /healthz                 200 {"health": true} once initialized and the member answers; else 503
   GET /snapshot/latest         the newest full snapshot and the deltas after it (JSON)
   GET /snapshot/full           takes a full snapshot now (the store must be configured)
-  GET /snapshot/delta          the backup leader writes its buffered events as a delta now (405 elsewhere: ask the
-                               leader's member, as etcd-druid's tasks do through the leading sidecar)
+  GET /snapshot/delta          the backup leader writes its buffered events as a delta now and answers with it
+                               (405 elsewhere: ask the leader's member, as druid's tasks do the leading sidecar)
 Ours beside druid's: GET /initialization/decision, the last decision with its reason (JSON), so a Failed
 status can be explained without reading logs.
 """
@@ -194,8 +194,12 @@ def _handler(state: MemberState):
                 runner = getattr(state.heartbeat, 'runner', None)
                 if runner is None:
                     return self._send(405, {'error': 'this member is not the backup leader'})
-                runner.request_delta()
-                return self._send(202, {'requested': 'delta'})
+                request = runner.request_delta()
+                if not request.done.wait(60):
+                    return self._send(504, {'error': 'the delta snapshot was not written within 60s'})
+                if request.snapshot is None:
+                    return self._send(200, {'name': None, 'reason': 'no event since the last snapshot'})
+                return self._send(200, request.snapshot.to_dict())
             return self._send(404, {'error': 'no such endpoint: %s' % url.path})
 
         def _snapshot(self, path: str) -> None:

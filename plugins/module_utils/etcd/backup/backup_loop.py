@@ -73,6 +73,19 @@ class BackupPolicy:
     verify_schedule: Optional[CronSchedule] = None  # restore verification (verification_loop.py); None: off
 
 
+DELTA_REQUEST_WAIT = 3.0   # seconds an on-demand delta waits for events still on their way from the watch
+
+
+class DeltaRequest:
+    """An on-demand delta (BackupRunner.request_delta): `done` is set when served; `snapshot` is the delta written
+    (None: nothing was buffered)."""
+
+    def __init__(self, at: float):
+        self.at = at
+        self.done = threading.Event()
+        self.snapshot: Optional[Snapshot] = None
+
+
 class BackupListener:
     """Hooks for status, Events and metrics; the defaults only log."""
 
@@ -151,7 +164,7 @@ class BackupRunner:
         self._requested: List[Tuple[str, Optional[str]]] = []
         self._serving: List[str] = []       # tokens of requests the next full snapshot serves
         self._lock = threading.Lock()
-        self._delta_requested = threading.Event()
+        self._delta_requests: List['DeltaRequest'] = []
         self.next_full = 0.0
         self.next_delta = 0.0
         self.next_gc = 0.0
@@ -171,10 +184,14 @@ class BackupRunner:
         with self._lock:
             self._requested.append((reason, token))
 
-    def request_delta(self) -> None:
-        """Write the buffered events as a delta at the next turn (druid's on-demand delta snapshot), whatever the
-        period; nothing is written when nothing is buffered."""
-        self._delta_requested.set()
+    def request_delta(self) -> 'DeltaRequest':
+        """Write the buffered events as a delta now, whatever the period (druid's on-demand delta snapshot). The
+        events written until now may still be on their way from the watch: the request waits for them up to
+        DELTA_REQUEST_WAIT seconds; `request.done` is set once it is served (`snapshot` None: nothing to write)."""
+        request = DeltaRequest(self.clock())
+        with self._lock:
+            self._delta_requests.append(request)
+        return request
 
     def request_verification(self) -> None:
         """Prove the newest backup restores now (on demand); ignored when verification is off."""
@@ -245,14 +262,20 @@ class BackupRunner:
             now = self.clock()
             overflow = self.buffer.size >= self._flush_size
             backlog = self._backlog_read()
-            asked = self._delta_requested.is_set()
-            self._delta_requested.clear()
+            with self._lock:
+                asked = list(self._delta_requests)
             if (now >= self.next_delta or overflow or backlog or asked) and len(self.buffer):
-                self.flush('memory limit reached' if overflow else 'the backlog is read' if backlog
-                           else 'requested' if asked else 'delta period elapsed')
+                written = self.flush('memory limit reached' if overflow else 'the backlog is read' if backlog
+                                     else 'requested' if asked else 'delta period elapsed')
+                self._serve_delta_requests(asked, written, now)
+            elif asked:
+                self._serve_delta_requests([r for r in asked if now - r.at >= DELTA_REQUEST_WAIT], None, now)
             if now >= self.next_delta:
                 self.next_delta = now + self.policy.delta_period
         else:
+            with self._lock:
+                asked = list(self._delta_requests)
+            self._serve_delta_requests(asked, None, now)   # deltas are off: nothing to write, say so at once
             stop.wait(min(1.0, max(0.05, min(self.next_full, self.next_gc) - now)))
         now = self.clock()
         if now >= self.next_gc:
@@ -264,6 +287,13 @@ class BackupRunner:
             self.verifier.poll(now, self.chain is not None and self.chain.base is not None)
 
     # --- deltas --------------------------------------------------------------------------------
+    def _serve_delta_requests(self, requests: List['DeltaRequest'], written: Optional[Snapshot], now: float) -> None:
+        with self._lock:
+            self._delta_requests = [r for r in self._delta_requests if r not in requests]
+        for request in requests:
+            request.snapshot = written
+            request.done.set()
+
     def _pump(self, stop: threading.Event) -> None:
         """Move watch responses into the buffer for up to one second (or until the next deadline)."""
         deadline = min(self.clock() + 1.0, self.next_delta)
