@@ -10,7 +10,7 @@
   GET /config                  the member's etcd config (YAML): the bootstrap config with this member's name,
                                initial-cluster as the decision needs it and initial-cluster-state
   GET /healthz                 200 {"health": true} once initialized and the member answers; else 503
-  GET /snapshot/latest         the newest full snapshot and the deltas after it (JSON)
+  GET /snapshot/latest         the newest full snapshot and the deltas that continue it (the chain a restore uses)
   GET /snapshot/full           takes a full snapshot now (the store must be configured)
   GET /snapshot/delta          the backup leader writes its buffered events as a delta now and answers with it
                                (405 elsewhere: ask the leader's member, as druid's tasks do the leading sidecar)
@@ -34,6 +34,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.clien
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import promote_learner
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import initialization as init
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
 
 from steward_controller.member.initializer import Initializer, initial_cluster_for, others
@@ -210,13 +211,9 @@ def _handler(state: MemberState):
                 if path == '/snapshot/full':
                     conn = state.initializer.conn.with_endpoints([state.initializer.options.client_url])
                     return self._send(200, take_full_snapshot(conn, store, now=time.time())['snapshot'])
-                snapshots = [s for s in store.list() if s.valid]
-                fulls = [s for s in snapshots if s.is_full]
-                if not fulls:
-                    return self._send(200, {'fullSnapshot': None, 'deltaSnapshots': []})
-                full = fulls[-1]
-                deltas = [s for s in snapshots if not s.is_full and s.name.start_revision > full.name.end_revision]
-                return self._send(200, {'fullSnapshot': full.to_dict(), 'deltaSnapshots': [d.to_dict() for d in deltas]})
+                chain = plan_chain(store.list())   # the engine's chain: what a restore would use
+                return self._send(200, {'fullSnapshot': chain.base.to_dict() if chain.base else None,
+                                        'deltaSnapshots': [d.to_dict() for d in chain.deltas]})
             except EtcdError as exc:
                 return self._send(500, {'error': str(exc)})
     return Handler
