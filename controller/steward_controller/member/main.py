@@ -66,24 +66,46 @@ def store_url(provider: str, container: str, prefix: str) -> Optional[str]:
         raise SystemExit('--storage-provider/--store-container/--store-prefix: %s' % exc) from exc
 
 
+def _flag(value: str) -> bool:
+    """etcdbrctl's booleans: `--flag`, `--flag=true`, `--flag=false` (Go's flag package)."""
+    text = str(value).strip().lower()
+    if text in ('true', '1', 't'):
+        return True
+    if text in ('false', '0', 'f'):
+        return False
+    raise argparse.ArgumentTypeError('expected true or false, got %r' % value)
+
+
+def _boolean(group, name: str, help_text: str = '') -> None:
+    group.add_argument(name, type=_flag, nargs='?', const=True, default=False, help=help_text)
+
+
+# etcdbrctl server flags druid passes that this program accepts and does not need (docs/etcd-druid.md): the
+# embedded etcd of a restore runs with the engine's own settings.
+IGNORED = ('--embedded-etcd-quota-bytes', '--auto-compaction-mode', '--auto-compaction-retention')
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='steward-etcd-member', description=__doc__.split('\n')[0])
+    p.add_argument('command', nargs='?', choices=['server'], default='server',
+                   help="etcdbrctl's subcommand, as druid's StatefulSet passes it (the only one)")
     p.add_argument('--name', default=os.environ.get('POD_NAME', ''), help='this member (default $POD_NAME)')
     p.add_argument('--data-dir', default='/var/etcd/data/new.etcd')
-    p.add_argument('--config-file', default='/var/etcd/config/etcd.conf.yaml',
-                   help="the bootstrap config (druid's ConfigMap etcd.conf.yaml)")
+    p.add_argument('--config-file', default=os.environ.get('ETCD_CONF', '/var/etcd/config/etcd.conf.yaml'),
+                   help="the bootstrap config (druid's ConfigMap etcd.conf.yaml; default $ETCD_CONF)")
     p.add_argument('--cluster-size', type=int, default=0, help='spec.replicas (default: the members of initial-cluster)')
-    p.add_argument('--endpoints', default='', help='client URLs of the cluster (druid: the client Service)')
+    p.add_argument('--endpoints', '--service-endpoints', dest='endpoints', default='',
+                   help='client URLs of the cluster (druid: the client Service)')
     p.add_argument('--client-url', default='', help="this member's own client URL (default: advertise-client-urls)")
+    p.add_argument('--etcd-connection-timeout', default='5s')
     p.add_argument('--server-host', default='0.0.0.0')
     p.add_argument('--server-port', type=int, default=8080)
     p.add_argument('--storage-provider', default='')
-    p.add_argument('--store-container', default='')
+    p.add_argument('--store-container', default=os.environ.get('STORAGE_CONTAINER', ''))
     p.add_argument('--store-prefix', default='')
     p.add_argument('--store-credentials-dir', default=os.environ.get('AWS_APPLICATION_CREDENTIALS', ''))
-    p.add_argument('--create-as-learner', action='store_true', help="druid's create-as-learner marker (scale-up)")
-    p.add_argument('--allow-empty-start', action='store_true',
-                   help='allow an existing cluster without data or backup to start empty (never the default)')
+    _boolean(p, '--create-as-learner', "druid's create-as-learner marker (scale-up)")
+    _boolean(p, '--allow-empty-start', 'allow an existing cluster without data or backup to start empty (never the default)')
     backup = p.add_argument_group('backups (the leading member only)')
     backup.add_argument('--schedule', default='0 */24 * * *', help='full snapshot cron schedule')
     backup.add_argument('--delta-snapshot-period', default='20s', help='0 disables delta snapshots')
@@ -93,16 +115,24 @@ def parser() -> argparse.ArgumentParser:
     backup.add_argument('--max-backups', type=int, default=7)
     backup.add_argument('--defragmentation-schedule', default='0 0 */3 * *', help="'' disables it")
     backup.add_argument('--etcd-defrag-timeout', default='8m')
-    backup.add_argument('--work-dir', default='/var/etcd/data/snapshot-work', help='scratch space for snapshots')
+    backup.add_argument('--etcd-snapshot-timeout', default='15m')
+    _boolean(backup, '--compress-snapshots')
+    backup.add_argument('--compression-policy', default='gzip', choices=('gzip', 'zlib'),
+                        help="etcd-backup-restore's lzw is read, never written")
+    backup.add_argument('--work-dir', '--snapstore-temp-directory', dest='work_dir',
+                        default='/var/etcd/data/temp', help='scratch space for snapshots')
     leases = p.add_argument_group('Leases (druid status)')
-    leases.add_argument('--enable-member-lease-renewal', action='store_true')
-    leases.add_argument('--enable-snapshot-lease-renewal', action='store_true')
+    _boolean(leases, '--enable-member-lease-renewal')
+    _boolean(leases, '--enable-snapshot-lease-renewal')
     leases.add_argument('--k8s-heartbeat-duration', default='10s')
     leases.add_argument('--kubeconfig', default=os.environ.get('KUBECONFIG', ''),
                         help='default: $KUBECONFIG, else the in-cluster service account')
     leases.add_argument('--pod-namespace', default=os.environ.get('POD_NAMESPACE', 'default'))
     leases.add_argument('--full-snapshot-lease-name', default='', help='default <etcd>-full-snap')
     leases.add_argument('--delta-snapshot-lease-name', default='', help='default <etcd>-delta-snap')
+    ignored = p.add_argument_group('accepted from druid, not needed here')
+    for name in IGNORED:
+        ignored.add_argument(name, default=None)
     return p
 
 
@@ -120,7 +150,9 @@ def backup_policy(args: argparse.Namespace) -> BackupPolicy:
                             delta_memory_limit=args.delta_snapshot_memory_limit,
                             gc_policy=args.garbage_collection_policy,
                             gc_period=parse_duration(args.garbage_collection_period, '--garbage-collection-period'),
-                            max_backups=args.max_backups)
+                            max_backups=args.max_backups,
+                            compression=args.compression_policy if args.compress_snapshots else None,
+                            snapshot_timeout=parse_duration(args.etcd_snapshot_timeout, '--etcd-snapshot-timeout'))
     except (EtcdError, InvalidInput) as exc:
         raise SystemExit(str(exc)) from exc
 
@@ -168,7 +200,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except EtcdError as exc:
         print('store %s: %s' % (url, exc), file=sys.stderr)
         return 2
-    conn = EtcdConnection(endpoints=options.endpoints)
+    conn = EtcdConnection(endpoints=options.endpoints,
+                          timeout=parse_duration(args.etcd_connection_timeout, '--etcd-connection-timeout') or 5.0)
     state = MemberState(Initializer(options, store, conn), bootstrap)
     policy = backup_policy(args) if store is not None else None
     defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None

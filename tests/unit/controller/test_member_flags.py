@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""steward-etcd-member takes the `etcdbrctl server` arguments druid's StatefulSet passes, unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from steward_controller.member import main
+
+DRUID_ARGS = ['server', '--data-dir=/var/etcd/data/new.etcd', '--server-port=8080', '--etcd-connection-timeout=5m',
+              '--snapstore-temp-directory=/var/etcd/data/temp', '--garbage-collection-policy=Exponential',
+              '--garbage-collection-period=43200s', '--delta-snapshot-period=300s',
+              '--delta-snapshot-memory-limit=1073741824', '--schedule=0 */24 * * *',
+              '--defragmentation-schedule=0 0 * * *', '--etcd-snapshot-timeout=900s', '--etcd-defrag-timeout=900s',
+              '--embedded-etcd-quota-bytes=8589934592', '--auto-compaction-mode=periodic',
+              '--auto-compaction-retention=30m', '--enable-member-lease-renewal=true', '--enable-snapshot-lease-renewal',
+              '--k8s-heartbeat-duration=10s', '--full-snapshot-lease-name=etcd-main-full-snap',
+              '--delta-snapshot-lease-name=etcd-main-delta-snap', '--service-endpoints=http://etcd-main-client:2379',
+              '--storage-provider=aws', '--store-prefix=etcd-main', '--store-container=bucket', '--max-backups=7',
+              '--compress-snapshots=true', '--compression-policy=gzip']
+
+
+def test_druids_arguments_parse_into_the_backup_loops_policy():
+    args = main.parser().parse_args(DRUID_ARGS)
+    assert args.enable_member_lease_renewal is True and args.enable_snapshot_lease_renewal is True
+    assert args.endpoints == 'http://etcd-main-client:2379' and args.work_dir == '/var/etcd/data/temp'
+    policy = main.backup_policy(args)
+    assert (policy.delta_period, policy.gc_policy, policy.gc_period, policy.max_backups, policy.compression,
+            policy.snapshot_timeout) == (300.0, 'Exponential', 43200.0, 7, 'gzip', 900.0)
+    assert policy.full_schedule.expr == '0 */24 * * *'
+    assert main.store_url(args.storage_provider, args.store_container, args.store_prefix) == 's3://bucket/etcd-main'
+
+
+@pytest.mark.parametrize('argv,words', [(['--enable-member-lease-renewal=maybe'], 'expected true or false'),
+                                        (['--compression-policy=lzw'], 'invalid choice'),
+                                        (['restore'], 'invalid choice')])
+def test_bad_flags_are_refused_naming_them(argv, words, capsys):
+    with pytest.raises(SystemExit):
+        main.parser().parse_args(argv)
+    assert words in capsys.readouterr().err
+
+
+def test_a_bad_store_names_the_flags():
+    with pytest.raises(SystemExit, match='--storage-provider'):
+        main.store_url('gcp', 'bucket', 'p')
