@@ -141,3 +141,53 @@ def test_operator_tasks_on_a_real_member(kube, member_env, tmp_path):
         if etcd is not None:
             etcd.stop()
         program.stop()
+
+
+def test_druids_compaction_controller_compacts_past_the_events_threshold(kube, member_env, tmp_path):
+    """ETCD-38 with a real backup leader: its snapshot Leases say how many delta events followed the last full
+    snapshot; past --etcd-events-threshold the controller rebuilds them into one full snapshot, moves the full
+    snapshot Lease to its revision, posts an Event and counts etcddruid_compaction_jobs."""
+    env = member_env
+    _crds(kube)
+    for name in ('etcd-main-full-snap', 'etcd-main-delta-snap'):
+        kube.create(api_path('coordination.k8s.io/v1', 'leases', NS), {
+            'apiVersion': 'coordination.k8s.io/v1', 'kind': 'Lease', 'metadata': {'name': name, 'namespace': NS},
+            'spec': {'leaseDurationSeconds': 60}})
+    kubeconfig = tmp_path / 'kubeconfig'
+    kube.server.write_kubeconfig(str(kubeconfig))
+    program = Program(tmp_path, env['config'], env['store'], env['data'], extra=(
+        '--k8s-heartbeat-duration', '1s', '--delta-snapshot-period', '1s', '--enable-snapshot-lease-renewal',
+        '--kubeconfig', str(kubeconfig), '--work-dir', str(tmp_path / 'work'), '--defragmentation-schedule', ''))
+    etcd = None
+    controller = ControllerProcess(kube.server, str(tmp_path / 'controller'), args=[
+        '--controllers', 'etcd-tasks', '--enable-backup-compaction', '--etcd-events-threshold', '20'])
+    try:
+        assert _initialize(program.base) == 'Successful'
+        etcd = Etcd(env['etcd'], _get(program.base + '/config')[1], tmp_path)
+        _wait_serving(env)
+        kube.create(api_path(API, 'etcds', NS), {
+            'apiVersion': API, 'kind': 'Etcd', 'metadata': {'name': 'etcd-main', 'namespace': NS},
+            'spec': {'replicas': 1, 'backup': {'store': {'provider': 'local', 'container': env['store'],
+                                                         'prefix': 'etcd-main'}}}})
+        end = time.monotonic() + 30   # the leader's first full snapshot, then deltas
+        while time.monotonic() < end and not json.loads(_get(program.base + '/snapshot/latest')[1]).get('fullSnapshot'):
+            time.sleep(0.3)
+        for i in range(40):
+            _etcdctl(env, 'put', 'c%02d' % i, 'z' * 100)
+        revision = int(json.loads(_etcdctl(env, 'endpoint', 'status', '-w', 'json'))[0]['Status']['header']['revision'])
+        controller.start()
+        end, full = time.monotonic() + 90, None
+        while time.monotonic() < end:
+            full = kube.get(api_path('coordination.k8s.io/v1', 'leases', NS, 'etcd-main-full-snap'))['spec'].get('holderIdentity')
+            if full and int(full) >= revision:
+                break
+            time.sleep(0.5)
+        assert full and int(full) >= revision, 'the full snapshot Lease moved to the compacted snapshot'
+        events = kube.list(api_path('v1', 'events', NS))
+        assert any(e.get('reason') == 'SnapshotCompacted' for e in events), [e.get('reason') for e in events]
+        assert controller.metric('etcddruid_compaction_jobs_total', {'succeeded': 'true'}) == 1
+    finally:
+        controller.stop()
+        if etcd is not None:
+            etcd.stop()
+        program.stop()
