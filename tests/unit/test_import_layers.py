@@ -1,6 +1,6 @@
 """The import contract, read from the source (AST; no module is imported): the engine areas are layered
 
-    common  <  kube  <  {etcd, sabakan, maintenance, watchdog}  <  {machines, provisioning}
+    common  <  kube  <  {etcd, sabakan, maintenance, watchdog}  <  {machines, provisioning, druid}
 
 (an area imports only areas of a lower floor, never a sibling of its own floor), the engine imports neither kopf nor
 anything of Ansible (the controller runs it without Ansible's helpers: the maintenance notifiers once pulled in its
@@ -32,7 +32,7 @@ FLOORS: Dict[str, int] = {
     'common': 0,
     'kube': 1,
     'etcd': 2, 'sabakan': 2, 'maintenance': 2, 'watchdog': 2,
-    'machines': 3, 'provisioning': 3,
+    'machines': 3, 'provisioning': 3, 'druid': 3,
 }
 CONTROLLER_SHARED = ('core',)     # the runtime every loop uses
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 # Order is the order of `--help` and of registration.
 LOOP_PACKAGES = (
     'steward_controller.etcd_backup',
+    'steward_controller.etcd_druid',
     'steward_controller.etcd_tasks',
     'steward_controller.sabakan',
     'steward_controller.maintenance',

@@ -44,18 +44,19 @@ log = logging.getLogger('steward.etcdtasks')
 class TaskSpec:
     """The checked spec (field names as druid's)."""
 
-    def __init__(self, spec: Any):
-        spec = validate.mapping(spec, 'spec', required=True)
-        self.source: DruidStore = parse_store(spec.get('sourceStore'), 'spec.sourceStore')
-        self.target: DruidStore = parse_store(spec.get('targetStore'), 'spec.targetStore')
+    def __init__(self, spec: Any, field: str = 'spec'):
+        """`field`: where the spec sits (`spec`, or `spec.config` for an EtcdOperatorTask's CopyBackupsTask)."""
+        spec = validate.mapping(spec, field, required=True)
+        self.source: DruidStore = parse_store(spec.get('sourceStore'), field + '.sourceStore')
+        self.target: DruidStore = parse_store(spec.get('targetStore'), field + '.targetStore')
         if self.source.url == self.target.url:
-            raise InvalidInput('spec.targetStore', 'different', 'is the source store (%s)' % self.source.url)
-        self.max_backup_age = _uint32(spec.get('maxBackupAge'), 'spec.maxBackupAge')
-        self.max_backups = _uint32(spec.get('maxBackups'), 'spec.maxBackups')
-        wait = validate.mapping(spec.get('waitForFinalSnapshot'), 'spec.waitForFinalSnapshot')
-        self.wait = validate.optional_boolean(wait, 'enabled', False, 'spec.waitForFinalSnapshot')
+            raise InvalidInput(field + '.targetStore', 'different', 'is the source store (%s)' % self.source.url)
+        self.max_backup_age = _uint32(spec.get('maxBackupAge'), field + '.maxBackupAge')
+        self.max_backups = _uint32(spec.get('maxBackups'), field + '.maxBackups')
+        wait = validate.mapping(spec.get('waitForFinalSnapshot'), field + '.waitForFinalSnapshot')
+        self.wait = validate.optional_boolean(wait, 'enabled', False, field + '.waitForFinalSnapshot')
         timeout = wait.get('timeout')
-        self.wait_timeout = metav1_duration(timeout, 'spec.waitForFinalSnapshot.timeout') if timeout else 0.0
+        self.wait_timeout = metav1_duration(timeout, field + '.waitForFinalSnapshot.timeout') if timeout else 0.0
 
 
 def _uint32(value: Any, field: str) -> Optional[int]:
@@ -66,7 +67,8 @@ def _uint32(value: Any, field: str) -> Optional[int]:
     return value
 
 
-def _open(runtime: Runtime, namespace: str, store: DruidStore, field: str) -> SnapshotStore:
+def open_druid_store(runtime: Runtime, namespace: str, store: DruidStore, field: str) -> SnapshotStore:
+    """The store with its Secret's credentials (read by name, without the opt-in label: see above)."""
     found = credentials(read_secret(runtime.client, namespace, store.secret, field + '.secretRef', opt_in=False)
                         if store.secret else {})
     return open_store(store.url, endpoint_url=found.endpoint, access_key=found.access_key,
@@ -88,8 +90,8 @@ def run_task(runtime: Runtime, body: Mapping[str, Any]) -> Tuple[bool, str]:
     work_dir = os.path.join(runtime.settings.work_dir, 'copy-%s-%s' % (namespace, meta.get('name')))
     try:
         spec = TaskSpec(body.get('spec'))
-        source = _open(runtime, namespace, spec.source, 'spec.sourceStore')
-        target = _open(runtime, namespace, spec.target, 'spec.targetStore')
+        source = open_druid_store(runtime, namespace, spec.source, 'spec.sourceStore')
+        target = open_druid_store(runtime, namespace, spec.target, 'spec.targetStore')
         waited = ''
         if spec.wait:
             outcome = wait_for_final(source, spec.wait_timeout)

@@ -1,0 +1,245 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The `etcd` loop: a kopf watch on etcds.druid.gardener.cloud feeds one pass thread.
+
+A pass over one Etcd: read it fresh, check its spec (druid/spec.py), decide the gate (create and delete are never
+gated; a spec update waits for `gardener.cloud/operation: reconcile` unless --enable-etcd-spec-auto-reconcile),
+keep druid's finalizer `druid.gardener.cloud/etcd`, read its objects, compute the status (druid/status.py), plan ONE
+action (druid/plan.py), do it (target.py), post its Event and write the status. An Etcd passes when it changes and
+at least every --etcd-status-sync-period; after a pass that changed something, again after ACT_GAP.
+
+Why a thread and not a kopf daemon or timer per object: kopf adds its own finalizer to every object with a daemon or
+a timer, and a druid user's `Etcd` carries druid's finalizer only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import kopf
+
+from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
+from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError, EtcdSpecError
+from ansible_collections.steward.cluster.plugins.module_utils.druid.status import Thresholds, compute_status
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
+
+from steward_controller.core.background import BackgroundLoop, register_background
+from steward_controller.core.runtime import Runtime, resource_label
+from steward_controller.etcd_druid import DruidOptions
+from steward_controller.etcd_druid import target
+
+log = logging.getLogger('steward.etcd-druid')
+HEALTH_KEY = 'etcd-loop'
+ACT_GAP = 1.0          # seconds between two passes of an Etcd whose last pass changed something
+CRASH_WAIT = 5.0
+MAX_ERRORS = 10        # status.lastErrors keeps the newest this many
+Key = Tuple[str, str]
+
+
+def register(registry: Any, runtime: Runtime) -> None:
+    loop = EtcdDruidLoop(runtime, runtime.settings.options('etcd') or DruidOptions())
+    register_background(registry, 'etcd', loop.start, loop.stop)
+
+    @kopf.on.event(s.GROUP, s.VERSION, s.PLURAL, registry=registry, id='etcd-druid')
+    async def on_event(event: Mapping[str, Any], **_: Any) -> None:
+        loop.observe(event.get('type'), event.get('object') or {})
+
+
+class EtcdDruidLoop:
+    def __init__(self, runtime: Runtime, opts: DruidOptions):
+        self.runtime = runtime
+        self.opts = opts
+        self.client = runtime.client
+        self.background = BackgroundLoop('etcd', runtime.health, HEALTH_KEY)
+        self.lock = threading.Lock()
+        self.due: Dict[Key, float] = {}            # Etcd -> monotonic time of its next pass
+        self.said: Dict[Key, str] = {}             # Etcd -> the last Event posted for a non-changing outcome
+        self.thresholds = Thresholds(opts.unknown_threshold, opts.notready_threshold)
+        self.plan_options = p.Options(unknown_grace=opts.unknown_threshold, notready_grace=opts.notready_threshold,
+                                      max_backup_age=opts.backup_max_age,
+                                      max_unready_deletions=opts.max_unready_deletions)
+
+    # ---- lifecycle ----
+    def start(self) -> None:
+        self.background.spawn(lambda: self.background.repeat(self.step, 'etcd loop: a pass failed', CRASH_WAIT,
+                                                             wakeable=True), 'etcd-passes')
+
+    def stop(self) -> None:
+        self.background.stop(10.0)
+
+    def observe(self, event_type: Optional[str], body: Mapping[str, Any]) -> None:
+        meta = body.get('metadata') or {}
+        if not meta.get('name'):
+            return
+        key = (meta.get('namespace') or 'default', meta['name'])
+        with self.lock:
+            if event_type == 'DELETED':
+                self.due.pop(key, None)
+                self.said.pop(key, None)
+                return
+            self.due[key] = 0.0
+        self.background.wake()
+
+    def step(self) -> float:
+        """Every Etcd that is due; the seconds until the next one is."""
+        self.background.beat()
+        now = time.monotonic()
+        with self.lock:
+            ready = sorted(k for k, t in self.due.items() if t <= now)
+        for key in ready:
+            if self.background.stopped.is_set():
+                break
+            changed = self.run_pass(key)
+            with self.lock:
+                if key in self.due:
+                    self.due[key] = time.monotonic() + (ACT_GAP if changed else self.opts.status_sync_period)
+        with self.lock:
+            nearest = min(self.due.values(), default=time.monotonic() + self.opts.status_sync_period)
+        return max(0.05, min(nearest - time.monotonic(), self.opts.status_sync_period))
+
+    # ---- one pass ----
+    def path(self, namespace: str, name: Optional[str] = None, subresource: Optional[str] = None) -> str:
+        return api_path(s.API_VERSION, s.PLURAL, namespace, name, subresource)
+
+    def run_pass(self, key: Key) -> bool:
+        """One pass over one Etcd; True when it changed something (the next pass comes soon)."""
+        obj = self.client.get_or_none(self.path(*key))
+        if obj is None:
+            with self.lock:
+                self.due.pop(key, None)
+            return False
+        now = self.runtime.clock()
+        gate = s.reconcile_gate(obj, self.opts.auto_reconcile)
+        try:
+            spec = s.parse_etcd(obj)
+        except EtcdSpecError as exc:
+            if gate.decision == s.DELETE:
+                return self.delete(obj, s.parse_etcd({'metadata': obj.get('metadata'), 'spec': {}}))
+            self.say_once(key, obj, 'InvalidSpec', exc.explained(), warning=True)
+            self.write_status(obj, {'lastOperation': self.operation(obj, 'Error', exc.explained(), now),
+                                    'lastErrors': self.errors(obj, 'ERR_INVALID_SPEC', exc.explained(), now)})
+            return False
+        if gate.decision == s.DELETE:
+            return self.delete(obj, spec)
+        if s.FINALIZER not in ((obj.get('metadata') or {}).get('finalizers') or []) \
+                and gate.decision != s.SKIP_SUSPENDED:
+            obj = self.add_finalizer(obj)
+        if gate.decision in (s.SKIP_SUSPENDED, s.SKIP_AWAITING):
+            self.say_once(key, obj, 'ReconcileSkipped', gate.why)
+        observed, existing = target.read(self.client, spec)
+        previous = obj.get('status') or {}
+        status = compute_status(spec, observed, previous, now, self.thresholds)
+        plan = p.plan(spec, status, observed, existing, now, gate.decision == s.RECONCILE, self.plan_options)
+        action = plan.action
+        changed = False
+        if action.changes:
+            try:
+                done = target.execute(self.client, spec, action, plan.desired, observed)
+            except (KubeError, DruidError) as exc:
+                message = '%s failed: %s' % (type(action).__name__, exc)
+                self.runtime.report(obj, 'ReconcileFailed', message, warning=True, kind=s.KIND, outcome='error')
+                status['lastOperation'] = self.operation(obj, 'Error', message, now)
+                status['lastErrors'] = self.errors(obj, 'ERR_%s' % type(exc).__name__.upper(), message, now)
+                self.write_status(obj, status)
+                return False
+            log.info('%s: %s', action.event, '; '.join(done) or action.message, extra={'object': resource_label(obj)})
+            self.runtime.report(obj, action.event, action.message, warning=action.warning, kind=s.KIND)
+            self.said.pop(key, None)
+            changed = True
+        elif not isinstance(action, p.Nothing):
+            self.say_once(key, obj, action.event, action.message, warning=action.warning)
+        if isinstance(action, (p.RecoverQuorum, p.NeedsRecovery)):
+            status['lastErrors'] = self.errors(obj, 'ERR_QUORUM_LOST', action.message, now)
+        reconciling = gate.decision == s.RECONCILE
+        if reconciling and plan.spec_in_sync:
+            status['observedGeneration'] = (obj.get('metadata') or {}).get('generation')
+            status['lastOperation'] = self.operation(obj, 'Succeeded', 'the spec of generation %s is applied' % (
+                (obj.get('metadata') or {}).get('generation')), now)
+            status['lastErrors'] = []
+        elif reconciling or changed:
+            status['lastOperation'] = self.operation(obj, 'Processing', action.message, now)
+        self.write_status(obj, status)
+        if reconciling and plan.spec_in_sync:
+            if gate.remove_annotation:
+                self.patch_metadata(obj, {'annotations': {s.OPERATION_ANNOTATION: None}})
+            if not changed:
+                self.runtime.report(obj, 'ReconcileSucceeded', 'generation %s reconciled' % (
+                    (obj.get('metadata') or {}).get('generation')), kind=s.KIND)
+        return changed
+
+    def delete(self, obj: Mapping[str, Any], spec: s.EtcdSpec) -> bool:
+        """ETCD-14: remove every managed component, then druid's finalizer (PVCs stay: they hold the data)."""
+        finalizers = list((obj.get('metadata') or {}).get('finalizers') or [])
+        if s.FINALIZER not in finalizers:
+            return False
+        try:
+            gone = target.delete_all(self.client, spec)
+        except KubeError as exc:
+            self.runtime.report(obj, 'DeletionFailed', 'cannot delete the components: %s' % exc, warning=True,
+                                kind=s.KIND, outcome='error')
+            return False
+        self.runtime.report(obj, 'ComponentsDeleted', 'deleted %s; the PersistentVolumeClaims are kept' % (
+            ', '.join(gone) or 'nothing (no component was left)'), kind=s.KIND)
+        self.patch_metadata(obj, {'finalizers': [f for f in finalizers if f != s.FINALIZER]}, check_version=True)
+        return False
+
+    # ---- writes on the Etcd itself ----
+    def add_finalizer(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        finalizers = list((obj.get('metadata') or {}).get('finalizers') or []) + [s.FINALIZER]
+        return self.patch_metadata(obj, {'finalizers': finalizers}, check_version=True) or obj
+
+    def patch_metadata(self, obj: Mapping[str, Any], metadata: Dict[str, Any],
+                       check_version: bool = False) -> Optional[Dict[str, Any]]:
+        meta = obj.get('metadata') or {}
+        try:
+            return self.client.merge_patch(self.path(meta.get('namespace'), meta.get('name')), {'metadata': metadata},
+                                           resource_version=meta.get('resourceVersion') if check_version else None)
+        except NotFound:
+            return None
+        except KubeError as exc:   # a Conflict: the object moved on; the next pass reads it again
+            log.warning('cannot patch metadata: %s', exc, extra={'object': resource_label(obj)})
+            return None
+
+    def write_status(self, obj: Mapping[str, Any], status: Dict[str, Any]) -> None:
+        meta = obj.get('metadata') or {}
+        try:
+            self.client.merge_patch(self.path(meta.get('namespace'), meta.get('name'), 'status'), {'status': status})
+            self.runtime.health.api_ok()
+        except NotFound:
+            pass
+        except KubeError as exc:
+            log.warning('cannot write status: %s', exc, extra={'object': resource_label(obj)})
+
+    # ---- reporting ----
+    def say_once(self, key: Key, obj: Mapping[str, Any], reason: str, message: str, warning: bool = False) -> None:
+        """An Event for an outcome that changes nothing, once until it changes (not every status-sync period)."""
+        said = reason + ': ' + message
+        if self.said.get(key) == said:
+            return
+        self.said[key] = said
+        self.runtime.report(obj, reason, message, warning=warning, kind=s.KIND, outcome='warning' if warning else 'ok')
+
+    @staticmethod
+    def operation(obj: Mapping[str, Any], state: str, description: str, now: float) -> Dict[str, Any]:
+        """druid's LastOperation: type Create (never reconciled) or Reconcile, state, description, time, runID."""
+        previous = (obj.get('status') or {}).get('lastOperation') or {}
+        kind = 'Create' if (obj.get('status') or {}).get('observedGeneration') is None else 'Reconcile'
+        run = previous.get('runID') if previous.get('state') == 'Processing' and previous.get('type') == kind \
+            else uuid.uuid4().hex
+        return {'type': kind, 'state': state, 'description': description[:1024], 'lastUpdateTime': rfc3339(now),
+                'runID': run}
+
+    @staticmethod
+    def errors(obj: Mapping[str, Any], code: str, description: str, now: float) -> List[Dict[str, Any]]:
+        """druid's LastErrors: the newest first, one per code (a repeated error updates its time)."""
+        previous = [e for e in (obj.get('status') or {}).get('lastErrors') or [] if e.get('code') != code]
+        return ([{'code': code, 'description': description[:1024], 'observedAt': rfc3339(now)}] + previous)[:MAX_ERRORS]
+

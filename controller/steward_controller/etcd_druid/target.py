@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The `etcd` loop's API side: read one Etcd's objects, apply the planner's action. Every write of the loop is here.
+
+Only objects that are ours (components.is_ours: this Etcd's owner reference and druid's labels; pods: is_our_pod) are
+ever patched or deleted. A same-named object that is not ours is a ComponentConflict: reported, never touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec
+from ansible_collections.steward.cluster.plugins.module_utils.druid.status import Observed
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
+
+# Components read one by one (GET by name); Leases are listed once by label.
+SINGLE = ('serviceaccount', 'role', 'rolebinding', 'configmap', 'peer-service', 'client-service', 'poddisruptionbudget')
+
+
+class ComponentConflict(DruidError):
+    """An object of a component's name exists and is not this Etcd's: nothing is written over it."""
+
+
+def path_of(component: str, namespace: str, name: Optional[str] = None) -> str:
+    api_version, _kind, plural = c.KINDS[component]
+    return api_path(api_version, plural, namespace, name)
+
+
+def ours_selector(spec: EtcdSpec) -> str:
+    return label_selector_string({'matchLabels': {c.LABEL_MANAGED_BY: c.MANAGED_BY, c.LABEL_PART_OF: spec.name}})
+
+
+def read(client: KubeClient, spec: EtcdSpec) -> Tuple[Observed, Dict[Tuple[str, str], Any]]:
+    """(what the status and planner see, our existing components by (component, name)); foreign objects are left
+    out (and a foreign one in a component's place is found again by `apply`, which refuses it)."""
+    ns = spec.namespace
+    existing: Dict[Tuple[str, str], Any] = {}
+    sts = client.get_or_none(path_of('statefulset', ns, c.statefulset_name(spec)))
+    sts = sts if c.is_ours(spec, sts) else None
+    existing[('statefulset', spec.name)] = sts
+    names = {'serviceaccount': spec.name, 'role': c.role_name(spec), 'rolebinding': c.role_name(spec),
+             'configmap': c.configmap_name(spec), 'peer-service': c.peer_service_name(spec),
+             'client-service': c.client_service_name(spec), 'poddisruptionbudget': spec.name}
+    for component in SINGLE:
+        obj = client.get_or_none(path_of(component, ns, names[component]))
+        existing[(component, names[component])] = obj if c.is_ours(spec, obj) else None
+    member_leases: Dict[str, Any] = {}
+    snapshot_leases: Dict[str, Any] = {}
+    for lease in client.list(path_of('member-lease', ns), label_selector=ours_selector(spec)):
+        if not c.is_ours(spec, lease):
+            continue
+        name = lease['metadata']['name']
+        component = (lease['metadata'].get('labels') or {}).get(c.LABEL_COMPONENT)
+        if component == c.COMPONENT_LABEL['snapshot-lease']:
+            kind = name[len(spec.name) + 1:]
+            snapshot_leases[kind] = lease
+            existing[('snapshot-lease', name)] = lease
+        elif component == c.COMPONENT_LABEL['member-lease'] and c.ordinal_of(name) >= 0:
+            member_leases[name] = lease
+            existing[('member-lease', name)] = lease
+    pods = {pod['metadata']['name']: pod for pod in client.list(api_path('v1', 'pods', ns),
+                                                                 label_selector=label_selector_string(
+                                                                     {'matchLabels': c.pod_selector(spec)}))
+            if c.is_our_pod(spec, pod)}
+    pvcs = {pvc['metadata']['name']: pvc for pvc in client.list(
+        api_path('v1', 'persistentvolumeclaims', ns), label_selector='%s=%s' % (c.LABEL_INSTANCE, spec.name))}
+    return Observed(statefulset=sts, pods=pods, member_leases=member_leases, snapshot_leases=snapshot_leases,
+                    pvcs=pvcs), existing
+
+
+def apply_object(client: KubeClient, spec: EtcdSpec, component: str, obj: Mapping[str, Any]) -> str:
+    """Create `obj`, or merge-patch ours; 'created' / 'patched'. ComponentConflict when the name is taken by an
+    object that is not ours."""
+    name = obj['metadata']['name']
+    path = path_of(component, spec.namespace, name)
+    current = client.get_or_none(path)
+    if current is None:
+        client.create(path_of(component, spec.namespace), obj)
+        return 'created'
+    if not c.is_ours(spec, current):
+        raise ComponentConflict('%s %s/%s exists and is not owned by Etcd %s (owner reference and labels '
+                                '%s=%s, %s=%s): left untouched' % (
+                                    c.KINDS[component][1], spec.namespace, name, spec.name, c.LABEL_MANAGED_BY,
+                                    c.MANAGED_BY, c.LABEL_PART_OF, spec.name))
+    patch = dict(obj)
+    patch.pop('apiVersion', None)
+    patch.pop('kind', None)
+    client.merge_patch(path, patch)
+    return 'patched'
+
+
+def delete_ours(client: KubeClient, spec: EtcdSpec, component: str, name: str) -> bool:
+    """Delete one component when it is ours; False when it is gone or not ours."""
+    path = path_of(component, spec.namespace, name)
+    current = client.get_or_none(path)
+    if current is None or not c.is_ours(spec, current):
+        return False
+    client.delete(path)
+    return True
+
+
+def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mapping[Tuple[str, str], Any],
+            observed: Observed) -> List[str]:
+    """Do what `action` says; the objects written, as 'Kind name' lines (for the log)."""
+    done: List[str] = []
+    sts_key = ('statefulset', spec.name)
+    if isinstance(action, p.ApplyComponents):
+        for key in action.keys:
+            done.append('%s %s %s' % (c.KINDS[key[0]][1], key[1], apply_object(client, spec, key[0], desired[key])))
+    elif isinstance(action, (p.CreateStatefulSet, p.UpdateStatefulSet)):
+        done.append('StatefulSet %s %s' % (spec.name, apply_object(client, spec, 'statefulset', desired[sts_key])))
+    elif isinstance(action, (p.ScaleUp, p.ScaleDown)):
+        sts = desired[sts_key]
+        patch: Dict[str, Any] = {'spec': {'replicas': action.to}}
+        if isinstance(action, p.ScaleUp) and action.multi_node:
+            patch['metadata'] = {'annotations': {c.SCALED_TO_MULTI_NODE: ''}}
+        current = observed.statefulset
+        if current is None or not c.is_ours(spec, current):
+            raise ComponentConflict('StatefulSet %s/%s is not this Etcd\'s' % (spec.namespace, spec.name))
+        client.merge_patch(path_of('statefulset', spec.namespace, spec.name), patch)
+        done.append('StatefulSet %s replicas %d' % (sts['metadata']['name'], action.to))
+    elif isinstance(action, (p.RestartMember, p.DeletePod)):
+        pod = observed.pods.get(action.pod)
+        if pod is None or not c.is_our_pod(spec, pod):
+            raise ComponentConflict('pod %s/%s is not a member pod of Etcd %s' % (spec.namespace, action.pod, spec.name))
+        client.delete(api_path('v1', 'pods', spec.namespace, action.pod))
+        done.append('Pod %s deleted' % action.pod)
+    elif isinstance(action, p.DeleteLeases):
+        for name in action.names:
+            if delete_ours(client, spec, 'member-lease', name):
+                done.append('Lease %s deleted' % name)
+    return done
+
+
+def delete_all(client: KubeClient, spec: EtcdSpec) -> List[str]:
+    """ETCD-14: every managed component of this Etcd (ours only); PVCs stay (they hold the data). The StatefulSet
+    first, so no pod is started against a half-deleted configuration."""
+    gone: List[str] = []
+    if delete_ours(client, spec, 'statefulset', spec.name):
+        gone.append('StatefulSet %s' % spec.name)
+    for component, name in (('poddisruptionbudget', spec.name), ('client-service', c.client_service_name(spec)),
+                            ('peer-service', c.peer_service_name(spec)), ('configmap', c.configmap_name(spec)),
+                            ('rolebinding', c.role_name(spec)), ('role', c.role_name(spec)),
+                            ('serviceaccount', spec.name)):
+        if delete_ours(client, spec, component, name):
+            gone.append('%s %s' % (c.KINDS[component][1], name))
+    for lease in client.list(path_of('member-lease', spec.namespace), label_selector=ours_selector(spec)):
+        if c.is_ours(spec, lease):
+            try:
+                client.delete(path_of('member-lease', spec.namespace, lease['metadata']['name']), missing_ok=False)
+                gone.append('Lease %s' % lease['metadata']['name'])
+            except NotFound:
+                pass
+    return gone

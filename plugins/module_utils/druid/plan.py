@@ -1,0 +1,423 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""druid's decision table (ETCD-18) as a pure planner: (spec, status, observed objects, now) -> the ONE action of
+this pass, typed, each with the words of its Event (`event`: a CamelCase reason, `message`: what and why).
+
+Order, first match wins (the minimum action each pass; "nothing" is Nothing, and says why):
+  1. quorum lost (a majority of the members that reported are not Ready)
+       - for less than the not-ready grace, or a lost member's pod is still there and may come back: Wait
+       - for longer, with evidence: RecoverQuorum naming the source (the surviving member with the newest revision when it
+         is newer than the newest verified full snapshot, else that snapshot) and the loss window in revisions;
+         without a source: NeedsRecovery (nothing is destroyed)
+  2. quorate, members NotReady longer than the not-ready grace (row 9): DeletePod, one per pass, only while the
+     remaining Ready members keep quorum without it, with a verified full snapshot younger than max_backup_age
+     (when backups are enabled), and at most `max_unready_deletions` at once (druid: f < n/2)
+  3. superfluous member Leases (ordinal >= spec.replicas once the StatefulSet has shrunk, row 13): DeleteLeases
+  4. the spec (only when the gate allows it, spec.reconcile_gate):
+       ApplyComponents (everything but the StatefulSet that is missing or differs),
+       CreateStatefulSet, ScaleUp (row 11: new ordinals join as learners, ETCD-42/43), ScaleDown (row 12: the
+       removed ordinals' Leases are deleted by row 3 afterwards), UpdateStatefulSet (a new pod template, written
+       with OnDelete: no pod restarts by itself), gated on AllMembersReady and BackupReady (ETCD-21)
+  5. pods on an older template: RestartMember, one per pass, followers first and the leader last, each only while
+     AllMembersReady and BackupReady hold and a verified full snapshot is fresh (beyond druid: druid rolls on its own)
+  6. the PodDisruptionBudget's minAvailable follows AllMembersReady (ETCD-20): ApplyComponents of the PDB
+  7. Nothing.
+
+Beyond druid (its users' issues): druid's row 10 scales the StatefulSet to 0 and recreates every Lease on quorum loss
+as soon as BackupReady is True; here nothing destructive happens without positive evidence (the lost members'
+Leases unrenewed past the grace) and a verified snapshot or a surviving member's data, and the plan says which data
+survives and how many revisions are lost before anything acts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
+
+# A member's sidecar writes its etcd revision on its Lease with every renewal (the member-side program's part):
+# the evidence of which surviving member holds the newest data.
+MEMBER_REVISION = 'cluster.steward.io/revision'
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """notready_grace: --etcd-member-notready-threshold; max_backup_age: a verified full snapshot older than this does
+    not count as fresh for a destructive step; max_unready_deletions: NotReady pods deleted at once (druid: f < n/2)."""
+    unknown_grace: float = 60.0
+    notready_grace: float = 300.0
+    max_backup_age: float = 3600.0
+    max_unready_deletions: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    message: str
+
+    event = 'Action'
+    warning = False
+    changes = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Nothing(Action):
+    event = 'InSync'
+    changes = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Wait(Action):
+    """Something is wrong, and the evidence does not yet allow acting (said in the message)."""
+    event = 'Waiting'
+    warning = True
+    changes = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Postponed(Action):
+    """A spec change or a restart a safety gate holds back; `gate` names it (AllMembersReady, BackupReady,
+    VerifiedBackup, Quorum)."""
+    gate: str = ''
+    event = 'UpdatePostponed'
+    warning = True
+    changes = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyComponents(Action):
+    """Create or patch these components (not the StatefulSet): (component, name) keys of `desired`."""
+    keys: Tuple[Tuple[str, str], ...] = ()
+    event = 'ComponentsApplied'
+
+
+@dataclasses.dataclass(frozen=True)
+class CreateStatefulSet(Action):
+    replicas: int = 0
+    event = 'StatefulSetCreated'
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleUp(Action):
+    """Set replicas to `to`; `learners` are the new members (their Leases carry create-as-learner);
+    `multi_node`: from a single member (gardener.cloud/scaled-to-multi-node on the StatefulSet, ETCD-42)."""
+    current: int = 0
+    to: int = 0
+    learners: Tuple[str, ...] = ()
+    multi_node: bool = False
+    event = 'ScaledUp'
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleDown(Action):
+    current: int = 0
+    to: int = 0
+    event = 'ScaledDown'
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateStatefulSet(Action):
+    """Write the new pod template (OnDelete: no pod restarts by itself); members restart through RestartMember."""
+    event = 'StatefulSetUpdated'
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartMember(Action):
+    """Delete one pod running an older template; its StatefulSet brings it back on the new one."""
+    pod: str = ''
+    leader: bool = False
+    event = 'MemberRestarted'
+
+
+@dataclasses.dataclass(frozen=True)
+class DeletePod(Action):
+    """Delete a member pod NotReady longer than the grace (row 9), so it is rescheduled."""
+    pod: str = ''
+    event = 'UnreadyMemberDeleted'
+    warning = True
+
+
+@dataclasses.dataclass(frozen=True)
+class DeleteLeases(Action):
+    names: Tuple[str, ...] = ()
+    event = 'SuperfluousLeasesDeleted'
+
+
+@dataclasses.dataclass(frozen=True)
+class RecoverQuorum(Action):
+    """Quorum is lost for good: recover from `source` ('member': `member`'s data, revision `member_revision`;
+    'snapshot': the verified full snapshot at `snapshot_revision`). `loss_window` is how many revisions the
+    newest known revision is ahead of what the source holds (0: nothing is lost)."""
+    source: str = ''
+    member: str = ''
+    member_revision: int = 0
+    snapshot_revision: int = 0
+    newest_revision: int = 0
+    loss_window: int = 0
+    event = 'QuorumLossRecoveryPlanned'
+    warning = True
+
+
+@dataclasses.dataclass(frozen=True)
+class NeedsRecovery(Action):
+    """Quorum is lost for good and no source is known (no surviving member's revision, no verified snapshot):
+    an operator must act (docs/etcd-druid.md, recovery). Nothing is destroyed."""
+    event = 'QuorumLossNeedsOperator'
+    warning = True
+    changes = False
+
+
+class Plan(NamedTuple):
+    """The pass's one action; the desired components it refers to (keys as in components.desired); whether the
+    spec is fully applied (spec_in_sync: the reconcile is done, so observedGeneration is written and the operation
+    annotation removed)."""
+    action: Action
+    desired: Dict[Tuple[str, str], Any]
+    spec_in_sync: bool = False
+
+
+def _revision(lease: Optional[Mapping[str, Any]]) -> Optional[int]:
+    text = (((lease or {}).get('metadata') or {}).get('annotations') or {}).get(MEMBER_REVISION) or ''
+    return int(text) if text.isdigit() else None
+
+
+def _fresh_verified(spec: EtcdSpec, observed: st.Observed, now: float, options: Options) -> Tuple[bool, str]:
+    """(ok, why not): a verified full snapshot younger than max_backup_age; always ok without a store (there is
+    nothing to verify: the user chose no backups, and the gates on Ready members still hold)."""
+    if not spec.backups_enabled:
+        return True, ''
+    verified = st.verified_backup(observed)
+    if verified is None:
+        return False, 'no verified full snapshot is recorded on Lease %s' % c.snapshot_lease_name(spec, c.FULL_SNAP)
+    age = now - verified['at']
+    if age > options.max_backup_age:
+        return False, 'the newest verified full snapshot (revision %d) is %ds old, more than %ds' % (
+            verified['revision'], int(age), int(options.max_backup_age))
+    return True, ''
+
+
+def _not_ready_since(member: Mapping[str, Any], now: float) -> float:
+    since = parse_micro(member.get('lastTransitionTime'))
+    return now - since if since is not None else 0.0
+
+
+def _quorum_loss(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, now: float,
+                 options: Options) -> Action:
+    members = status.get('members') or []
+    size = int(status.get('clusterSize') or spec.replicas)
+    ready = [m for m in members if m.get('status') == st.MEMBER_READY]
+    lost = [m for m in members if m.get('status') != st.MEMBER_READY]
+    evidence = [m for m in lost if m.get('reason') == st.UNKNOWN_GRACE_EXCEEDED
+                or (m.get('status') == st.MEMBER_NOT_READY and _not_ready_since(m, now) >= options.notready_grace)]
+    # Transient until so many members are gone for good that the rest can never form a quorum again.
+    if size - len(evidence) >= size // 2 + 1:
+        return Wait('quorum lost: %d of %d members Ready (%s); waiting for the lost members to come back or to be '
+                    'NotReady longer than %ds before any recovery' % (
+                        len(ready), size, ', '.join('%s %s' % (m['name'], m.get('reason')) for m in lost) or 'none reporting',
+                        int(options.notready_grace)))
+    # Survivors: members still Ready (their sidecars renew their Leases, so their revision is current). The newest
+    # revision ever reported counts the lost members' last reports too: that is what a recovery may lose.
+    revisions = {m['name']: _revision(observed.member_leases.get(m['name'])) for m in members}
+    survivors = [(revisions[m['name']], m['name']) for m in ready if revisions[m['name']] is not None]
+    best = max(survivors) if survivors else None
+    verified = st.verified_backup(observed) if spec.backups_enabled else None
+    known = [r for r in revisions.values() if r is not None] + ([verified['revision']] if verified else [])
+    if best is None and verified is None:
+        return NeedsRecovery('quorum lost for good: %d of %d members Ready, and neither a surviving member\'s '
+                             'revision nor a verified full snapshot is known; nothing was changed' % (len(ready), size))
+    newest = max(known)
+    if best and (verified is None or best[0] > verified['revision']):
+        return RecoverQuorum('quorum lost for good (%d of %d Ready): recover from member %s\'s data at revision %d%s; '
+                             'loss window %d revision(s)' % (
+                                 len(ready), size, best[1], best[0],
+                                 '' if verified is None else ', newer than the verified snapshot at revision %d'
+                                 % verified['revision'], newest - best[0]),
+                             source='member', member=best[1], member_revision=best[0],
+                             snapshot_revision=verified['revision'] if verified else 0, newest_revision=newest,
+                             loss_window=newest - best[0])
+    return RecoverQuorum('quorum lost for good (%d of %d Ready): recover from the verified full snapshot at revision '
+                         '%d; loss window %d revision(s)' % (len(ready), size, verified['revision'], newest - verified['revision']),
+                         source='snapshot', snapshot_revision=verified['revision'], newest_revision=newest,
+                         member=best[1] if best else '', member_revision=best[0] if best else 0,
+                         loss_window=newest - verified['revision'])
+
+
+def _unready_pods(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, now: float,
+                  options: Options) -> Optional[Action]:
+    members = status.get('members') or []
+    size = int(status.get('clusterSize') or 0)
+    ready = [m for m in members if m.get('status') == st.MEMBER_READY]
+    long_unready = [m for m in members if m.get('status') == st.MEMBER_NOT_READY
+                    and _not_ready_since(m, now) >= options.notready_grace and m['name'] in observed.pods
+                    and not ((observed.pods[m['name']].get('metadata') or {}).get('deletionTimestamp'))]
+    if not long_unready:
+        return None
+    deleting = [p for p in observed.pods.values() if (p.get('metadata') or {}).get('deletionTimestamp')]
+    if len(deleting) >= options.max_unready_deletions:
+        return Wait('%d member pod(s) are being deleted already (limit %d); %s wait' % (
+            len(deleting), options.max_unready_deletions, ', '.join(m['name'] for m in long_unready)))
+    if not len(ready) > size // 2:
+        return None
+    ok, why = _fresh_verified(spec, observed, now, options)
+    victim = sorted(long_unready, key=lambda m: c.ordinal_of(m['name']))[0]
+    if not ok:
+        return Postponed('member %s is NotReady (%s) for %ds, but its pod is not deleted: %s' % (
+            victim['name'], victim.get('reason'), int(_not_ready_since(victim, now)), why), gate='VerifiedBackup')
+    return DeletePod('member %s is NotReady (%s) for %ds, longer than %ds; %d of %d members Ready keep quorum: '
+                     'deleting its pod so it is recreated' % (
+                         victim['name'], victim.get('reason'), int(_not_ready_since(victim, now)),
+                         int(options.notready_grace), len(ready), size), pod=victim['name'])
+
+
+def _differs(desired: Mapping[str, Any], actual: Optional[Mapping[str, Any]]) -> bool:
+    """Whether applying `desired` as a merge patch would change `actual` (fields absent from desired are left)."""
+    if actual is None:
+        return True
+    return not _contains(actual, desired)
+
+
+def _contains(actual: Any, desired: Any) -> bool:
+    """desired's fields are all in actual (an API server adds defaults, also inside list items)."""
+    if isinstance(desired, Mapping):
+        return isinstance(actual, Mapping) and all(_contains(actual.get(k), v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(actual, list) and len(actual) == len(desired) and all(
+            _contains(a, d) for a, d in zip(actual, desired))
+    return actual == desired
+
+
+def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, existing: Mapping[Tuple[str, str], Any],
+         now: float, spec_allowed: bool, options: Options = Options()) -> Plan:
+    """The one action of this pass (a Plan).
+
+    status: this pass's computed status (status.compute_status); existing: our objects as read, by the same keys
+    (absent ones missing); spec_allowed: the gate said RECONCILE this pass."""
+    members = status.get('members') or []
+    sts = observed.statefulset
+    current = int(((sts or {}).get('spec') or {}).get('replicas') or 0)
+    all_ready = st.condition_true(status, st.ALL_MEMBERS_READY)
+    backup_ready = st.condition_true(status, st.BACKUP_READY) if spec.backups_enabled else True
+    ready_members = len([m for m in members if m.get('status') == st.MEMBER_READY])
+    learners: Tuple[str, ...] = ()
+    if sts is not None and 0 < current < spec.replicas:
+        learners = member_names(spec.name, spec.replicas)[current:]
+    quorum_size = int(status.get('clusterSize') or 0)
+    min_available = c.pdb_min_available(quorum_size if members else spec.replicas, all_ready, ready_members)
+    desired = c.desired(spec, spec.replicas, min_available, scaled_to_multi_node=current == 1 and spec.replicas > 1,
+                        learners=learners)
+
+    # 1. quorum lost (only once members have reported: a cluster that never had quorum is bootstrapping)
+    if members and not st.quorate(ready_members, quorum_size):
+        return Plan(_quorum_loss(spec, status, observed, now, options), desired)
+    # 2. long NotReady members while quorate
+    action = _unready_pods(spec, status, observed, now, options)
+    if action is not None:
+        return Plan(action, desired)
+    # 3. superfluous member Leases once the StatefulSet has shrunk
+    if sts is not None and current <= spec.replicas:
+        extra = tuple(sorted((n for n in observed.member_leases if c.ordinal_of(n) >= current and
+                              c.ordinal_of(n) >= spec.replicas and n not in observed.pods), key=c.ordinal_of))
+        if extra:
+            return Plan(DeleteLeases('the member Leases of removed ordinals go: %s' % ', '.join(extra), names=extra), desired)
+    # 4. the spec
+    in_sync = False
+    if spec_allowed:
+        action = _spec_action(spec, status, observed, existing, desired, current, all_ready, backup_ready, learners,
+                              now, options)
+        if action is not None:
+            return Plan(action, desired)
+        in_sync = True
+    # 5. pods on an older template
+    if sts is not None:
+        action = _restart(spec, status, observed, now, options, all_ready, backup_ready)
+        if action is not None:
+            return Plan(action, desired, in_sync)
+    # 6. the PDB follows AllMembersReady
+    key = ('poddisruptionbudget', spec.name)
+    if existing.get(key) is not None and _differs(desired[key], existing.get(key)):
+        return Plan(ApplyComponents('PodDisruptionBudget %s: minAvailable %d (%s)' % (
+            spec.name, min_available, 'AllMembersReady' if all_ready else '%d Ready members' % ready_members),
+            keys=(key,)), desired, in_sync)
+    return Plan(Nothing('in sync: %d/%d members Ready' % (ready_members, spec.replicas)), desired, in_sync)
+
+
+def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed,
+                 existing: Mapping[Tuple[str, str], Any], desired: Mapping[Tuple[str, str], Any], current: int,
+                 all_ready: bool, backup_ready: bool, learners: Tuple[str, ...], now: float,
+                 options: Options) -> Optional[Action]:
+    sts_key = ('statefulset', spec.name)
+    # (a Lease's desired spec is empty: applying it never touches what its member renews)
+    stale = tuple(k for k in desired if k != sts_key and _differs(desired[k], existing.get(k)))
+    if stale:
+        return ApplyComponents('applying %s' % ', '.join('%s %s' % k for k in stale), keys=stale)
+    sts = observed.statefulset
+    want = desired[sts_key]
+    if sts is None:
+        return CreateStatefulSet('creating StatefulSet %s with %d replica(s)' % (spec.name, spec.replicas),
+                                 replicas=spec.replicas)
+    if spec.replicas > current:
+        if current > 0 and not (st.condition_true(status, st.READY) and _all_current_ready(status, current)):
+            return Postponed('scale-up %d -> %d waits: the %d current member(s) are not all Ready' % (
+                current, spec.replicas, current), gate='AllMembersReady')
+        return ScaleUp('scaling up %d -> %d; %s join as learners' % (current, spec.replicas, ', '.join(learners) or 'all'),
+                       current=current, to=spec.replicas, learners=learners, multi_node=current == 1)
+    if spec.replicas < current:
+        if spec.replicas == 0:
+            ok, why = _fresh_verified(spec, observed, now, options)
+            if not ok or not backup_ready:
+                return Postponed('scale to 0 waits for a fresh verified backup: %s' % (why or 'BackupReady is not True'),
+                                 gate='VerifiedBackup')
+        elif not all_ready:
+            return Postponed('scale-down %d -> %d waits for AllMembersReady' % (current, spec.replicas),
+                             gate='AllMembersReady')
+        return ScaleDown('scaling down %d -> %d; the Leases of %s go once their pods are gone' % (
+            current, spec.replicas, ', '.join(member_names(spec.name, current)[spec.replicas:]) or 'none'),
+            current=current, to=spec.replicas)
+    if _differs(want, sts):
+        template_changed = c.template_hash_of(want) != c.template_hash_of(sts)
+        if template_changed and (not all_ready or not backup_ready):
+            gate = 'AllMembersReady' if not all_ready else 'BackupReady'
+            return Postponed('the new pod template waits for %s (ETCD-21)' % gate, gate=gate)
+        return UpdateStatefulSet('StatefulSet %s: %s' % (
+            spec.name, 'new pod template %s; members restart one at a time' % c.template_hash_of(want)
+            if template_changed else 'labels/annotations'))
+    return None
+
+
+def _all_current_ready(status: Mapping[str, Any], current: int) -> bool:
+    members = {m['name']: m for m in status.get('members') or []}
+    names = [n for n in members if 0 <= c.ordinal_of(n) < current]
+    return len(names) == current and all(members[n].get('status') == st.MEMBER_READY for n in names)
+
+
+def _restart(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, now: float, options: Options,
+             all_ready: bool, backup_ready: bool) -> Optional[Action]:
+    target = c.template_hash_of(observed.statefulset)
+    if not target:
+        return None
+    old = [name for name, pod in observed.pods.items() if c.template_hash_of(pod) != target]
+    if not old:
+        return None
+    roles = {m['name']: m.get('role') for m in status.get('members') or []}
+    old.sort(key=lambda n: (roles.get(n) == st.ROLE_LEADER, c.ordinal_of(n)))
+    pod = old[0]
+    if any((p.get('metadata') or {}).get('deletionTimestamp') for p in observed.pods.values()):
+        return Wait('a member pod is restarting; %s waits' % pod)
+    if not all_ready:
+        return Postponed('restart of %s on the new template waits for AllMembersReady' % pod, gate='AllMembersReady')
+    if not backup_ready:
+        return Postponed('restart of %s on the new template waits for BackupReady' % pod, gate='BackupReady')
+    ok, why = _fresh_verified(spec, observed, now, options)
+    if not ok:
+        return Postponed('restart of %s on the new template waits: %s' % (pod, why), gate='VerifiedBackup')
+    leader = roles.get(pod) == st.ROLE_LEADER
+    return RestartMember('restarting %s on pod template %s (%d left%s)' % (
+        pod, target, len(old), ', the leader last' if leader else ''), pod=pod, leader=leader)
+
+
+def learner_names(action: Action) -> List[str]:
+    return list(getattr(action, 'learners', ()) or ())

@@ -1,0 +1,237 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`Etcd.status` as druid writes it, from what the API shows: (spec, observed objects, previous status, now) -> status.
+
+Members come from the member Leases (ETCD-16): a Lease whose `holderIdentity` is `<hex member id>:Leader|Member` is
+a member (an empty one is an ordinal whose sidecar has not started yet: not a member). With `renew` its renewTime,
+`unknown` --etcd-member-unknown-threshold (1m) and `notready` --etcd-member-notready-threshold (5m):
+
+  renew + unknown + notready < now      NotReady  UnknownGracePeriodExceeded
+  renew + unknown < now, pod Ready      Unknown   LeaseExpired
+  renew + unknown < now, pod not Ready  NotReady  PodNotReady
+  fresh lease, pod missing or not Ready NotReady  PodNotReady        (druid says Ready here; a pod that is not
+                                                                      Ready serves no client: stricter)
+  fresh lease, pod Ready                Ready     LeaseSucceeded
+
+clusterSize (ETCD-17): while quorate the number of members, else (bootstrap, quorum lost) spec.replicas.
+Conditions (ETCD-10): `Ready` (Quorate | QuorumLost), `AllMembersReady` (AllMembersReady | NotAllMembersReady; every
+ordinal of spec.replicas must be a Ready member), `BackupReady` from the snapshot Leases (ETCD-30; only with a store),
+`DataVolumesReady` from the member pods' PVCs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import (
+    FALSE, TRUE, UNKNOWN, get_condition, rfc3339, set_condition)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro, renewed_at
+
+READY = 'Ready'
+ALL_MEMBERS_READY = 'AllMembersReady'
+BACKUP_READY = 'BackupReady'
+DATA_VOLUMES_READY = 'DataVolumesReady'
+
+MEMBER_READY = 'Ready'
+MEMBER_NOT_READY = 'NotReady'
+MEMBER_UNKNOWN = 'Unknown'
+LEASE_SUCCEEDED = 'LeaseSucceeded'
+LEASE_EXPIRED = 'LeaseExpired'
+UNKNOWN_GRACE_EXCEEDED = 'UnknownGracePeriodExceeded'
+POD_NOT_READY = 'PodNotReady'
+ROLE_LEADER = 'Leader'
+ROLE_MEMBER = 'Member'
+
+# Where the seed gives no value (ETCD-25: a full snapshot is due when the newest is older than 24h).
+FULL_SNAPSHOT_MAX_AGE = 24 * 3600.0 + 15 * 60.0
+DELTA_PERIODS_LATE = 3          # a delta Lease not renewed for this many deltaSnapshotPeriods (at least 1m) is stale
+# The member-side program annotates the full-snap Lease when it has verified that snapshot by restoring it
+# (the etcd engine's restore verification): the evidence the planner needs before a destructive step.
+VERIFIED_REVISION = 'cluster.steward.io/verified-revision'
+VERIFIED_AT = 'cluster.steward.io/verified-at'
+
+_HOLDER = re.compile(r'^([0-9a-fA-F]+):(Leader|Member)$')
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """--etcd-member-unknown-threshold and --etcd-member-notready-threshold, seconds."""
+    unknown: float = 60.0
+    notready: float = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """What the loop read for one Etcd: its StatefulSet (None when absent), pods, member Leases and PVCs by name,
+    the snapshot Leases by kind (`full-snap`, `delta-snap`). Only objects that are ours (components.is_ours /
+    is_our_pod) belong here."""
+    statefulset: Optional[Mapping[str, Any]] = None
+    pods: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    member_leases: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    snapshot_leases: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    pvcs: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+def parse_holder(holder: Optional[str]) -> Optional[Dict[str, str]]:
+    """`272e204152:Leader` -> {'id': '272e204152', 'role': 'Leader'}; None for an empty or foreign holder."""
+    match = _HOLDER.match(holder or '')
+    return {'id': match.group(1), 'role': match.group(2)} if match else None
+
+
+def pod_ready(pod: Optional[Mapping[str, Any]]) -> bool:
+    if not pod or (pod.get('metadata') or {}).get('deletionTimestamp'):
+        return False
+    cond = get_condition(((pod.get('status') or {}).get('conditions')), 'Ready')
+    return bool(cond and cond.get('status') == TRUE)
+
+
+def member_state(lease: Mapping[str, Any], pod: Optional[Mapping[str, Any]], now: float,
+                 thresholds: Thresholds) -> tuple:
+    """(status, reason) of one member (the table above)."""
+    renew = renewed_at(lease)
+    ready = pod_ready(pod)
+    if renew is None or renew + thresholds.unknown < now:
+        if renew is not None and renew + thresholds.unknown + thresholds.notready < now:
+            return MEMBER_NOT_READY, UNKNOWN_GRACE_EXCEEDED
+        return (MEMBER_UNKNOWN, LEASE_EXPIRED) if ready else (MEMBER_NOT_READY, POD_NOT_READY)
+    return (MEMBER_READY, LEASE_SUCCEEDED) if ready else (MEMBER_NOT_READY, POD_NOT_READY)
+
+
+def members(spec: EtcdSpec, observed: Observed, previous: Sequence[Mapping[str, Any]], now: float,
+            thresholds: Thresholds) -> List[Dict[str, Any]]:
+    """status.members, ordered by ordinal; lastTransitionTime kept while a member's status stays the same."""
+    before = {m.get('name'): m for m in previous or []}
+    out = []
+    for name in sorted(observed.member_leases, key=c.ordinal_of):
+        lease = observed.member_leases[name]
+        holder = parse_holder(((lease.get('spec') or {}).get('holderIdentity')))
+        if holder is None:
+            continue
+        status, reason = member_state(lease, observed.pods.get(name), now, thresholds)
+        old = before.get(name) or {}
+        transition = old.get('lastTransitionTime') if old.get('status') == status and old.get('lastTransitionTime') \
+            else rfc3339(now)
+        out.append({'name': name, 'id': holder['id'], 'role': holder['role'], 'status': status, 'reason': reason,
+                    'lastTransitionTime': transition})
+    return out
+
+
+def quorate(ready: int, size: int) -> bool:
+    return size > 0 and ready > size // 2
+
+
+def backup_condition(spec: EtcdSpec, observed: Observed, now: float) -> Optional[tuple]:
+    """(status, reason, message) of BackupReady from the snapshot Leases; None without a store (no condition)."""
+    if not spec.backups_enabled:
+        return None
+    full = observed.snapshot_leases.get(c.FULL_SNAP)
+    delta = observed.snapshot_leases.get(c.DELTA_SNAP)
+    full_at, delta_at = renewed_at(full), renewed_at(delta)
+    full_rev = ((full or {}).get('spec') or {}).get('holderIdentity')
+    delta_rev = ((delta or {}).get('spec') or {}).get('holderIdentity')
+    if full_at is None and delta_at is None:
+        return UNKNOWN, 'Unknown', 'no snapshot has been taken yet'
+    if full_at is None or now - full_at > FULL_SNAPSHOT_MAX_AGE:
+        return FALSE, 'FullBackupFailed', 'the newest full snapshot is %s' % (
+            'missing' if full_at is None else 'from %s, older than %dh' % (rfc3339(full_at), FULL_SNAPSHOT_MAX_AGE // 3600))
+    period = spec.backup.delta_snapshot_period
+    if period > 0 and (delta_at or full_at) < now - max(DELTA_PERIODS_LATE * period, 60.0):
+        return FALSE, 'IncrementalBackupFailed', 'no delta snapshot since %s (deltaSnapshotPeriod %ds)' % (
+            rfc3339(delta_at or full_at), int(period))
+    if delta_at is not None and delta_at >= full_at and delta_rev:
+        return TRUE, 'IncrementalBackupSucceeded', 'delta snapshot at revision %s, %s' % (delta_rev, rfc3339(delta_at))
+    return TRUE, 'FullBackupSucceeded', 'full snapshot at revision %s, %s' % (full_rev, rfc3339(full_at))
+
+
+def verified_backup(observed: Observed) -> Optional[Dict[str, Any]]:
+    """The newest verified full snapshot the full-snap Lease records: {'revision': int, 'at': seconds}; None when
+    none is recorded (then no destructive step is planned)."""
+    full = observed.snapshot_leases.get(c.FULL_SNAP) or {}
+    annotations = (full.get('metadata') or {}).get('annotations') or {}
+    revision, at = annotations.get(VERIFIED_REVISION), parse_micro(annotations.get(VERIFIED_AT))
+    if not (revision or '').isdigit() or at is None:
+        return None
+    return {'revision': int(revision), 'at': at}
+
+
+def volumes_condition(spec: EtcdSpec, observed: Observed) -> tuple:
+    """DataVolumesReady: every member pod's PVC `<volumeClaimTemplate>-<pod>` exists and is not Lost."""
+    missing, lost = [], []
+    for pod in sorted(observed.pods, key=c.ordinal_of):
+        claim = '%s-%s' % (spec.volume_claim_template, pod)
+        pvc = observed.pvcs.get(claim)
+        if pvc is None:
+            missing.append(claim)
+        elif (pvc.get('status') or {}).get('phase') == 'Lost':
+            lost.append(claim)
+    if lost:
+        return FALSE, 'PersistentVolumeClaimLost', 'lost: %s' % ', '.join(lost)
+    if missing:
+        return FALSE, 'PersistentVolumeClaimMissing', 'missing for running pods: %s' % ', '.join(missing)
+    return TRUE, 'NoErrorsFound', 'the data volumes of %d pod(s) are in place' % len(observed.pods)
+
+
+def compute_status(spec: EtcdSpec, observed: Observed, previous: Optional[Mapping[str, Any]], now: float,
+                   thresholds: Thresholds = Thresholds()) -> Dict[str, Any]:
+    """The status the status sync writes. observedGeneration, lastOperation and lastErrors are kept from `previous`
+    (the reconcile writes them)."""
+    previous = previous or {}
+    found = members(spec, observed, previous.get('members') or [], now, thresholds)
+    ready_members = [m for m in found if m['status'] == MEMBER_READY]
+    size = len(found) if quorate(len(ready_members), len(found)) else spec.replicas
+    is_quorate = quorate(len(ready_members), size)
+    conditions = list(previous.get('conditions') or [])
+    if is_quorate:
+        conditions = set_condition(conditions, READY, TRUE, 'Quorate', 'the cluster is quorate: %d of %d members Ready'
+                                   % (len(ready_members), size), now)
+    else:
+        conditions = set_condition(conditions, READY, FALSE, 'QuorumLost', 'the cluster has lost quorum: %d of %d '
+                                   'members Ready' % (len(ready_members), size) if found else
+                                   'no member has reported yet (0 of %d)' % spec.replicas, now)
+    wanted = set(member_names(spec.name, spec.replicas))
+    not_ready = sorted((wanted - {m['name'] for m in ready_members}), key=c.ordinal_of)
+    if spec.replicas > 0 and not not_ready:
+        conditions = set_condition(conditions, ALL_MEMBERS_READY, TRUE, 'AllMembersReady', 'all %d members are Ready'
+                                   % spec.replicas, now)
+    else:
+        reporting = {m['name']: m for m in found}
+        parts = ['%s %s' % (n, reporting[n]['reason']) if n in reporting else '%s not reporting' % n for n in not_ready]
+        message = 'not Ready: %s' % ', '.join(parts) if parts else 'no members wanted (replicas 0)'
+        conditions = set_condition(conditions, ALL_MEMBERS_READY, FALSE, 'NotAllMembersReady', message, now)
+    backup = backup_condition(spec, observed, now)
+    if backup is None:
+        conditions = [cond for cond in conditions if cond.get('type') != BACKUP_READY]
+    else:
+        conditions = set_condition(conditions, BACKUP_READY, backup[0], backup[1], backup[2], now)
+    volumes = volumes_condition(spec, observed)
+    conditions = set_condition(conditions, DATA_VOLUMES_READY, volumes[0], volumes[1], volumes[2], now)
+    sts_status = (observed.statefulset or {}).get('status') or {}
+    ready_replicas = int(sts_status.get('readyReplicas') or 0)
+    status: Dict[str, Any] = {
+        'etcd': {'apiVersion': 'apps/v1', 'kind': 'StatefulSet', 'name': c.statefulset_name(spec)},
+        'serviceName': c.client_service_name(spec),
+        'members': found,
+        'clusterSize': size,
+        'replicas': int(sts_status.get('replicas') or 0),
+        'readyReplicas': ready_replicas,
+        'currentReplicas': int(sts_status.get('currentReplicas') or 0),
+        'updatedReplicas': int(sts_status.get('updatedReplicas') or 0),
+        'ready': spec.replicas > 0 and ready_replicas == spec.replicas and is_quorate,
+        'labelSelector': c.label_selector(spec),
+        'peerUrlTLSEnabled': spec.peer_tls_enabled,
+        'conditions': conditions,
+    }
+    for key in ('observedGeneration', 'lastOperation', 'lastErrors', 'lastError'):
+        if key in previous:
+            status[key] = previous[key]
+    return status
+
+
+def condition_true(status: Mapping[str, Any], type_: str) -> bool:
+    cond = get_condition(status.get('conditions'), type_)
+    return bool(cond and cond.get('status') == TRUE)

@@ -1,0 +1,289 @@
+"""druid/plan.py: druid's decision table (ETCD-18) as one typed action per pass, with the gates beyond druid."""
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import parse_etcd
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+
+from support.druid_samples import sample
+
+NOW = 1_800_000_000.0
+
+
+def lease(holder, ago=1.0, annotations=None, base=None):
+    obj = dict(base or {})
+    obj['metadata'] = dict(obj.get('metadata') or {}, annotations=dict(annotations or {}))
+    obj['spec'] = {'holderIdentity': holder, 'renewTime': format_micro(NOW - ago)} if holder else {}
+    return obj
+
+
+class World:
+    """One Etcd's objects as the loop would read them, built from the desired components (as if applied)."""
+
+    def __init__(self, replicas=3, sts_replicas=None, spec_replicas=None, ages=None, ready=None, revisions=None,
+                 backups=True, **_snapshot):
+        obj = sample(replicas=spec_replicas if spec_replicas is not None else replicas)
+        if not backups:
+            obj['spec']['backup'] = {'port': 8080}
+        self.spec = parse_etcd(obj)
+        sts_replicas = replicas if sts_replicas is None else sts_replicas
+        applied = c.desired(self.spec, sts_replicas, c.pdb_min_available(sts_replicas, True, sts_replicas))
+        self.existing = dict(applied)
+        sts = c.statefulset(self.spec, sts_replicas, c.config_checksum(applied[('configmap', c.configmap_name(self.spec))]))
+        sts['status'] = {'replicas': sts_replicas, 'readyReplicas': sum(ready or [True] * replicas)}
+        self.existing[('statefulset', self.spec.name)] = sts
+        names = ['etcd-main-%d' % i for i in range(replicas)]
+        ages = ages or [1.0] * replicas
+        ready = ready or [True] * replicas
+        revisions = revisions or [None] * replicas
+        hash_ = c.template_hash_of(sts)
+        self.pods = {n: {'metadata': {'name': n, 'annotations': {c.TEMPLATE_HASH: hash_}},
+                         'status': {'conditions': [{'type': 'Ready', 'status': 'True' if r else 'False'}]}}
+                     for n, r in zip(names, ready)}
+        self.leases = {n: lease('%x:%s' % (0xa0 + i, 'Leader' if i == 0 else 'Member'), a,
+                                {p.MEMBER_REVISION: str(rv)} if rv is not None else None)
+                       for i, (n, a, rv) in enumerate(zip(names, ages, revisions))}
+        for name, l in self.leases.items():
+            self.existing[('member-lease', name)] = dict(applied.get(('member-lease', name)) or {}, spec=l['spec'])
+        self.sts = sts
+        self.snaps = {}
+
+    def observed(self):
+        return st.Observed(statefulset=self.sts, pods=self.pods, member_leases=self.leases,
+                           snapshot_leases=self.snaps,
+                           pvcs={'main-etcd-' + n: {'status': {'phase': 'Bound'}} for n in self.pods})
+
+    def run(self, allowed=True, previous=None, options=p.Options()):
+        observed = self.observed()
+        status = st.compute_status(self.spec, observed, previous, NOW, st.Thresholds(options.unknown_grace,
+                                                                                      options.notready_grace))
+        return p.plan(self.spec, status, observed, self.existing, NOW, allowed, options)[0]
+
+
+def world(**kw):
+    w = World(**kw)
+    backups = kw.get('backups', True)
+    verified_ago = kw.get('verified_ago', 60.0)
+    if backups:
+        ann = {st.VERIFIED_REVISION: str(kw.get('verified_rev', 100)), st.VERIFIED_AT: format_micro(NOW - verified_ago)} \
+            if verified_ago is not None else {}
+        w.snaps = {'full-snap': lease('100', 60.0, ann), 'delta-snap': lease('120', 10.0)}
+    else:
+        w.snaps = {}
+    return w
+
+
+def not_ready_for(seconds):
+    """A previous status in which members 1 and 2 turned NotReady `seconds` ago."""
+    return {'members': [{'name': 'etcd-main-%d' % i, 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - seconds)}
+                        for i in (1, 2)]}
+
+
+def test_pink_of_health_is_nothing():
+    action = world().run()
+    assert isinstance(action, p.Nothing) and not action.changes and action.message.startswith('in sync: 3/3')
+
+
+def test_missing_components_are_applied_before_the_statefulset():
+    w = world()
+    del w.existing[('client-service', 'etcd-main-client')]
+    action = w.run()
+    assert isinstance(action, p.ApplyComponents) and action.keys == (('client-service', 'etcd-main-client'),)
+    w.existing[('client-service', 'etcd-main-client')] = c.client_service(w.spec)
+    w.sts = None
+    action = w.run()
+    assert isinstance(action, p.CreateStatefulSet) and action.replicas == 3
+
+
+def test_spec_actions_wait_for_the_gate():
+    w = world()
+    del w.existing[('client-service', 'etcd-main-client')]
+    assert isinstance(w.run(allowed=False), p.Nothing)
+
+
+def test_scale_up_one_to_three_as_learners():
+    w = world(replicas=1, spec_replicas=3)
+    action = w.run()
+    # first the bootstrap ConfigMap (initial-cluster of 3) and the new members' Leases with create-as-learner
+    assert isinstance(action, p.ApplyComponents)
+    assert ('configmap', c.configmap_name(w.spec)) in action.keys and ('member-lease', 'etcd-main-2') in action.keys
+    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    assert desired[('member-lease', 'etcd-main-1')]['metadata']['annotations'] == {c.CREATE_AS_LEARNER: 'true'}
+    assert 'annotations' not in desired[('member-lease', 'etcd-main-0')]['metadata']
+    sts = desired[('statefulset', 'etcd-main')]
+    assert sts['metadata']['annotations'][c.SCALED_TO_MULTI_NODE] == ''
+    # the running member's pod template does not change with the member list
+    assert c.template_hash_of(sts) == c.template_hash_of(w.sts)
+    for key in action.keys:
+        w.existing[key] = desired[key]
+    action = w.run()
+    assert isinstance(action, p.ScaleUp) and (action.current, action.to) == (1, 3)
+    assert action.learners == ('etcd-main-1', 'etcd-main-2') and action.multi_node
+
+
+def test_scale_up_waits_for_the_current_members():
+    w = world(replicas=3, spec_replicas=5, ready=[True, True, False])
+    for key, obj in p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
+                           True)[1].items():
+        if key[0] != 'statefulset':
+            w.existing[key] = obj
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'AllMembersReady'
+
+
+def apply(w, action):
+    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    assert isinstance(action, p.ApplyComponents)
+    for key in action.keys:
+        w.existing[key] = desired[key]
+
+
+def test_scale_down_and_then_the_superfluous_leases():
+    w = world(replicas=3, spec_replicas=1)
+    action = w.run()
+    assert action.keys == (('configmap', c.configmap_name(w.spec)),)        # initial-cluster of 1 first
+    apply(w, action)
+    action = w.run()
+    assert isinstance(action, p.ScaleDown) and (action.current, action.to) == (3, 1)
+    w.sts['spec']['replicas'] = 1
+    for n in ('etcd-main-1', 'etcd-main-2'):
+        del w.pods[n]
+    action = w.run()
+    assert isinstance(action, p.DeleteLeases) and action.names == ('etcd-main-1', 'etcd-main-2')
+
+
+def test_scale_to_zero_needs_a_fresh_verified_backup():
+    w = world(replicas=1, spec_replicas=0, verified_ago=7200.0)
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'VerifiedBackup' and '7200s old' in action.message
+    w = world(replicas=1, spec_replicas=0)
+    assert isinstance(w.run(), p.ScaleDown)
+
+
+def _new_image(w):
+    obj = sample(replicas=3)
+    obj['spec']['etcd']['image'] = 'quay.io/coreos/etcd:v3.5.17'
+    w.spec = parse_etcd(obj)
+
+
+def test_new_image_is_gated_then_written_then_rolled_leader_last():
+    w = world(ready=[True, True, False], ages=[1.0, 1.0, 1.0])
+    _new_image(w)
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'AllMembersReady'
+    w = world()
+    w.snaps['full-snap'] = lease('100', 30 * 3600.0)          # BackupReady False: FullBackupFailed
+    _new_image(w)
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'BackupReady'
+    w = world()
+    _new_image(w)
+    action = w.run()
+    assert isinstance(action, p.UpdateStatefulSet) and 'restart one at a time' in action.message
+    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    w.sts = dict(desired[('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+    order = []
+    for _ in range(3):
+        action = w.run()
+        assert isinstance(action, p.RestartMember), action
+        order.append((action.pod, action.leader))
+        w.pods[action.pod]['metadata']['annotations'][c.TEMPLATE_HASH] = c.template_hash_of(w.sts)
+    assert order == [('etcd-main-1', False), ('etcd-main-2', False), ('etcd-main-0', True)]
+    assert isinstance(w.run(), p.Nothing)
+
+
+def test_restart_waits_for_a_verified_backup_and_a_pod_in_flight():
+    w = world(verified_ago=None)
+    _new_image(w)
+    w.sts = dict(p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
+                        True)[1][('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'VerifiedBackup'
+    w.pods['etcd-main-2']['metadata']['deletionTimestamp'] = '2027-01-15T00:00:00Z'
+    assert isinstance(w.run(), p.Wait)
+
+
+def test_long_not_ready_member_pod_is_deleted_while_quorate():
+    w = world(ready=[True, True, False])
+    prev = {'members': [{'name': 'etcd-main-2', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 400)}]}
+    action = w.run(previous=prev)
+    assert isinstance(action, p.DeletePod) and action.pod == 'etcd-main-2' and '2 of 3 members Ready' in action.message
+    prev_short = {'members': [{'name': 'etcd-main-2', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 100)}]}
+    assert not isinstance(w.run(previous=prev_short), p.DeletePod)
+
+
+def test_unready_pod_is_kept_without_a_verified_backup_or_over_the_limit():
+    w = world(ready=[True, True, False], verified_ago=None)
+    prev = {'members': [{'name': 'etcd-main-2', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 400)}]}
+    action = w.run(previous=prev)
+    assert isinstance(action, p.Postponed) and action.gate == 'VerifiedBackup'
+    w = world(replicas=5, ready=[True, True, True, False, False])
+    w.pods['etcd-main-3']['metadata']['deletionTimestamp'] = '2027-01-15T00:00:00Z'
+    prev = {'members': [{'name': 'etcd-main-4', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 400)}]}
+    action = w.run(previous=prev)
+    assert isinstance(action, p.Wait) and 'limit 1' in action.message
+
+
+def test_transient_quorum_loss_waits():
+    w = world(ready=[True, False, False], ages=[1.0, 90.0, 90.0])
+    action = w.run(previous=not_ready_for(30))
+    assert isinstance(action, p.Wait) and 'quorum lost: 1 of 3' in action.message and not action.changes
+
+
+def test_quorum_loss_recovers_from_the_newest_surviving_member():
+    w = world(ready=[True, False, False], ages=[1.0, 400.0, 400.0], revisions=[150, 160, 155], verified_rev=100)
+    action = w.run()
+    assert isinstance(action, p.RecoverQuorum)
+    assert (action.source, action.member, action.member_revision, action.snapshot_revision) == ('member', 'etcd-main-0',
+                                                                                               150, 100)
+    assert (action.newest_revision, action.loss_window) == (160, 10) and 'loss window 10' in action.message
+
+
+def test_quorum_loss_recovers_from_the_verified_snapshot_when_it_is_newer():
+    w = world(ready=[True, False, False], ages=[1.0, 400.0, 400.0], revisions=[90, None, None], verified_rev=100)
+    action = w.run()
+    assert isinstance(action, p.RecoverQuorum) and action.source == 'snapshot' and action.snapshot_revision == 100
+    assert action.loss_window == 0
+
+
+def test_total_loss_from_the_snapshot_and_the_window():
+    w = world(ready=[False, False, False], ages=[400.0, 400.0, 400.0], revisions=[130, 131, 131], verified_rev=120)
+    action = w.run()
+    assert isinstance(action, p.RecoverQuorum) and action.source == 'snapshot' and action.loss_window == 11
+
+
+def test_quorum_loss_without_a_source_changes_nothing():
+    w = world(ready=[True, False, False], ages=[1.0, 400.0, 400.0], backups=False)
+    action = w.run()
+    assert isinstance(action, p.NeedsRecovery) and not action.changes
+
+
+def test_pdb_follows_all_members_ready():
+    w = world()
+    w.existing[('poddisruptionbudget', 'etcd-main')] = c.poddisruptionbudget(w.spec, 2)
+    assert isinstance(w.run(allowed=False), p.Nothing)
+    w = world(ready=[True, True, False])
+    w.existing[('poddisruptionbudget', 'etcd-main')] = c.poddisruptionbudget(w.spec, 2)
+    action = w.run(allowed=False)
+    assert isinstance(action, p.Nothing)            # 2 Ready members: minAvailable stays 2 (the highest rule)
+
+
+def test_every_action_kind_has_an_event_reason():
+    kinds = [k for k in vars(p).values() if isinstance(k, type) and issubclass(k, p.Action) and k is not p.Action]
+    assert len(kinds) == 13
+    assert len({k.event for k in kinds}) == len(kinds)
+
+
+def test_spec_in_sync_only_when_no_spec_action_is_left():
+    w = world()
+    status = st.compute_status(w.spec, w.observed(), None, NOW)
+    assert p.plan(w.spec, status, w.observed(), w.existing, NOW, True).spec_in_sync
+    assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, False).spec_in_sync
+    del w.existing[('client-service', 'etcd-main-client')]
+    assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, True).spec_in_sync
