@@ -25,10 +25,7 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 import yaml
@@ -43,6 +40,7 @@ from lab.env.controller import ControllerProcess, wait_for
 from lab.env.ports import free_port
 from support.etcd_cluster import EtcdCluster, etcd_bin_dirs
 from support.observability import ROOT, seed_rows
+from support.prometheus import PrometheusProcess
 
 PROMETHEUS = lab_prometheus.binary()
 INTERVAL = 2.0            # scrape and evaluation interval (the lab's DRILL_INTERVAL)
@@ -72,36 +70,14 @@ def shortened_rules(out_dir):
     return paths
 
 
-class Prometheus:
-    """Debian's prometheus with the lab's configuration (lab/prometheus.py), on a free port."""
+class Prometheus(PrometheusProcess):
+    """Debian's prometheus with the lab's configuration (lab/prometheus.py) and the shortened rules."""
 
     def __init__(self, work, etcd_urls, controller_url):
+        address = '127.0.0.1:%d' % free_port()
         os.makedirs(work, exist_ok=True)
-        self.address = '127.0.0.1:%d' % free_port()
-        config = os.path.join(work, 'prometheus.yml')
-        lab_prometheus.write_config(config, lab_prometheus.config(
-            etcd_urls, controller_url, self.address, shortened_rules(work), '%ds' % INTERVAL))
-        self.log = open(os.path.join(work, 'prometheus.log'), 'wb')
-        self.proc = subprocess.Popen(lab_prometheus.argv(PROMETHEUS, config, os.path.join(work, 'data'), self.address),
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(self.ready, 60, 0.2, 'prometheus ready (%s)' % os.path.join(work, 'prometheus.log'))
-
-    def ready(self):
-        try:
-            with urllib.request.urlopen('http://%s/-/ready' % self.address, timeout=5) as answer:
-                return answer.status == 200
-        except OSError:
-            assert self.proc.poll() is None, 'prometheus exited with %s' % self.proc.returncode
-            return False
-
-    def api(self, path, **params):
-        url = 'http://%s/api/v1/%s' % (self.address, path)
-        if params:
-            url += '?' + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            body = json.load(answer)
-        assert body['status'] == 'success', body
-        return body['data']
+        super().__init__(work, lab_prometheus.config(etcd_urls, controller_url, address, shortened_rules(work),
+                                                     '%ds' % INTERVAL), address)
 
     def query(self, expr):
         return self.api('query', query=expr)['result']
@@ -112,15 +88,6 @@ class Prometheus:
 
     def firing(self, name):
         return [labels for alert, state, labels in self.alerts() if alert == name and state == 'firing']
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def cert_source(kube, name, cert_pem):

@@ -10,8 +10,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -22,8 +20,8 @@ from lab import prometheus as lab_prometheus
 from lab.env.controller import wait_for
 from lab.kube.api import repo_path
 from lab.provisioning.hosts import free_ip_base
+from support.lab_cli import alive, lab
 
-LAB = repo_path('lab', 'lab.py')
 PARTS = 'etcd,kube,controller,prometheus'
 
 pytestmark = pytest.mark.skipif(lab_prometheus.binary() is None or not os.path.exists(repo_path('.build', 'etcd-3.5',
@@ -31,30 +29,11 @@ pytestmark = pytest.mark.skipif(lab_prometheus.binary() is None or not os.path.e
                                 reason='needs Debian prometheus (bindep.txt) and the build tree etcd (make all)')
 
 
-def lab(state, *args, check=True):
-    env = {k: v for k, v in os.environ.items() if k != 'KUBECONFIG'}
-    env['HOME'] = str(state) + '-home'
-    result = subprocess.run([sys.executable, LAB] + list(args) + ['--state', str(state)], capture_output=True,
-                            text=True, timeout=300, cwd=repo_path(), check=False, env=env)
-    if check:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
-
-
 def api(url, path, **params):
     with urllib.request.urlopen('%s/api/v1/%s?%s' % (url, path, urllib.parse.urlencode(params)), timeout=10) as answer:
         body = json.load(answer)
     assert body['status'] == 'success', body
     return body['data']
-
-
-def alive(record):
-    try:
-        with open('/proc/%d/stat' % record['pid']) as f:
-            fields = f.read().rsplit(')', 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != 'Z' and fields[19] == record['start_time']
 
 
 @pytest.fixture
