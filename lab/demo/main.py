@@ -105,7 +105,7 @@ def _lab_up(ctx: DemoContext) -> str:
     result = manager.lab_up(ctx.state, ctx.members, echo=False)
     ctx.write_log(result['output'])
     ctx.hosts.update(manager.read_inventory(ctx.state))
-    cloud = ', '.join('%s %s' % (part, info.get('url') or 'pid %s' % info['pid'])
+    cloud = ', '.join('%s %s' % (part, info.get('url') or info.get('note') or 'pid %s' % info['pid'])
                       for part, info in result.get('cloud', {}).items())
     return 'etcd on %s; sabakan on %s; %s' % (' '.join(h['ansible_host'] for h in ctx.hosts.values()),
                                               result.get('sabakan_url') or 'nothing (not started)', cloud)
