@@ -56,8 +56,8 @@ def config(etcd_urls: Sequence[str], controller_url: Optional[str], self_address
 
 def write_config(path: str, data: Dict[str, Any]) -> str:
     """Write prometheus.yml atomically; its text (the part restarts when it changes)."""
-    text = '# steward.cluster lab: Prometheus scraping the lab (lab/prometheus.py)\n' + yaml.safe_dump(data,
-                                                                                                    sort_keys=True)
+    header = '# steward.cluster lab: Prometheus scraping the lab (lab/prometheus.py)\n'
+    text = header + yaml.safe_dump(data, sort_keys=True)
     tmp = '%s.%d.tmp' % (path, os.getpid())
     with open(tmp, 'w') as f:
         f.write(text)

@@ -160,8 +160,8 @@ def test_alert_drills(drill_lab, kube):
     size = wait_for(lambda: prom.query('etcdbr_cluster_size'), 60, 0.5, 'etcdbr_cluster_size')
     assert [(s['metric']['etcd'], s['value'][1]) for s in size] == [(NS + '/main', '3')]
     learners = prom.query('etcdbr_is_learner')
-    assert sorted((s['metric']['member'], s['value'][1]) for s in learners) == [('etcd1', '0'), ('etcd2', '0'),
-                                                                                 ('etcd3', '0')]
+    voters = [('etcd1', '0'), ('etcd2', '0'), ('etcd3', '0')]
+    assert sorted((s['metric']['member'], s['value'][1]) for s in learners) == voters
     # the seed's controller families that this run fills have samples in Prometheus, under the seed's names
     seed = [r['family'] for r in seed_rows() if r['exporter'] == 'controller']
     scraped = {s['metric']['__name__'] for s in prom.query('{job="steward-controller"}')}

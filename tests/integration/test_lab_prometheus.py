@@ -24,8 +24,8 @@ from support.lab_cli import alive, lab
 
 PARTS = 'etcd,kube,controller,prometheus'
 
-pytestmark = pytest.mark.skipif(lab_prometheus.binary() is None or not os.path.exists(repo_path('.build', 'etcd-3.5',
-                                                                                                 'etcd')),
+ETCD = repo_path('.build', 'etcd-3.5', 'etcd')
+pytestmark = pytest.mark.skipif(lab_prometheus.binary() is None or not os.path.exists(ETCD),
                                 reason='needs Debian prometheus (bindep.txt) and the build tree etcd (make all)')
 
 
