@@ -53,11 +53,17 @@ def test_the_anchor_exports_the_expiry_of_every_certificate_it_keeps(tmp_path):
     runtime = types.SimpleNamespace(metrics=metrics, clock=now.timestamp, health=Health())
     options = AnchorOptions(root=root, node_name='cp1', node_ip='10.0.0.1', namespace='steward-system', selector='',
                             interval=10, cleanup=False, etcd_endpoints=(), etcd_peer_port=2380)
-    AnchorLoop(runtime, options, AnchorMetrics(metrics.registry)).certificate_metrics()
+    loop = AnchorLoop(runtime, options, AnchorMetrics(metrics.registry))
+    loop.certificate_metrics()
     got = {s['path']: v for s, v in samples(metrics, 'steward_certificate_expiry_timestamp_seconds')}
     assert set(got) == {'/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/pki/apiserver.crt'}
     assert abs(got['/etc/kubernetes/pki/apiserver.crt'] - (now.timestamp() + 20 * 86400)) < 2
     assert got['/etc/kubernetes/pki/ca.crt'] > now.timestamp() + 3000 * 86400
+    # the anchor stops keeping apiserver.crt (its source removed): its series goes, so no alert stays on it
+    write(root, anchor.ANCHOR_RECORD, json.dumps({'files': ['/etc/kubernetes/pki/ca.crt']}).encode())
+    loop.certificate_metrics()
+    got = {s['path']: v for s, v in samples(metrics, 'steward_certificate_expiry_timestamp_seconds')}
+    assert set(got) == {'/etc/kubernetes/pki/ca.crt'}
 
 
 def test_heartbeat_ages_grow_while_a_loop_does_not_beat():
