@@ -10,6 +10,7 @@ its provisioning anchor on a directory tree), faults injected for real, answers 
   EtcdBackup) -> EtcdBackupStale for that EtcdBackup only;
 - a certificate 20 days from expiry (a real short-lived certificate anchored onto the node) ->
   KubernetesCertificateExpiringSoon (the warning) for that file only, not the critical KubernetesCertificateExpiring;
+  its source removed (the anchor removes the file) -> the warning resolves;
 - two of three etcd members killed -> EtcdInsufficientMembers fires within its `for` plus one evaluation interval
   of turning pending; the members restarted -> it resolves.
 
@@ -206,6 +207,10 @@ def test_alert_drills(drill_lab, kube):
     assert [(a['path'], a['severity']) for a in soon] == [('/etc/kubernetes/pki/apiserver.crt', 'warning')]
     assert not [a for a in prom.alerts() if a[0] == 'KubernetesCertificateExpiring'], 'the 7-day alert for 20 days'
     print('stale backup and certificate alerts firing %.1f s after the injection' % (time.monotonic() - injected))
+    # the certificate's source removed: the anchor removes the file, its expiry series goes, the warning resolves
+    kube.delete('/api/v1/namespaces/kube-system/configmaps/apiserver')
+    wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'KubernetesCertificateExpiringSoon'], 30, 0.5,
+             'the certificate warning resolved')
 
     # --- quorum lost, then recovered ------------------------------------------------------------------------
     cluster.kill('etcd2')
