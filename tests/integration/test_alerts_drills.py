@@ -12,7 +12,9 @@ its provisioning anchor on a directory tree), faults injected for real, answers 
   KubernetesCertificateExpiringSoon (the warning) for that file only, not the critical KubernetesCertificateExpiring;
   its source removed (the anchor removes the file) -> the warning resolves;
 - two of three etcd members killed -> EtcdInsufficientMembers fires within its `for` plus one evaluation interval
-  of turning pending; the members restarted -> it resolves.
+  of turning pending; the members restarted -> it resolves;
+- every node partitioned (the real prober, `--controllers prober`, on node Leases that stop being renewed) ->
+  DependencyWatchdogScaledDown; healed -> it resolves.
 
 The `for` durations: the rule files are loaded as shipped except that every `for:` is rewritten to DRILL_FOR - a
 mechanical rewrite of durations only (expressions, thresholds, labels untouched), so a 3 m or 1 h alert fires within
@@ -42,6 +44,7 @@ from lab.env.ports import free_port
 from support.etcd_cluster import EtcdCluster, etcd_bin_dirs
 from support.observability import ROOT, seed_rows
 from support.prometheus import PrometheusProcess
+from support.watchdog_env import Env, prober_config
 
 PROMETHEUS = lab_prometheus.binary()
 INTERVAL = 2.0            # scrape and evaluation interval (the lab's DRILL_INTERVAL)
@@ -234,3 +237,32 @@ def test_alert_drills(drill_lab, kube):
     print('EtcdInsufficientMembers resolved %.1f s after the members were healthy; drill %.0f s in all'
           % (time.monotonic() - recovered, time.monotonic() - started))
     shutil.rmtree(stale_store, ignore_errors=True)
+
+
+def test_partition_drill(kube, tmp_path):
+    """Every node partitioned (its kubelet stops renewing its Lease): the real prober scales its targets down and
+    DependencyWatchdogScaledDown fires; healed, the targets come back and it resolves. Quiet before the partition."""
+    env = Env(kube, tmp_path)
+    prom = None
+    try:
+        env.deploy()
+        controller = env.start(prober_config())
+        prom = Prometheus(str(tmp_path / 'prometheus'), [], controller.url)
+        wait_for(lambda: env.status().get('lastProbeResult') == 'healthy', 60, 0.5, 'a first healthy probe')
+        wait_for(lambda: prom.query('dwd_prober_scaled_down'), 30, 0.5, 'the prober scraped')
+        quiet_until = time.monotonic() + DRILL_FOR + 2 * INTERVAL
+        while time.monotonic() < quiet_until:
+            assert prom.alerts() == [], 'an alert before the partition'
+            time.sleep(0.5)
+        env.leases.partition(env.leases.names)
+        cut = time.monotonic()
+        fired = wait_for(lambda: prom.firing('DependencyWatchdogScaledDown'), 90, 0.5, 'the watchdog alert firing')
+        assert fired[0]['severity'] == 'critical'
+        print('DependencyWatchdogScaledDown firing %.1f s after every node was partitioned' % (time.monotonic() - cut))
+        env.leases.heal()
+        wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'DependencyWatchdogScaledDown'], 90, 0.5,
+                 'the watchdog alert resolved')
+    finally:
+        if prom is not None:
+            prom.stop()
+        env.stop()
