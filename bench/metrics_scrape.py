@@ -73,6 +73,9 @@ def fill(args: argparse.Namespace) -> Metrics:
         metrics.seed.compaction_job_duration.labels('true', 'shoot--%03d' % i).observe(2)
         metrics.seed.compaction_num_delta_events.labels('shoot--%03d' % i, res).set(5)
         verification.observe(res, True, 1000, 4.0, now)
+        metrics.seed.cluster_size.labels(res).set(3)   # the backup loop's member list: 3 members, none a learner
+        for member in ('etcd-main-0', 'etcd-main-1', 'etcd-main-2'):
+            metrics.seed.is_learner.labels(res, member).set(0)
     for phase in PHASES:
         machines.phase.labels(phase).set(args.machines if phase == 'Running' else 0)
     for op in OPERATIONS:

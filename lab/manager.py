@@ -308,7 +308,8 @@ def lab_up(state_dir: str, members: int = 3, ip_base: str = DEFAULT_IP_BASE, ech
             sabakan_down(state_dir)
         raise
     result['sabakan_url'] = server['url'] if server else None
-    result['cloud'] = parts.up(state_dir, cloud, [p for p in parts.PARTS if p in wanted])
+    result['cloud'] = parts.up(state_dir, cloud, [p for p in parts.PARTS if p in wanted],
+                               etcd_urls=[client_url(hv) for hv in read_inventory(state_dir).values()])
     return result
 
 
@@ -422,8 +423,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print('lab up: %d changes; sabakan %s; ANSIBLE_CONFIG=%s' % (
                 result['changed'], result['sabakan_url'] or 'not started', os.path.join(state, 'ansible.cfg')))
             for part, info in result['cloud'].items():
-                print('  %-10s %-28s pid=%-8s %s' % (part, info.get('url') or '', info['pid'],
-                                                     'started' if info['started'] else 'running'))
+                print('  %-10s %-28s pid=%-8s %s' % (part, info.get('url') or '', info['pid'], info.get('note') or
+                                                     ('started' if info['started'] else 'running')))
             if 'kube' in result['cloud']:
                 print('  KUBECONFIG=%s; AWS: . %s; partition/heal: python lab/lab.py partition|heal --state %s'
                       % (os.path.join(state, 'kubeconfig'), os.path.join(state, 'aws.env'), args.state))

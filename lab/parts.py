@@ -10,6 +10,8 @@
                 faults through <state>/node-faults.json (`lab.py partition|heal`)
     controller  steward-controller from the venv with every loop, --kubeconfig <state>/kubeconfig and aws.env;
                 logs in <state>/controller.log
+    prometheus  Debian's prometheus scraping the etcd members, the controller and itself, with the shipped rules
+                (lab/prometheus.py); <state>/prometheus.yml, data in <state>/prometheus-data, URL in prometheus.url
 
 Each part runs detached (its own session) on a free port and records `<part>.pid` as JSON: pid, the process's
 start time (/proc/<pid>/stat) and argv. A part counts as running, and is ever signalled, only while all three
@@ -30,10 +32,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from lab.cloud.ec2_fidelity import LAB_ACCESS_KEY_ID, LAB_REGION, LAB_SECRET_ACCESS_KEY
+from lab import prometheus
 from lab.paths import REPO, module_argv, venv_python
 from lab.provisioning.supervisor import cmdline  # the static-pod supervisor's: one reader of /proc/<pid>/cmdline in the lab
 
-PARTS = ('kube', 'ec2', 'nodes', 'controller')
+PARTS = ('kube', 'ec2', 'nodes', 'controller', 'prometheus')
 CRDS_DIR = os.path.join(REPO, 'controller', 'deploy', 'crds')
 LEADER_NAMESPACE = 'steward-system'
 
@@ -53,7 +56,8 @@ def files(state_dir: str) -> Dict[str, str]:
     base = os.path.abspath(state_dir)
     names = {'kubeconfig': 'kubeconfig', 'aws_env': 'aws.env', 'controller_log': 'controller.log',
              'kube_url': 'kube.url', 'ec2_url': 'ec2.url', 'controller_url': 'controller.url',
-             'work_dir': 'controller-work'}
+             'work_dir': 'controller-work', 'prometheus_url': 'prometheus.url',
+             'prometheus_config': 'prometheus.yml', 'prometheus_data': 'prometheus-data'}
     out = {key: os.path.join(base, name) for key, name in names.items()}
     for part in PARTS:
         out[part + '_pid'] = os.path.join(base, part + '.pid')
@@ -194,8 +198,9 @@ def _ensure(path: str, argv: List[str], log_path: str, env: Optional[Dict[str, s
 
 
 def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optional[List[str]] = None,
-       timeout: float = 120.0) -> Dict[str, Dict[str, Any]]:
-    """Start (or keep) the parts named (default all), in dependency order; {part: {'pid', 'url', 'started'}}."""
+       timeout: float = 120.0, etcd_urls: Optional[List[str]] = None) -> Dict[str, Dict[str, Any]]:
+    """Start (or keep) the parts named (default all), in dependency order; {part: {'pid', 'url', 'started'}}.
+    `etcd_urls`: the members' client URLs, for Prometheus to scrape."""
     wanted = list(PARTS if parts is None else parts)
     unknown = set(wanted) - set(PARTS)
     if unknown:
@@ -239,16 +244,45 @@ def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optiona
             raise RuntimeError('the controller needs the Kubernetes API emulator (part kube)')
         result['controller'] = _controller(f, settings, kube_url, ec2_url)
         _wait_healthy(result['controller'], f['controller_log'], 'steward-controller', timeout)
+    if 'prometheus' in wanted:
+        result['prometheus'] = _prometheus(f, settings, etcd_urls or [], read_url(f['controller_url']), timeout)
     return result
 
 
-def _wait_healthy(record: Dict[str, Any], log_path: str, what: str, timeout: float) -> None:
-    """Until the part's /healthz answers 2xx (the controller serves it once its loops are set up)."""
+def _prometheus(f: Dict[str, str], settings: CloudSettings, etcd_urls: List[str], controller_url: Optional[str],
+                timeout: float) -> Dict[str, Any]:
+    """Debian's prometheus on the port it had (else a free one); restarted when its configuration (targets)
+    changed. Without the binary the lab runs on without it and says so (`note`)."""
+    program = prometheus.binary()
+    if program is None:
+        _remove(f['prometheus_url'])
+        return {'pid': None, 'url': None, 'started': False,
+                'note': 'prometheus is not installed (Debian package prometheus, bindep.txt): not started'}
+    url = read_url(f['prometheus_url']) if running(f['prometheus_pid']) else None
+    port = url.rsplit(':', 1)[-1] if url else str(free_port(settings.host))
+    address = '%s:%s' % (settings.host, port)
+    os.makedirs(f['prometheus_data'], exist_ok=True)
+    text = prometheus.write_config(f['prometheus_config'], prometheus.config(
+        etcd_urls, controller_url, address, prometheus.rule_files()))
+    argv = prometheus.argv(program, f['prometheus_config'], f['prometheus_data'], address)
+    record = _ensure(f['prometheus_pid'], argv, f['prometheus_log'], peers={'config': text})
+    url = 'http://' + address
+    tmp = f['prometheus_url'] + '.tmp'
+    with open(tmp, 'w') as out:
+        out.write(url + '\n')
+    os.replace(tmp, f['prometheus_url'])
+    record = dict(record, url=url)
+    _wait_healthy(record, f['prometheus_log'], 'prometheus', timeout, '/-/ready')
+    return record
+
+
+def _wait_healthy(record: Dict[str, Any], log_path: str, what: str, timeout: float, path: str = '/healthz') -> None:
+    """Until the part's /healthz (or `path`) answers 2xx (the controller serves it once its loops are set up)."""
     deadline = time.monotonic() + timeout
-    error = _probe(record['url'] + '/healthz')
+    error = _probe(record['url'] + path)
     while error and time.monotonic() < deadline and _start_time(record['pid']) == record['start_time']:
         time.sleep(0.2)
-        error = _probe(record['url'] + '/healthz')
+        error = _probe(record['url'] + path)
     if error:
         with open(log_path, errors='replace') as f:
             tail = f.read()[-3000:]
@@ -289,7 +323,7 @@ def down(state_dir: str) -> List[str]:
     """Stop every part that is provably ours (controller first, the API last); the names stopped."""
     f = files(state_dir)
     stopped = [part for part in reversed(PARTS) if stop(f[part + '_pid'])]
-    for key in ('kube_url', 'ec2_url', 'controller_url'):
+    for key in ('kube_url', 'ec2_url', 'controller_url', 'prometheus_url'):
         _remove(f[key])
     return stopped
 
@@ -315,7 +349,7 @@ def status(state_dir: str) -> Dict[str, Dict[str, Any]]:
     f = files(state_dir)
     out: Dict[str, Dict[str, Any]] = {}
     probes = {'kube': (f['kube_url'], '/version'), 'ec2': (f['ec2_url'], '/_lab/ec2'),
-              'controller': (f['controller_url'], '/healthz')}
+              'controller': (f['controller_url'], '/healthz'), 'prometheus': (f['prometheus_url'], '/-/ready')}
     for part in PARTS:
         if not os.path.exists(f[part + '_pid']):
             continue

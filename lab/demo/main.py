@@ -7,7 +7,8 @@ lab/demo/<area>_act.py and add its name to ACTS. Run as `python -m lab.demo` fro
 
 The terminal shows the story (one line per step); everything else (playbook runs, lab start, the
 controller's logs) goes to .lab/demo/ : demo.log (all of it, in order), one file per playbook run,
-story.txt (the lines printed).
+story.txt (the lines printed). After each act one line names the alerts the lab's Prometheus fired during the act
+and those firing at its end (lab/demo/alerts.py); without Prometheus the line says so.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from typing import Optional
 
 from lab import manager  # (lab/manager.py: reset, lab_up, lab_down, read_inventory)
+from lab.demo.alerts import act_alerts
 from lab.demo.context import DemoContext, DemoFailed
 from lab.paths import REPO
 
@@ -40,7 +42,12 @@ def run_acts(ctx: DemoContext, names=ACTS, package: Optional[str] = 'lab.demo') 
         module = importlib.import_module(package + '.' + name if package else name)
         ctx.act = name.replace('_act', '')
         ctx.write_log('\n#### act %s: %s' % (name, module.TITLE))
-        module.run(ctx)
+        began = time.monotonic()
+        try:
+            module.run(ctx)
+        finally:   # also after a failed act: what Prometheus saw helps to tell why
+            took = time.monotonic() - began
+            ctx.say('%6.1f s  %-10s alerts: %s' % (0.0, ctx.act, act_alerts(ctx.state, took)))
 
 
 def main() -> int:
@@ -98,7 +105,7 @@ def _lab_up(ctx: DemoContext) -> str:
     result = manager.lab_up(ctx.state, ctx.members, echo=False)
     ctx.write_log(result['output'])
     ctx.hosts.update(manager.read_inventory(ctx.state))
-    cloud = ', '.join('%s %s' % (part, info.get('url') or 'pid %s' % info['pid'])
+    cloud = ', '.join('%s %s' % (part, info.get('url') or info.get('note') or 'pid %s' % info['pid'])
                       for part, info in result.get('cloud', {}).items())
     return 'etcd on %s; sabakan on %s; %s' % (' '.join(h['ansible_host'] for h in ctx.hosts.values()),
                                               result.get('sabakan_url') or 'nothing (not started)', cloud)

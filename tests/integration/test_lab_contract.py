@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import boto3
@@ -18,22 +17,10 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from lab.env.controller import wait_for
 from lab.kube.api import load_yaml_documents, repo_path
+from support.lab_cli import alive, lab
 
-LAB = repo_path('lab', 'lab.py')
 PARTS = ('kube', 'ec2', 'nodes', 'controller')
 GRACE = 2.0
-
-
-def lab(state, *args, check=True):
-    """lab.py as from a user's shell without KUBECONFIG or a ~/.kube/config: the parts find the API through
-    the state dir's kubeconfig only."""
-    env = {k: v for k, v in os.environ.items() if k != 'KUBECONFIG'}
-    env['HOME'] = str(state) + '-home'
-    result = subprocess.run([sys.executable, LAB] + list(args) + ['--state', str(state)], capture_output=True,
-                            text=True, timeout=300, cwd=repo_path(), check=False, env=env)
-    if check:
-        assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 def records(state):
@@ -42,15 +29,6 @@ def records(state):
         with open(os.path.join(state, part + '.pid')) as f:
             out[part] = json.load(f)
     return out
-
-
-def alive(record):
-    try:
-        with open('/proc/%d/stat' % record['pid']) as f:
-            fields = f.read().rsplit(')', 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != 'Z' and fields[19] == record['start_time']
 
 
 def aws_env(state):

@@ -9,16 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
-import yaml
 
-from support.etcd_cluster import free_port
 from support.observability import ROOT, metric_names
+from support.prometheus import PrometheusProcess
 
 PROMETHEUS = shutil.which('prometheus')
 RULES = os.path.join(ROOT, 'observability', 'prometheus', 'rules', 'etcd.rules.yml')
@@ -28,26 +24,11 @@ pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason='prometheus is not in
                                 'bindep.txt)')
 
 
-class Prometheus:
+class Prometheus(PrometheusProcess):
     def __init__(self, work, targets):
-        self.port = free_port()
-        config = {'global': {'scrape_interval': '1s', 'evaluation_interval': '1s'},
-                  'rule_files': [RULES],
-                  'scrape_configs': [{'job_name': 'etcd', 'static_configs': [{'targets': targets}]}]}
-        path = os.path.join(work, 'prometheus.yml')
-        with open(path, 'w') as f:
-            yaml.safe_dump(config, f)
-        self.log = open(os.path.join(work, 'prometheus.log'), 'wb')
-        self.proc = subprocess.Popen([PROMETHEUS, '--config.file', path, '--storage.tsdb.path',
-                                      os.path.join(work, 'data'), '--web.listen-address', '127.0.0.1:%d' % self.port],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-
-    def api(self, path, **params):
-        url = 'http://127.0.0.1:%d/api/v1/%s' % (self.port, path)
-        if params:
-            url += '?' + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return json.load(answer)['data']
+        super().__init__(work, {'global': {'scrape_interval': '1s', 'evaluation_interval': '1s'},
+                                'rule_files': [RULES],
+                                'scrape_configs': [{'job_name': 'etcd', 'static_configs': [{'targets': targets}]}]})
 
     def wait(self, what, check, timeout=60.0):
         deadline = time.monotonic() + timeout
@@ -64,15 +45,6 @@ class Prometheus:
 
     def alerts(self):
         return {(a['labels']['alertname'], a['state']) for a in self.api('alerts')['alerts']}
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 @pytest.fixture

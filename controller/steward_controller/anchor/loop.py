@@ -57,6 +57,7 @@ class AnchorLoop:
                                       etcd_endpoints=options.etcd_endpoints)
         self.background = BackgroundLoop('anchor', runtime.health, 'anchor')
         self.refused: Set[Tuple[Any, Any, str]] = set()   # (uid, resourceVersion, message) already reported
+        self.certificates: Set[str] = set()   # paths whose expiry this anchor exports
 
     # --- sources ----------------------------------------------------------------------------------
     def sources(self) -> Optional[List[anchor.Source]]:
@@ -115,8 +116,10 @@ class AnchorLoop:
         return self.runtime.metrics.seed
 
     def certificate_metrics(self) -> None:
-        """steward_certificate_expiry_timestamp_seconds for every certificate (*.crt) this anchor keeps."""
+        """steward_certificate_expiry_timestamp_seconds for every certificate (*.crt) this anchor keeps; the series of
+        a certificate it no longer keeps goes (else a removed file's expiry would keep its alert firing)."""
         now = datetime.datetime.now(datetime.timezone.utc)
+        kept = set()
         for path in anchor.read_record(self.root):
             if not path.endswith('.crt'):
                 continue
@@ -129,6 +132,13 @@ class AnchorLoop:
             if not_after:
                 when = parse_rfc3339(not_after, path)
                 self.seed.certificate_not_after.labels(self.options.node_name, path).set(when.timestamp())
+                kept.add(path)
+        for gone in self.certificates - kept:
+            try:
+                self.seed.certificate_not_after.remove(self.options.node_name, gone)
+            except KeyError:
+                pass
+        self.certificates = kept
 
     def cycle(self) -> None:
         sources = self.sources()

@@ -6,7 +6,8 @@ dashboards built for Gardener read them, plus the controller's loop heartbeats a
 the files the provisioning anchor keeps.
 
 A family is exported (HELP/TYPE lines) from the start; it has samples once the code that knows the value has
-run: the anchor (membership, learner, certificates), the backup loop (compaction);
+run: the backup loop (`etcdbr_cluster_size`, `etcdbr_is_learner` from the member list it reads every 30 s;
+compaction), the anchor (certificates);
 `etcdbr_restoration_duration_seconds` lives with the restore verification (etcd_backup/metrics.py).
 `etcddruid_compaction_jobs_current` (our compaction is no Job), `etcdbr_defragmentation_duration_seconds` and
 `etcdbr_member_remove_duration_seconds` are declared for dashboards: the controller does not defragment and removes

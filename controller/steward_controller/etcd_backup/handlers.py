@@ -16,7 +16,7 @@ import logging
 import os
 import shutil
 import threading
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import kopf
 
@@ -89,6 +89,8 @@ class StatusReporter(BackupListener):
         self.conditions = list(((body.get('status') or {}).get('conditions')) or [])
         self.pending_token: Optional[str] = None
         self.pending_verify_token: Optional[str] = None
+        self.learner_labels: Set[str] = set()
+        self.reported_store = False
 
     def _involved(self) -> Dict[str, Any]:
         meta = self.body.get('metadata') or {}
@@ -190,6 +192,42 @@ class StatusReporter(BackupListener):
             'durationSeconds': round(took, 3), 'wouldRestore': would.get('snapshot'),
             'hashKVMatched': (result.get('hash_kv') or {}).get('match')}))
         self.runtime.report(self._involved(), reason, result['msg'], warning=not ok, kind='EtcdBackup')
+
+    def state(self, chain_tip: int, base: Optional[Snapshot]) -> None:
+        """At the loop's start, the newest full snapshot the store holds sets etcdbr_snapshot_latest_* (kind Full):
+        a controller restarted while snapshots fail still exports how old the newest backup is, so EtcdBackupStale
+        can fire (the first snapshot of this run would otherwise be the first sample)."""
+        if self.reported_store or base is None or base.name is None:
+            return
+        self.reported_store = True
+        m = self.runtime.metrics
+        m.snapshot_latest_revision.labels(self.label, KIND_FULL).set(base.name.end_revision)
+        m.snapshot_latest_timestamp.labels(self.label, KIND_FULL).set(base.name.created)
+
+    def members(self, members: List[Dict[str, Any]]) -> None:
+        """etcd-backup-restore's membership gauges from the loop's member list: etcdbr_cluster_size{etcd} and
+        etcdbr_is_learner{etcd, member} (1 for a learner) for every member; members gone are dropped."""
+        seed = self.runtime.metrics.seed
+        seed.cluster_size.labels(self.label).set(len(members))
+        names = set()
+        for member in members:
+            name = member.get('name') or member.get('id') or ''
+            names.add(name)
+            seed.is_learner.labels(self.label, name).set(1 if member.get('is_learner') else 0)
+        for gone in self.learner_labels - names:
+            try:
+                seed.is_learner.remove(self.label, gone)
+            except KeyError:
+                pass
+        self.learner_labels = names
+
+    def forget_members(self) -> None:
+        """The EtcdBackup's loop ends: its membership series go (a deleted object leaves no stale member count)."""
+        self.members([])
+        try:
+            self.runtime.metrics.seed.cluster_size.remove(self.label)
+        except KeyError:
+            pass
 
     def buffered(self, events: int, size: int) -> None:
         self.runtime.metrics.delta_buffered_bytes.labels(self.label).set(size)
@@ -303,10 +341,13 @@ def run_backup(runtime: Runtime, stopped: Any, body: Any, verification: Optional
     namespace, name = meta.get('namespace'), meta.get('name')
     work_dir = os.path.join(runtime.settings.work_dir, 'etcdbackup-%s-%s' % (namespace, name))
     os.makedirs(work_dir, mode=0o700, exist_ok=True)
+    reporter: Optional[StatusReporter] = None
     try:
         while not stopped:
             generation = body.get('metadata', {}).get('generation')
             restart = threading.Event()
+            if reporter is not None:
+                reporter.forget_members()
             reporter = StatusReporter(runtime, body, verification)
             runner = _prepare(runtime, body, reporter, work_dir)
             if runner is None:
@@ -322,6 +363,8 @@ def run_backup(runtime: Runtime, stopped: Any, body: Any, verification: Optional
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
         forget_snapshot_leases(runtime, body)
+        if reporter is not None:
+            reporter.forget_members()
         if verification is not None:
             verification.forget(resource_label(body))
 

@@ -11,11 +11,14 @@ import types
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import full_name
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, pki
 
 from steward_controller.anchor import AnchorOptions
 from steward_controller.anchor.loop import AnchorLoop, AnchorMetrics
 from steward_controller.core.metrics import Health, Metrics
+from steward_controller.etcd_backup.handlers import StatusReporter
 from steward_controller.etcd_backup.metrics import VerificationMetrics
 
 
@@ -50,11 +53,17 @@ def test_the_anchor_exports_the_expiry_of_every_certificate_it_keeps(tmp_path):
     runtime = types.SimpleNamespace(metrics=metrics, clock=now.timestamp, health=Health())
     options = AnchorOptions(root=root, node_name='cp1', node_ip='10.0.0.1', namespace='steward-system', selector='',
                             interval=10, cleanup=False, etcd_endpoints=(), etcd_peer_port=2380)
-    AnchorLoop(runtime, options, AnchorMetrics(metrics.registry)).certificate_metrics()
+    loop = AnchorLoop(runtime, options, AnchorMetrics(metrics.registry))
+    loop.certificate_metrics()
     got = {s['path']: v for s, v in samples(metrics, 'steward_certificate_expiry_timestamp_seconds')}
     assert set(got) == {'/etc/kubernetes/pki/ca.crt', '/etc/kubernetes/pki/apiserver.crt'}
     assert abs(got['/etc/kubernetes/pki/apiserver.crt'] - (now.timestamp() + 20 * 86400)) < 2
     assert got['/etc/kubernetes/pki/ca.crt'] > now.timestamp() + 3000 * 86400
+    # the anchor stops keeping apiserver.crt (its source removed): its series goes, so no alert stays on it
+    write(root, anchor.ANCHOR_RECORD, json.dumps({'files': ['/etc/kubernetes/pki/ca.crt']}).encode())
+    loop.certificate_metrics()
+    got = {s['path']: v for s, v in samples(metrics, 'steward_certificate_expiry_timestamp_seconds')}
+    assert set(got) == {'/etc/kubernetes/pki/ca.crt'}
 
 
 def test_heartbeat_ages_grow_while_a_loop_does_not_beat():
@@ -82,3 +91,41 @@ def test_restore_verification_outcome_and_restoration_duration():
     assert counts == {'true': 1, 'false': 1}
     verification.forget('ns/main')
     assert not list(samples(metrics, 'steward_etcdbackup_restore_verified'))
+
+
+def test_membership_gauges_follow_the_backup_loops_member_list():
+    """etcdbr_cluster_size and etcdbr_is_learner from the member list the backup loop reads (read_members)."""
+    metrics = Metrics()
+    runtime = types.SimpleNamespace(metrics=metrics, clock=lambda: 1000.0)
+    body = {'metadata': {'namespace': 'ns', 'name': 'main', 'uid': 'u'}}
+    reporter = StatusReporter(runtime, body)
+    reporter.members([{'id': 'a1', 'name': 'etcd1', 'is_learner': False},
+                      {'id': 'b2', 'name': 'etcd2', 'is_learner': False},
+                      {'id': 'c3', 'name': '', 'is_learner': True}])   # a learner that has not started: its id
+    assert list(samples(metrics, 'etcdbr_cluster_size')) == [({'etcd': 'ns/main'}, 3.0)]
+    learners = {s['member']: v for s, v in samples(metrics, 'etcdbr_is_learner') if s['etcd'] == 'ns/main'}
+    assert learners == {'etcd1': 0.0, 'etcd2': 0.0, 'c3': 1.0}
+    reporter.members([{'id': 'a1', 'name': 'etcd1', 'is_learner': False},
+                      {'id': 'c3', 'name': 'etcd3', 'is_learner': False}])   # etcd2 removed, the learner promoted
+    learners = {s['member']: v for s, v in samples(metrics, 'etcdbr_is_learner')}
+    assert learners == {'etcd1': 0.0, 'etcd3': 0.0}
+    assert list(samples(metrics, 'etcdbr_cluster_size')) == [({'etcd': 'ns/main'}, 2.0)]
+    reporter.forget_members()
+    assert not list(samples(metrics, 'etcdbr_cluster_size')) and not list(samples(metrics, 'etcdbr_is_learner'))
+
+
+def test_the_newest_stored_full_snapshot_is_exported_at_the_loops_start():
+    """A controller restarted while snapshots fail still says how old the newest backup is (EtcdBackupStale)."""
+    metrics = Metrics()
+    runtime = types.SimpleNamespace(metrics=metrics, clock=lambda: 1000.0)
+    reporter = StatusReporter(runtime, {'metadata': {'namespace': 'ns', 'name': 'main'}})
+    reporter.state(0, None)   # an empty store: nothing to say
+    assert not list(samples(metrics, 'etcdbr_snapshot_latest_timestamp'))
+    base = Snapshot(key='v2/Full-00000000-00000042-1700000000', name=full_name(42, 1700000000), size=10, modified=0.0, status='valid')
+    reporter.state(50, base)
+    assert list(samples(metrics, 'etcdbr_snapshot_latest_timestamp')) == [({'resource': 'ns/main', 'kind': 'Full'},
+                                                                           1700000000.0)]
+    assert list(samples(metrics, 'etcdbr_snapshot_latest_revision')) == [({'resource': 'ns/main', 'kind': 'Full'}, 42.0)]
+    later = Snapshot(key='v2/Full-00000000-00000060-1700000100', name=full_name(60, 1700000100), size=10, modified=0.0, status='valid')
+    reporter.state(60, later)   # after a snapshot of this run: snapshot_taken says it, not the store
+    assert list(samples(metrics, 'etcdbr_snapshot_latest_revision')) == [({'resource': 'ns/main', 'kind': 'Full'}, 42.0)]

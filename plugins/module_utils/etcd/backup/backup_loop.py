@@ -31,6 +31,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.clien
     member_id_hex,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import CronSchedule
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import members_from_raw
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import Chain, plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta_encoding import DeltaBuffer
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta_writer import write_delta
@@ -54,6 +55,9 @@ KIND_COMPACTION = 'Compaction'
 FULL_MAX_AGE = 24 * 3600.0
 OVERFLOW_FACTOR = 4
 MAX_BACKOFF = 300.0
+# How often the loop reads the member list (one cheap, serializable call) for the membership metrics; a failed read
+# keeps the last list: it reports what the cluster says, never a guess.
+MEMBERS_PERIOD = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +109,12 @@ class BackupListener:
         pass
 
     def state(self, chain_tip: int, base: Optional[Snapshot]) -> None:
-        pass
+        """The chain as the store holds it: at the start (before any snapshot of this run) and after every new
+        full snapshot or compaction."""
+
+    def members(self, members: List[Dict[str, Any]]) -> None:
+        """The cluster's member list (cluster.members_from_raw: id, name, is_learner, ...), every MEMBERS_PERIOD
+        seconds while a member answers."""
 
     def restore_verified(self, result: Dict[str, Any]) -> None:
         """A restore verification finished (result of backup_verify.verify_backup, with `msg`)."""
@@ -169,6 +178,7 @@ class BackupRunner:
         self.next_delta = 0.0
         self.next_gc = 0.0
         self.next_watch = 0.0
+        self.next_members = 0.0
         self._full_backoff = 0.0
         self._watch_backoff = 0.0
         self._watch_failed_since: Optional[float] = None
@@ -285,6 +295,21 @@ class BackupRunner:
             self.compact()
         if self.verifier is not None:
             self.verifier.poll(now, self.chain is not None and self.chain.base is not None)
+        if now >= self.next_members:
+            self.next_members = now + MEMBERS_PERIOD
+            self.read_members()
+
+    def read_members(self) -> Optional[List[Dict[str, Any]]]:
+        """The member list from the first endpoint that answers (not linearizable: a member without quorum still
+        says who its cluster is), passed to the listener; None when no endpoint answers."""
+        try:
+            with Gateway(self.conn) as gateway:
+                members = members_from_raw(gateway.member_list() or [])
+        except EtcdError as exc:
+            log.debug('member list: %s', exc)
+            return None
+        self.listener.members(members)
+        return members
 
     # --- deltas --------------------------------------------------------------------------------
     def _serve_delta_requests(self, requests: List['DeltaRequest'], written: Optional[Snapshot], now: float) -> None:
