@@ -92,6 +92,7 @@ class UpgradeRecord:
         self.data.update(changes)
         if not self.path:
             return
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)   # a node's first upgrade
         write_atomic(self.path, json.dumps(self.data, indent=1, sort_keys=True))
 
 
