@@ -209,3 +209,39 @@ def test_a_peer_certificate_ending_within_the_window_refuses_naming_it(hosts34, 
     assert not_after.strftime('%Y-%m-%dT%H:%M:%S') in message and '86400s' in message
     # a narrower window passes (check mode: nothing happens either way)
     assert upgrade_member(dict(params, cert_window=3600), check_mode=True)['verdict']['ok']
+
+
+def test_the_playbook_upgrades_static_pods_by_image_tag(hosts34, tmp_path):
+    """ansible-playbook steward.cluster.etcd_upgrade -e etcd_upgrade_image=...: check mode prints the target version
+    from the tag and changes nothing; the run upgrades every member under load; a second run changes nothing."""
+    from support.ansible import run_playbook
+    from lab.paths import venv_python
+    inventory = tmp_path / 'inventory.yml'
+    inventory.write_text(yaml.safe_dump({'control_plane': {'hosts': {n: {
+        'ansible_host': '127.0.0.1', 'ansible_connection': 'local', 'ansible_python_interpreter': venv_python(),
+        'provisioning_root': hosts34.roots[n]} for n in NAMES}}}))
+    target = etcd_version(DIRS['3.5'])
+    store = tmp_path / 'backups'
+    store.mkdir()
+    upgrade = {'etcd_upgrade_image': 'registry.k8s.io/etcd:%s-0' % target, 'etcd_upgrade_endpoints': hosts34.endpoints,
+               'etcd_upgrade_tls': False, 'etcd_backup_store': str(store), 'etcd_bin_dirs': [DIRS['3.5']]}
+    before = {n: open(hosts34.manifest_path(n), 'rb').read() for n in NAMES}
+    planned = run_playbook('steward.cluster.etcd_upgrade', inventory=str(inventory), extra_vars=upgrade, check=True)
+    assert planned.rc == 0, planned.stdout[-4000:]
+    assert '"target_version": "%s"' % target in planned.stdout
+    assert {n: open(hosts34.manifest_path(n), 'rb').read() for n in NAMES} == before
+    assert list(store.iterdir()) == []
+
+    load = LoadClient(hosts34.endpoints, rate=100).start()
+    try:
+        done = run_playbook('steward.cluster.etcd_upgrade', inventory=str(inventory), extra_vars=upgrade)
+    finally:
+        load.stop()
+    assert done.rc == 0, done.stdout[-6000:]
+    assert load.failed == [], load.failed[:5]
+    conn = EtcdConnection(endpoints=tuple(hosts34.endpoints))
+    assert {m['version'] for m in observe(conn)['members']} == {target}
+    assert {n: hosts34.starts(n) for n in NAMES} == {n: 2 for n in NAMES}, hosts34.logs()
+    assert any(p.name.startswith('Full-') for p in store.rglob('*')), 'the pre-upgrade snapshot'
+    again = run_playbook('steward.cluster.etcd_upgrade', inventory=str(inventory), extra_vars=upgrade)
+    assert again.rc == 0 and sum(s.get('changed', 0) for s in again.stats.values()) == 0, again.stdout[-3000:]
