@@ -245,3 +245,23 @@ def test_the_playbook_upgrades_static_pods_by_image_tag(hosts34, tmp_path):
     assert any(p.name.startswith('Full-') for p in store.rglob('*')), 'the pre-upgrade snapshot'
     again = run_playbook('steward.cluster.etcd_upgrade', inventory=str(inventory), extra_vars=upgrade)
     assert again.rc == 0 and sum(s.get('changed', 0) for s in again.stats.values()) == 0, again.stdout[-3000:]
+
+
+def test_a_static_pod_that_does_not_come_up_at_the_target_gets_its_previous_manifest_back(hosts34, tmp_path):
+    """A patch target no local binary has (etcd:3.4.99-0: the supervisor runs Debian's 3.4 for any 3.4 tag, so the pod
+    reports the old version and never catches up at the target): the run stops at the first member, puts its previous
+    manifest back (the pod serves at the old version again) and touches no other member."""
+    old = etcd_version(DIRS['3.4'])
+    params = {n: _params(hosts34, n, 'registry.k8s.io/etcd:3.4.99-0', tmp_path, require_snapshot=False,
+                         caught_up_timeout=6) for n in NAMES}
+    order = [s['name'] for s in upgrade_member(params['cp1'], check_mode=True)['plan']['steps']]
+    before = {n: open(hosts34.manifest_path(n), 'rb').read() for n in NAMES}
+    with pytest.raises(UpgradeError) as err:
+        upgrade_member(params[order[0]], check_mode=False)
+    result = err.value.result()
+    assert result['reason'] == 'member-failed' and result['member'] == order[0]
+    assert result['rollback']['action'] == 'previous-binary' and result['rollback']['swap'] == 'image'
+    assert {n: open(hosts34.manifest_path(n), 'rb').read() for n in NAMES} == before
+    state = observe(EtcdConnection(endpoints=tuple(hosts34.endpoints)))
+    assert {m['version'] for m in state['members']} == {old} and all(m['healthy'] for m in state['members'])
+    assert {n: hosts34.starts(n) for n in order[1:]} == {n: 1 for n in order[1:]}
