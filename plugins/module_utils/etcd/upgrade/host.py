@@ -96,10 +96,9 @@ def check_params(p: Mapping[str, Any]) -> None:
     if (p.get('target_binary') is None) == (p.get('target_image') is None):
         raise InvalidInput('target_binary', 'one-of', 'name exactly one of target_binary (a member the etcd role '
                            'runs) and target_image (a static pod)', value=p.get('target_binary'))
-    if _image_mode(p):
-        validate.absolute_path(p['manifest'], 'manifest')
-        validate.absolute_path(p['root'], 'root')
-    else:
+    validate.absolute_path(p['manifest'], 'manifest')
+    validate.absolute_path(p['root'], 'root')
+    if not _image_mode(p):
         for option in ('binary', 'config_file'):
             if p.get(option) is None:
                 raise InvalidInput(option, 'required', '%s is required with target_binary' % option)
