@@ -72,7 +72,7 @@ options:
     elements: path
   cert_window:
     description:
-      - Seconds from now that the member certificates must stay valid: one whose notAfter falls inside refuses the
+      - Seconds from now that the member certificates must stay valid. One whose notAfter falls inside refuses the
         upgrade (C(cert-expiring)), naming the certificate, its notAfter and the window. 0 refuses expired ones only.
     type: int
     default: 86400
