@@ -5,7 +5,8 @@ each member caught up by revision and HashKV before the next) next to the usual 
 member in inventory order with the new binary, waiting for its health only, no leader move).
 
 Per run: the request rate achieved, failed requests, the slowest request (against one election timeout), requests
-retried on another endpoint, watch events missed or repeated, seconds per member, the versions after. Clusters from tests/support/etcd_cluster.py (free ports).
+retried on another endpoint, watch events missed or repeated, seconds per member, the versions after. Clusters from
+tests/support/etcd_cluster.py (free ports).
 
     python bench/etcd_upgrade.py [--rate 300] [--clients 8] [--runs 1] [--keys 2000]
 Writes bench/results/etcd_upgrade.json.

@@ -142,7 +142,8 @@ CASES = {
                Case('cert_window-negative', {'cert_window': -1}),
                Case('member_certs-relative', {'member_certs': ['server.crt']}),
                Case('member_certs-not-a-cert', {'member_certs': ['{file}']}),
-               Case('target_image-without-version-tag', {'target_binary': None, 'target_image': 'registry.k8s.io/etcd:latest'}),
+               Case('target_image-without-version-tag', {'target_binary': None,
+                                                          'target_image': 'registry.k8s.io/etcd:latest'}),
                Case('target_image-manifest-missing', {'target_binary': None, 'target_image': 'etcd:3.5.1',
                                                        'root': '{root}', 'manifest': '/etc/kubernetes/none.yaml'})]),
     'etcd_member': ModuleCases(

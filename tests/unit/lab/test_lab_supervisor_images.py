@@ -3,7 +3,8 @@ upgrade by image tag runs the real binary of that version."""
 
 from lab.provisioning.supervisor import image_binary, image_minor, pod_command
 
-BINARIES = {'etcd': '/wheel/etcd', 'etcd:3.4': '/usr/bin/etcd', 'etcd:3.5': '/wheel/etcd', 'haproxy': '/usr/sbin/haproxy'}
+BINARIES = {'etcd': '/wheel/etcd', 'etcd:3.4': '/usr/bin/etcd', 'etcd:3.5': '/wheel/etcd',
+            'haproxy': '/usr/sbin/haproxy'}
 
 
 def test_the_tag_minor_picks_the_binary():
