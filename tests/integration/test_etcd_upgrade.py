@@ -117,17 +117,24 @@ def test_a_run_killed_after_a_stop_resumes_and_restarts_no_member_twice(cluster3
     assert {m['version'] for m in observe(conn)['members']} == {target}
 
 
-def test_a_failing_member_is_rolled_back_and_the_next_is_not_touched(cluster34, tmp_path):
+def _first_member_gets_a_binary_that_does_not_start(cluster, tmp_path):
+    """(target, conn, ops, plan order, the bad binary's dir): the first member of the plan is given a binary that
+    exits at once."""
     target = etcd_version(DIRS['3.5'])
     bad = tmp_path / 'bad'
     bad.mkdir()
     (bad / 'etcd').write_text('#!/bin/sh\necho "panic: this etcd does not start" >&2\nexit 2\n')
     (bad / 'etcd').chmod(0o755)
-    conn = EtcdConnection(endpoints=tuple(cluster34.endpoints))
-    ops = _ops(cluster34)
+    conn = EtcdConnection(endpoints=tuple(cluster.endpoints))
+    ops = _ops(cluster)
     order = [s['name'] for s in run_upgrade(conn, ops, target, {}, check_mode=True,
                                             take_snapshot=lambda: {})['plan']['steps']]
     ops[order[0]].new_bin_dir = str(bad)
+    return target, conn, ops, order, bad
+
+
+def test_a_failing_member_is_rolled_back_and_the_next_is_not_touched(cluster34, tmp_path):
+    target, conn, ops, order, bad = _first_member_gets_a_binary_that_does_not_start(cluster34, tmp_path)
     with pytest.raises(UpgradeError) as err:
         run_upgrade(conn, ops, target, {}, record_path=str(tmp_path / 'r.json'), caught_up_timeout=8,
                     take_snapshot=_snapshotter(conn, tmp_path))
@@ -221,16 +228,7 @@ def test_an_active_alarm_refuses_by_reason(cluster34, tmp_path):
 
 def test_when_the_previous_binary_does_not_come_back_either_the_way_back_is_the_snapshot_with_its_loss_window(
         cluster34, tmp_path):
-    target = etcd_version(DIRS['3.5'])
-    bad = tmp_path / 'bad'
-    bad.mkdir()
-    (bad / 'etcd').write_text('#!/bin/sh\necho "panic: this etcd does not start" >&2\nexit 2\n')
-    (bad / 'etcd').chmod(0o755)
-    conn = EtcdConnection(endpoints=tuple(cluster34.endpoints))
-    ops = _ops(cluster34)
-    order = [s['name'] for s in run_upgrade(conn, ops, target, {}, check_mode=True,
-                                            take_snapshot=lambda: {})['plan']['steps']]
-    ops[order[0]].new_bin_dir = str(bad)
+    target, conn, ops, order, bad = _first_member_gets_a_binary_that_does_not_start(cluster34, tmp_path)
     ops[order[0]].previous = str(bad)          # its previous binary is gone too
     with pytest.raises(UpgradeError) as err:
         run_upgrade(conn, ops, target, {}, record_path=str(tmp_path / 'r.json'), caught_up_timeout=4,
