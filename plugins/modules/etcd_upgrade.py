@@ -66,8 +66,8 @@ options:
   member_certs:
     description:
       - The member's server and peer certificates, checked against O(cert_window) (the role's C(etcd_cert) and
-        C(etcd_peer_cert)). With O(target_image) the default is what the manifest's C(--cert-file) and
-        C(--peer-cert-file) name.
+        C(etcd_peer_cert)). With O(target_image) these are node paths below O(root), and the default is what the
+        manifest's C(--cert-file) and C(--peer-cert-file) name.
     type: list
     elements: path
   cert_window:
@@ -256,7 +256,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_TOOLS_SPEC,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.host import upgrade_member
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.etcd_static_pod import upgrade_member
 
 STORE_SPEC = dict(ETCD_STORE_SPEC, store={'type': 'str'})
 

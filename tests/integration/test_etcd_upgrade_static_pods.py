@@ -23,9 +23,8 @@ from lab.env.ports import free_port
 from lab.provisioning import hosts as lab_hosts
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.host import (
-    _member_ops,
-    _record_path,
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.etcd_static_pod import (
+    StaticPodMember,
     upgrade_member,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.run import UpgradeError, observe
@@ -138,8 +137,8 @@ def test_34_to_35_by_image_tag_under_load_resuming_a_run_that_died_after_a_manif
     # a run that died right after rewriting the first member's manifest (its record says so)
     first = order[0]
     first_params = _params(hosts34, first, image, tmp_path)
-    _member_ops(first_params).swap()
-    record = _record_path(first_params)
+    StaticPodMember(first_params).ops().swap()
+    record = StaticPodMember(first_params).record_path()
     with open(record, 'w') as f:
         first_id = next(m['id'] for m in observe(conn)['members'] if m['name'] == first)
         json.dump({'target_version': target, 'in_flight': {'id': first_id, 'name': first, 'phase': 'restart'},

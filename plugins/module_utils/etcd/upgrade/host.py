@@ -4,21 +4,22 @@
 """One member's part of a host-driven upgrade: the `etcd_upgrade` module's parameters checked and run.
 
 Two swap kinds, one plan and one run: `target_binary` (a member the `steward.cluster.etcd` role runs: the binary file
-swapped in place, the version read from `--version`) or `target_image` (a provisioning static pod: the manifest's
-image tag rewritten, the version read from the tag). The module is a shell (common/shell.py); everything it checks
-and does is here, so check mode runs every check and the same entry serves any other caller that drives members
-from their hosts."""
+swapped in place, the version read from `--version`; `RoleMember` here) or `target_image` (a provisioning static pod:
+the manifest's image tag rewritten, the version read from the tag; `StaticPodMember` in provisioning/etcd_static_pod.py,
+passed in by the caller: the etcd area does not import provisioning, which sits above it). The member certificates
+are read by the caller's `read_certs` for the same reason (the collection's x509 reader is provisioning/pki.py). The
+module is a shell (common/shell.py); everything it checks and does is here or there, so check mode runs every check
+and the same entry serves any other caller that drives members from their hosts."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import time
-from typing import Any, Dict, Mapping
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.binaries import resolve_tools
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import ProcessSpec
@@ -26,10 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.servic
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import check_store_params, store_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import (
     BinarySwap,
-    ManifestError,
-    ManifestImageSwap,
     ServiceMemberOps,
-    StaticPodMemberOps,
     binary_version,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.run import (
@@ -39,15 +37,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.run i
     run_upgrade,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import format_version, image_version
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import PkiError
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import etcd_flags
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.pki import load_cert
-
-# kubeadm keeps its manifest backups in /etc/kubernetes/tmp: outside the manifests dir the kubelet runs.
-STATIC_POD_TMP = '/etc/kubernetes/tmp'
-# The member's own certificates, as the static pod's flags name them (server, then peer).
-CERT_FLAGS = ('cert-file', 'peer-cert-file')
 
 
 def _service(p: Mapping[str, Any]) -> Any:
@@ -60,30 +49,30 @@ def _service(p: Mapping[str, Any]) -> Any:
     return ProcessService(spec)
 
 
-def _manifest_flags(p: Mapping[str, Any]) -> Dict[str, str]:
-    """The static pod's `--flag=value` arguments (its data dir, certificates); {} in binary mode."""
-    if not _image_mode(p):
-        return {}
-    manifest = _host(p, p['manifest'])
-    try:
-        with open(manifest, 'rb') as f:
-            return etcd_flags(f.read()) or {}
-    except OSError as exc:
-        raise InvalidInput('manifest', 'readable', 'cannot read the etcd static-pod manifest %s: %s' % (
-            manifest, exc), value=p['manifest'])
+class RoleMember:
+    """A member the `steward.cluster.etcd` role runs, seen from its host: its service and binary, its quota and data
+    dir's disk, its certificates (`member_certs`), its run record beside its config file."""
 
+    def __init__(self, p: Mapping[str, Any]):
+        self.p = p
 
-def _facts(p: Mapping[str, Any]) -> Dict[str, Any]:
-    """What only the member's host knows: its quota and the free space of its data dir's disk (a static pod's
-    data dir and quota are its manifest's flags when the options do not name them)."""
-    flags = _manifest_flags(p)
-    quota = flags.get('quota-backend-bytes')
-    facts: Dict[str, Any] = {'quota_bytes': int(quota) if quota and quota.isdigit() and int(quota) > 0
-                             else p['quota_backend_bytes']}
-    data_dir = p['data_dir'] or (_host(p, flags['data-dir']) if flags.get('data-dir') else None)
-    if data_dir and os.path.isdir(data_dir):
-        facts['disk_free_bytes'] = shutil.disk_usage(data_dir).free
-    return facts
+    def check(self) -> None:
+        """Nothing beyond check_params: the binary's version is read before."""
+
+    def facts(self) -> Dict[str, Any]:
+        facts: Dict[str, Any] = {'quota_bytes': self.p['quota_backend_bytes']}
+        if self.p['data_dir'] and os.path.isdir(self.p['data_dir']):
+            facts['disk_free_bytes'] = shutil.disk_usage(self.p['data_dir']).free
+        return facts
+
+    def cert_paths(self) -> List[Tuple[str, str]]:
+        return [(path, path) for path in self.p.get('member_certs') or []]
+
+    def ops(self) -> Any:
+        return ServiceMemberOps(_service(self.p), BinarySwap(self.p['binary'], self.p['target_binary']))
+
+    def record_path(self) -> str:
+        return self.p['record_path'] or os.path.join(os.path.dirname(self.p['config_file']), 'upgrade-record.json')
 
 
 def _image_mode(p: Mapping[str, Any]) -> bool:
@@ -139,65 +128,29 @@ def _target_version(p: Mapping[str, Any]) -> str:
     return format_version(version)
 
 
-def _host(p: Mapping[str, Any], path: str) -> str:
-    return layout.host_path(p['root'], path)
-
-
-def _cert_paths(p: Mapping[str, Any]) -> list:
-    """The member's server and peer certificates: `member_certs`, else (static pod) what the manifest's flags name."""
-    if p.get('member_certs'):
-        return [(path, path) for path in p['member_certs']]
-    flags = _manifest_flags(p)
-    return [(flags[flag], _host(p, flags[flag])) for flag in CERT_FLAGS if flags.get(flag)]
-
-
-def member_certs(p: Mapping[str, Any]) -> list:
-    """[{path, not_after (epoch s), not_after_text}] of the member's certificates, for the plan's cert-expiring
-    check; one that cannot be read is refused by name (an upgrade restarts the member, which must read it)."""
-    certs = []
-    for shown, path in _cert_paths(p):
-        try:
-            with open(path, 'rb') as f:
-                cert = load_cert(f.read(), shown)
-        except (OSError, PkiError) as exc:
-            raise InvalidInput('member_certs', 'certificate', 'cannot read the member certificate %s: %s' % (
-                shown, exc), value=shown)
-        not_after = cert.not_valid_after_utc
-        certs.append({'path': shown, 'not_after': not_after.timestamp(), 'not_after_text': format_rfc3339(not_after)})
-    return certs
-
-
-def _member_ops(p: Mapping[str, Any]) -> Any:
-    if _image_mode(p):
-        previous = _host(p, STATIC_POD_TMP + '/etcd.yaml.pre-upgrade')
-        return StaticPodMemberOps(ManifestImageSwap(_host(p, p['manifest']), p['target_image'], previous))
-    return ServiceMemberOps(_service(p), BinarySwap(p['binary'], p['target_binary']))
-
-
-def _record_path(p: Mapping[str, Any]) -> str:
-    if p['record_path']:
-        return p['record_path']
-    if _image_mode(p):
-        return _host(p, STATIC_POD_TMP + '/etcd-upgrade-record.json')
-    return os.path.join(os.path.dirname(p['config_file']), 'upgrade-record.json')
-
-
-def upgrade_member(p: Mapping[str, Any], check_mode: bool) -> Dict[str, Any]:
+def upgrade_member(p: Mapping[str, Any], check_mode: bool, static_pod: Optional[Callable[[Mapping[str, Any]], Any]] = None,
+                   read_certs: Optional[Callable[[List[Tuple[str, str]]], List[Dict[str, Any]]]] = None
+                   ) -> Dict[str, Any]:
     """Plan the upgrade of the cluster `p` reaches and run this host's member's part of it (`check_mode`: the plan
-    and the verdict only). Raises InvalidInput for bad options and UpgradeError (an EtcdError whose `result()`
-    carries the reason, the member, the rollback and the plan) when the run stops."""
+    and the verdict only). `static_pod(p)` is the member of a static pod (target_image), `read_certs([(shown, path)])`
+    reads the member certificates ([{path, not_after, not_after_text}]); provisioning/etcd_static_pod.py passes both.
+    Raises InvalidInput for bad options and UpgradeError (an EtcdError whose `result()` carries the reason, the
+    member, the rollback and the plan) when the run stops."""
     check_params(p)
     tools = None
     if p['etcdutl_path'] or p['etcd_path'] or p['tool_timeout'] is not None:   # every input checked up front
         tools = resolve_tools(p['etcdutl_path'], p['etcd_path'], p['bin_dirs'], p['tool_timeout'])
     target = _target_version(p)
-    facts = dict(_facts(p), certs=member_certs(p))
-    ops = {p['member']: _member_ops(p)}
-    if _image_mode(p):
-        try:
-            ops[p['member']].manifest.image()   # the manifest names an etcd image: checked before the plan
-        except ManifestError as exc:
-            raise InvalidInput('manifest', 'etcd-static-pod', str(exc), value=p['manifest'])
+    if _image_mode(p) and static_pod is None:
+        raise InvalidInput('target_image', 'supported', 'this caller upgrades members run by the etcd role only',
+                           value=p['target_image'])
+    member = static_pod(p) if _image_mode(p) else RoleMember(p)
+    member.check()
+    paths = member.cert_paths()
+    if paths and read_certs is None:
+        raise InvalidInput('member_certs', 'supported', 'this caller cannot read certificates', value=paths[0][0])
+    facts = dict(member.facts(), certs=read_certs(paths) if paths else [])
+    ops = {p['member']: member.ops()}
     conn = EtcdConnection.from_params(p)
     store = store_from_params(p, must_exist=False) if p['store'] else None
     tool = tools.snapshot_tool if tools else None
@@ -208,7 +161,7 @@ def upgrade_member(p: Mapping[str, Any], check_mode: bool) -> Dict[str, Any]:
     if store is not None and p['require_snapshot']:
         tool = tool or resolve_tools(None, None, p['bin_dirs']).snapshot_tool
         options['snapshot'] = newest_verified_full(store, tool=tool, tmp_dir=p['tmp_dir'])
-    record = _record_path(p)
+    record = member.record_path()
     try:
         outcome = run_upgrade(
             conn, ops, target, options, record_path=record, now=time.time(), in_flight=p['in_flight'],
