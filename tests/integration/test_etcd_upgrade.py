@@ -117,17 +117,24 @@ def test_a_run_killed_after_a_stop_resumes_and_restarts_no_member_twice(cluster3
     assert {m['version'] for m in observe(conn)['members']} == {target}
 
 
-def test_a_failing_member_is_rolled_back_and_the_next_is_not_touched(cluster34, tmp_path):
+def _first_member_gets_a_binary_that_does_not_start(cluster, tmp_path):
+    """(target, conn, ops, plan order, the bad binary's dir): the first member of the plan is given a binary that
+    exits at once."""
     target = etcd_version(DIRS['3.5'])
     bad = tmp_path / 'bad'
     bad.mkdir()
     (bad / 'etcd').write_text('#!/bin/sh\necho "panic: this etcd does not start" >&2\nexit 2\n')
     (bad / 'etcd').chmod(0o755)
-    conn = EtcdConnection(endpoints=tuple(cluster34.endpoints))
-    ops = _ops(cluster34)
+    conn = EtcdConnection(endpoints=tuple(cluster.endpoints))
+    ops = _ops(cluster)
     order = [s['name'] for s in run_upgrade(conn, ops, target, {}, check_mode=True,
                                             take_snapshot=lambda: {})['plan']['steps']]
     ops[order[0]].new_bin_dir = str(bad)
+    return target, conn, ops, order, bad
+
+
+def test_a_failing_member_is_rolled_back_and_the_next_is_not_touched(cluster34, tmp_path):
+    target, conn, ops, order, bad = _first_member_gets_a_binary_that_does_not_start(cluster34, tmp_path)
     with pytest.raises(UpgradeError) as err:
         run_upgrade(conn, ops, target, {}, record_path=str(tmp_path / 'r.json'), caught_up_timeout=8,
                     take_snapshot=_snapshotter(conn, tmp_path))
@@ -184,3 +191,51 @@ def test_a_member_that_ran_the_new_version_goes_back_while_the_cluster_version_i
 
 def observe_version(conn, name):
     return next(m['version'] for m in observe(conn)['members'] if m['name'] == name)
+
+
+def test_a_failed_pre_upgrade_snapshot_refuses_and_touches_nothing(cluster34, tmp_path):
+    """No verified recent snapshot: the run takes one itself; when that fails (here the store is below a regular
+    file, so nothing can be written) the run stops before any member."""
+    conn = EtcdConnection(endpoints=tuple(cluster34.endpoints))
+    blocker = tmp_path / 'not-a-dir'
+    blocker.write_text('x')
+    store = LocalStore(str(blocker / 'backups'))
+    tool = os.path.join(DIRS['3.5'], 'etcdutl')
+    ops = _ops(cluster34)
+    with pytest.raises(UpgradeError) as err:
+        run_upgrade(conn, ops, etcd_version(DIRS['3.5']), {}, record_path=str(tmp_path / 'r.json'),
+                    take_snapshot=lambda: pre_upgrade_snapshot(conn, store, now=1_800_000_000.0, tool=tool,
+                                                               tmp_dir=str(tmp_path)))
+    assert err.value.reason == 'snapshot-failed'
+    assert all(o.stops == 0 and o.starts == 0 for o in ops.values())
+    assert {m['version'] for m in observe(conn)['members']} == {etcd_version(DIRS['3.4'])}
+
+
+def test_an_active_alarm_refuses_by_reason(cluster34, tmp_path):
+    conn = EtcdConnection(endpoints=tuple(cluster34.endpoints))
+    member_id = requests.post(cluster34.endpoints[0] + '/v3/maintenance/status', json={}, timeout=10).json()['header'][
+        'member_id']
+    answer = requests.post(cluster34.endpoints[0] + '/v3/maintenance/alarm',
+                           json={'action': 'ACTIVATE', 'memberID': member_id, 'alarm': 'NOSPACE'}, timeout=10)
+    answer.raise_for_status()
+    ops = _ops(cluster34)
+    with pytest.raises(UpgradeError) as err:
+        run_upgrade(conn, ops, etcd_version(DIRS['3.5']), {'require_snapshot': False})
+    refusals = err.value.rollback['plan']['verdict']['refusals']
+    assert [r['reason'] for r in refusals] == ['alarm'] and 'NOSPACE' in refusals[0]['message']
+    assert all(o.stops == 0 for o in ops.values())
+
+
+def test_when_the_previous_binary_does_not_come_back_either_the_way_back_is_the_snapshot_with_its_loss_window(
+        cluster34, tmp_path):
+    target, conn, ops, order, bad = _first_member_gets_a_binary_that_does_not_start(cluster34, tmp_path)
+    ops[order[0]].previous = str(bad)          # its previous binary is gone too
+    with pytest.raises(UpgradeError) as err:
+        run_upgrade(conn, ops, target, {}, record_path=str(tmp_path / 'r.json'), caught_up_timeout=4,
+                    take_snapshot=_snapshotter(conn, tmp_path))
+    rollback = err.value.rollback
+    assert err.value.reason == 'member-failed' and rollback['action'] == 'restore-snapshot'
+    assert rollback['snapshot']['verified'] and rollback['snapshot']['name'].startswith('Full-')
+    assert str(rollback['snapshot']['revision']) in rollback['loss_window']
+    assert ops[order[1]].stops == 0 and ops[order[2]].stops == 0
+    assert json.load(open(str(tmp_path / 'r.json')))['failed']['rollback']['action'] == 'restore-snapshot'

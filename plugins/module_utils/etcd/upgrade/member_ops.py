@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""MemberOps for a member run by the `steward.cluster.etcd` role: its service (process or systemd unit, member/
-service.py) and its binary file, swapped in place.
+"""MemberOps of the members the collection runs on hosts: the `steward.cluster.etcd` role's (a service - process or
+systemd unit, member/service.py - and its binary file, swapped in place) and the provisioning area's static pods (the
+manifest's image tag, rewritten in place; the kubelet does the restart).
 
 The binary the role installed (`etcd_binary`) is replaced by the target one where it stands, so the process spec and
 the systemd unit keep naming the same path (no config change, no restart fingerprint change). The previous binary is
@@ -15,12 +16,15 @@ from __future__ import annotations
 import filecmp
 import os
 import re
-from typing import Any
+from typing import Any, Dict
+
+import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 PREVIOUS_SUFFIX = '.pre-upgrade'
 VERSION_SECONDS = 20.0
@@ -96,3 +100,106 @@ class ServiceMemberOps:
 
     def restore_previous(self) -> None:
         self.binary.restore()
+
+
+# --- static pods ----------------------------------------------------------------------------------
+class ManifestError(EtcdError):
+    """The static-pod manifest cannot be read or names no etcd container: nothing was written."""
+
+
+def _etcd_container(pod: Dict[str, Any]) -> Dict[str, Any]:
+    containers = ((pod or {}).get('spec') or {}).get('containers') or []
+    named = [c for c in containers if isinstance(c, dict) and c.get('name') == 'etcd']
+    if not (named or containers):
+        raise ManifestError('the manifest has no container')
+    return (named or containers)[0]
+
+
+def manifest_image(text: bytes, path: str) -> str:
+    """The image of the manifest's etcd container (the container named etcd, else the first)."""
+    try:
+        pod = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError('%s is not YAML: %s' % (path, exc))
+    image = _etcd_container(pod if isinstance(pod, dict) else {}).get('image')
+    if not isinstance(image, str) or not image:
+        raise ManifestError('%s: the etcd container names no image' % path)
+    return image
+
+
+def with_image(text: bytes, path: str, image: str) -> bytes:
+    """The manifest with the etcd container's image replaced and every other byte kept (the `image:` line is
+    rewritten where it stands, so the file differs from the provisioning render in that line only); a manifest whose
+    image line is not found that way is written back from its parsed form."""
+    old = manifest_image(text, path)
+    lines = text.decode('utf-8').split('\n')
+    pattern = re.compile(r'^(\s*(?:-\s+)?image:\s*)([\'"]?)%s\2(\s*)$' % re.escape(old))
+    hits = [i for i, line in enumerate(lines) if pattern.match(line)]
+    if len(hits) == 1:
+        lines[hits[0]] = pattern.sub(lambda m: m.group(1) + m.group(2) + image + m.group(2) + m.group(3),
+                                     lines[hits[0]])
+        new = '\n'.join(lines).encode('utf-8')
+        if manifest_image(new, path) == image:
+            return new
+    pod = yaml.safe_load(text)
+    _etcd_container(pod)['image'] = image
+    return yaml.safe_dump(pod, default_flow_style=False, sort_keys=False).encode('utf-8')
+
+
+class ManifestImageSwap:
+    """The static pod's manifest and the target image: swap() rewrites the tag in place (the previous manifest kept
+    once at `previous`, outside the manifests directory: a kubelet would run any file left inside it), restore()
+    puts the previous manifest back. The kubelet stops the old pod and starts the new one when the file changes."""
+
+    def __init__(self, manifest: str, target_image: str, previous: str):
+        self.manifest = manifest
+        self.target = target_image
+        self.previous = previous
+
+    def _read(self) -> bytes:
+        try:
+            with open(self.manifest, 'rb') as f:
+                return f.read()
+        except OSError as exc:
+            raise ManifestError('cannot read the etcd static-pod manifest %s: %s' % (self.manifest, exc))
+
+    def image(self) -> str:
+        return manifest_image(self._read(), self.manifest)
+
+    def in_place(self) -> bool:
+        return self.image() == self.target
+
+    def swap(self) -> None:
+        text = self._read()
+        if manifest_image(text, self.manifest) == self.target:
+            return
+        mode = os.stat(self.manifest).st_mode & 0o777
+        os.makedirs(os.path.dirname(self.previous), exist_ok=True)
+        write_atomic(self.previous, text, 0o600)
+        write_atomic(self.manifest, with_image(text, self.manifest, self.target), mode)
+
+    def restore(self) -> None:
+        if os.path.exists(self.previous):
+            mode = os.stat(self.manifest).st_mode & 0o777 if os.path.exists(self.manifest) else 0o600
+            with open(self.previous, 'rb') as f:
+                write_atomic(self.manifest, f.read(), mode)
+
+
+class StaticPodMemberOps:
+    """MemberOps of a static-pod member: the kubelet owns the process, so stop and start are the kubelet's reaction
+    to the manifest's change (swap); the run's caught-up wait is what tells the new pod serves."""
+
+    def __init__(self, swap: ManifestImageSwap):
+        self.manifest = swap
+
+    def stop(self) -> None:
+        """Nothing: the kubelet stops the old pod when its manifest changes."""
+
+    def swap(self) -> None:
+        self.manifest.swap()
+
+    def start(self) -> None:
+        """Nothing: the kubelet starts the pod of the new manifest."""
+
+    def restore_previous(self) -> None:
+        self.manifest.restore()

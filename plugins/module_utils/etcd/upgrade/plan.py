@@ -35,7 +35,10 @@ DEFAULTS = {
     'take_snapshot': True,        # the run takes that snapshot itself (and refuses if it fails)
     'require_snapshot': True,     # False: no snapshot gate at all (the user's own backup is the way back)
     'headroom_factor': 2.0,       # quota and free disk must each hold this many times the database
+    'cert_window': 86400.0,       # seconds: a member certificate expiring sooner than now + this refuses
+    'swap': 'binary',             # how each member changes version: 'binary' (file in place) or 'image' (a pod's tag)
 }
+SWAP_KINDS = ('binary', 'image')
 
 
 class Refusal(enum.Enum):
@@ -53,6 +56,7 @@ class Refusal(enum.Enum):
     QUOTA_HEADROOM = 'quota-headroom'             # quota under headroom_factor x db size
     DISK_HEADROOM = 'disk-headroom'               # free disk under headroom_factor x db size
     NO_RECENT_SNAPSHOT = 'no-recent-snapshot'     # no verified full snapshot newer than snapshot_max_age
+    CERT_EXPIRING = 'cert-expiring'               # a member's server/peer certificate ends within cert_window
 
 
 def _refusal(reason: Refusal, message: str, member: Optional[str] = None) -> Dict[str, Any]:
@@ -76,6 +80,12 @@ def _options(options: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     if float(merged['headroom_factor']) < 1.0:
         raise InvalidInput('headroom_factor', 'minimum', 'must be at least 1.0, got %r' % merged['headroom_factor'],
                            value=merged['headroom_factor'])
+    if float(merged['cert_window']) < 0:
+        raise InvalidInput('cert_window', 'minimum', 'must be 0 or more seconds, got %r' % merged['cert_window'],
+                           value=merged['cert_window'])
+    if merged['swap'] not in SWAP_KINDS:
+        raise InvalidInput('swap', 'choices', 'must be one of %s, got %r' % (', '.join(SWAP_KINDS), merged['swap']),
+                           value=merged['swap'])
     if float(merged['snapshot_max_age']) <= 0:
         raise InvalidInput('snapshot_max_age', 'positive', 'must be positive, got %r' % merged['snapshot_max_age'],
                            value=merged['snapshot_max_age'])
@@ -120,11 +130,27 @@ def _version_refusals(members: List[Dict[str, Any]], target: tuple, cluster_vers
     return refusals
 
 
+def _cert_refusals(m: Dict[str, Any], opts: Dict[str, Any], now: float) -> List[Dict[str, Any]]:
+    """Every restart re-reads the member's certificates: one that ends inside the window would leave a restarted
+    member unable to serve or to reach its peers halfway through the upgrade."""
+    window = float(opts['cert_window'])
+    refusals = []
+    for cert in m.get('certs') or []:
+        if float(cert['not_after']) < now + window:
+            refusals.append(_refusal(Refusal.CERT_EXPIRING, '%s: certificate %s ends %s (notAfter), within the '
+                                     'upgrade window of %ds: renew it first (the steward.cluster.cert_renew '
+                                     'playbook on provisioned nodes) or narrow cert_window' % (
+                                         _label(m), cert['path'], cert.get('not_after_text') or cert['not_after'],
+                                         window), m.get('name')))
+    return refusals
+
+
 def _member_refusals(members: List[Dict[str, Any]], alarms: List[Dict[str, Any]],
-                     opts: Dict[str, Any]) -> List[Dict[str, Any]]:
+                     opts: Dict[str, Any], now: float) -> List[Dict[str, Any]]:
     refusals = []
     factor = float(opts['headroom_factor'])
     for m in members:
+        refusals += _cert_refusals(m, opts, now)
         if m.get('is_learner'):
             refusals.append(_refusal(Refusal.LEARNER, '%s is a learner: promote or remove it before an upgrade'
                                      % _label(m), m.get('name')))
@@ -180,19 +206,21 @@ def plan_upgrade(members_state: Dict[str, Any], target_version: Any, options: Op
     """The verdict and the ordered steps of an upgrade to `target_version`.
 
     members_state: {members: [{id, name, version, is_learner, healthy, reachable, revision, db_size, quota_bytes?,
-    disk_free_bytes?, member_ids_seen?}], leader: id, alarms: [{member_id, alarm}], cluster_version?,
+    disk_free_bytes?, member_ids_seen?, certs?: [{path, not_after (epoch s), not_after_text?}]}], leader: id,
+    alarms: [{member_id, alarm}], cluster_version?,
     auth_enabled?, in_flight?: id of the member a killed run was touching (from the run's record)}.
     options: snapshot ({name, taken_at, verified} of the newest full snapshot, or None), snapshot_max_age (s),
-    take_snapshot, headroom_factor.
-    Returns {target_version, verdict: {ok, refusals, warnings}, take_snapshot, steps, done, pending}; each step is
-    {id, name, from_version, to_version, was_leader, resume, actions}."""
+    take_snapshot, headroom_factor, cert_window (s), swap ('binary' or 'image': the step names it, the caller's
+    MemberOps does it).
+    Returns {target_version, swap, verdict: {ok, refusals, warnings}, take_snapshot, steps, done}; each step is
+    {id, name, from_version, to_version, was_leader, resume, swap, actions}."""
     target = parse_target(target_version)
     opts = _options(options)
     in_flight = members_state.get('in_flight')
     members = [dict(m, in_flight=(m.get('id') == in_flight)) for m in members_state.get('members') or []]
     cluster_version = parse_version(members_state.get('cluster_version'))
     refusals = _version_refusals(members, target, cluster_version, bool(members_state.get('auth_enabled')))
-    refusals += _member_refusals(members, members_state.get('alarms') or [], opts)
+    refusals += _member_refusals(members, members_state.get('alarms') or [], opts, now)
     snapshot_refusal, take_snapshot = _snapshot_verdict(opts, now)
     if snapshot_refusal:
         refusals.append(snapshot_refusal)
@@ -210,11 +238,13 @@ def plan_upgrade(members_state: Dict[str, Any], target_version: Any, options: Op
         pending.append({
             'id': m.get('id'), 'name': m.get('name'), 'from_version': m.get('version'),
             'to_version': format_version(target), 'was_leader': m.get('id') == leader, 'resume': m['in_flight'],
+            'swap': opts['swap'],
             'actions': [a for a in ACTIONS if a != 'move-leader' or m.get('id') == leader],
         })
     pending.sort(key=lambda s: (not s['resume'], s['was_leader'], s['name'] or '', s['id'] or ''))
     return {
         'target_version': format_version(target),
+        'swap': opts['swap'],
         'verdict': {'ok': not refusals, 'refusals': refusals, 'warnings': warnings},
         'take_snapshot': take_snapshot and bool(pending),
         'steps': pending,

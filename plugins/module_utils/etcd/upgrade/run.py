@@ -92,6 +92,7 @@ class UpgradeRecord:
         self.data.update(changes)
         if not self.path:
             return
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)   # a node's first upgrade
         write_atomic(self.path, json.dumps(self.data, indent=1, sort_keys=True))
 
 
@@ -207,8 +208,8 @@ def _move_leadership_away(conn: EtcdConnection, member_id: str, upgraded: List[s
 
 def _rollback(conn: EtcdConnection, step: Dict[str, Any], ops: MemberOps, state: Dict[str, Any],
               timeout: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> Dict[str, Any]:
-    """The previous binary while the cluster version still allows it (it stays at the old minor until every member
-    runs the new one; a patch upgrade always allows it); else the way back is the pre-upgrade snapshot."""
+    """The previous binary (or manifest) while the cluster version still allows it (it stays at the old minor until
+    every member runs the new one; a patch upgrade always allows it); else the way back is the pre-upgrade snapshot."""
     previous = parse_version(step['from_version'])
     cluster = parse_version(state.get('cluster_version'))
     if previous is None or (cluster is not None and minor(cluster) > minor(previous)):
@@ -221,7 +222,9 @@ def _rollback(conn: EtcdConnection, step: Dict[str, Any], ops: MemberOps, state:
         caught = wait_caught_up(conn, step['id'], step['from_version'], timeout, clock, sleep)
     except (EtcdError, OSError) as exc:
         return {'action': 'restore-snapshot', 'reason': 'the previous binary did not come back: %s' % exc}
-    return {'action': 'previous-binary', 'version': step['from_version'], 'caught_up': caught}
+    # 'previous-binary' names the way back for both swap kinds (a static pod's is its previous manifest): `swap` says
+    return {'action': 'previous-binary', 'swap': step.get('swap', 'binary'), 'version': step['from_version'],
+            'caught_up': caught}
 
 
 def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version: str,

@@ -66,3 +66,28 @@ def move_kind(current: Version, target: Version) -> str:
 def minimum_before(target: Version) -> Optional[Version]:
     """The version every member needs before the move to target's minor, when etcd's guide names one."""
     return MINIMUM_BEFORE_MINOR.get(minor(target))
+
+
+# `registry.k8s.io/etcd:3.5.16-0`, `quay.io/coreos/etcd:v3.4.23`, `gcr.io/etcd-development/etcd:v3.5.21@sha256:...`
+_IMAGE_TAG = re.compile(r'^(?P<repo>[^@\s]+?)(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>[\w:+.-]+))?$')
+
+
+def split_image(image: Optional[str]) -> Optional[Tuple[str, Optional[str]]]:
+    """(repository, tag) of an image reference, the tag None when there is none; None when it is no reference."""
+    match = _IMAGE_TAG.match((image or '').strip())
+    if not match or match.group('repo').endswith('/'):
+        return None
+    repo, tag = match.group('repo'), match.group('tag')
+    if tag is None and ':' in repo.rsplit('/', 1)[-1]:
+        return None
+    return repo, tag
+
+
+def image_version(image: Optional[str]) -> Optional[Version]:
+    """The etcd version an image's tag names (kubeadm's `3.5.16-0`: the `-0` is the image build), or None:
+    a static pod's target version is read from the tag, the only place it is written."""
+    parts = split_image(image)
+    if parts is None or parts[1] is None:
+        return None
+    match = re.match(r'^v?(\d+)\.(\d+)\.(\d+)(?:-\d+)?$', parts[1])
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else None

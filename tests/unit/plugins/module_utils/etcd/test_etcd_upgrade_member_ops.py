@@ -1,12 +1,20 @@
 # -*- coding: utf-8 -*-
-"""The binary swap of an upgrade: in place, idempotent, the previous kept, a symlink replaced and never followed."""
+"""The swaps of an upgrade: the binary (in place, idempotent, the previous kept, a symlink replaced and never followed)
+and a static pod's image tag (one line of the manifest, the previous manifest kept outside the manifests dir)."""
 
 import os
 
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import BinarySwap, binary_version
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import (
+    BinarySwap,
+    ManifestError,
+    ManifestImageSwap,
+    StaticPodMemberOps,
+    binary_version,
+    manifest_image,
+)
 
 
 def script(path, version):
@@ -50,3 +58,55 @@ def test_binary_version_names_the_option_and_the_rule(tmp_path, make, rule):
     with pytest.raises(InvalidInput) as err:
         binary_version(make(tmp_path))
     assert err.value.field == 'target_binary' and err.value.rule == rule
+
+
+# --- static pods: the manifest's image tag ------------------------------------------------------------
+def _provisioned_manifest():
+    """The etcd manifest exactly as the provisioning area renders it (kubeadm's shape)."""
+    from ansible_collections.steward.cluster.plugins.module_utils.provisioning import manifests
+    from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster, parse_node
+    spec = parse_cluster({'control_plane': [{'name': 'cp1', 'address': '10.0.0.1'}],
+                          'etcd_image': 'registry.k8s.io/etcd:3.4.23-0'})
+    node = parse_node({'node_name': 'cp1', 'address': '10.0.0.1', 'role': 'control-plane'}, spec)
+    return manifests.etcd(spec, node, 'cp1=https://10.0.0.1:2380', 'new', [b'x'])
+
+
+def test_the_image_swap_changes_one_line_keeps_the_previous_outside_the_manifests_dir_and_restores(tmp_path):
+    manifests_dir = tmp_path / 'etc' / 'kubernetes' / 'manifests'
+    manifests_dir.mkdir(parents=True)
+    path = manifests_dir / 'etcd.yaml'
+    before = _provisioned_manifest()
+    path.write_bytes(before)
+    path.chmod(0o600)
+    previous = tmp_path / 'etc' / 'kubernetes' / 'tmp' / 'etcd.yaml.pre-upgrade'
+    swap = ManifestImageSwap(str(path), 'registry.k8s.io/etcd:3.5.1-0', str(previous))
+    assert swap.image() == 'registry.k8s.io/etcd:3.4.23-0' and not swap.in_place()
+    swap.swap()
+    after = path.read_bytes()
+    changed = [(a, b) for a, b in zip(before.split(b'\n'), after.split(b'\n')) if a != b]
+    assert len(before.split(b'\n')) == len(after.split(b'\n'))
+    assert [(a.strip(), b.strip()) for a, b in changed] == [(b'image: registry.k8s.io/etcd:3.4.23-0',
+                                                             b'image: registry.k8s.io/etcd:3.5.1-0')]
+    assert previous.read_bytes() == before and os.listdir(str(manifests_dir)) == ['etcd.yaml']
+    assert path.stat().st_mode & 0o777 == 0o600
+    swap.swap()   # resumed: nothing written, the true previous kept
+    assert previous.read_bytes() == before and swap.in_place()
+    StaticPodMemberOps(swap).restore_previous()
+    assert path.read_bytes() == before
+
+
+def test_a_flow_style_manifest_is_rewritten_from_its_parsed_form(tmp_path):
+    path = tmp_path / 'etcd.yaml'
+    path.write_text('{"spec": {"containers": [{"name": "etcd", "image": "etcd:3.4.23", "command": ["etcd"]}]}}')
+    swap = ManifestImageSwap(str(path), 'etcd:3.5.1', str(tmp_path / 'prev' / 'etcd.yaml'))
+    swap.swap()
+    assert manifest_image(path.read_bytes(), str(path)) == 'etcd:3.5.1'
+
+
+@pytest.mark.parametrize('text', ['kind: Pod\nspec: {}\n', 'spec:\n  containers:\n  - name: etcd\n', ': : :\n  - ['])
+def test_a_manifest_without_an_etcd_image_is_refused_and_not_written(tmp_path, text):
+    path = tmp_path / 'etcd.yaml'
+    path.write_text(text)
+    with pytest.raises(ManifestError):
+        ManifestImageSwap(str(path), 'etcd:3.5.1', str(tmp_path / 'prev.yaml')).swap()
+    assert path.read_text() == text and not (tmp_path / 'prev.yaml').exists()

@@ -5,7 +5,12 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.plan import Refusal, plan_upgrade
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import move_kind, parse_version
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import (
+    image_version,
+    move_kind,
+    parse_version,
+    split_image,
+)
 
 NOW = 1_800_000_000.0
 FRESH = {'snapshot': {'name': 'Full-1', 'taken_at': NOW - 60, 'verified': True}}
@@ -127,7 +132,9 @@ def test_all_at_target_is_an_empty_plan_without_a_snapshot():
 
 
 @pytest.mark.parametrize('options,field', [({'headroom_factor': 0.5}, 'headroom_factor'),
-                                           ({'snapshot_max_age': 0}, 'snapshot_max_age')])
+                                           ({'snapshot_max_age': 0}, 'snapshot_max_age'),
+                                           ({'cert_window': -1}, 'cert_window'),
+                                           ({'swap': 'rpm'}, 'swap')])
 def test_bad_options_name_the_field(options, field):
     with pytest.raises(InvalidInput) as err:
         plan_upgrade(state(), '3.5.1', options, NOW)
@@ -150,3 +157,42 @@ def test_move_kinds(a, b, kind):
 def test_parse_version_forms():
     assert parse_version('v3.5.1') == (3, 5, 1) and parse_version('3.5') == (3, 5, 0)
     assert parse_version('3.6.0-rc.1') == (3, 6, 0) and parse_version('') is None
+
+
+def test_a_certificate_ending_within_the_window_refuses_naming_it_and_its_not_after():
+    ends = NOW + 3600
+    cert = {'path': '/etc/kubernetes/pki/etcd/peer.crt', 'not_after': ends, 'not_after_text': '2027-01-15T08:00:00Z'}
+    plan = plan_upgrade(state(member('etcd1'), member('etcd2', certs=[cert]), member('etcd3')), '3.5.1', FRESH, NOW)
+    assert reasons(plan) == [Refusal.CERT_EXPIRING.value]
+    refusal = plan['verdict']['refusals'][0]
+    assert refusal['member'] == 'etcd2'
+    assert '/etc/kubernetes/pki/etcd/peer.crt' in refusal['message'] and '2027-01-15T08:00:00Z' in refusal['message']
+    assert '86400s' in refusal['message']   # the default window, named
+    # a narrower window lets the same certificate through; one already expired refuses with any window
+    assert plan_upgrade(state(member('etcd1'), member('etcd2', certs=[cert]), member('etcd3')), '3.5.1',
+                        dict(FRESH, cert_window=1800), NOW)['verdict']['ok']
+    expired = dict(cert, not_after=NOW - 1)
+    assert reasons(plan_upgrade(state(member('etcd1', certs=[expired]), member('etcd2'), member('etcd3')), '3.5.1',
+                                dict(FRESH, cert_window=0), NOW)) == [Refusal.CERT_EXPIRING.value]
+
+
+def test_the_step_names_the_swap_kind_and_the_order_does_not_depend_on_it():
+    binary = plan_upgrade(state(), '3.5.1', FRESH, NOW)
+    image = plan_upgrade(state(), '3.5.1', dict(FRESH, swap='image'), NOW)
+    assert binary['swap'] == 'binary' and image['swap'] == 'image'
+    assert {s['swap'] for s in image['steps']} == {'image'}
+    assert [s['name'] for s in image['steps']] == [s['name'] for s in binary['steps']] == ['etcd2', 'etcd3', 'etcd1']
+
+
+@pytest.mark.parametrize('image,version', [
+    ('registry.k8s.io/etcd:3.5.16-0', (3, 5, 16)), ('quay.io/coreos/etcd:v3.4.23', (3, 4, 23)),
+    ('localhost:5000/etcd:3.5.1@sha256:abc', (3, 5, 1)), ('etcd:3.4.23', (3, 4, 23)),
+    ('registry.k8s.io/etcd', None), ('registry.k8s.io/etcd:latest', None), ('localhost:5000/etcd', None),
+    ('', None), ('etcd:3.5', None)])
+def test_image_version_reads_the_tag(image, version):
+    assert image_version(image) == version
+
+
+def test_split_image_keeps_a_registry_port_out_of_the_tag():
+    assert split_image('localhost:5000/etcd:3.5.1') == ('localhost:5000/etcd', '3.5.1')
+    assert split_image('localhost:5000/etcd') == ('localhost:5000/etcd', None)
