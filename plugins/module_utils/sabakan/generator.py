@@ -422,18 +422,22 @@ def _check_node_sources(machines: Sequence[Machine]) -> None:
     much cheaper than validating the whole generated cluster (that costs more than generating it).
     """
     roles: Dict[str, Optional[str]] = {}
-    places: Dict[Tuple[int, int], Optional[str]] = {}
+    racks: Dict[int, Optional[str]] = {}
+    indexes: Dict[int, Optional[str]] = {}
     label_sets: Dict[Tuple[Tuple[str, str], ...], Optional[str]] = {}
     for machine in machines:
-        role, place, labels = machine.role, (machine.rack, machine.index_in_rack), machine.labels
+        role, rack, index, labels = machine.role, machine.rack, machine.index_in_rack, machine.labels
+        # rack and index-in-rack are checked apart: together they are one key per machine, apart a few dozen
         if role not in roles:
             roles[role] = _labels_problem([('cke.cybozu.com/role', role), ('node-role.kubernetes.io/' + role, 'true')])
-        if place not in places:
-            places[place] = _labels_problem([('cke.cybozu.com/rack', str(place[0])),
-                                             ('cke.cybozu.com/index-in-rack', str(place[1]))])
+        if rack not in racks:
+            racks[rack] = _labels_problem([('cke.cybozu.com/rack', str(rack))])
+        if index not in indexes:
+            indexes[index] = _labels_problem([('cke.cybozu.com/index-in-rack', str(index))])
         if labels not in label_sets:
             label_sets[labels] = _labels_problem([('sabakan.cke.cybozu.com/' + name, value) for name, value in labels])
-        problem = ip_address_problem(machine.address) or roles[role] or places[place] or label_sets[labels]
+        problem = (ip_address_problem(machine.address) or roles[role] or racks[rack] or indexes[index]
+                   or label_sets[labels])
         if problem:
             raise TemplateError('', 'generated', f'the generated cluster is invalid (check the sabakan labels of its machines): '
                                 f'machine {machine.serial} ({machine.address}): {problem}')
