@@ -152,7 +152,7 @@ class Generator:
         """Healthy machines outside the cluster; indexed on first use (most updates never pick one)."""
         if self._unused is None:
             taken = self._taken
-            self._unused = MachinePool((m for a, m in self.by_address.items() if m.healthy and a not in taken),
+            self._unused = MachinePool((m for a, m in self.by_address.items() if m.state == HEALTHY and a not in taken),
                                        self.days_score)
         return self._unused
 
@@ -160,12 +160,16 @@ class Generator:
         """The existing control planes and workers, in order, counted in bulk (same as _add_* one by one)."""
         self.cps = list(cps)
         self.workers = list(workers)
-        self.cp_racks = RackCount(m.rack for m in self.cps)
-        self.worker_roles = Counter(m.role for m in self.workers)
-        self.worker_racks_all = RackCount(m.rack for m in self.workers)
-        self.worker_racks = {}
-        for role in self.worker_roles:
-            self.worker_racks[role] = RackCount(m.rack for m in self.workers if m.role == role)
+        # Counted in plain Counters (C) and handed over whole: RackCount's own __setitem__ would be called
+        # once per machine otherwise, and nothing listens to a new RackCount yet.
+        self.cp_racks = RackCount(Counter([m.rack for m in self.cps]))
+        by_role_rack = Counter([(m.role, m.rack) for m in self.workers])
+        self.worker_roles = Counter([m.role for m in self.workers])
+        self.worker_racks_all = RackCount(Counter([m.rack for m in self.workers]))
+        per_role: Dict[str, Counter] = {role: Counter() for role in self.worker_roles}
+        for (role, rack), count in by_role_rack.items():
+            per_role[role][rack] = count
+        self.worker_racks = {role: RackCount(counts) for role, counts in per_role.items()}
 
     def _add_cp(self, machine: Machine) -> None:
         self.cps.append(machine)

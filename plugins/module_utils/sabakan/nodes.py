@@ -89,6 +89,12 @@ class NodeRenderer:
 
     def labels_of(self, machine: Machine) -> Dict[str, str]:
         """Sabakan labels (prefixed), then the template's, then the fixed keys of seed 000's table."""
+        return self._labels(machine, _formatted(machine.register_date)[2], _formatted(machine.retire_date)[2])
+
+    def annotations_of(self, machine: Machine) -> Dict[str, str]:
+        return self._annotations(machine, _formatted(machine.register_date)[1], _formatted(machine.retire_date)[1])
+
+    def _labels(self, machine: Machine, register_month: str, retire_month: str) -> Dict[str, str]:
         base = self._bases.get(machine.labels)
         if base is None:
             base = {'sabakan.cke.cybozu.com/' + name: value for name, value in machine.labels}
@@ -104,8 +110,8 @@ class NodeRenderer:
         labels['cke.cybozu.com/rack'] = rack
         labels['cke.cybozu.com/index-in-rack'] = str(machine.index_in_rack)
         labels['cke.cybozu.com/role'] = machine.role
-        labels['cke.cybozu.com/register-month'] = _formatted(machine.register_date)[2]
-        labels['cke.cybozu.com/retire-month'] = _formatted(machine.retire_date)[2]
+        labels['cke.cybozu.com/register-month'] = register_month
+        labels['cke.cybozu.com/retire-month'] = retire_month
         labels['node-role.kubernetes.io/' + machine.role] = 'true'
         if self.control_plane:
             labels['node-role.kubernetes.io/master'] = 'true'
@@ -113,11 +119,11 @@ class NodeRenderer:
         labels['failure-domain.beta.kubernetes.io/zone'] = zone
         return labels
 
-    def annotations_of(self, machine: Machine) -> Dict[str, str]:
+    def _annotations(self, machine: Machine, register_date: str, retire_date: str) -> Dict[str, str]:
         annotations = self.annotations.copy()
         annotations['cke.cybozu.com/serial'] = machine.serial
-        annotations['cke.cybozu.com/register-date'] = _formatted(machine.register_date)[1]
-        annotations['cke.cybozu.com/retire-date'] = _formatted(machine.retire_date)[1]
+        annotations['cke.cybozu.com/register-date'] = register_date
+        annotations['cke.cybozu.com/retire-date'] = retire_date
         return annotations
 
     def render(self, m: Machine) -> Dict[str, Any]:
@@ -130,12 +136,14 @@ class NodeRenderer:
         extra = STATE_TAINTS.get(m.state)
         if extra:
             taints.append(dict(extra))
+        _date, register_date, register_month = _formatted(m.register_date)
+        _date, retire_date, retire_month = _formatted(m.retire_date)
         return {
             'address': m.address,
             'user': self.user,
             'control_plane': self.control_plane,
-            'labels': self.labels_of(m),
-            'annotations': self.annotations_of(m),
+            'labels': self._labels(m, register_month, retire_month),
+            'annotations': self._annotations(m, register_date, retire_date),
             'taints': taints,
         }
 
