@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -223,10 +224,19 @@ class ProberLoop:
         summary = plan.summary()
         news = bool(plan.changes) or summary != self.last_plan
         self.last_plan = summary
+        event: Optional[threading.Thread] = None
         if news:
             log.info(summary, extra={'plan': plan.as_dict()})
-            self.reporter.plan(plan, self.status_object)
-        results = self.scaler.run(plan)
+            # the plan's Event is posted beside the first level, not before it: the scale call waits for nothing
+            # but the targets (the Event is news for people; the status keys below hold the plan either way)
+            event = threading.Thread(target=self.reporter.plan, args=(plan, self.status_object),
+                                     name='prober-plan-event', daemon=True)
+            event.start()
+        try:
+            results = self.scaler.run(plan)
+        finally:
+            if event is not None:
+                event.join()
         finished = self.clock()
         first = first_scale_call(results)
         if first is not None:
