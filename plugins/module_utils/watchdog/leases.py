@@ -115,30 +115,15 @@ def candidate_nodes(nodes: Iterable[Mapping[str, Any]], machines: Iterable[Mappi
     excluded: Dict[str, int] = {}
     unhealthy = c.DEFAULT_UNHEALTHY_NODE_CONDITIONS
     watched = frozenset(unhealthy) | {_IN_PLACE_UPDATE}
-    add = names.add
     for node in nodes:
-        meta = node.get('metadata') or {}
-        name = meta.get('name')
+        name = (node.get('metadata') or {}).get('name')
         if not name:
             continue
-        # _exclusion inlined for the usual node (5,000 per probe): annotations without the MCM marker and no
-        # watched condition; anything else takes _exclusion itself, so the rules live in one place
-        if name in gone:
-            why = 'machine failed or terminating'
-        elif c.NOT_MANAGED_BY_MCM_ANNOTATION in (meta.get('annotations') or ()):
-            why = 'not managed by MCM'
-        else:
-            for cond in (node.get('status') or {}).get('conditions') or ():
-                if cond.get('type') in watched:
-                    why = _exclusion(node, unhealthy, watched)
-                    break
-            else:
-                add(name)
-                continue
+        why = 'machine failed or terminating' if name in gone else _exclusion(node, unhealthy, watched)
         if why:
             excluded[why] = excluded.get(why, 0) + 1
         else:
-            add(name)
+            names.add(name)
     return names, excluded
 
 
