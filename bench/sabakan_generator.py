@@ -14,7 +14,8 @@ control-plane-count 5 and minimum-workers = half the machines. Timed, median of 
   * update (repair) - update after one control plane turned UNHEALTHY and one worker RETIRED long ago
                       (replace control plane fires: demote, pick and add a new control plane).
 
-Every timing includes parsing and checking the machine JSON, as a real run does. Prints a table,
+Every timing includes parsing and checking the machine JSON, as a real run does. Prints a table (wall time, and
+the thread CPU time beside it: on a shared machine the load moves the wall time several times over),
 the growth exponent (log-log slope between consecutive sizes and overall) and the goal
 "update for 10,000 machines < 50 ms". Writes bench/results/sabakan_generator.json.
 
@@ -89,15 +90,25 @@ def damaged(machines: List[Dict[str, Any]], cluster: Dict[str, Any]) -> List[Dic
     return result
 
 
-def timed(func: Callable[[], Any], runs: int) -> Tuple[float, Any]:
-    """Median wall time of `runs` calls (GC collected before each, left enabled during) and the last result."""
+CPU_TIMES: Dict[str, float] = {}   # label -> median thread CPU time of the last timed() with that label
+
+
+def timed(func: Callable[[], Any], runs: int, label: str = '') -> Tuple[float, Any]:
+    """Median wall time of `runs` calls (GC collected before each, left enabled during) and the last result.
+
+    The median thread CPU time goes to CPU_TIMES[label]: on a shared machine the wall time moves with the load
+    average several times over, the CPU time far less, so the two side by side tell the load from the code."""
     samples = []
+    cpu = []
     result = None
     for _run in range(runs):
         gc.collect()
         start = time.perf_counter()
+        start_cpu = time.thread_time()
         result = func()
+        cpu.append(time.thread_time() - start_cpu)
         samples.append(time.perf_counter() - start)
+    CPU_TIMES[label] = statistics.median(cpu)
     return statistics.median(samples), result
 
 
@@ -126,18 +137,21 @@ def main() -> int:
     for total in sizes:
         machines = datacenter(total)
         cstr = constraints_for(total)
-        gen_s, cluster = timed(lambda: generate(template, cstr, machines, now=NOW), args.runs)
-        nop_s, nop = timed(lambda: update(cluster, template, cstr, machines, now=NOW), args.runs)
+        gen_s, cluster = timed(lambda: generate(template, cstr, machines, now=NOW), args.runs, 'generate')
+        nop_s, nop = timed(lambda: update(cluster, template, cstr, machines, now=NOW), args.runs, 'nop')
         if nop is not None:
             raise SystemExit('update of a freshly generated cluster must be None (n=%d)' % total)
         broken = damaged(machines, cluster)
-        rep_s, outcome = timed(lambda: update_with_reason(cluster, template, cstr, broken, now=NOW), args.runs)
+        rep_s, outcome = timed(lambda: update_with_reason(cluster, template, cstr, broken, now=NOW), args.runs, 'repair')
         step = outcome.operation.name if outcome.operation else 'none'
         racks = len({m['spec']['rack'] for m in machines})
         rows.append({'machines': total, 'nodes': len(cluster['nodes']), 'racks': racks, 'generate_s': gen_s,
-                     'update_nop_s': nop_s, 'update_repair_s': rep_s, 'repair_step': step})
-        print('%8d %7d %6d %12.1f %14.1f %16.1f  %s'
-              % (total, len(cluster['nodes']), racks, gen_s * 1e3, nop_s * 1e3, rep_s * 1e3, step), flush=True)
+                     'update_nop_s': nop_s, 'update_repair_s': rep_s, 'repair_step': step,
+                     'cpu_generate_s': CPU_TIMES['generate'], 'cpu_update_nop_s': CPU_TIMES['nop'],
+                     'cpu_update_repair_s': CPU_TIMES['repair']})
+        print('%8d %7d %6d %12.1f %14.1f %16.1f  %s   (CPU ms: %.1f %.1f %.1f)'
+              % (total, len(cluster['nodes']), racks, gen_s * 1e3, nop_s * 1e3, rep_s * 1e3, step,
+                 CPU_TIMES['generate'] * 1e3, CPU_TIMES['nop'] * 1e3, CPU_TIMES['repair'] * 1e3), flush=True)
 
     exponents: Dict[str, Any] = {}
     if len(rows) >= 2:

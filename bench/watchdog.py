@@ -19,6 +19,10 @@ Not a test. Three parts:
     0.2, failureThreshold 1) probing that stand-in through kubeConfigSecretName, its targets (3 Deployments on
     two levels) in the Kubernetes API emulator. At a known instant T, 60% of the leases cross their expiry
     (renewTime + 0.75 x 40s); the latency is the first scale call (the controller's own `scaleCallAt`) minus T.
+    As in a real outage, the kubelets of those nodes stopped renewing before T: their leases show renewTime
+    T - 30s from LEAD_CYCLES probe cycles before T on (a real outage shows it 30 s before T; the prober keeps no
+    lease history, so a shorter lead looks the same to it and keeps the run short). The crossings fall at
+    three different phases of the probe cycle.
     Reference: DWD notices a crossing at its next probe, at most probeInterval x (1 + jitter) later, and scales
     right after its probe, so its bound is probeInterval x 1.2 + one probe (b): ratio = latency / that bound.
     Also the controller's RSS while probing 5,000 leases.
@@ -58,6 +62,7 @@ JITTER = 0.2
 GRACE = 40.0
 EXPIRY = 0.75 * GRACE
 NS = 'steward-system'
+LEAD_CYCLES = 2   # part (c): the stale leases are visible this many probe cycles (interval x 1.2) before T
 
 
 def micro(ts: float) -> str:
@@ -272,7 +277,8 @@ def latency_part(cluster: ProbedCluster, interval: float, crossings: int, probe_
         wait_for(lambda: ((kube.get_or_none(status) or {}).get('data') or {}).get('lastProbeResult') == 'healthy',
                  120, 0.5, 'a first healthy probe')
         for _crossing in range(crossings):
-            crossing = time.time() + 1.0 + (interval * (len(rows) % 3) / 3.0)   # crossings at different phases
+            lead = LEAD_CYCLES * interval * (1 + JITTER)
+            crossing = time.time() + lead + (interval * (len(rows) % 3) / 3.0)   # crossings at different phases
             cluster.cross_at(crossing)
             op = wait_for(lambda: operation('down'), 120, 0.2, 'the scale-down')
             first = min(s['scaleCallAt'] for s in op['steps'] if 'scaleCallAt' in s)

@@ -6,7 +6,9 @@
 Timing as DWD (wait.JitterUntil, sliding): the first probe `initialDelay` after the loop starts, then one
 every `probeInterval` + up to `backoffJitterFactor` x `probeInterval`, counted from the end of the previous
 probe (a scale operation in flight delays the next probe; it never overlaps one); after an HTTP 429 the
-next probe waits at least `backoffDurationForThrottledRequests`.
+next probe waits at least `backoffDurationForThrottledRequests`. One addition: a healthy probe whose leases,
+left unrenewed, reach the failure fraction before the next probe is due brings that probe forward to the
+crossing (`early_wait`), so an outage is acted on when it crosses, not up to a probe cycle later.
 
 Each probe: is probing on for the cluster (probe.cluster_stopped: the namespace); the probe itself
 (probe.probe_now: API server, Nodes, Leases, Machines; no Nodes stops probing too); the hysteresis (decision.decide); if it says
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -43,6 +46,10 @@ from steward_controller.prober.report import ProberMetrics, Reporter
 log = logging.getLogger('steward.prober')
 HEALTH_KEY = 'prober-loop'
 STOP_SECONDS = 10.0
+# An early probe (ProberLoop.early_wait) comes at least this fraction of probeInterval after the previous one,
+# and this long after the predicted crossing (the verdict's `now` is read after the lists, later still).
+EARLY_PROBE_MIN_GAP = 0.25
+EARLY_PROBE_MARGIN = 0.05
 
 
 def register(registry: Any, runtime: Runtime) -> None:
@@ -155,7 +162,29 @@ class ProberLoop:
             data.update(self.act(decision.action, decision.reason))
         self.metrics.scaled_down.set(1 if self.state.phase == DOWN else 0)
         self.write_status(data)
-        return self.next_wait(outcome.error is not None and outcome.error.throttled)
+        if outcome.error is not None:
+            return self.next_wait(outcome.error.throttled)
+        return self.early_wait(outcome, self.next_wait(False))
+
+    def early_wait(self, outcome: ProbeOutcome, wait: float) -> float:
+        """`wait`, or less when this healthy probe's own leases say the threshold will be crossed before then.
+
+        With no lease renewed from now on, the leases just read reach `nodeLeaseFailureFraction` at a known
+        instant (LeaseVerdict.crossing_at): in an outage the kubelets stop renewing ~30 s (0.75 x grace) before
+        that, so a probe or three see it coming. The next probe is then made at that instant instead of up to
+        probeInterval x (1 + jitter) after it; it reads the leases afresh and decides by the same rules (a lease
+        renewed meanwhile counts as renewed, failureThreshold still counts probes). Never sooner than
+        EARLY_PROBE_MIN_GAP x probeInterval: a crossing due right away waits that long."""
+        if self.state.phase == DOWN or outcome.verdict is None:
+            return wait
+        crossing = outcome.verdict.crossing_at()
+        if crossing is None:
+            return wait
+        early = max(crossing + EARLY_PROBE_MARGIN - self.clock(), EARLY_PROBE_MIN_GAP * self.config.probe_interval)
+        if early < wait:
+            log.debug('leases cross the threshold in %.2fs: next probe then, not in %.2fs', early, wait)
+            return early
+        return wait
 
     def set_off(self, why: str) -> None:
         self.metrics.probes.labels('stopped').inc()
@@ -195,10 +224,19 @@ class ProberLoop:
         summary = plan.summary()
         news = bool(plan.changes) or summary != self.last_plan
         self.last_plan = summary
+        event: Optional[threading.Thread] = None
         if news:
             log.info(summary, extra={'plan': plan.as_dict()})
-            self.reporter.plan(plan, self.status_object)
-        results = self.scaler.run(plan)
+            # the plan's Event is posted beside the first level, not before it: the scale call waits for nothing
+            # but the targets (the Event is news for people; the status keys below hold the plan either way)
+            event = threading.Thread(target=self.reporter.plan, args=(plan, self.status_object),
+                                     name='prober-plan-event', daemon=True)
+            event.start()
+        try:
+            results = self.scaler.run(plan)
+        finally:
+            if event is not None:
+                event.join()
         finished = self.clock()
         first = first_scale_call(results)
         if first is not None:

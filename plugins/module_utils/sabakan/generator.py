@@ -152,7 +152,7 @@ class Generator:
         """Healthy machines outside the cluster; indexed on first use (most updates never pick one)."""
         if self._unused is None:
             taken = self._taken
-            self._unused = MachinePool((m for a, m in self.by_address.items() if m.healthy and a not in taken),
+            self._unused = MachinePool((m for a, m in self.by_address.items() if m.state == HEALTHY and a not in taken),
                                        self.days_score)
         return self._unused
 
@@ -160,12 +160,16 @@ class Generator:
         """The existing control planes and workers, in order, counted in bulk (same as _add_* one by one)."""
         self.cps = list(cps)
         self.workers = list(workers)
-        self.cp_racks = RackCount(m.rack for m in self.cps)
-        self.worker_roles = Counter(m.role for m in self.workers)
-        self.worker_racks_all = RackCount(m.rack for m in self.workers)
-        self.worker_racks = {}
-        for role in self.worker_roles:
-            self.worker_racks[role] = RackCount(m.rack for m in self.workers if m.role == role)
+        # Counted in plain Counters (C) and handed over whole: RackCount's own __setitem__ would be called
+        # once per machine otherwise, and nothing listens to a new RackCount yet.
+        self.cp_racks = RackCount(Counter([m.rack for m in self.cps]))
+        by_role_rack = Counter([(m.role, m.rack) for m in self.workers])
+        self.worker_roles = Counter([m.role for m in self.workers])
+        self.worker_racks_all = RackCount(Counter([m.rack for m in self.workers]))
+        per_role: Dict[str, Counter] = {role: Counter() for role in self.worker_roles}
+        for (role, rack), count in by_role_rack.items():
+            per_role[role][rack] = count
+        self.worker_racks = {role: RackCount(counts) for role, counts in per_role.items()}
 
     def _add_cp(self, machine: Machine) -> None:
         self.cps.append(machine)
@@ -422,18 +426,22 @@ def _check_node_sources(machines: Sequence[Machine]) -> None:
     much cheaper than validating the whole generated cluster (that costs more than generating it).
     """
     roles: Dict[str, Optional[str]] = {}
-    places: Dict[Tuple[int, int], Optional[str]] = {}
+    racks: Dict[int, Optional[str]] = {}
+    indexes: Dict[int, Optional[str]] = {}
     label_sets: Dict[Tuple[Tuple[str, str], ...], Optional[str]] = {}
     for machine in machines:
-        role, place, labels = machine.role, (machine.rack, machine.index_in_rack), machine.labels
+        role, rack, index, labels = machine.role, machine.rack, machine.index_in_rack, machine.labels
+        # rack and index-in-rack are checked apart: together they are one key per machine, apart a few dozen
         if role not in roles:
             roles[role] = _labels_problem([('cke.cybozu.com/role', role), ('node-role.kubernetes.io/' + role, 'true')])
-        if place not in places:
-            places[place] = _labels_problem([('cke.cybozu.com/rack', str(place[0])),
-                                             ('cke.cybozu.com/index-in-rack', str(place[1]))])
+        if rack not in racks:
+            racks[rack] = _labels_problem([('cke.cybozu.com/rack', str(rack))])
+        if index not in indexes:
+            indexes[index] = _labels_problem([('cke.cybozu.com/index-in-rack', str(index))])
         if labels not in label_sets:
             label_sets[labels] = _labels_problem([('sabakan.cke.cybozu.com/' + name, value) for name, value in labels])
-        problem = ip_address_problem(machine.address) or roles[role] or places[place] or label_sets[labels]
+        problem = (ip_address_problem(machine.address) or roles[role] or racks[rack] or indexes[index]
+                   or label_sets[labels])
         if problem:
             raise TemplateError('', 'generated', f'the generated cluster is invalid (check the sabakan labels of its machines): '
                                 f'machine {machine.serial} ({machine.address}): {problem}')

@@ -26,50 +26,33 @@ STATE_TAINTS: Dict[str, Dict[str, str]] = {
 }
 
 
-_FORMATTED: Dict[Tuple[datetime, Any], Tuple[str, str]] = {}
+_FORMATTED: Dict[int, Tuple[datetime, str, str]] = {}
 
 
-def _formatted(value: datetime) -> Tuple[str, str]:
-    """(RFC 3339, yyyy-MM) of a date; memoised because sabakan dates repeat and every run renders every node.
+def _formatted(value: datetime) -> Tuple[datetime, str, str]:
+    """(the date, RFC 3339, yyyy-MM); memoised because every run renders every node again.
 
-    Keyed with the UTC offset too: equal instants in different zones are equal datetimes but print differently.
+    Keyed by identity: machines.py hands out one datetime object per distinct date string for as
+    long as its own cache keeps it, so a controller's next cycle over the same inventory finds every
+    date here with an id() and one dict lookup (hashing an aware datetime costs a utcoffset() call).
+    The entry holds the date itself, so an id is never mistaken for a later object's; equal instants
+    in other zones are other objects and print in their own zone.
     """
-    key = (value, value.utcoffset())
-    result = _FORMATTED.get(key)
-    if result is None:
+    entry = _FORMATTED.get(id(value))
+    if entry is None or entry[0] is not value:
         if len(_FORMATTED) >= 65536:
             _FORMATTED.clear()
-        result = _FORMATTED[key] = (format_rfc3339(value), format_month(value))
-    return result
+        entry = _FORMATTED[id(value)] = (value, format_rfc3339(value), format_month(value))
+    return entry
 
 
 def machine_labels(machine: Machine, template_labels: Mapping[str, str], control_plane: bool) -> Dict[str, str]:
     """Sabakan labels (prefixed), then the template's, then the fixed keys of seed 000's table."""
-    labels = {'sabakan.cke.cybozu.com/' + name: value for name, value in machine.labels}
-    labels.update(template_labels)
-    rack = str(machine.rack)
-    zone = 'rack' + rack
-    labels.update({
-        'cke.cybozu.com/rack': rack,
-        'cke.cybozu.com/index-in-rack': str(machine.index_in_rack),
-        'cke.cybozu.com/role': machine.role,
-        'cke.cybozu.com/register-month': _formatted(machine.register_date)[1],
-        'cke.cybozu.com/retire-month': _formatted(machine.retire_date)[1],
-        'node-role.kubernetes.io/' + machine.role: 'true',
-    })
-    if control_plane:
-        labels['node-role.kubernetes.io/master'] = 'true'
-    labels['topology.kubernetes.io/zone'] = zone
-    labels['failure-domain.beta.kubernetes.io/zone'] = zone
-    return labels
+    return NodeRenderer({'labels': template_labels}, control_plane).labels_of(machine)
 
 
 def machine_annotations(machine: Machine, template_annotations: Mapping[str, str]) -> Dict[str, str]:
-    annotations = dict(template_annotations)
-    annotations['cke.cybozu.com/serial'] = machine.serial
-    annotations['cke.cybozu.com/register-date'] = _formatted(machine.register_date)[0]
-    annotations['cke.cybozu.com/retire-date'] = _formatted(machine.retire_date)[0]
-    return annotations
+    return NodeRenderer({'annotations': template_annotations}, False).annotations_of(machine)
 
 
 def _copy_taint(taint: Mapping[str, Any]) -> Dict[str, Any]:
@@ -84,7 +67,12 @@ def _copy_taint(taint: Mapping[str, Any]) -> Dict[str, Any]:
 class NodeRenderer:
     """MachineToNode for one template node, with the template's parts looked up once.
 
-    The generator renders thousands of nodes from two or three template nodes per run.
+    The generator renders thousands of nodes from two or three template nodes per run, and most of
+    what a node holds repeats from machine to machine: the sabakan label set (a handful of products
+    and data centers) merged with the template's labels, the rack's labels; the printed dates are memoised
+    across runs (_formatted). The renderer keeps the rest per run, so a node costs
+    a dict copy and a few assignments; the result is the same dict, key order included, as building
+    every node from scratch (tests/unit/.../test_sabakan_recorded_decisions.py holds the proof).
     """
 
     def __init__(self, template_node: Mapping[str, Any], control_plane: bool) -> None:
@@ -93,20 +81,69 @@ class NodeRenderer:
         self.labels = dict(template_node.get('labels') or {})
         self.annotations = dict(template_node.get('annotations') or {})
         self.taints = list(template_node.get('taints') or ())
+        # flat string maps (the usual taint) are copied with dict(); anything nested goes through _copy_taint
+        self._flat_taints = all(isinstance(t, Mapping) and all(isinstance(v, str) for v in t.values())
+                                for t in self.taints)
+        self._bases: Dict[Tuple[Tuple[str, str], ...], Dict[str, str]] = {}
+        self._racks: Dict[int, Tuple[str, str]] = {}
+
+    def labels_of(self, machine: Machine) -> Dict[str, str]:
+        """Sabakan labels (prefixed), then the template's, then the fixed keys of seed 000's table."""
+        return self._labels(machine, _formatted(machine.register_date)[2], _formatted(machine.retire_date)[2])
+
+    def annotations_of(self, machine: Machine) -> Dict[str, str]:
+        return self._annotations(machine, _formatted(machine.register_date)[1], _formatted(machine.retire_date)[1])
+
+    def _labels(self, machine: Machine, register_month: str, retire_month: str) -> Dict[str, str]:
+        base = self._bases.get(machine.labels)
+        if base is None:
+            base = {'sabakan.cke.cybozu.com/' + name: value for name, value in machine.labels}
+            base.update(self.labels)
+            self._bases[machine.labels] = base
+        labels = base.copy()
+        rack_names = self._racks.get(machine.rack)
+        if rack_names is None:
+            rack = str(machine.rack)
+            rack_names = self._racks[machine.rack] = (rack, 'rack' + rack)
+        rack, zone = rack_names
+        # one assignment after another keeps a key's first position, as dict.update does
+        labels['cke.cybozu.com/rack'] = rack
+        labels['cke.cybozu.com/index-in-rack'] = str(machine.index_in_rack)
+        labels['cke.cybozu.com/role'] = machine.role
+        labels['cke.cybozu.com/register-month'] = register_month
+        labels['cke.cybozu.com/retire-month'] = retire_month
+        labels['node-role.kubernetes.io/' + machine.role] = 'true'
+        if self.control_plane:
+            labels['node-role.kubernetes.io/master'] = 'true'
+        labels['topology.kubernetes.io/zone'] = zone
+        labels['failure-domain.beta.kubernetes.io/zone'] = zone
+        return labels
+
+    def _annotations(self, machine: Machine, register_date: str, retire_date: str) -> Dict[str, str]:
+        annotations = self.annotations.copy()
+        annotations['cke.cybozu.com/serial'] = machine.serial
+        annotations['cke.cybozu.com/register-date'] = register_date
+        annotations['cke.cybozu.com/retire-date'] = retire_date
+        return annotations
 
     def render(self, m: Machine) -> Dict[str, Any]:
         if not m.address:
             raise MachineError(f'machine {m.serial}', 'required', 'spec.ipv4 is empty, so it cannot become a node')
-        taints: List[Dict[str, Any]] = [_copy_taint(t) for t in self.taints]
+        if self._flat_taints:
+            taints: List[Dict[str, Any]] = [dict(t) for t in self.taints]
+        else:
+            taints = [_copy_taint(t) for t in self.taints]
         extra = STATE_TAINTS.get(m.state)
         if extra:
             taints.append(dict(extra))
+        _date, register_date, register_month = _formatted(m.register_date)
+        _date, retire_date, retire_month = _formatted(m.retire_date)
         return {
             'address': m.address,
             'user': self.user,
             'control_plane': self.control_plane,
-            'labels': machine_labels(m, self.labels, self.control_plane),
-            'annotations': machine_annotations(m, self.annotations),
+            'labels': self._labels(m, register_month, retire_month),
+            'annotations': self._annotations(m, register_date, retire_date),
             'taints': taints,
         }
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import heapq
 import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -48,6 +49,26 @@ class LeaseVerdict:
     fraction: Optional[float] = None           # expired / candidates (None without candidates)
     expired_names: Tuple[str, ...] = ()        # the first NAMES_SHOWN, sorted
     excluded: Tuple[Tuple[str, int], ...] = ()  # (why, how many nodes) for nodes left out
+    # renewTimes (canonical MicroTime text) of the candidate leases not yet expired, and the expiry: what
+    # crossing_at() needs; kept out of comparisons and output (5,000 texts)
+    pending: Tuple[Sequence[str], float] = dataclasses.field(default=((), 0.0), repr=False, compare=False)
+
+    def crossing_at(self) -> Optional[float]:
+        """When this probe's leases would make the next probe fail if none of them is renewed: the instant at
+        which `expired / candidates >= threshold` first holds, by the same rules (the lease needed last crosses at
+        its renewTime + expiry). None when the verdict is not HEALTHY with two or more candidates, or when even all
+        pending leases expiring would not reach the threshold. Computed on demand (a selection over the pending
+        renewTimes): the prober asks only while it is in its healthy phase."""
+        texts, expiry_seconds = self.pending
+        if self.verdict != HEALTHY or self.candidates < 2:
+            return None
+        needed = 1
+        while needed <= len(texts) and (self.expired + needed) / self.candidates < self.threshold:
+            needed += 1
+        if needed > len(texts):
+            return None
+        renewed = parse_micro(heapq.nsmallest(needed, texts)[-1])
+        return None if renewed is None else renewed + expiry_seconds
 
     def as_dict(self) -> Dict[str, Any]:
         return {'verdict': self.verdict, 'candidates': self.candidates, 'expired': self.expired,
@@ -144,6 +165,18 @@ class ExpiryCutoff:
                 return text <= self.text
         return self.parsed_expired(text)
 
+    def canonical(self, text: Any) -> Optional[str]:
+        """`text` as fixed-width MicroTime text (ordered as its instant), or None when unreadable."""
+        # pylint: disable=unidiomatic-typecheck
+        if type(text) is str and len(text) == 27 and text[19] == '.' and text[26] == 'Z':  # noqa: E721
+            fraction = text[20:26]
+            if fraction.isascii() and fraction.isdigit() and self._real_date(text[:19]):
+                return text
+        renewed = parse_micro(text)
+        if renewed is None:
+            return None
+        return format_rfc3339(EPOCH + datetime.timedelta(microseconds=math.floor(renewed * 1e6)), 'us')
+
     def parsed_expired(self, text: Any) -> bool:
         renewed = parse_micro(text)
         return renewed is None or renewed + self.expiry_seconds <= self.now
@@ -159,6 +192,7 @@ def evaluate_leases(leases: Iterable[Mapping[str, Any]], candidates: Set[str], n
     # pylint: disable=unidiomatic-typecheck
     counted = 0
     expired: List[str] = []
+    pending: List[str] = []   # renewTimes of the leases not expired (LeaseVerdict.crossing_at)
     cutoff = ExpiryCutoff(now, expiry_seconds)
     line, dates = cutoff.text, cutoff.dates
     for lease in leases:
@@ -172,8 +206,12 @@ def evaluate_leases(leases: Iterable[Mapping[str, Any]], candidates: Set[str], n
                 and dates.get(text[:19]) and text[20:26].isascii() and text[20:26].isdigit()):
             if text <= line:
                 expired.append(name)
+            else:
+                pending.append(text)
         elif cutoff.expired(text):
             expired.append(name)
+        else:
+            pending.append(cutoff.canonical(text) or '')  # not expired, so readable
     shown = tuple(sorted(expired)[:NAMES_SHOWN])
     left_out = tuple(sorted((excluded or {}).items()))
     if counted == 0:
@@ -188,4 +226,4 @@ def evaluate_leases(leases: Iterable[Mapping[str, Any]], candidates: Set[str], n
     reason = '%d of %d node leases expired (%.2f %s %.2f)' % (
         len(expired), counted, fraction, '>=' if failed else '<', failure_fraction)
     return LeaseVerdict(FAILED if failed else HEALTHY, counted, len(expired), failure_fraction, reason,
-                        fraction=fraction, expired_names=shown, excluded=left_out)
+                        fraction=fraction, expired_names=shown, excluded=left_out, pending=(pending, expiry_seconds))

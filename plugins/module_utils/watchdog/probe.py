@@ -2,7 +2,7 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One probe of a cluster, as DWD runs it (internal/prober/prober.go): the API server first (`GET /version`,
-DWD's discovery ServerVersion), then the Nodes and the node Leases in `kube-node-lease` (and Machines in the
+DWD's discovery ServerVersion), then the Nodes and the node Leases in `kube-node-lease`, listed together (and Machines in the
 watchdog's namespace, when that resource exists), then the verdict (leases.evaluate_leases).
 
 An API server that does not answer, or a list that fails, ends the probe without a verdict (ProbeError):
@@ -19,7 +19,9 @@ cluster, from the watchdog's namespace), then `probe_now` (client, probe, close;
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -79,6 +81,35 @@ def list_items(client: KubeClient, path: str) -> List[Dict[str, Any]]:
     return (client.request('GET', path) or {}).get('items') or []
 
 
+class _Background:
+    """One call on its own thread, in the caller's context (a deadline watch the caller set covers it too);
+    `result` returns its value or raises its exception. The client's own deadline bounds the call, so waiting
+    for it is bounded too."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._call = call
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._run,), name='probe-list', daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # pylint: disable=broad-except  # handed to the caller as is
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def probe_cluster(probed: KubeClient, config: ProberConfig, clock: Callable[[], float] = time.time,
                   machines: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> ProbeOutcome:
     """API probe, lists, verdict. `machines` lists the Machines of the watchdog's namespace (None: no MCM)."""
@@ -88,12 +119,17 @@ def probe_cluster(probed: KubeClient, config: ProberConfig, clock: Callable[[], 
             probed.request('GET', '/version')
         except KubeError as exc:
             raise _probe_error(API, 'API server probe failed; no lease probe, no scaling', exc) from None
+        # the two lists go out together (the Leases on a second thread): at 5,000 nodes each is a transfer of
+        # megabytes, and the probe's time is what stands between a crossing and the decision. Errors are reported
+        # as one after the other would: a failed Node list first.
+        leases_call = _Background(lambda: list_items(probed, LEASES_PATH))
         try:
             nodes = list_items(probed, NODES_PATH)
         except KubeError as exc:
+            leases_call.join()
             raise _probe_error(NODES, 'listing Nodes failed; no scaling', exc) from None
         try:
-            node_leases = list_items(probed, LEASES_PATH)
+            node_leases = leases_call.result()
         except KubeError as exc:
             raise _probe_error(LEASES, 'listing node Leases in %s failed; no scaling' % c.NODE_LEASE_NAMESPACE, exc) from None
         try:

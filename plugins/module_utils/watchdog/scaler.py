@@ -5,7 +5,9 @@
 every target of this one is done, with DWD's `initialDelay` and `timeout` per target and a completion gate.
 
 For each target, after its `initialDelay` (counted from the start of its level, which is never before the
-decision): read it again, decide its step again with the same rules as the plan (plan.step_for), write,
+decision): read it again (a step of the first level with no initialDelay uses the plan's own reading, taken
+milliseconds before: every write carries the resourceVersion read, so a change in between is a Conflict and
+the retry reads afresh), decide its step again with the same rules as the plan (plan.step_for), write,
 and wait until the gate says done (plan.goal_reached) or the deadline `level start + initialDelay + timeout`
 passes. A write refused with Conflict (someone wrote in between) is retried with a fresh read, at most
 MAX_ATTEMPTS times, within the same deadline.
@@ -86,18 +88,31 @@ class Scaler:
         self.wait_for_gates = wait_for_gates
         self.gate_poll = gate_poll
         self.on_wait = on_wait   # called at least once a second while waiting (a liveness beat)
+        # the observations the last plan was built from, for the first attempt of each step of the first level run
+        # right after it (run pops them): reading the same targets again a few ms later only delays the scale call
+        self._planned: Dict[TargetRef, p.Observation] = {}
 
     # --- reading ------------------------------------------------------------------------------
     def observe_all(self) -> Dict[TargetRef, p.Observation]:
-        return {ref: self.targets.observe(ref) for ref in self.resources}
+        """Every target, read at once (one thread per target: two GETs each, and the decision waits for them)."""
+        refs = list(self.resources)
+        if len(refs) <= 1:
+            return {ref: self.targets.observe(ref) for ref in refs}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(refs), thread_name_prefix='observe') as pool:
+            return dict(zip(refs, pool.map(self.targets.observe, refs)))
 
     def plan(self, direction: str, reason: str) -> p.Plan:
-        return p.build_plan(direction, list(self.resources.values()), self.observe_all(), self.owner, reason)
+        observations = self.observe_all()
+        self._planned = dict(observations)
+        return p.build_plan(direction, list(self.resources.values()), observations, self.owner, reason)
 
     # --- acting -------------------------------------------------------------------------------
     def run(self, plan: p.Plan) -> List[StepResult]:
         """Every level in order; returns one result per step (blocked ones included)."""
         results: List[StepResult] = []
+        planned, self._planned = self._planned, {}
+        if plan.prepare:
+            planned = {}   # the scale-up intent writes first: read again
         for step in plan.prepare:
             self._prepare(step)
         blocked_by: Optional[str] = None
@@ -109,18 +124,19 @@ class Scaler:
                 for step in steps:
                     results.append(self._done(StepResult(step, outcome, why, now, now)))
                 continue
-            level_results = self._level(steps)
+            level_results = self._level(steps, planned)
+            planned = {}   # later levels start after this one's gates: they read afresh
             results.extend(level_results)
             if plan.direction == SCALE_UP and any(r.outcome in (FAILED, TIMEOUT) for r in level_results):
                 blocked_by = str(level)
         return results
 
-    def _level(self, steps: Sequence[p.Step]) -> List[StepResult]:
+    def _level(self, steps: Sequence[p.Step], planned: Mapping[TargetRef, p.Observation]) -> List[StepResult]:
         start = self.clock()
         if len(steps) == 1:
-            return [self._step(steps[0], start)]
+            return [self._step(steps[0], start, planned.get(steps[0].ref))]
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix='scale') as pool:
-            return list(pool.map(lambda s: self._step(s, start), steps))
+            return list(pool.map(lambda s: self._step(s, start, planned.get(s.ref)), steps))
 
     def _prepare(self, step: p.Step) -> None:
         """The scale-up intent on a target we hold down; best effort (the step itself decides again)."""
@@ -131,15 +147,20 @@ class Scaler:
             except KubeError:
                 pass
 
-    def _step(self, planned: p.Step, level_start: float) -> StepResult:
+    def _step(self, planned: p.Step, level_start: float, seen: Optional[p.Observation] = None) -> StepResult:
+        """`seen`: the plan's observation of the target, used for the first attempt when the step starts at once
+        (no initialDelay) and it was read without error. Safe to act on: every write carries its resourceVersion,
+        so a target changed since then answers Conflict and the next attempt reads it afresh."""
         started = self.clock()
+        if planned.initial_delay > 0 or seen is None or seen.error or not seen.resource_version:
+            seen = None
         if not self._sleep_until(level_start + planned.initial_delay):
             return self._done(StepResult(planned, STOPPED, 'shutting down', started, self.clock()))
         deadline = level_start + planned.initial_delay + planned.timeout
         resource = self.resources[planned.ref]
         result = StepResult(planned, FAILED, '', started)
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            obs = self.targets.observe(planned.ref)
+            obs = seen if attempt == 1 and seen is not None else self.targets.observe(planned.ref)
             step = p.step_for(planned.direction, resource, obs, self.owner)
             result.step = step
             try:

@@ -100,3 +100,49 @@ def test_only_leases_of_candidate_nodes_count():
     assert v.expired_names == ('a', 'b')
     assert v.as_dict()['excludedNodes']['unhealthy (DiskPressure)'] == 1
     assert '2 of 3 node leases expired (0.67 >= 0.60)' == v.reason
+
+
+# --- crossing_at: when the leases of a healthy probe would make a probe fail, none renewed -----------------------
+CROSSING_AGES = [1.0, 5.5, 12.25, 18.0, 20.0, 20.0, 25.0, 29.5, 40.0, 100.0]   # seconds since renewal at NOW
+
+
+def crossing_verdict(ages, fraction, renew_texts=None):
+    names = {'n%d' % i for i in range(len(ages))}
+    items = [lease('n%d' % i, age) for i, age in enumerate(ages)]
+    for i, text in (renew_texts or {}).items():
+        items[i]['spec']['renewTime'] = text
+    return names, items, leases.evaluate_leases(items, names, NOW, EXPIRY, fraction)
+
+
+@pytest.mark.parametrize('fraction', [0.1, 0.2, 0.25, 0.3, 0.5, 0.6, 0.8, 0.9, 1.0])
+def test_crossing_at_is_the_first_instant_a_probe_fails_with_no_lease_renewed(fraction):
+    names, items, verdict = crossing_verdict(CROSSING_AGES, fraction)
+    crossing = verdict.crossing_at()
+    if verdict.verdict != leases.HEALTHY:
+        assert crossing is None
+        return
+    assert crossing is not None and crossing > NOW
+    # the same leases judged a microsecond before the crossing pass, at it they fail: the engine's own rules
+    assert leases.evaluate_leases(items, names, crossing - 1e-6, EXPIRY, fraction).verdict == leases.HEALTHY
+    assert leases.evaluate_leases(items, names, crossing, EXPIRY, fraction).verdict == leases.FAILED
+
+
+def test_crossing_at_for_the_default_fraction():
+    # 2 of 10 expired (40 s, 100 s); 0.6 needs 6: the 4th pending lease to expire is one of the two renewed 20 s ago
+    _names, _items, verdict = crossing_verdict(CROSSING_AGES, 0.6)
+    assert verdict.verdict == leases.HEALTHY
+    assert verdict.crossing_at() == pytest.approx(NOW + 10.0, abs=1e-5)
+
+
+def test_no_crossing_without_enough_pending_leases_or_candidates_or_once_failed():
+    # 1 candidate: skipped; all expired: failed; threshold above 1: never reached
+    assert crossing_verdict([5.0], 0.6)[2].crossing_at() is None
+    assert crossing_verdict([40.0, 50.0], 0.6)[2].crossing_at() is None
+    assert crossing_verdict([1.0, 2.0], 1.5)[2].crossing_at() is None
+
+
+def test_crossing_at_reads_other_time_formats_like_the_verdict():
+    # the lease needed is written with an offset instead of Z (the parsed path): same instant
+    _names, _items, verdict = crossing_verdict([1.0, 40.0, 10.0], 0.6, {2: '2027-01-15T09:59:50.000000+02:00'})
+    assert verdict.verdict == leases.HEALTHY
+    assert verdict.crossing_at() == pytest.approx(leases.parse_micro('2027-01-15T07:59:50Z') + EXPIRY, abs=1e-5)
