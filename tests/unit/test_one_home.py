@@ -25,6 +25,7 @@ HOMES = {
     'url_host': 'common/netaddr.py',
     'systemctl': 'common/systemd.py',
     'client_context': 'common/tls.py', 'server_context': 'common/tls.py',
+    'positive_duration': 'common/durations.py',
     'argspec': 'common/argspec.py',
     'merge_patch': 'kube/objects.py',
     'secret_data': 'kube/secrets.py', 'secret_text': 'kube/secrets.py', 'read_secret': 'kube/secrets.py',
