@@ -24,7 +24,7 @@ def handshake(server: ssl.SSLContext, client: ssl.SSLContext, host: str = '127.0
     seen = {}
 
     def serve():
-        conn, _ = listener.accept()
+        conn = listener.accept()[0]
         try:
             with server.wrap_socket(conn, server_side=True) as tls:
                 seen['peer'] = tls.getpeercert()
@@ -64,7 +64,7 @@ def test_a_client_certificate_is_presented(pki):
     server = server_context(pki['server_cert'], pki['server_key'])
     server.load_verify_locations(pki['ca'])
     server.verify_mode = ssl.CERT_REQUIRED
-    _, peer = handshake(server, client_context(pki['ca'], pki['client_cert'], pki['client_key']))
+    peer = handshake(server, client_context(pki['ca'], pki['client_cert'], pki['client_key']))[1]
     assert dict(x[0] for x in peer['subject'])['commonName'] == 'root'   # the test PKI's client certificate
 
 
