@@ -122,6 +122,8 @@ test: all unit integration sanity lint
 unit: all
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
+# Two workers, a file at a time: tests/support/schedule.py starts the slowest files first and keeps the files that
+# bring up the lab on one worker.
 integration: all
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/integration $(PYTEST_ARGS)
 

@@ -38,7 +38,8 @@ import urllib.request
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.process import (
-    ProcessSpec, process_alive, process_argv, read_pid_file, running_pid, stop_process, tail_lines)
+    HEALTH_GET_SECONDS, ProcessSpec, health_ok, http_get, process_alive, process_argv, read_pid_file, running_pid,
+    stop_process, tail_lines)
 
 from lab import parts  # (lab/parts.py: the cloud parts)
 from lab.cloud.nodes import heal, partition
@@ -342,11 +343,13 @@ def member_status(hostvars: Dict[str, Any]) -> Dict[str, Any]:
     spec = ProcessSpec(pid_file=hostvars['etcd_pid_file'], binary=hostvars['etcd_binary'],
                        config_file=os.path.join(hostvars['etcd_config_dir'], 'etcd.conf.yml'))
     status: Dict[str, Any] = {'client_url': client_url(hostvars), 'pid': running_pid(spec), 'healthy': False}
-    try:
-        with urllib.request.urlopen(status['client_url'] + '/health', timeout=2) as resp:
-            status['healthy'] = json.loads(resp.read().decode()).get('health') == 'true'
-    except Exception as e:  # not answering is a status, not an error
-        status['error'] = str(e)
+    # the member's own /health poll (etcd/member/process.py): one deadline over the whole answer, one reading of it
+    code, body = http_get(status['client_url'] + '/health', spec)
+    status['healthy'] = health_ok('/health', code, body)
+    if not code:   # not answering is a status, not an error
+        status['error'] = 'no answer from /health within %gs' % HEALTH_GET_SECONDS
+    elif not status['healthy']:   # the body of a 200 only (an HTTP error's is not read)
+        status['error'] = ' '.join(['/health answered %d' % code] + ([body.strip()[:200]] if code == 200 else []))
     return status
 
 

@@ -302,14 +302,30 @@ def test_settings_reach_the_deployment_and_a_single_replica_has_no_pdb(cluster):
     assert workload(cluster, 'ops')['poddisruptionbudgets'] is None
 
 
-def test_existing_namespace_is_used_and_kept(cluster):
+def test_existing_namespace_is_used_and_kept_and_crds_are_removed_only_without_custom_resources(cluster):
+    """Two scenarios on one deployment (each playbook run costs seconds): a namespace the role did not create is
+    used and kept; controller_remove_crds refuses while custom resources exist and changes nothing, then removes."""
     cluster.client.create(api_path('v1', 'namespaces'), {'apiVersion': 'v1', 'kind': 'Namespace',
                                                          'metadata': {'name': 'platform', 'labels': {'team': 'infra'}}})
-    result = ok(deploy(cluster, controller_namespace='platform', controller_create_namespace=False))
+    existing = {'controller_namespace': 'platform', 'controller_create_namespace': False}
+    result = ok(deploy(cluster, **existing))
     assert 'Namespace platform' not in changed_items(result)
     assert get(cluster, 'v1', 'namespaces', None, 'platform')['metadata']['labels'] == {'team': 'infra'}
     assert workload(cluster, 'platform')['deployments'] is not None
-    ok(deploy(cluster, controller_namespace='platform', controller_create_namespace=False, controller_state='absent'))
+
+    backup = {'apiVersion': 'cluster.steward.io/v1alpha1', 'kind': 'EtcdBackup',
+              'metadata': {'name': 'main', 'namespace': 'default'},
+              'spec': {'etcd': {'endpoints': ['https://10.0.0.1:2379']},
+                       'store': {'provider': 'Local', 'prefix': 'main', 'path': '/backups'}}}
+    cluster.client.create(api_path('cluster.steward.io/v1alpha1', 'etcdbackups', 'default'), backup)
+    refused = deploy(cluster, controller_state='absent', controller_remove_crds=True, **existing)
+    assert refused.rc != 0
+    assert 'EtcdBackup default/main' in task(refused, 'Refuse to delete CRDs that still have objects')['msg']
+    assert crds(cluster) == sorted(CRDS) and workload(cluster, 'platform')['deployments'] is not None  # nothing changed
+
+    cluster.client.delete(api_path('cluster.steward.io/v1alpha1', 'etcdbackups', 'default', 'main'))
+    ok(deploy(cluster, controller_state='absent', controller_remove_crds=True, **existing))
+    assert crds(cluster) == []
     assert get(cluster, 'v1', 'namespaces', None, 'platform') is not None
     assert all(obj is None for obj in workload(cluster, 'platform').values())
 
@@ -319,24 +335,6 @@ def test_inconsistent_lease_timings_are_refused_before_anything_is_applied(clust
     assert result.rc != 0
     assert 'controller_renew_deadline' in task(result, 'Check the settings')['msg']
     assert crds(cluster) == [] and get(cluster, 'v1', 'namespaces', None, NS) is None
-
-
-def test_crds_are_removed_only_without_custom_resources(cluster):
-    ok(deploy(cluster))
-    backup = {'apiVersion': 'cluster.steward.io/v1alpha1', 'kind': 'EtcdBackup',
-              'metadata': {'name': 'main', 'namespace': 'default'},
-              'spec': {'etcd': {'endpoints': ['https://10.0.0.1:2379']},
-                       'store': {'provider': 'Local', 'prefix': 'main', 'path': '/backups'}}}
-    cluster.client.create(api_path('cluster.steward.io/v1alpha1', 'etcdbackups', 'default'), backup)
-    refused = deploy(cluster, controller_state='absent', controller_remove_crds=True)
-    assert refused.rc != 0
-    assert 'EtcdBackup default/main' in task(refused, 'Refuse to delete CRDs that still have objects')['msg']
-    assert crds(cluster) == sorted(CRDS) and workload(cluster)['deployments'] is not None  # nothing changed
-
-    cluster.client.delete(api_path('cluster.steward.io/v1alpha1', 'etcdbackups', 'default', 'main'))
-    ok(deploy(cluster, controller_state='absent', controller_remove_crds=True))
-    assert crds(cluster) == []
-    assert all(obj is None for obj in workload(cluster).values())
 
 
 def test_manifests_agree_with_the_controller_and_kustomization():

@@ -1,7 +1,7 @@
 """Runs one benchmark (bench/<name>.py) at its `--smoke` scale as a user's fresh shell would: the system
 interpreter (the bench re-executes itself under .venv/bin/python) and no Makefile exports, so bench/_env.py must
 find the venv, the collection link and the etcd binaries itself. Used by tests/integration/test_bench_smoke*.py
-(two files, so that pytest-xdist's --dist loadfile runs the lab-heavy etcd_recover beside the others)."""
+(two files, so that pytest-xdist, which hands out whole files (tests/support/schedule.py), runs the lab-heavy etcd_recover beside the others)."""
 
 from __future__ import annotations
 

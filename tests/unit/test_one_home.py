@@ -24,6 +24,8 @@ HOMES = {
     'parse_bool': 'common/golang.py',
     'url_host': 'common/netaddr.py',
     'systemctl': 'common/systemd.py',
+    'client_context': 'common/tls.py', 'server_context': 'common/tls.py',
+    'positive_duration': 'common/durations.py',
     'argspec': 'common/argspec.py',
     'merge_patch': 'kube/objects.py',
     'secret_data': 'kube/secrets.py', 'secret_text': 'kube/secrets.py', 'read_secret': 'kube/secrets.py',
@@ -95,3 +97,12 @@ def test_files_are_renamed_into_place_only_by_write_atomic_or_a_listed_protocol(
     wrong = ['%s:%d' % (path, number) for path, number, line in source_lines('plugins', 'controller')
              if rename.search(line) and not any(path.endswith(allowed) for allowed in RENAMES_ALLOWED)]
     assert wrong == [], 'write files through common/files.write_atomic (it fsyncs the directory after the rename)'
+
+
+def test_tls_contexts_are_built_only_by_common_tls():
+    """Every TLS context of plugins/ and the controller comes from common/tls (client_context, server_context), so
+    a connection cannot quietly differ in its checks from the others."""
+    builders = re.compile(r'\bssl\.(create_default_context|SSLContext|_create_unverified_context)\(|\bSSLContext\(')
+    wrong = ['%s:%d: %s' % (path, number, line.strip()) for path, number, line in source_lines('plugins', 'controller')
+             if builders.search(line) and path != os.path.join('plugins', 'module_utils', 'common', 'tls.py')]
+    assert wrong == [], 'build TLS contexts with common/tls.client_context or server_context'

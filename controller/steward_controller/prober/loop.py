@@ -10,8 +10,8 @@ next probe waits at least `backoffDurationForThrottledRequests`. One addition: a
 left unrenewed, reach the failure fraction before the next probe is due brings that probe forward to the
 crossing (`early_wait`), so an outage is acted on when it crosses, not up to a probe cycle later.
 
-Each probe: is probing on for the cluster (probe.cluster_stopped: the namespace); the probe itself
-(probe.probe_now: API server, Nodes, Leases, Machines; no Nodes stops probing too); the hysteresis (decision.decide); if it says
+Each probe: is probing on for the cluster (the namespace) and the probe itself (API server, Nodes, Leases,
+Machines; no Nodes stops probing too), both probe.probe_sequence; the hysteresis (decision.decide); if it says
 so, the plan from the targets as they are (plan.build_plan), logged and posted as an Event on the status
 ConfigMap, then applied level by level (scaler.Scaler), every step an Event on its target and a metric;
 last the status ConfigMap `<--prober-name>-status` in `--namespace`.
@@ -35,7 +35,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.ratelimit imp
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import status
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import DOWN, ProbeState, decide
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe import ProbeOutcome, cluster_stopped, probe_now
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe import ProbeOutcome, probe_sequence
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.scaler import Scaler, first_scale_call, summarize
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.targets import Targets
 
@@ -136,22 +136,23 @@ class ProberLoop:
     def probe_once(self) -> float:
         """One probe and what follows from it; returns the seconds to wait before the next one."""
         self.beat()
-        off = cluster_stopped(self.seed, self.namespace)
-        if off:
-            self.set_off(off)
-            return self.next_wait(False)
-        if self.off_reason:           # probing comes back: as for a new probe, wait initialDelay first
+        # coming back from off, only the namespace is looked at: as for a new probe, wait initialDelay first
+        outcome, off = probe_sequence(self.seed, self.config, self.namespace, self.clock,
+                                      namespace_only=bool(self.off_reason))
+        if outcome is None:
+            if off:
+                self.set_off(off)
+                return self.next_wait(False)
             log.info('probing resumes after %gs (initialDelay)', self.config.initial_delay)
             self.off_reason = ''
             self.metrics.probing.set(1)
             return self.config.initial_delay
         self.off_reason = ''
         self.metrics.probing.set(1)
-        outcome, empty = probe_now(self.seed, self.config, self.namespace, self.clock)
         self.metrics.probes.labels(outcome.result).inc()
         self.metrics.probe_seconds.observe(max(0.0, outcome.finished - outcome.started))
-        if empty:
-            self.set_off(empty)
+        if off:                       # the probe found no Nodes
+            self.set_off(off)
             return self.next_wait(False)
         self.record(outcome)
         decision = decide(self.state, outcome.verdict.verdict if outcome.verdict is not None and outcome.error is None

@@ -15,7 +15,6 @@ import base64
 import datetime
 import hashlib
 import logging
-import ssl
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -23,6 +22,7 @@ from aiohttp import web
 from prometheus_client import Counter
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.tls import server_context
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import api, join_script
@@ -72,8 +72,7 @@ class ProvisioningApi:
     async def start(self) -> None:
         context = None
         if self.options.tls_cert:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(self.options.tls_cert, self.options.tls_key)
+            context = server_context(self.options.tls_cert, self.options.tls_key)
         self.runner = web.AppRunner(self.app(), access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.options.host, self.options.port, ssl_context=context)

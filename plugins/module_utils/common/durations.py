@@ -5,7 +5,8 @@
 `300ms`, `0`) as MCM, DWD, etcd-druid, CKE and maintenance-controller configs use it, Kubernetes'
 metav1.Duration (the same syntax), and a bare number meaning seconds (YAML/Ansible options).
 
-The one home of duration parsing: areas call `parse_duration` and wrap nothing else around it.
+The one home of duration parsing: areas call `parse_duration` (or `positive_duration` where 0 makes no sense)
+and wrap nothing else around it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ def metav1_duration(value: Any, field: str, allow_negative: bool = False) -> flo
     if not isinstance(value, str):
         raise InvalidInput(field, 'duration', 'expected a duration string (%s), got %s' % (EXAMPLES, shown(value)), value)
     return parse_duration(value, field, allow_negative)
+
+
+def positive_duration(value: Any, field: str, metav1: bool = False) -> float:
+    """Seconds of a duration that must be longer than 0 (an interval, a timeout, a grace period: 0 would spin or
+    never wait); `metav1`: a Kubernetes metav1.Duration field (a string only)."""
+    seconds = (metav1_duration if metav1 else parse_duration)(value, field)
+    if seconds <= 0:
+        raise InvalidInput(field, 'positive', 'must be longer than 0s, got %s' % shown(value), value)
+    return seconds
 
 
 def _parse_go(text: str, field: str, original: Any) -> int:

@@ -17,7 +17,7 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import names, validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import positive_duration
 from ansible_collections.steward.cluster.plugins.module_utils.kube.objects import merge_patch
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
@@ -114,9 +114,7 @@ def desired_deployment(params: Mapping[str, Any]) -> Dict[str, Any]:
         template_spec['nodeTemplate'] = node_template
     for option, field in TIMEOUT_OPTIONS.items():
         if params.get(option) is not None:
-            seconds = parse_duration(params[option], option)
-            if seconds <= 0:
-                raise InvalidInput(option, 'positive', 'must be longer than 0s', params[option])
+            positive_duration(params[option], option)
             template_spec[field] = str(params[option]).strip() if isinstance(params[option], str) else '%ss' % params[option]
     if params.get('max_evict_retries') is not None:
         template_spec['maxEvictRetries'] = validate.integer(params['max_evict_retries'], 'max_evict_retries', minimum=0)

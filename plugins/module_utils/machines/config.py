@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import positive_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import DEFAULT_NODE_CONDITIONS
 
@@ -56,13 +56,6 @@ class Settings:
     missing_confirmations: int = 2              # list cycles a VM must be absent before its machine is replaced
     cloud_sync_period: float = 30.0             # how old a cloud listing may be before a pass lists again
     watchdog_check_period: float = 10.0         # how often the dependency-watchdog annotation is looked for
-
-
-def positive_duration(value: Any, field: str) -> float:
-    seconds = parse_duration(value, field)
-    if seconds <= 0:
-        raise InvalidInput(field, 'positive', 'must be longer than 0s, got %r' % (value,), value)
-    return seconds
 
 
 def check_settings(s: Settings) -> Settings:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import smtplib
-import ssl
 import urllib.error
 import urllib.request
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline
+from ansible_collections.steward.cluster.plugins.module_utils.common.tls import client_context
 from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import (
     watch_socket, watched_handlers, watching)
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import PluginError
@@ -78,7 +78,7 @@ class SmtplibSender(SmtpSender):
                 smtp.ehlo_or_helo_if_needed()
                 secure = False
                 if smtp.has_extn('starttls'):
-                    smtp.starttls(context=ssl.create_default_context())
+                    smtp.starttls(context=client_context())
                     smtp.ehlo()
                     secure = True
                 if auth is not None:
@@ -94,7 +94,7 @@ class SmtplibSender(SmtpSender):
 class UrllibPoster(HttpPoster):
     def __init__(self, timeout: float = 30.0):
         self.timeout = timeout
-        self._opener = urllib.request.build_opener(*watched_handlers(ssl.create_default_context()))
+        self._opener = urllib.request.build_opener(*watched_handlers(client_context()))
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Tuple[int, bytes]:
         endpoint = _redact(url)

@@ -26,6 +26,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common import vali
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline, DeadlineExceeded, read_within
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watched_handlers, watching
+from ansible_collections.steward.cluster.plugins.module_utils.common.tls import client_context
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.errors import (
     OptionError, SabakanQueryError, SabakanResponseError, SabakanUnavailable, SabakanVariablesError)
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import STATES as MACHINE_STATES
@@ -240,13 +241,9 @@ class SabakanClient:
     @staticmethod
     def _ssl_context(validate_certs: bool, ca_path: Optional[str]) -> ssl.SSLContext:
         try:
-            context = ssl.create_default_context(cafile=ca_path) if validate_certs else ssl.create_default_context()
+            return client_context(ca_path, verify=validate_certs)
         except (OSError, ssl.SSLError) as e:
             raise OptionError('ca_path', 'readable', 'cannot load CA certificates from %s: %s' % (ca_path, e), ca_path) from e
-        if not validate_certs:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context
 
     # -- transport
     def execute(self, query: str, variables: Optional[Dict[str, Any]] = None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.durations import parse_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import positive_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import is_configmap_key, is_dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.client import (
@@ -63,14 +63,6 @@ class IntegrationSpec:
     delete_finished_after: Optional[float] = None   # spec.autoRepair.deleteFinishedAfter; None: a person deletes
 
 
-def _interval(value: Any, where: str) -> float:
-    """A Go duration (common/durations.py) that must be longer than 0."""
-    seconds = parse_duration(value, where)
-    if seconds <= 0:
-        raise SpecError(where, 'positive', f'must be longer than 0, got {value!r}', value)
-    return seconds
-
-
 def _or_default(section: Mapping[str, Any], key: str, default: Any) -> Any:
     value = section.get(key)
     return default if value is None else value
@@ -94,7 +86,7 @@ def is_enabled(spec: Any) -> bool:
 def interval_of(spec: Any) -> float:
     """The cycle interval even when the rest of the spec is invalid (an invalid spec is re-checked at this pace)."""
     try:
-        return _interval(_or_default(spec, 'interval', '60s'), 'spec.interval')
+        return positive_duration(_or_default(spec, 'interval', '60s'), 'spec.interval')
     except (InvalidInput, AttributeError):
         return DEFAULT_INTERVAL
 
@@ -184,8 +176,8 @@ def parse_spec(spec: Any, name: str) -> IntegrationSpec:
     repair = _section(spec, 'autoRepair')
     return IntegrationSpec(
         url=url,
-        interval=_interval(_or_default(spec, 'interval', '60s'), 'spec.interval'),
-        timeout=_interval(_or_default(spec, 'timeout', '30s'), 'spec.timeout'),
+        interval=positive_duration(_or_default(spec, 'interval', '60s'), 'spec.interval'),
+        timeout=positive_duration(_or_default(spec, 'timeout', '30s'), 'spec.timeout'),
         template=template,
         template_ref=template_ref,
         constraints=_constraints(spec.get('constraints')),
@@ -199,7 +191,7 @@ def parse_spec(spec: Any, name: str) -> IntegrationSpec:
         repair_variables=_variables(repair.get('variables'), REPAIR_VARIABLES, 'spec.autoRepair.variables'),
         repair=_repair(spec.get('repair')),
         delete_finished_after=(None if repair.get('deleteFinishedAfter') is None else
-                               _interval(repair['deleteFinishedAfter'], 'spec.autoRepair.deleteFinishedAfter')),
+                               positive_duration(repair['deleteFinishedAfter'], 'spec.autoRepair.deleteFinishedAfter')),
     )
 
 

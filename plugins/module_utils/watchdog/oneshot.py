@@ -2,7 +2,7 @@
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One probe now, and what follows from it: the engine behind `steward.cluster.watchdog_probe`, built from the
-same pieces as the controller's prober loop (probe.cluster_stopped and probe_now, plan.build_plan, scaler.Scaler).
+same pieces as the controller's prober loop (probe.probe_sequence, plan.build_plan, scaler.Scaler).
 
 `action`:
 * `auto`: act on this probe's verdict alone: failed -> scale down, healthy -> scale up, skipped (one candidate
@@ -25,7 +25,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import leases
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.decision import SCALE_DOWN, SCALE_UP
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe import ProbeOutcome, cluster_stopped, probe_now
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.probe import ProbeOutcome, probe_sequence
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import ProberConfig
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.scaler import FAILED, SUCCEEDED, TIMEOUT, Scaler
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.targets import Targets
@@ -56,9 +56,7 @@ def run_once(client: KubeClient, config: ProberConfig, namespace: str, owner: st
     """Probe, decide, plan and (unless check mode) apply. The result holds `probe`, `direction`, `reason`,
     `plan`, `operation` (the step results; [] in check mode), `changed`, `failed_steps` and `replicas`
     (before/after per target, for --diff)."""
-    stopped = cluster_stopped(client, namespace)
-    outcome, empty = probe_now(client, config, namespace, clock)
-    stopped = stopped or empty
+    outcome, stopped = probe_sequence(client, config, namespace, clock, always=True)
     direction, reason = choose(action, outcome, stopped)
     scaler = Scaler(Targets(client, namespace), config.dependent_resources, owner, clock=clock, wait_for_gates=wait)
     observations = scaler.observe_all()

@@ -185,7 +185,7 @@ def probed_client(seed: KubeClient, config: ProberConfig, namespace: str) -> Kub
     return KubeClient(configuration, timeout=config.probe_timeout)
 
 
-def cluster_stopped(seed: KubeClient, namespace: str) -> str:
+def _cluster_stopped(seed: KubeClient, namespace: str) -> str:
     """Why probing is off for the cluster by its namespace ('' when on): deleting, hibernated, migrating
     (decision.stopped_reason). A namespace that cannot be read stops nothing."""
     try:
@@ -195,8 +195,8 @@ def cluster_stopped(seed: KubeClient, namespace: str) -> str:
     return stopped_reason(ns)
 
 
-def probe_now(seed: KubeClient, config: ProberConfig, namespace: str,
-              clock: Callable[[], float] = time.time) -> Tuple[ProbeOutcome, str]:
+def _probe_now(seed: KubeClient, config: ProberConfig, namespace: str,
+               clock: Callable[[], float] = time.time) -> Tuple[ProbeOutcome, str]:
     """One probe with a fresh client (closed after), and why probing is off when the probe found no Nodes ('' else).
     A client that cannot be made (the kubeconfig Secret) is an outcome with its ProbeError, as a failed probe is."""
     try:
@@ -209,3 +209,20 @@ def probe_now(seed: KubeClient, config: ProberConfig, namespace: str,
     finally:
         probed.close()
     return outcome, (stopped_reason(None, 0) if outcome.error is None and outcome.nodes == 0 else '')
+
+
+def probe_sequence(seed: KubeClient, config: ProberConfig, namespace: str, clock: Callable[[], float] = time.time, *,
+                   always: bool = False, namespace_only: bool = False) -> Tuple[Optional[ProbeOutcome], str]:
+    """The probe sequence of the prober loop and the watchdog_probe module, in one place: is probing off for the
+    cluster by its namespace (deleting, hibernated, migrating); unless it is, one probe with a fresh client (the
+    kubeconfig Secret's), closed after; a probe that finds no Nodes turns probing off too.
+
+    Returns (the outcome, or None when no probe ran; why probing is off, '' when on).
+    `always`: probe even when the namespace says off (the module reports the probe it was asked for; the reason
+    still decides that nothing is done). `namespace_only`: look at the namespace and do not probe (the loop,
+    coming back from off, waits initialDelay before its first probe)."""
+    off = _cluster_stopped(seed, namespace)
+    if namespace_only or (off and not always):
+        return None, off
+    outcome, empty = _probe_now(seed, config, namespace, clock)
+    return outcome, off or empty

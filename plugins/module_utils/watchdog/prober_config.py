@@ -24,7 +24,7 @@ import re
 from typing import Any, List, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
-from ansible_collections.steward.cluster.plugins.module_utils.common.durations import metav1_duration
+from ansible_collections.steward.cluster.plugins.module_utils.common.durations import metav1_duration, positive_duration
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
@@ -105,10 +105,8 @@ def parse_prober_config(source: Any, field: str = '') -> ProberConfig:
     def duration(name: str, default: float, positive: bool = True) -> float:
         if not top.has(name):
             return default
-        seconds = metav1_duration(top.get(name), top.field(name))
-        if positive and seconds <= 0:
-            raise InvalidInput(top.field(name), 'positive', 'must be longer than 0s, got %s' % shown(top.get(name)),
-                               top.get(name))
+        seconds = (positive_duration(top.get(name), top.field(name), metav1=True) if positive
+                   else metav1_duration(top.get(name), top.field(name)))
         if seconds > validate.MAX_TIMEOUT_SECONDS:   # a grace of years is a typo that would switch the prober off
             raise InvalidInput(top.field(name), 'maximum', 'must be at most a week (168h), got %s' % shown(top.get(name)),
                                top.get(name))

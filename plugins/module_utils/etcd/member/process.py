@@ -32,6 +32,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.deadline im
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.common.http_deadline import watched_handlers, watching
+from ansible_collections.steward.cluster.plugins.module_utils.common.tls import client_context
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 
 
@@ -344,9 +345,7 @@ def http_get(url: str, spec: ProcessSpec, timeout: float = HEALTH_GET_SECONDS) -
     context = None
     if url.startswith('https://'):
         try:
-            context = ssl.create_default_context(cafile=spec.ca_cert)
-            if spec.client_cert:
-                context.load_cert_chain(spec.client_cert, spec.client_key)
+            context = client_context(spec.ca_cert, spec.client_cert, spec.client_key)
         except (OSError, ssl.SSLError) as exc:
             raise ProcessError('cannot use the TLS files (ca_cert %s, client_cert %s, client_key %s) for %s: %s' % (
                 spec.ca_cert, spec.client_cert, spec.client_key, url, exc)) from exc

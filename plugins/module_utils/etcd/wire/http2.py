@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Tuple
 from urllib.parse import unquote_to_bytes
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import Deadline
+from ansible_collections.steward.cluster.plugins.module_utils.common.tls import client_context
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire import hpack
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
@@ -77,10 +78,9 @@ def _open_socket(conn: EtcdConnection, endpoint: str, timeout: float) -> Tuple[s
                 raw.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
         if not conn.url(endpoint).startswith('https://'):
             return raw, 'http'
-        context = ssl.create_default_context(cafile=conn.ca_cert or None)
-        if conn.client_cert and conn.client_key:
-            context.load_cert_chain(conn.client_cert, conn.client_key)
-        context.set_alpn_protocols(['h2'])
+        both = bool(conn.client_cert and conn.client_key)   # a client certificate only with its key
+        context = client_context(conn.ca_cert or None, conn.client_cert if both else None,
+                                 conn.client_key if both else None, alpn=['h2'])
         return context.wrap_socket(raw, server_hostname=host), 'https'
     except BaseException:
         raw.close()

@@ -47,6 +47,21 @@ def test_metav1_duration_takes_strings_only():
         durations.metav1_duration(10, 'probeInterval')
 
 
+def test_positive_duration_refuses_zero_with_the_field_and_value():
+    """The one 'longer than 0' check (sabakan's interval, machines' timeouts, the prober's graces)."""
+    assert durations.positive_duration('90s', 'spec.interval') == 90.0
+    assert durations.positive_duration(0.5, 'x') == 0.5
+    with pytest.raises(InvalidInput, match=r"^spec.interval: must be longer than 0s, got '0s'$") as info:
+        durations.positive_duration('0s', 'spec.interval')
+    assert (info.value.field, info.value.rule, info.value.value) == ('spec.interval', 'positive', '0s')
+    assert rule_of(durations.positive_duration, 0, 'x') == 'positive'
+    assert rule_of(durations.positive_duration, '-1s', 'x') == 'non-negative'
+    assert rule_of(durations.positive_duration, '1d', 'x') == 'duration'
+    assert durations.positive_duration('1m', 'grace', metav1=True) == 60.0
+    assert rule_of(durations.positive_duration, 60, 'grace', metav1=True) == 'duration'   # metav1: strings only
+    assert rule_of(durations.positive_duration, '0s', 'grace', metav1=True) == 'positive'
+
+
 @pytest.mark.parametrize('seconds, text', [
     (0, '0s'), (90, '1m30s'), (3600, '1h0m0s'), (1.5, '1.5s'), (-2, '-2s'), (0.25, '250ms'), (0.0003, '300µs'),
     (1e-8, '10ns'), (0.0015, '1.5ms'), (30, '30s'), (300, '5m0s'), (5400, '1h30m0s'), (3600.5, '1h0m0.5s'),
