@@ -136,6 +136,10 @@ def _kubelet(ops: Any, step: Step, check_mode: bool, timeout: float, clock: Call
         result['actions'].append('%s was drained for %s already (phase %s): not drained again' % (node, version,
                                                                                                mine.phase))
     install = ops.kubelet_binary_version() != step.version
+    if install and not ops.can_install():
+        raise Refused('the kubelet on %s must be replaced by %s and no kubelet_install_command is set (for example '
+                      '[apt-get, install, -y, "kubelet={semver}-1.1"]); nothing was changed' % (node, version),
+                      'kubelet-install', node)
     if install:
         result['actions'].append('install kubelet %s on %s' % (version, node))
     result['actions'].append('restart the kubelet on %s and wait for the Node to report %s' % (node, version))
