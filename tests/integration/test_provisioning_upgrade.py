@@ -207,7 +207,6 @@ def test_upgrade_check_mode_kill_resume_and_second_run(lab, monkeypatch):
         checked = run_playbook('steward.cluster.cluster_upgrade', inventory=lab['inventory'], check=True,
                                extra_vars={'cluster_upgrade_version': TO, 'cluster_upgrade_max_unavailable': 2},
                                timeout=300)
-        open("/tmp/k8sup_check.json", "w").write(checked.stdout)
         assert checked.rc == 0, (checked.stdout[-5000:], checked.stderr[-2000:])
         assert 'upgrade to %s through %s: 10 step(s)' % (TO, TO) in checked.stdout
         assert _disk(lab['state']) == before and _evictions(audit) == {}
@@ -238,7 +237,6 @@ def test_upgrade_check_mode_kill_resume_and_second_run(lab, monkeypatch):
         run = run_playbook('steward.cluster.cluster_upgrade', inventory=lab['inventory'],
                            extra_vars={'cluster_upgrade_version': TO, 'cluster_upgrade_max_unavailable': 2},
                            timeout=600)
-        open("/tmp/k8sup_run.json", "w").write(run.stdout)
         assert run.rc == 0, (run.stdout[-6000:], run.stderr[-2000:])
         resume_time = time.monotonic() - resumed_at
         assert _versions(lab['server'].url) == {n: TO for n in NAMES}
