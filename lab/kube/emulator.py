@@ -84,6 +84,7 @@ _NAMESPACE_SUBRESOURCES = ('status', 'finalize')
 
 HEALTH_PATHS = ('/readyz', '/livez', '/healthz')
 
+
 def _parse_path(path: str) -> parsing.ParsedPath:
     """kmock's path parser, except for the `namespaces` resource itself.
 

@@ -17,14 +17,12 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
-import shutil
 import threading
 import time
 from typing import Dict, List
 
 import pytest
 import requests
-import yaml
 
 from support.ansible import run_playbook
 from support.rbac import audited
@@ -143,8 +141,8 @@ def _workloads(url):
     rs = requests.post(url + '/apis/apps/v1/namespaces/default/replicasets', timeout=5, json={
         'apiVersion': 'apps/v1', 'kind': 'ReplicaSet', 'metadata': {'name': 'web'},
         'spec': {'replicas': 10, 'selector': {'matchLabels': {'app': 'web'}},
-                 'template': {'metadata': {'labels': {'app': 'web'}}, 'spec': {'containers': [{'name': 'c',
-                                                                                                'image': 'web'}]}}}})
+                 'template': {'metadata': {'labels': {'app': 'web'}},
+                              'spec': {'containers': [{'name': 'c', 'image': 'web'}]}}}})
     assert rs.status_code in (200, 201), rs.text
     uid = rs.json()['metadata']['uid']
     for name in NAMES:

@@ -212,8 +212,8 @@ def _downgrades(installed: Installed, target: Version) -> List[Refusal]:
         for what, version in (('kube-apiserver', node.apiserver), ('kube-controller-manager', node.controller_manager),
                               ('kube-scheduler', node.scheduler), ('kubelet', node.kubelet)):
             if version is not None and version > target:
-                out.append(Refusal('downgrade', '%s on %s runs %s, newer than the target %s' % (what, node.name,
-                                                                                            version, target), node.name))
+                message = '%s on %s runs %s, newer than the target %s' % (what, node.name, version, target)
+                out.append(Refusal('downgrade', message, node.name))
     if installed.kube_proxy is not None and installed.kube_proxy > target:
         out.append(Refusal('downgrade', 'kube-proxy runs %s, newer than the target %s' % (installed.kube_proxy, target)))
     return out
@@ -276,7 +276,7 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
     # A hop is finished when the controller-managers and schedulers reached it too: a run that stopped between the
     # apiservers and them continues that hop (so they never fall two minors behind the next one).
     oldest = min(apis + [min(n.controller_manager, n.scheduler) for n in installed.control_plane])
-    refusals += [r for r in skew_violations(installed)]
+    refusals += skew_violations(installed)
     refusals += _downgrades(installed, target)
     chain, chain_refusals = _chain(oldest, newest, target, via)
     refusals += chain_refusals

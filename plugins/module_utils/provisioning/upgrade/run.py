@@ -25,7 +25,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgra
     node_kubelet_version, node_ready,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    APISERVER, COMPONENTS, KINDS, KUBE_PROXY, KUBELET, Plan, Step,
+    APISERVER, COMPONENTS, KINDS, KUBE_PROXY, Plan, Step,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
     Version, image_version,
@@ -133,8 +133,8 @@ def _kubelet(ops: Any, step: Step, check_mode: bool, timeout: float, clock: Call
     if drain_needed:
         result['actions'].append('drain %s' % node)
     else:
-        result['actions'].append('%s was drained for %s already (phase %s): not drained again' % (node, version,
-                                                                                               mine.phase))
+        result['actions'].append('%s was drained for %s already (phase %s): not drained again'
+                                 % (node, version, mine.phase))
     install = ops.kubelet_binary_version() != step.version
     if install and not ops.can_install():
         raise Refused('the kubelet on %s must be replaced by %s and no kubelet_install_command is set (for example '
