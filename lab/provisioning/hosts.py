@@ -278,15 +278,18 @@ def serve_api(state_dir: str) -> int:
 
 # --- the whole set ----------------------------------------------------------------------------------
 def hosts_up(state_dir: str, ip_base: str = DEFAULT_IP_BASE, hosts: Sequence[Tuple[str, str]] = HOSTS,
-             api: bool = True) -> Dict[str, Any]:
-    """Roots, inventory, the API emulator and one supervisor per host; idempotent."""
+             api: bool = True, kubelet_version: Optional[str] = None) -> Dict[str, Any]:
+    """Roots, inventory, the API emulator and one supervisor per host; idempotent. With `kubelet_version` each
+    host gets a kubelet install naming it (a stub, kept when there is one: the command line's `up` does this); without,
+    the roots stay empty until provisioned."""
     write_inventory(state_dir, ip_base, hosts)
     kubeconfig = start_api(state_dir) if api else None
     pids = {}
     for name, _group in hosts:
         root = root_of(state_dir, name)
         os.makedirs(root, exist_ok=True)
-        install_kubelet_stub(root)
+        if kubelet_version:
+            install_kubelet_stub(root, kubelet_version)
         pids[name] = start_supervisor(root, kubeconfig)
     return {'inventory': os.path.join(os.path.abspath(state_dir), 'hosts.yml'), 'kubeconfig': kubeconfig,
             'supervisors': pids}
@@ -338,13 +341,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument('--state', default=os.path.join(REPO, '.lab'))
     sub.choices['up'].add_argument('--ip-base', default=DEFAULT_IP_BASE)
+    sub.choices['up'].add_argument('--kubelet-version', default=DEFAULT_KUBELET_VERSION,
+                                   help='the version each host\'s kubelet install names (a stub; kept when present)')
     sub.choices['down'].add_argument('--purge', action='store_true')
     sub.choices['reboot'].add_argument('--with-api', action='store_true', help='start the API emulator again too')
     args = parser.parse_args(argv)
     if args.command == 'api':
         return serve_api(args.state)
     if args.command == 'up':
-        result = hosts_up(args.state, args.ip_base)
+        result = hosts_up(args.state, args.ip_base, kubelet_version=args.kubelet_version)
         print('lab hosts up: %s; inventory %s; kubeconfig %s'
               % (', '.join(result['supervisors']), result['inventory'], result['kubeconfig']))
     elif args.command == 'down':

@@ -32,8 +32,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.certs
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import plan_node_files
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import parse_cluster, parse_node
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import entry, host
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.installed import installed_from
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import skew_violations
 from lab.kube.api import KubeServer
 from lab.provisioning import hosts as lab_hosts
 
@@ -47,8 +45,29 @@ FROM, TO = 'v1.31.4', 'v1.32.0'
 NOW = datetime.datetime.now(datetime.timezone.utc)
 
 
+def minor(version):
+    """`v1.32.0` -> 32 (this test's own reading, not the engine's)."""
+    return int(version.lstrip('v').split('.')[1]) if version else None
+
+
+def skew(api, cm, kubelet):
+    """The version skew policy, written out here independently of the engine (kubernetes.io/releases/
+    version-skew-policy): apiservers one minor apart at most; controller-manager/scheduler not newer than the oldest
+    apiserver nor more than one minor older than the newest; kubelets not newer than the oldest apiserver nor more
+    than three minors older than the newest."""
+    apis = [minor(v) for v in api.values() if v]
+    if not apis:
+        return []
+    low, high = min(apis), max(apis)
+    out = ['apiservers %s' % api] if high - low > 1 else []
+    out += ['%s %s' % (n, v) for n, v in cm.items() if v and not high - 1 <= minor(v) <= low]
+    out += ['kubelet %s %s' % (n, v) for n, v in kubelet.items() if v and not high - 3 <= minor(v) <= low]
+    return out
+
+
 class Sampler(threading.Thread):
-    """Every 0.2 s: the versions the API shows, the skew policy over them, and each Node's cordon transitions."""
+    """Every 0.2 s: the versions the API shows (Nodes and mirror pods), the skew policy over them, and each Node's
+    cordon transitions."""
 
     def __init__(self, server: str):
         super().__init__(daemon=True)
@@ -68,13 +87,17 @@ class Sampler(threading.Thread):
                 pods = requests.get(self.server + '/api/v1/namespaces/kube-system/pods', timeout=5).json()['items']
             except (requests.RequestException, ValueError, KeyError):
                 continue
-            state = installed_from(CONTROL_PLANE, WORKERS, nodes=nodes, mirror_pods=pods)
+            tags = {p['metadata']['name']: p['spec']['containers'][0]['image'].rsplit(':', 1)[1] for p in pods}
+            api = {n: tags.get('kube-apiserver-' + n) for n in CONTROL_PLANE}
+            cm = {n + '/' + c: tags.get('%s-%s' % (c, n)) for n in CONTROL_PLANE
+                  for c in ('kube-controller-manager', 'kube-scheduler')}
+            kubelet = {n: ((nodes.get(n, {}).get('status') or {}).get('nodeInfo') or {}).get('kubeletVersion')
+                       for n in NAMES}
             self.samples += 1
-            seen = skew_violations(state)
+            seen = skew(api, cm, kubelet)
             if seen:
                 self.violations.append(seen)
-            versions = tuple((n.name, str(n.apiserver), str(n.controller_manager), str(n.kubelet))
-                             for n in state.nodes)
+            versions = tuple((n, api.get(n), cm.get(n + '/kube-controller-manager'), kubelet[n]) for n in NAMES)
             if not self.timeline or self.timeline[-1] != versions:
                 self.timeline.append(versions)
             for name, node in nodes.items():
@@ -251,6 +274,8 @@ def test_upgrade_check_mode_kill_resume_and_second_run(lab, monkeypatch):
     assert _evictions(audit) == {n: 2 for n in NAMES}          # every pod evicted once: no node drained twice
     assert sampler.cordons == {n: 1 for n in NAMES}             # every node cordoned once
     assert sampler.violations == [] and sampler.samples > 20    # the skew policy held at every sample
+    assert skew({'cp1': 'v1.32.0', 'cp2': 'v1.31.4'}, {}, {'w1': 'v1.32.0'})   # (and the check can see a violation)
+    assert skew({'cp1': 'v1.32.0'}, {'cp1/kube-scheduler': 'v1.30.1'}, {})
     nodes = {n['metadata']['name']: n for n in requests.get(lab['server'].url + '/api/v1/nodes', timeout=5)
              .json()['items']}
     assert not any((n.get('spec') or {}).get('unschedulable') for n in nodes.values())
