@@ -82,6 +82,9 @@ NAME_ATTEMPTS = 8
 _NAMESPACE_SUBRESOURCES = ('status', 'finalize')
 
 
+HEALTH_PATHS = ('/readyz', '/livez', '/healthz')
+
+
 def _parse_path(path: str) -> parsing.ParsedPath:
     """kmock's path parser, except for the `namespaces` resource itself.
 
@@ -245,6 +248,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             log[:] = [r for r in log if id(r) not in dropped]
 
     async def _handle_request(self, request: kmock.Request):
+        if request.url.path in HEALTH_PATHS and request.method == enums.method.GET:
+            # an API server's health endpoints answer plain `ok` (upgrade gates read /readyz)
+            return aiohttp.web.Response(text='ok', content_type='text/plain')
         if is_token_review(request):
             return await token_review(self, request)
         try:

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from lab.env.ports import port_free
 from lab.paths import REPO, module_argv, runs_module, venv_python
+from lab.provisioning import kubelet as lab_kubelet
 from lab.provisioning.supervisor import alive, cmdline  # (the /proc checks the kubelet stand-in uses too)
 
 SUPERVISOR = 'lab.provisioning.supervisor'  # run as `python -m lab.provisioning.supervisor`
@@ -40,6 +41,9 @@ HOSTS_MODULE = 'lab.provisioning.hosts'     # this module; `api` serves the API 
 HOSTS: Tuple[Tuple[str, str], ...] = (('cp1', 'control_plane'), ('cp2', 'control_plane'), ('cp3', 'control_plane'),
                                       ('w1', 'workers'), ('w2', 'workers'))
 DEFAULT_IP_BASE = '127.0.0.21'
+# The kubelet version a fresh lab host's kubelet install names (the provisioning default, kubernetes_version).
+DEFAULT_KUBELET_VERSION = 'v1.31.4'
+KUBELET_PATH = 'usr/bin/kubelet'   # below the host root: /usr/bin/kubelet, the kubelet unit's ExecStart
 # Ports the hosts listen on (etcd client/peer/metrics, the apiserver load balancer): checked free by free_ip_base.
 PORTS = (2379, 2380, 2381, 6553)
 
@@ -83,6 +87,10 @@ def groups(state_dir: str, ip_base: str = DEFAULT_IP_BASE,
             'provisioning_root': root_of(state_dir, name),
             'provisioning_local_address': ip,
             'provisioning_kubeconfig': kubeconfig_path(state_dir),
+            # steward.cluster.cluster_upgrade "installs" a kubelet by rewriting the host's stub (lab/provisioning/kubelet.py)
+            'cluster_upgrade_kubelet_install_command': [venv_python(), os.path.join(REPO, 'lab', 'provisioning',
+                                                                                    'kubelet.py'),
+                                                        '--path', '{binary}', '--version', '{version}'],
         }
     return out
 
@@ -143,6 +151,14 @@ def pod_pids(root: str) -> Dict[str, int]:
             if pid and alive(pid) and any(os.path.abspath(root) in arg for arg in cmdline(pid)):
                 out[name[:-4]] = pid
     return out
+
+
+def install_kubelet_stub(root: str, version: str = DEFAULT_KUBELET_VERSION, force: bool = False) -> str:
+    """The host's kubelet install: a stub answering `--version` (kept when there is one, unless `force`)."""
+    path = os.path.join(root, KUBELET_PATH)
+    if force or not os.path.exists(path):
+        lab_kubelet.install(path, version)
+    return path
 
 
 def start_supervisor(root: str, kubeconfig: Optional[str] = None, interval: float = 0.5) -> int:
@@ -262,14 +278,18 @@ def serve_api(state_dir: str) -> int:
 
 # --- the whole set ----------------------------------------------------------------------------------
 def hosts_up(state_dir: str, ip_base: str = DEFAULT_IP_BASE, hosts: Sequence[Tuple[str, str]] = HOSTS,
-             api: bool = True) -> Dict[str, Any]:
-    """Roots, inventory, the API emulator and one supervisor per host; idempotent."""
+             api: bool = True, kubelet_version: Optional[str] = None) -> Dict[str, Any]:
+    """Roots, inventory, the API emulator and one supervisor per host; idempotent. With `kubelet_version` each
+    host gets a kubelet install naming it (a stub, kept when there is one: the command line's `up` does this); without,
+    the roots stay empty until provisioned."""
     write_inventory(state_dir, ip_base, hosts)
     kubeconfig = start_api(state_dir) if api else None
     pids = {}
     for name, _group in hosts:
         root = root_of(state_dir, name)
         os.makedirs(root, exist_ok=True)
+        if kubelet_version:
+            install_kubelet_stub(root, kubelet_version)
         pids[name] = start_supervisor(root, kubeconfig)
     return {'inventory': os.path.join(os.path.abspath(state_dir), 'hosts.yml'), 'kubeconfig': kubeconfig,
             'supervisors': pids}
@@ -321,13 +341,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument('--state', default=os.path.join(REPO, '.lab'))
     sub.choices['up'].add_argument('--ip-base', default=DEFAULT_IP_BASE)
+    sub.choices['up'].add_argument('--kubelet-version', default=DEFAULT_KUBELET_VERSION,
+                                   help='the version each host\'s kubelet install names (a stub; kept when present)')
     sub.choices['down'].add_argument('--purge', action='store_true')
     sub.choices['reboot'].add_argument('--with-api', action='store_true', help='start the API emulator again too')
     args = parser.parse_args(argv)
     if args.command == 'api':
         return serve_api(args.state)
     if args.command == 'up':
-        result = hosts_up(args.state, args.ip_base)
+        result = hosts_up(args.state, args.ip_base, kubelet_version=args.kubelet_version)
         print('lab hosts up: %s; inventory %s; kubeconfig %s'
               % (', '.join(result['supervisors']), result['inventory'], result['kubeconfig']))
     elif args.command == 'down':

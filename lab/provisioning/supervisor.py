@@ -15,8 +15,17 @@ here and left alone. Like a kubelet it needs no API server for any of this.
 
 With --kubeconfig (the lab's API emulator) it also registers the host's Node, as a kubelet does when it first
 starts with /var/lib/kubelet/config.yaml present: name from --hostname-override, InternalIP from --node-ip and
-labels from --node-labels in /var/lib/kubelet/kubeadm-flags.env, condition Ready. It never changes a Node
-afterwards.
+labels from --node-labels in /var/lib/kubelet/kubeadm-flags.env, condition Ready. Once registered it reports
+what a kubelet reports, so upgrades can be gated and skew-checked on the lab hosts:
+* the Node's `status.nodeInfo.kubeletVersion`: the version the host's kubelet install names, i.e. what
+  `<kubelet binary> --version` prints (`Kubernetes v1.31.4`), the binary being the first word of ExecStart in
+  <root>/etc/systemd/system/kubelet.service (default /usr/bin/kubelet), below the root; on the lab hosts that binary
+  is a stub script (lab/provisioning/kubelet.py writes it) - a changed binary is reported within a second, as a
+  restarted kubelet would;
+* a mirror pod `<pod>-<node>` in the manifest's namespace for every static-pod manifest, runnable here or not,
+  with the manifest's image (so its tag is the version it asks for), labels and `kubernetes.io/config.mirror`
+  annotation, Ready when the process runs (or, for the pods this machine cannot run, as soon as the manifest is
+  read); a changed manifest replaces the mirror pod, a removed one deletes it.
 
 Each pod's pid is in <root>/run/pods/<pod>.pid (pid, then the manifest's digest); a supervisor that starts
 again adopts pods still running from an unchanged manifest. SIGTERM stops every pod, then the supervisor.
@@ -49,6 +58,9 @@ BACKOFF_START, BACKOFF_MAX = 1.0, 10.0
 STOP_GRACE = 10.0
 # A kubelet that cannot reach the API tries again after a while; so does its stand-in.
 REGISTRATION_RETRY = 3.0
+REPORT_INTERVAL = 0.5
+DEFAULT_KUBELET = '/usr/bin/kubelet'
+MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
 
 
 def default_binaries() -> Dict[str, str]:
@@ -184,6 +196,9 @@ class Supervisor:
         self.registered = False
         self.next_registration = 0.0
         self.run_dir = os.path.join(self.root, 'run', 'pods')
+        self.manifest_pods: Dict[str, tuple] = {}    # every readable manifest: name -> (pod, digest)
+        self.reporter: Optional['Reporter'] = None
+        self.next_report = 0.0
         self.manifests = os.path.join(self.root, 'etc', 'kubernetes', 'manifests')
 
     def say(self, message: str) -> None:
@@ -242,6 +257,7 @@ class Supervisor:
 
     def _desired(self) -> Dict[str, tuple]:
         desired: Dict[str, tuple] = {}
+        self.manifest_pods = {}
         try:
             names = sorted(n for n in os.listdir(self.manifests) if n.endswith(('.yaml', '.yml', '.json')))
         except FileNotFoundError:
@@ -256,6 +272,7 @@ class Supervisor:
                 self.skipped[filename] = 'unreadable: %s' % exc
                 continue
             name = (pod.get('metadata') or {}).get('name') or filename.rsplit('.', 1)[0]
+            self.manifest_pods[name] = (pod, hashlib.sha256(data).hexdigest())
             argv = pod_command(pod, self.root, self.binaries)
             if argv is None:
                 image = ((pod.get('spec') or {}).get('containers') or [{}])[0].get('image')
@@ -301,6 +318,12 @@ class Supervisor:
         if self.kubeconfig and not self.registered and time.monotonic() >= self.next_registration:
             self.registered = register_node(self.root, self.kubeconfig, self.say)
             self.next_registration = time.monotonic() + REGISTRATION_RETRY
+        if self.kubeconfig and self.registered and time.monotonic() >= self.next_report:
+            self.next_report = time.monotonic() + REPORT_INTERVAL
+            if self.reporter is None:
+                self.reporter = Reporter(self.root, self.kubeconfig, self.say)
+            ready = {name: pod.running() for name, pod in self.pods.items()}
+            self.reporter.report(self.manifest_pods, ready)
 
     def _write_status(self) -> None:
         os.makedirs(self.run_dir, exist_ok=True)
@@ -361,7 +384,8 @@ def register_node(root: str, kubeconfig: str, say: Any) -> bool:
         labels = dict(pair.split('=', 1) for pair in flags.get('node-labels', '').split(',') if '=' in pair)
         labels.update({'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux'})
         node = {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': name, 'labels': labels},
-                'status': {'addresses': [{'type': 'InternalIP', 'address': flags.get('node-ip', '')},
+                'status': {'nodeInfo': {'kubeletVersion': kubelet_version(root) or ''},
+                           'addresses': [{'type': 'InternalIP', 'address': flags.get('node-ip', '')},
                                          {'type': 'Hostname', 'address': name}],
                            'conditions': [{'type': 'Ready', 'status': 'True', 'reason': 'KubeletReady',
                                            'message': 'lab supervisor stands in for the kubelet'}]}}
@@ -374,6 +398,114 @@ def register_node(root: str, kubeconfig: str, say: Any) -> bool:
         return True
     say('cannot register Node %s: HTTP %s %s' % (name, answer.status_code, answer.text[:200]))
     return False
+
+
+# --- what a kubelet reports once registered ----------------------------------------------------------
+def kubelet_binary(root: str) -> str:
+    """The host's kubelet binary below the root: ExecStart's first word in the kubelet unit, else the default."""
+    try:
+        with open(os.path.join(root, 'etc', 'systemd', 'system', 'kubelet.service')) as f:
+            for line in f:
+                if line.startswith('ExecStart='):
+                    return os.path.join(root, line.split('=', 1)[1].split()[0].lstrip('/'))
+    except (OSError, IndexError):
+        pass
+    return os.path.join(root, DEFAULT_KUBELET.lstrip('/'))
+
+
+_VERSION_CACHE: Dict[str, tuple] = {}
+
+
+def kubelet_version(root: str) -> Optional[str]:
+    """What `<kubelet binary> --version` prints after `Kubernetes ` (cached while the binary is unchanged)."""
+    path = kubelet_binary(root)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _VERSION_CACHE.get(path)
+    if cached and cached[0] == key:
+        return cached[1]
+    try:
+        out = subprocess.run([path, '--version'], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.split()
+    version = words[1] if len(words) >= 2 and words[0] == 'Kubernetes' else None
+    _VERSION_CACHE[path] = (key, version)
+    return version
+
+
+class Reporter:
+    """The Node's kubeletVersion and the mirror pods, kept equal to the host's kubelet binary and manifests."""
+
+    def __init__(self, root: str, kubeconfig: str, say: Any):
+        self.root, self.kubeconfig, self.say = root, kubeconfig, say
+        self.name = _kubelet_flags(root).get('hostname-override')
+        self.reported_version: Optional[str] = None
+        self.mirrors: Dict[str, tuple] = {}   # mirror pod name -> (digest, ready) as last written
+
+    def _session(self):
+        import requests
+        with open(self.kubeconfig) as f:
+            config = yaml.safe_load(f)
+        server = config['clusters'][0]['cluster']['server'].rstrip('/')
+        token = (config['users'][0].get('user') or {}).get('token')
+        session = requests.Session()
+        if token:
+            session.headers['Authorization'] = 'Bearer ' + token
+        return server, session
+
+    def report(self, manifests: Dict[str, tuple], running: Dict[str, bool]) -> None:
+        if not self.name:
+            return
+        try:
+            server, session = self._session()
+            self._kubelet(server, session)
+            self._mirrors(server, session, manifests, running)
+        except Exception as exc:  # the API may be down: a kubelet keeps trying
+            self.say('cannot report to the API yet: %s' % exc)
+
+    def _kubelet(self, server: str, session: Any) -> None:
+        version = kubelet_version(self.root)
+        if version is None or version == self.reported_version:
+            return
+        answer = session.patch('%s/api/v1/nodes/%s/status' % (server, self.name), timeout=5,
+                               data=json.dumps({'status': {'nodeInfo': {'kubeletVersion': version}}}),
+                               headers={'Content-Type': 'application/merge-patch+json'})
+        if answer.status_code == 200:
+            self.say('Node %s reports kubelet %s' % (self.name, version))
+            self.reported_version = version
+
+    def _mirrors(self, server: str, session: Any, manifests: Dict[str, tuple], running: Dict[str, bool]) -> None:
+        wanted = {}
+        for pod_name, (pod, digest) in manifests.items():
+            ready = running.get(pod_name, True)   # a pod this machine cannot run counts as running once read
+            wanted['%s-%s' % (pod_name, self.name)] = (pod, digest, ready)
+        for name in sorted(set(self.mirrors) - set(wanted)):
+            session.delete('%s/api/v1/namespaces/kube-system/pods/%s' % (server, name), timeout=5)
+            del self.mirrors[name]
+        for name, (pod, digest, ready) in sorted(wanted.items()):
+            if self.mirrors.get(name) == (digest, ready):
+                continue
+            namespace = (pod.get('metadata') or {}).get('namespace') or 'kube-system'
+            url = '%s/api/v1/namespaces/%s/pods' % (server, namespace)
+            session.delete('%s/%s' % (url, name), timeout=5)   # a mirror pod is replaced, never updated
+            containers = [{'name': c.get('name'), 'image': c.get('image')}
+                          for c in (pod.get('spec') or {}).get('containers') or []]
+            body = {'apiVersion': 'v1', 'kind': 'Pod',
+                    'metadata': {'name': name, 'namespace': namespace,
+                                 'labels': (pod.get('metadata') or {}).get('labels') or {},
+                                 'annotations': {MIRROR_ANNOTATION: digest, 'kubernetes.io/config.source': 'file'}},
+                    'spec': {'nodeName': self.name, 'containers': containers},
+                    'status': {'phase': 'Running',
+                               'conditions': [{'type': 'Ready', 'status': 'True' if ready else 'False'}],
+                               'containerStatuses': [{'name': c['name'], 'image': c['image'], 'ready': ready}
+                                                     for c in containers]}}
+            answer = session.post(url, data=json.dumps(body), timeout=5, headers={'Content-Type': 'application/json'})
+            if answer.status_code in (200, 201):
+                self.mirrors[name] = (digest, ready)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

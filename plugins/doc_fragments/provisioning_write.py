@@ -67,6 +67,14 @@ options:
     description: The kubelet binary the systemd unit runs (installed separately, for example from the Kubernetes packages).
     type: path
     default: /usr/bin/kubelet
+  allow_downgrade:
+    description:
+      - Render O(kubernetes_version) and O(etcd_image) even where the node's manifests name a newer release. Without it
+        what is installed is the floor - after an upgrade (M(steward.cluster.cluster_upgrade)) a run with the
+        inventory unchanged keeps each control-plane and etcd image where it is (a warning says so), never rolling a
+        node back.
+    type: bool
+    default: false
   now:
     description:
       - Plan and issue as of this time (RFC 3339, such as C(2026-03-01T12:00:00Z)) instead of the current time, for

@@ -88,6 +88,18 @@ CASES = {
         extra=[Case('address-not-an-ip', {'address': 'not an address'}),
                Case('cert_days-zero', {'cert_days': 0}),
                Case('service_cidr-malformed', {'service_cidr': '10.96.0.0/99'})]),
+    'cluster_upgrade': ModuleCases(
+        base=dict(KUBE, version='v1.32.0', control_plane=['cp1'], workers=['w1'], stage='kubelet', node_name='w1',
+                  root='{root}', timeout=1, drain_timeout=1, eviction_timeout=1, manage_kubelet=False),
+        absolute=('root',), names=('node_name',), **KUBE_ENDPOINT,
+        extra=[Case('version-without-v', {'version': '1.32.0'}),
+               Case('version-latest', {'version': 'latest'}),
+               Case('via-not-a-version', {'via': ['v1.32']}),
+               Case('node-not-in-the-cluster', {'node_name': 'w9'}),
+               Case('control_plane-empty', {'control_plane': []}),
+               Case('worker-also-control-plane', {'workers': ['cp1']}),
+               Case('install-command-placeholder', {'kubelet_install_command': ['install', '{nope}']}),
+               Case('max_unavailable-zero', {'max_unavailable': 0})]),
     'etcd_backup_verify': ModuleCases(
         base={'store': '{store}'},
         extra=[Case('store-missing-dir', {'store': '{missing}'}),

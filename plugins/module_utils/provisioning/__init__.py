@@ -17,5 +17,7 @@ Input and plans:
 Acting: provision.py (genesis and join), runner.py (what cluster_genesis and node_join share), etcd_membership.py
   (the etcd side, on etcd/cluster/), lb.py (the live load balancer), node_labels_op.py (labels onto the Node),
   remove.py (the cluster side of removing a node), teardown.py (the node's own files).
+upgrade/: Kubernetes version upgrades (the skew policy, the plan, the per-node steps; steward.cluster.cluster_upgrade)
+  and the floor node_join keeps after one (upgrade/floor.py).
 errors.py: the area's exception tree; deps.py: which third-party libraries the modules lack.
 """

@@ -62,6 +62,7 @@ PROVISION_SPEC: Dict[str, Any] = {
     'lb_validate': {'type': 'bool', 'default': True},
     'manage_kubelet': {'type': 'bool', 'default': True},
     'kubelet_binary': {'type': 'path', 'default': KUBELET_BINARY},
+    'allow_downgrade': {'type': 'bool', 'default': False},
     'now': {'type': 'str'},
 }
 

@@ -29,6 +29,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manif
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.node_files import plan_node_files
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.pki import check_ca, renew_ca
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import ClusterSpec, NodeSpec
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.floor import keep_installed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Request:
     etcd_timeout: float = 5.0
     lb_validate_command: Optional[Sequence[str]] = lb.DEFAULT_VALIDATE_COMMAND
     kubelet_binary: str = '/usr/bin/kubelet'
+    allow_downgrade: bool = False      # render older releases than the node's manifests name (upgrade/floor.py)
 
 
 def _manifest_last(change: files.Change) -> tuple:
@@ -110,7 +112,9 @@ def provision(req: Request, check_mode: bool,
                 result['warnings'].extend(etcd_report.pop('warnings', []))
             result['etcd'] = dict(etcd_report, initial_cluster=boot[0], initial_cluster_state=boot[1])
         planned = plan_node_files(req.cluster, req.node, authority, root.read, req.now, boot, req.kubelet_binary)
-        desired = {p: f for p, f in planned.files.items() if p != layout.LB_CONFIG}
+        floored, floor_warnings = keep_installed(planned.files, root.read, req.allow_downgrade)
+        result['warnings'].extend(floor_warnings)
+        desired = {p: f for p, f in floored.items() if p != layout.LB_CONFIG}
         desired[layout.RECORD] = files.FileSpec(layout.RECORD, files.record_content(
             req.node.name, req.node.role, list(planned.files) + [layout.RECORD]), 0o644)
         stale = [p for p in record['files'] if p not in planned.files and p != layout.RECORD]

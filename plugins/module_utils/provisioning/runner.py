@@ -48,6 +48,7 @@ def provision_request(params: Mapping[str, Any], *, bootstrap: bool) -> Request:
         etcd_timeout=validate.timeout(params.get('etcd_timeout', 5.0), 'etcd_timeout', maximum=300),
         lb_validate_command=tuple(command) if params.get('lb_validate', True) else None,
         kubelet_binary=validate.absolute_path(params.get('kubelet_binary') or KUBELET_BINARY, 'kubelet_binary'),
+        allow_downgrade=bool(params.get('allow_downgrade')),
     )
 
 

@@ -31,6 +31,7 @@ NAME_GROUPS = {
     'cluster_genesis': 'provisioning', 'cluster_authority': 'provisioning', 'node_join': 'provisioning',
     'join_script': 'provisioning', 'node_remove': 'provisioning', 'node_teardown': 'provisioning',
     'node_labels': 'provisioning', 'cert_info': 'provisioning', 'apiserver_lb': 'provisioning',
+    'cluster_upgrade': 'provisioning',
 }
 
 

@@ -17,7 +17,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.error
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), *(['..'] * 5))
 MODULES = ['cluster_genesis', 'node_join', 'join_script', 'node_remove', 'node_teardown', 'node_labels', 'cert_info',
-           'apiserver_lb', 'cluster_authority']
+           'apiserver_lb', 'cluster_authority', 'cluster_upgrade']
 
 
 @pytest.mark.parametrize('fragment, spec', [(provisioning_cluster, args.CLUSTER_SPEC), (provisioning_node, args.NODE_SPEC),

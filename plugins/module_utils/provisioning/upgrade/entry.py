@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""steward.cluster.cluster_upgrade's work: options validated (all of them, in check mode too), what is installed
+read, the plan made, and this node's step of the asked stage run. The module is a shell around `cluster_upgrade`."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import validate
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
+from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_subdomain
+from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import host, run
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
+    KINDS, KUBELET, plan_upgrade,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import parse_option
+
+PLAN = 'plan'
+STAGES = (PLAN,) + KINDS
+PLACEHOLDERS = {'version': 'v1.0.0', 'semver': '1.0.0', 'root': '/', 'binary': '/usr/bin/kubelet'}
+
+
+def _strings(value: Any, field: str) -> List[str]:
+    if not isinstance(value, (list, tuple)):
+        raise InvalidInput(field, 'list', 'expected a list of strings, got %s' % shown(value), value)
+    return [validate.text(item, field_of(field, i)) for i, item in enumerate(value)]
+
+
+def _names(value: Any, field: str, required: bool) -> List[str]:
+    items = _strings(value, field) if value is not None else []
+    if required and not items:
+        raise InvalidInput(field, 'required', 'name at least one node', value)
+    for i, name in enumerate(items):
+        dns_subdomain(name, field_of(field, i))
+    if len(set(items)) != len(items):
+        raise InvalidInput(field, 'unique', 'a node is named twice: %s' % shown(items), items)
+    return items
+
+
+def _install_command(value: Any) -> List[str]:
+    command = _strings(value or [], 'kubelet_install_command')
+    for i, part in enumerate(command):
+        try:
+            part.format(**PLACEHOLDERS)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise InvalidInput(field_of('kubelet_install_command', i), 'placeholder', 'only {version}, {semver}, '
+                               '{root} and {binary} may be used (write {{ and }} for braces): %s' % exc, part) from None
+    return command
+
+
+def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
+    stage = validate.one_of(params.get('stage') or PLAN, 'stage', STAGES)
+    control_plane = _names(params.get('control_plane'), 'control_plane', True)
+    workers = _names(params.get('workers'), 'workers', False)
+    both = set(control_plane) & set(workers)
+    if both:
+        raise InvalidInput('workers', 'unique', '%s named in control_plane too' % ', '.join(sorted(both)), sorted(both))
+    node_name = params.get('node_name')
+    if stage != PLAN or node_name:
+        if not node_name:
+            raise InvalidInput('node_name', 'required', 'stage %s runs on one node: name it' % stage, node_name)
+        dns_subdomain(node_name, 'node_name')
+        if node_name not in control_plane + workers:
+            raise InvalidInput('node_name', 'member', '%s is in neither control_plane nor workers' % node_name,
+                               node_name)
+    return {
+        'stage': stage,
+        'target': parse_option(params.get('version'), 'version'),
+        'via': [parse_option(v, field_of('via', i)) for i, v in enumerate(params.get('via') or [])],
+        'control_plane': control_plane, 'workers': workers, 'node_name': node_name,
+        'root': validate.absolute_path('/' if params.get('root') is None else params['root'], 'root'),
+        'kubelet_binary': validate.absolute_path(params.get('kubelet_binary') or '/usr/bin/kubelet', 'kubelet_binary'),
+        'install_command': _install_command(params.get('kubelet_install_command')),
+        'max_unavailable': validate.integer(params.get('max_unavailable', 1), 'max_unavailable', minimum=1),
+        'timeout': validate.timeout(params.get('timeout', 300.0), 'timeout'),
+        'drain': host.DrainOptions(
+            timeout=validate.timeout(params.get('drain_timeout', 600.0), 'drain_timeout'),
+            eviction_timeout=validate.timeout(params.get('eviction_timeout', 120.0), 'eviction_timeout'),
+            force=bool(params.get('force')),
+            protected_namespaces=tuple(_names(params.get('protected_namespaces'), 'protected_namespaces', False))),
+    }
+
+
+def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Runner = host.default_runner) -> Dict[str, Any]:
+    p = parse(params)
+    client = client_from_params(params)
+    installed, nodes = host.read_installed(client, p['control_plane'], p['workers'], local_node=p['node_name'],
+                                           root=p['root'], kubelet_binary=p['kubelet_binary'], run=runner)
+    plan = plan_upgrade(installed, p['target'], p['via'], p['max_unavailable'],
+                        etcd_check=bool(params.get('etcd_check', True)))
+    result: Dict[str, Any] = {
+        'changed': False, 'target': str(p['target']), 'plan': plan.as_dict(), 'status': run.status(plan, nodes),
+        'installed': {n.name: {k: str(v) if v is not None else None for k, v in (
+            ('kubelet', n.kubelet), ('kube-apiserver', n.apiserver), ('kube-controller-manager', n.controller_manager),
+            ('kube-scheduler', n.scheduler))} for n in installed.nodes},
+        'step': None, 'actions': [], 'blocked': False, 'warnings': [],
+    }
+    plan.check()
+    if not p['install_command'] and any(s.kind == KUBELET for s in plan.steps):
+        result['warnings'].append('kubelets are to be upgraded and kubelet_install_command is not set: the kubelet '
+                                  'stage will refuse (kubelet-install) unless the binaries already name the target')
+    if p['stage'] == PLAN:
+        result['msg'] = ('cluster at %s: nothing to do' % p['target'] if plan.done else
+                         'upgrade to %s through %s: %d step(s), next %s' % (
+                             p['target'], ', '.join(str(h) for h in plan.hops), len(plan.steps),
+                             ', '.join('%s on %s' % (s['kind'], ','.join(s['nodes']) or 'the cluster')
+                                       for s in result['status']['next'])))
+        return result
+    ops = host.HostOps(node_name=p['node_name'], root=p['root'], client=client, kubelet_binary=p['kubelet_binary'],
+                       install_command=p['install_command'], manage_kubelet=bool(params.get('manage_kubelet', True)),
+                       drain=p['drain'], run=runner)
+    try:
+        done = run.run_step(plan, p['stage'], ops, check_mode=check_mode, timeout=p['timeout'])
+    except Refused as exc:
+        if exc.rule != 'order' or params.get('strict_order'):
+            raise
+        result.update(blocked=True, msg=str(exc))
+        return result
+    result.update(done)
+    return result

@@ -1,0 +1,233 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: cluster_upgrade
+short_description: Plan a Kubernetes version upgrade of a provisioned cluster, or run one node's step of it
+version_added: 0.1.0
+description:
+  - Reads what is installed - the image tags of the static-pod manifests (this node's files, the other nodes'
+    mirror pods), each Node's C(status.nodeInfo.kubeletVersion), C(kubelet --version) of this node's kubelet and
+    the kube-proxy DaemonSet - and plans the way to O(version) under Kubernetes' version skew policy - the control
+    plane one minor at a time (through O(via) when the target is further), kube-controller-manager and
+    kube-scheduler only once every kube-apiserver runs the hop's version, kubelets and kube-proxy never newer than
+    the oldest kube-apiserver nor more minors behind than allowed. A plan that cannot be run is refused naming
+    each rule, and nothing is changed.
+  - O(stage=plan) only plans (and shows each Node's recorded kubelet step); the other stages run this node's
+    (O(node_name)) next step of that kind - a manifest rewritten and gated on the mirror pod reporting the version
+    and Ready (and C(/readyz) for kube-apiserver), or for C(kubelet) the node drained through the Eviction API
+    (PodDisruptionBudgets respected, cordoned once), the kubelet installed with O(kubelet_install_command) and
+    restarted, gated on the Node reporting the version and Ready, and uncordoned unless it was cordoned before.
+  - The kubelet step records its phase in the Node annotation C(cluster.steward.io/upgrade); a run killed at any
+    point and started again does not drain a node twice. A step whose earlier wave is not done is not run
+    (C(blocked) in the result; with O(strict_order) it fails with rule C(order)).
+  - The C(steward.cluster.cluster_upgrade) playbook runs the stages in order on every node.
+options:
+  version:
+    description: The target Kubernetes version, C(vX.Y.Z).
+    type: str
+    required: true
+  via:
+    description: One release of each minor between the current control plane and O(version), when the target is
+      more than one minor ahead (the control plane moves one minor at a time).
+    type: list
+    elements: str
+    default: []
+  stage:
+    description: C(plan), or the kind of step to run on O(node_name).
+    type: str
+    choices: [plan, kube-apiserver, controller-manager-scheduler, kube-proxy, kubelet]
+    default: plan
+  node_name:
+    description: This node's name (required unless O(stage=plan)); its manifests below O(root) are read and written.
+    type: str
+  control_plane:
+    description: The control-plane nodes' names, in the order they are upgraded.
+    type: list
+    elements: str
+    required: true
+  workers:
+    description: The workers' names, in the order they are upgraded.
+    type: list
+    elements: str
+    default: []
+  root:
+    description: The host's root prefix (C(/) on a real host; a directory for a lab host).
+    type: path
+    default: /
+  kubelet_binary:
+    description: Where the kubelet install is on the node (as seen on the node); C(<kubelet_binary> --version) names
+      its version.
+    type: str
+    default: /usr/bin/kubelet
+  kubelet_install_command:
+    description: The command that installs the target kubelet, run on the node; C({version}) (v1.32.4),
+      C({semver}) (1.32.4), C({binary}) (the kubelet's path below O(root)) and C({root}) are replaced. Empty - the
+      kubelet step refuses (C(kubelet-install)) unless the binary names the target already.
+    type: list
+    elements: str
+    default: []
+  manage_kubelet:
+    description: Restart the kubelet with systemctl after installing it (on a real root).
+    type: bool
+    default: true
+  max_unavailable:
+    description: Workers upgraded at once (the size of a batch in the plan; the playbook's C(serial)).
+    type: int
+    default: 1
+  etcd_check:
+    description: Refuse when an etcd member's image is older than the etcd kubeadm ships with the target minor.
+    type: bool
+    default: true
+  strict_order:
+    description: Fail (rule C(order)) instead of reporting C(blocked) when an earlier wave is not done.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds a gate may take (a component reporting the version, the Node reporting the kubelet).
+    type: float
+    default: 300.0
+  drain_timeout:
+    description: Seconds the whole drain may take.
+    type: float
+    default: 600.0
+  eviction_timeout:
+    description: Seconds one pod's eviction may be refused by a PodDisruptionBudget before the drain fails.
+    type: float
+    default: 120.0
+  force:
+    description: Also evict pods that no controller would recreate.
+    type: bool
+    default: false
+  protected_namespaces:
+    description: Namespaces whose pods are not evicted.
+    type: list
+    elements: str
+    default: []
+extends_documentation_fragment:
+  - steward.cluster.kube_connection
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.actiongroups
+attributes:
+  action_group:
+    support: full
+    membership: [steward.cluster.provisioning]
+  platform:
+    platforms: posix
+  check_mode:
+    support: full
+    details: Every option is validated and the plan made; nothing is written, drained or installed.
+  diff_mode:
+    support: none
+requirements:
+  - kubernetes (the Python client)
+  - PyYAML
+author: steward.cluster developers (@steward-cluster)
+'''
+
+EXAMPLES = r'''
+- name: Plan the upgrade to v1.32.4
+  steward.cluster.cluster_upgrade:
+    version: v1.32.4
+    control_plane: [cp1, cp2, cp3]
+    workers: [w1, w2]
+    kubeconfig: /etc/kubernetes/admin.conf
+  register: upgrade
+
+- name: Upgrade this node's kubelet (drained, installed, restarted, gated, uncordoned)
+  steward.cluster.cluster_upgrade:
+    version: v1.32.4
+    stage: kubelet
+    node_name: w1
+    control_plane: [cp1, cp2, cp3]
+    workers: [w1, w2]
+    kubelet_install_command: [apt-get, install, -y, "kubelet={semver}-1.1"]
+    kubeconfig: /etc/kubernetes/admin.conf
+'''
+
+RETURN = r'''
+target:
+  description: The target version.
+  returned: always
+  type: str
+plan:
+  description: C(target), C(current) (the oldest kube-apiserver), C(hops), C(steps) (C(kind), C(nodes), C(version),
+    C(drain), C(hop)), C(refusals) and C(done).
+  returned: always
+  type: dict
+status:
+  description: C(records) (each Node's recorded kubelet step, C(version), C(phase), C(unschedulable_before)) and
+    C(next) (the steps of the next wave).
+  returned: always
+  type: dict
+installed:
+  description: Per node, the versions read (C(kubelet), C(kube-apiserver), C(kube-controller-manager), C(kube-scheduler)).
+  returned: always
+  type: dict
+step:
+  description: The step run (or that would be, in check mode); null when there was none for this node.
+  returned: always
+  type: dict
+actions:
+  description: What was done, or would be in check mode, in order.
+  returned: always
+  type: list
+  elements: str
+blocked:
+  description: An earlier wave is not done, so this node's step was not run.
+  returned: always
+  type: bool
+drain:
+  description: The pods evicted and skipped, and whether this run cordoned the node (kubelet steps).
+  returned: when a node was drained
+  type: dict
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.steward.cluster.plugins.module_utils.common import shell
+from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
+from ansible_collections.steward.cluster.plugins.module_utils.common.systemd import ansible_runner
+from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.entry import cluster_upgrade
+
+SPEC = argspec(
+    KUBE_CONNECTION_SPEC,
+    version={'type': 'str', 'required': True},
+    via={'type': 'list', 'elements': 'str', 'default': []},
+    stage={'type': 'str', 'default': 'plan',
+           'choices': ['plan', 'kube-apiserver', 'controller-manager-scheduler', 'kube-proxy', 'kubelet']},
+    node_name={'type': 'str'},
+    control_plane={'type': 'list', 'elements': 'str', 'required': True},
+    workers={'type': 'list', 'elements': 'str', 'default': []},
+    root={'type': 'path', 'default': '/'},
+    kubelet_binary={'type': 'str', 'default': '/usr/bin/kubelet'},
+    kubelet_install_command={'type': 'list', 'elements': 'str', 'default': []},
+    manage_kubelet={'type': 'bool', 'default': True},
+    max_unavailable={'type': 'int', 'default': 1},
+    etcd_check={'type': 'bool', 'default': True},
+    strict_order={'type': 'bool', 'default': False},
+    timeout={'type': 'float', 'default': 300.0},
+    drain_timeout={'type': 'float', 'default': 600.0},
+    eviction_timeout={'type': 'float', 'default': 120.0},
+    force={'type': 'bool', 'default': False},
+    protected_namespaces={'type': 'list', 'elements': 'str', 'default': []},
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    shell.require_libraries(module, 'PyYAML')
+    shell.run(module, lambda p, check_mode: cluster_upgrade(p, check_mode, ansible_runner(module.run_command)),
+              ProvisioningError, KubeError)
+
+
+if __name__ == '__main__':
+    main()
