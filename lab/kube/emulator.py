@@ -64,6 +64,7 @@ import kmock
 from kmock._internal import enums, k8s, parsing  # private modules: kmock is pinned (0.8)
 
 from lab.kube import eviction as kube_eviction
+from lab.kube.discovery import STRATEGIC_MERGE_PATCH, fixed_resource_list, openapi_v2, strategic_merge
 from lab.kube.index import IndexedObjects, objects_for
 from lab.kube.objects import merge, now, replace_patch, structural
 from lab.kube.rules import RequestRefused, bad_request, check_write, invalid, replicas_causes
@@ -245,6 +246,10 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             log[:] = [r for r in log if id(r) not in dropped]
 
     async def _handle_request(self, request: kmock.Request):
+        path = str(request.url.path)
+        if path == '/openapi/v2':  # discovery.py: the empty document kubectl validates against
+            body, content_type = openapi_v2(request.headers.get('Accept', ''))
+            return aiohttp.web.Response(body=body, headers={'Content-Type': content_type})
         if is_token_review(request):
             return await token_review(self, request)
         try:
@@ -373,7 +378,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 merged.setdefault('metadata', {})
                 scoped = self._scope(request, current, merged)
                 after = jsonpatch.apply_patch(current, [], in_place=False)
-                after = merge(after, scoped)
+                strategic = STRATEGIC_MERGE_PATCH in request.headers.get('Content-Type', '')
+                after = strategic_merge(after, scoped) if strategic else merge(after, scoped)
                 after = self._complete_update(request, current, after)
                 self._validate(request, after)
                 data.clear()
@@ -587,6 +593,10 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if not self.list_index:
             return kmock.KubernetesEmulator._KubernetesEmulator__get_objs(self, request, strict)  # pylint: disable=no-member
         return objects_for(self._objects, request.resource, request.namespace, request.name, strict)
+
+    async def _serve_version(self, request: kmock.Request):
+        """/api/v1 and /apis/<group>/<version> as the API server lists them (discovery.py)."""
+        return fixed_resource_list(await super()._serve_version(request))
 
     def _get_resources(self) -> List[Any]:
         if not self.list_index:
