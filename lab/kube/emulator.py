@@ -72,6 +72,7 @@ from lab.kube.selectors import SelectorError, parse_field_selector, parse_label_
 from lab.kube.tokenreview import is_token_review, token_review
 from lab.kube.workloads import (BUILTIN_SCALE, BUILTIN_SCALED, DEFAULT_STATUS_DELAY, MOVED_KINDS, ScalePaths,
                                 crd_scale_paths, default_replicas, moved_status, scale_of, with_replicas)
+from lab.pods.spec import managed as runs_pods
 
 _RV = itertools.count(1)
 # The API server's generated-name suffix (k8s.io/apimachinery utilrand.String: 5 of these 27 characters) and its
@@ -144,6 +145,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         # otherwise two compare-and-swap writers could both pass the check while a third holds kmock's lock.
         self._write_lock = asyncio.Lock()
         self.status_delay: Optional[float] = DEFAULT_STATUS_DELAY
+        # True when the lab's pod runtime (lab/pods/runtime.py) runs: it writes the status of the StatefulSets whose
+        # pods it runs, from their real pods, and the status mover leaves those alone.
+        self.pod_runtime = False
         self.history_limit: Optional[int] = None
         self.request_log_limit: Optional[int] = None
         self._serving: set = set()   # ids of the requests being served (see _forget_served_requests)
@@ -444,6 +448,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         self._trim(key)
         res = key[0]
         if (res.group, res.plural) in MOVED_KINDS and self.status_delay is not None:
+            if self.pod_runtime and res.plural == 'statefulsets' and runs_pods(self._lookup(key) or {}):
+                return
             self._schedule_status(key, self.status_delay)
 
     # --- scale subresource and status mover --------------------------------------------------
