@@ -187,3 +187,57 @@ def _zombie(pid: int) -> bool:
             return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
     except OSError:
         return True
+
+
+def test_etcd_34_tag_runs_debians_etcd_and_a_deleted_pvc_goes_once_no_pod_uses_it(lab):
+    if images.etcd_binary('3.4') is None:
+        pytest.skip("no etcd 3.4 binary (Debian's etcd-server package)")
+    lab.post('/apis/apps/v1/namespaces/%s/statefulsets' % NS,
+             etcd_set('old', 'registry.k8s.io/etcd:3.4.13-0', 1, {'httpGet': {'path': '/health', 'port': 'client'}}))
+    wait_for(lambda: 'old-0' in lab.pods() and ready(lab.pods()['old-0']), timeout=60, what=lab.runtime_log)
+    pod = lab.pods()['old-0']
+    argv = cmdline(pid_of(pod))
+    assert images.binary_minor(argv[0]) == '3.4'
+    ip = pod['status']['podIP']
+    assert requests.get('http://%s:2379/version' % ip, timeout=5).json()['etcdserver'].startswith('3.4.')
+    etcdctl('--endpoints', 'http://%s:2379' % ip, 'put', 'k', 'old')
+    pvc_path = '/api/v1/namespaces/%s/persistentvolumeclaims/old-old-0' % NS
+    directory = os.path.join(lab.state, 'pods', 'pvc', NS, 'old-old-0')
+    assert lab.get(pvc_path)['status']['phase'] == 'Bound' and os.path.isdir(os.path.join(directory, 'new.etcd'))
+    # deleted while the pod uses it: Terminating (deletionTimestamp), directory kept, etcd keeps running
+    lab.delete(pvc_path)
+    time.sleep(1.5)
+    pvc = lab.get(pvc_path)
+    assert pvc['metadata'].get('deletionTimestamp') and pvc['metadata']['finalizers'] == ['kubernetes.io/pvc-protection']
+    assert os.path.isdir(os.path.join(directory, 'new.etcd'))
+    # the pod goes: the directory and the PVC go; the set then makes a new PVC and a new, empty member
+    old_uid = pod['metadata']['uid']
+    lab.delete('/api/v1/namespaces/%s/pods/old-0' % NS)
+    wait_for(lambda: 'old-0' in lab.pods() and lab.pods()['old-0']['metadata']['uid'] != old_uid and
+             ready(lab.pods()['old-0']), timeout=60, what=lab.runtime_log)
+    new = lab.get(pvc_path)
+    assert new['metadata']['uid'] != pvc['metadata']['uid'] and not new['metadata'].get('deletionTimestamp')
+    assert etcdctl('--endpoints', 'http://%s:2379' % ip, 'get', 'k', '--print-value-only').strip() == ''
+    # scale to 0 (the scale subresource, as kubectl scale): the pod and its process go, the PVC stays (Retain)
+    pid = pid_of(lab.pods()['old-0'])
+    answer = requests.patch(lab.kube.url + '/apis/apps/v1/namespaces/%s/statefulsets/old/scale' % NS,
+                            json={'spec': {'replicas': 0}}, headers={'Content-Type': 'application/merge-patch+json'},
+                            timeout=10)
+    assert answer.status_code == 200, answer.text
+    wait_for(lambda: not lab.pods() and (not os.path.exists('/proc/%d' % pid) or _zombie(pid)), timeout=30,
+             what=lab.runtime_log)
+    assert os.path.isdir(directory) and lab.get(pvc_path)['metadata']['name'] == 'old-old-0'
+    wait_for(lambda: lab.get('/apis/apps/v1/namespaces/%s/statefulsets/old' % NS)['status']['replicas'] == 0,
+             timeout=10, what='status.replicas 0')
+
+
+def test_an_image_the_lab_cannot_run_waits_with_the_reason(lab):
+    body = etcd_set('odd', 'gardener/etcd-wrapper:v0.4.0', 1, {'tcpSocket': {'port': 2379}})
+    lab.post('/apis/apps/v1/namespaces/%s/statefulsets' % NS, body)
+    wait_for(lambda: 'odd-0' in lab.pods() and lab.pods()['odd-0'].get('status', {}).get('containerStatuses'),
+             timeout=30, what=lab.runtime_log)
+    status = lab.pods()['odd-0']['status']
+    assert status['phase'] == 'Pending' and not ready(lab.pods()['odd-0'])
+    waiting = status['containerStatuses'][0]['state']['waiting']
+    assert waiting['reason'] == 'LabImageUnknown' and "'v0.4.0'" in waiting['message']
+    assert 'containerID' not in status['containerStatuses'][0]
