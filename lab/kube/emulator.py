@@ -316,7 +316,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 raise k8s.KubernetesObjectConflictError()
             return aiohttp.web.json_response(data, status=201)
         if current is None:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         if request.action == enums.action.DELETE:
             return aiohttp.web.json_response(current)
         data = request.data
@@ -336,7 +336,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if request.method == enums.method.PUT and request.name is not None and isinstance(data, dict):
             current = self._current(request)
             if current is None:
-                raise k8s.KubernetesObjectNotFoundError()
+                raise _not_found(request)
             self._check_rv(data, current)
             # kmock has no PUT: express the replacement as a merge patch that removes what is gone.
             replacement = self._complete_update(request, current, data)
@@ -620,26 +620,26 @@ class FidelityEmulator(kmock.KubernetesEmulator):
     async def _serve_fetch(self, request: kmock.Request):
         obj = self._keyed(request, request.namespace, request.name)
         if obj is None or obj.deleted:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.raw
 
     async def _serve_create(self, request: kmock.Request):
         md = request.data.get('metadata', {}) if isinstance(request.data, dict) else {}
         obj = self._keyed(request, request.namespace or md.get('namespace'), request.name or md.get('name'))
         if obj is None:  # not stored by kmock's _handle: cannot happen, as in kmock
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.raw
 
     async def _serve_update(self, request: kmock.Request):
         obj = self._keyed(request, request.namespace, request.name)
         if obj is None:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.last.raw  # just soft-deleted (finalizers removed): the last state, as kmock answers
 
     async def _serve_delete(self, request: kmock.Request):
         obj = self._keyed(request, request.namespace, request.name)
         if obj is None:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.last.raw
 
     async def _serve_list(self, request: kmock.Request):
@@ -678,6 +678,16 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             elif seen:
                 in_view.discard(key)
                 yield {'type': 'DELETED', 'object': obj}
+
+
+def _not_found(request: kmock.Request) -> k8s.KubernetesError:
+    """404 as the API server words it (`deployments.apps "x" not found`, reason NotFound): kubectl prints it and
+    clients match on the reason."""
+    res = request.resource
+    plural = '%s.%s' % (res.plural, res.group) if res is not None and res.group else getattr(res, 'plural', '')
+    return k8s.KubernetesError(status=404, reason='NotFound', message='%s "%s" not found' % (plural, request.name),
+                               details={'name': request.name, 'group': getattr(res, 'group', ''),
+                                        'kind': getattr(res, 'plural', '')})
 
 
 def _unchanged(current: Dict[str, Any], after: Dict[str, Any]) -> Optional[Dict[str, Any]]:
