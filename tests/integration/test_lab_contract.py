@@ -20,7 +20,7 @@ from lab.env.controller import wait_for
 from lab.kube.api import load_yaml_documents, repo_path
 
 LAB = repo_path('lab', 'lab.py')
-PARTS = ('kube', 'ec2', 'nodes', 'controller')
+PARTS = ('kube', 'ec2', 'nodes', 'pods', 'controller')
 GRACE = 2.0
 
 
