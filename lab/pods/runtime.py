@@ -252,14 +252,14 @@ class Runtime:
     def _record(self, pod: Dict[str, Any], container: str) -> str:
         return os.path.join(self._pod_dir('run', pod), container + '.json')
 
-    def _volumes(self, pod: Dict[str, Any], container: Dict[str, Any],
-                 volumes: Tuple[Dict, Dict]) -> Dict[str, str]:
-        """mountPath -> host directory (or file, for a subPath) for each of the container's mounts; volume files
-        written. Raises images.UnknownImage for a volume the lab cannot provide."""
+    def _volumes(self, pod: Dict[str, Any], container: Dict[str, Any]) -> Tuple[Dict[str, str], List[Tuple]]:
+        """mountPath -> host directory for each of the container's mounts, and the volumes whose files are to be
+        written there ((directory, volume) pairs). Raises images.UnknownImage for a volume the lab cannot provide."""
         md = pod['metadata']
         ns = md['namespace']
         by_name = {v['name']: v for v in (pod.get('spec') or {}).get('volumes') or []}
         mounts: Dict[str, str] = {}
+        files: List[Tuple] = []
         for mount in container.get('volumeMounts') or []:
             volume = by_name.get(mount.get('name'))
             if volume is None:
@@ -268,25 +268,29 @@ class Runtime:
                 host = os.path.join(self.base, 'pvc', ns, volume['persistentVolumeClaim']['claimName'])
             elif 'configMap' in volume or 'secret' in volume or 'emptyDir' in volume:
                 host = os.path.join(self.base, 'volumes', ns, md.get('uid', md['name']), volume['name'])
-                os.makedirs(host, mode=0o700, exist_ok=True)
-                if 'configMap' in volume:
-                    self._write_files(host, volume['configMap'], volumes[0].get((ns, volume['configMap'].get('name'))),
-                                      False, ns, mount['name'])
-                elif 'secret' in volume:
-                    self._write_files(host, volume['secret'], volumes[1].get((ns, volume['secret'].get('secretName'))),
-                                      True, ns, mount['name'])
+                files.append((host, volume))
             else:
                 raise images.UnknownImage('LabVolumeUnsupported', 'volume %r: the lab provides persistentVolumeClaim, '
                                           'configMap, secret and emptyDir volumes' % volume['name'])
-            if mount.get('subPath'):
-                host = os.path.join(host, mount['subPath'])
-            os.makedirs(host if not mount.get('subPath') or not os.path.splitext(host)[1] else os.path.dirname(host),
-                        mode=0o700, exist_ok=True)
-            mounts[mount['mountPath']] = host
-        return mounts
+            os.makedirs(host, mode=0o700, exist_ok=True)
+            if mount.get('subPath') and 'persistentVolumeClaim' in volume:
+                os.makedirs(os.path.join(host, mount['subPath']), mode=0o700, exist_ok=True)
+            mounts[mount['mountPath']] = os.path.join(host, mount['subPath']) if mount.get('subPath') else host
+        return mounts, files
+
+    def _write_volume(self, host: str, volume: Dict[str, Any], ns: str, volumes: Tuple[Dict, Dict],
+                      rewrite: podspec.Rewriter) -> None:
+        if 'configMap' in volume:
+            self._write_files(host, volume['configMap'], volumes[0].get((ns, volume['configMap'].get('name'))),
+                              False, ns, volume['name'], rewrite)
+        elif 'secret' in volume:
+            self._write_files(host, volume['secret'], volumes[1].get((ns, volume['secret'].get('secretName'))),
+                              True, ns, volume['name'], rewrite)
 
     def _write_files(self, host: str, source: Dict[str, Any], obj: Optional[Dict[str, Any]], secret: bool, ns: str,
-                     volume: str) -> None:
+                     volume: str, rewrite: podspec.Rewriter) -> None:
+        """The keys of a configMap (text rewritten for this machine: a config file names peers and mount paths)
+        or a secret (verbatim) as files, 0600."""
         if obj is None:
             if source.get('optional'):
                 return
@@ -294,7 +298,7 @@ class Runtime:
                 'secret' if secret else 'configmap', source.get('secretName' if secret else 'name'), volume, ns))
         data: Dict[str, bytes] = {}
         for key, value in (obj.get('data') or {}).items():
-            data[key] = base64.b64decode(value) if secret else str(value).encode()
+            data[key] = base64.b64decode(value) if secret else rewrite(str(value)).encode()
         for key, value in (obj.get('stringData') or {}).items():
             data[key] = str(value).encode()
         for key, value in (obj.get('binaryData') or {}).items():
@@ -348,7 +352,10 @@ class Runtime:
         ip = self.ips.get('%s/%s' % (pod['metadata']['namespace'], pod['metadata']['name']), {}).get('ip')
         if not ip:
             raise images.UnknownImage('LabNoPodIP', 'no pod IP left in %s' % self.network)
-        rewrite = podspec.Rewriter(self.hosts(pod['metadata']['namespace']), self._volumes(pod, container, volumes), ip)
+        mounts, files = self._volumes(pod, container)
+        rewrite = podspec.Rewriter(self.hosts(pod['metadata']['namespace']), mounts, ip)
+        for host, volume in files:
+            self._write_volume(host, volume, pod['metadata']['namespace'], volumes, rewrite)
         env = self._env(pod, container, ip, volumes)
         command = [podspec.expand_vars(str(a), env) for a in container.get('command') or []]
         args = [podspec.expand_vars(str(a), env) for a in container.get('args') or []]

@@ -192,13 +192,33 @@ def _zombie(pid: int) -> bool:
 def test_etcd_34_tag_runs_debians_etcd_and_a_deleted_pvc_goes_once_no_pod_uses_it(lab):
     if images.etcd_binary('3.4') is None:
         pytest.skip("no etcd 3.4 binary (Debian's etcd-server package)")
-    lab.post('/apis/apps/v1/namespaces/%s/statefulsets' % NS,
-             etcd_set('old', 'registry.k8s.io/etcd:3.4.13-0', 1, {'httpGet': {'path': '/health', 'port': 'client'}}))
+    # configured as druid does it: a config file from a ConfigMap, naming peers by DNS name and the PVC's mount path
+    lab.post('/api/v1/namespaces/%s/configmaps' % NS, {
+        'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'old-bootstrap', 'namespace': NS},
+        'data': {'etcd.conf.yaml': 'name: old-0\ndata-dir: /var/etcd/data/new.etcd\n'
+                                   'listen-client-urls: http://0.0.0.0:2379\nlisten-peer-urls: http://0.0.0.0:2380\n'
+                                   'advertise-client-urls: http://old-0.old-peer.default.svc:2379\n'
+                                   'initial-advertise-peer-urls: http://old-0.old-peer.default.svc:2380\n'
+                                   'initial-cluster: old-0=http://old-0.old-peer.default.svc:2380\n'
+                                   'initial-cluster-state: new\n'}})
+    body = etcd_set('old', 'registry.k8s.io/etcd:3.4.13-0', 1, {'httpGet': {'path': '/health', 'port': 'client'}})
+    template = body['spec']['template']['spec']
+    template['containers'][0]['args'] = ['--config-file=/var/etcd/config/etcd.conf.yaml']
+    template['containers'][0]['volumeMounts'].append({'name': 'config', 'mountPath': '/var/etcd/config'})
+    template['volumes'] = [{'name': 'config', 'configMap': {'name': 'old-bootstrap'}}]
+    lab.post('/apis/apps/v1/namespaces/%s/statefulsets' % NS, body)
     wait_for(lambda: 'old-0' in lab.pods() and ready(lab.pods()['old-0']), timeout=60, what=lab.runtime_log)
     pod = lab.pods()['old-0']
     argv = cmdline(pid_of(pod))
     assert images.binary_minor(argv[0]) == '3.4'
     ip = pod['status']['podIP']
+    config = argv[1].split('=', 1)[1]
+    assert config.startswith(os.path.join(lab.state, 'pods', 'volumes', NS, pod['metadata']['uid'], 'config'))
+    with open(config) as f:
+        text = f.read()
+    assert 'initial-cluster: old-0=http://%s:2380' % ip in text and 'listen-client-urls: http://%s:2379' % ip in text
+    assert 'data-dir: %s/new.etcd' % os.path.join(lab.state, 'pods', 'pvc', NS, 'old-old-0') in text
+    assert etcdctl('--endpoints', 'http://%s:2379' % ip, 'member', 'list').split(', ')[3] == 'http://%s:2380' % ip
     assert requests.get('http://%s:2379/version' % ip, timeout=5).json()['etcdserver'].startswith('3.4.')
     etcdctl('--endpoints', 'http://%s:2379' % ip, 'put', 'k', 'old')
     pvc_path = '/api/v1/namespaces/%s/persistentvolumeclaims/old-old-0' % NS
