@@ -261,3 +261,45 @@ def test_an_image_the_lab_cannot_run_waits_with_the_reason(lab):
     waiting = status['containerStatuses'][0]['state']['waiting']
     assert waiting['reason'] == 'LabImageUnknown' and "'v0.4.0'" in waiting['message']
     assert 'containerID' not in status['containerStatuses'][0]
+
+
+def test_an_image_tag_change_rolls_the_members_from_34_to_35_keeping_their_data(lab):
+    if images.etcd_binary('3.4') is None:
+        pytest.skip("no etcd 3.4 binary (Debian's etcd-server package)")
+    services(lab, 'roll')
+    body = etcd_set('roll', 'quay.io/coreos/etcd:v3.4.13', 3, {'tcpSocket': {'port': 2379}})
+    body['spec']['podManagementPolicy'] = 'Parallel'
+    lab.post('/apis/apps/v1/namespaces/%s/statefulsets' % NS, body)
+    wait_for(lambda: len(lab.pods()) == 3 and all(ready(p) for p in lab.pods().values()), timeout=90,
+             what=lab.runtime_log)
+    ips = {name: p['status']['podIP'] for name, p in lab.pods().items()}
+    endpoints = ','.join('http://%s:2379' % ip for ip in ips.values())
+    wait_for(lambda: subprocess.run([ETCDCTL, '--endpoints', endpoints, 'endpoint', 'health'], capture_output=True,
+                                    timeout=30, check=False).returncode == 0, timeout=30, what='a healthy cluster')
+    members = sorted(etcdctl('--endpoints', endpoints, 'member', 'list').splitlines())
+    etcdctl('--endpoints', endpoints, 'put', 'before', 'upgrade')
+    answer = requests.patch(lab.kube.url + '/apis/apps/v1/namespaces/%s/statefulsets/roll' % NS, json={'spec': {'template': {
+        'spec': {'containers': [dict(body['spec']['template']['spec']['containers'][0],
+                                     image='quay.io/coreos/etcd:v3.5.1')]}}}},
+        headers={'Content-Type': 'application/merge-patch+json'}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    order: List[str] = []
+
+    def rolled():
+        pods = lab.pods()
+        for name, pod in sorted(pods.items()):
+            statuses = (pod.get('status') or {}).get('containerStatuses') or [{}]
+            if statuses[0].get('image', '').endswith('v3.5.1') and name not in order:
+                order.append(name)
+        return len(pods) == 3 and all(ready(p) and p['status']['containerStatuses'][0]['image'].endswith('v3.5.1')
+                                      for p in pods.values())
+    wait_for(rolled, timeout=120, interval=0.1, what=lab.runtime_log)
+    assert order == ['roll-2', 'roll-1', 'roll-0']       # the highest ordinal first
+    for name, pod in lab.pods().items():
+        assert images.binary_minor(cmdline(pid_of(pod))[0]) == '3.5' and pod['status']['podIP'] == ips[name]
+    wait_for(lambda: subprocess.run([ETCDCTL, '--endpoints', endpoints, 'endpoint', 'health'], capture_output=True,
+                                    timeout=30, check=False).returncode == 0, timeout=30, what='a healthy cluster')
+    assert sorted(etcdctl('--endpoints', endpoints, 'member', 'list').splitlines()) == members   # same IDs
+    assert etcdctl('--endpoints', endpoints, 'get', 'before', '--print-value-only').strip() == 'upgrade'
+    status = lab.get('/apis/apps/v1/namespaces/%s/statefulsets/roll' % NS)['status']
+    assert status['updatedReplicas'] == 3 and status['readyReplicas'] == 3
