@@ -133,6 +133,8 @@ class Runtime:
             elif not pod['metadata'].get('deletionTimestamp'):
                 live.append(pod)
         self._stop_orphans({p['metadata'].get('uid') for p in live})
+        for key in [k for k in self.containers if k[0] not in {p['metadata'].get('uid') for p in live}]:
+            del self.containers[key]
         self._reserve_ips(sets, live)
         for sts in sets:
             self._sync_set(sts, live, pvcs)
@@ -410,7 +412,7 @@ class Runtime:
         if code is not None and code < 0:
             code = 128 - code   # killed by a signal: 128 + its number, as a container runtime reports it
         state.last_state = {'terminated': {'exitCode': code if code is not None else 137,
-                                           'reason': 'Completed' if code == 0 else 'Error',
+                                           'reason': 'Completed' if code == 0 else 'Error' if code is not None else 'Unknown',
                                            'startedAt': state.started_at, 'finishedAt': now(),
                                            'containerID': 'lab://%d' % old['pid']}}
         state.ready = False

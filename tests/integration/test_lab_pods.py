@@ -35,9 +35,18 @@ class Lab:
         self.kube = KubeServer(status_delay=0.2, pod_runtime=True).start()
         self.record = os.path.join(state_dir, 'pods-runtime.pid')
         self.log = os.path.join(state_dir, 'pods-runtime.log')
-        argv = module_argv('lab.pods.runtime', 'run', '--kube-url', self.kube.url, '--state-dir', state_dir,
-                           '--pod-cidr', self.cidr, '--interval', '0.2')
-        parts.start(self.record, argv, self.log)
+        self.argv = module_argv('lab.pods.runtime', 'run', '--kube-url', self.kube.url, '--state-dir', state_dir,
+                                '--pod-cidr', self.cidr, '--interval', '0.2')
+        parts.start(self.record, self.argv, self.log)
+
+    def restart_runtime(self) -> None:
+        pid = parts.read_record(self.record)['pid']
+        parts.stop(self.record)    # (nothing left to stop after a SIGKILL: the record no longer matches)
+        try:
+            os.waitpid(pid, os.WNOHANG)   # the killed runtime was this process's child
+        except ChildProcessError:
+            pass
+        parts.start(self.record, self.argv, self.log)
 
     def stop(self) -> None:
         parts.stop(self.record)
@@ -221,6 +230,12 @@ def test_etcd_34_tag_runs_debians_etcd_and_a_deleted_pvc_goes_once_no_pod_uses_i
     assert etcdctl('--endpoints', 'http://%s:2379' % ip, 'member', 'list').split(', ')[3] == 'http://%s:2380' % ip
     assert requests.get('http://%s:2379/version' % ip, timeout=5).json()['etcdserver'].startswith('3.4.')
     etcdctl('--endpoints', 'http://%s:2379' % ip, 'put', 'k', 'old')
+    # a runtime killed and started again adopts the running process (no second etcd, same containerID)
+    os.kill(parts.read_record(lab.record)['pid'], 9)
+    lab.restart_runtime()
+    time.sleep(2)
+    assert pid_of(lab.pods()['old-0']) == pid_of(pod) and ready(lab.pods()['old-0'])
+    assert 'started pid' not in lab.runtime_log().split('pod runtime: API')[-1]
     pvc_path = '/api/v1/namespaces/%s/persistentvolumeclaims/old-old-0' % NS
     directory = os.path.join(lab.state, 'pods', 'pvc', NS, 'old-old-0')
     assert lab.get(pvc_path)['status']['phase'] == 'Bound' and os.path.isdir(os.path.join(directory, 'new.etcd'))
