@@ -14,18 +14,21 @@ import pytest
 from lab.kube.api import KubeServer
 from lab.paths import REPO
 
-KUBECTL = shutil.which('kubectl')
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason='kubectl is not installed (Debian: kubernetes-client)')
+# PATH's kubectl, and another one to try beside it (e.g. Debian's kubernetes-client 1.20 unpacked where the
+# Kubernetes project's kubectl package owns /usr/bin/kubectl)
+KUBECTLS = [k for k in dict.fromkeys([shutil.which('kubectl'), os.environ.get('STEWARD_KUBECTL')]) if k]
 
 
-@pytest.fixture
-def kubectl(tmp_path):
+@pytest.fixture(params=KUBECTLS or [None])
+def kubectl(request, tmp_path):
+    if request.param is None:
+        pytest.skip('kubectl is not installed (Debian: kubernetes-client)')
     server = KubeServer(status_delay=0.2).start()
     server.install_crds(os.path.join(REPO, 'controller', 'deploy', 'crds'))
     kubeconfig = server.write_kubeconfig(str(tmp_path / 'kubeconfig'))
 
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([KUBECTL, '--kubeconfig', kubeconfig, '--cache-dir', str(tmp_path / 'cache')] +
+        result = subprocess.run([request.param, '--kubeconfig', kubeconfig, '--cache-dir', str(tmp_path / 'cache')] +
                                 list(args), capture_output=True, text=True, timeout=120, cwd=REPO,
                                 env=dict(os.environ, HOME=str(tmp_path)))
         if check:
