@@ -326,8 +326,8 @@ class Runtime:
             ref = source.get('configMapRef') or source.get('secretRef')
             obj = (volumes[0] if 'configMapRef' in source else volumes[1]).get((md['namespace'], (ref or {}).get('name')))
             for key, value in ((obj or {}).get('data') or {}).items():
-                env[source.get('prefix', '') + key] = (base64.b64decode(value).decode() if 'secretRef' in source
-                                                        else str(value))
+                decoded = base64.b64decode(value).decode() if 'secretRef' in source else str(value)
+                env[source.get('prefix', '') + key] = decoded
         fields = {'metadata.name': md['name'], 'metadata.namespace': md['namespace'], 'metadata.uid': md.get('uid', ''),
                   'status.podIP': ip, 'status.hostIP': '127.0.0.1', 'spec.nodeName': 'lab',
                   'spec.serviceAccountName': (pod.get('spec') or {}).get('serviceAccountName', 'default')}

@@ -149,8 +149,8 @@ def sts_status(sts: Dict[str, Any], pods: Iterable[Dict[str, Any]]) -> Dict[str,
               'readyReplicas': len(ready), 'availableReplicas': len(ready), 'currentReplicas': len(updated),
               'updatedReplicas': len(updated), 'currentRevision': wanted, 'updateRevision': wanted,
               'collisionCount': 0}
-    return {k: v for k, v in status.items() if not (v == 0 and k in ('readyReplicas', 'currentReplicas',
-                                                                    'updatedReplicas', 'collisionCount'))}
+    omit_zero = ('readyReplicas', 'currentReplicas', 'updatedReplicas', 'collisionCount')
+    return {k: v for k, v in status.items() if not (v == 0 and k in omit_zero)}
 
 
 # --- names and paths inside a pod -----------------------------------------------------------------------------
