@@ -237,9 +237,16 @@ class Runtime:
         if changed:
             self._write_json(self.ips_path, self.ips)
 
-    def hosts(self, namespace: str) -> Dict[str, str]:
-        """DNS name -> pod IP, as seen from a pod of `namespace` (short forms only for the same namespace)."""
+    def hosts(self, namespace: str, pod: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
+        """DNS name -> pod IP, as seen from a pod of `namespace` (short forms only for the same namespace), plus the
+        pod's `spec.hostAliases` (an alias of 127.0.0.1 or ::1 is the pod's own IP: its loopback, as druid's
+        `<name>-local` alias is meant)."""
         out: Dict[str, str] = {}
+        if pod is not None:
+            own = self.ips.get('%s/%s' % (namespace, pod['metadata']['name']), {}).get('ip', '127.0.0.1')
+            for alias in (pod.get('spec') or {}).get('hostAliases') or []:
+                for hostname in alias.get('hostnames') or []:
+                    out[hostname] = own if alias.get('ip') in ('127.0.0.1', '::1') else alias.get('ip', '')
         for key, entry in self.ips.items():
             ns, name = key.split('/', 1)
             if not entry.get('subdomain'):
@@ -358,7 +365,7 @@ class Runtime:
         if not ip:
             raise images.UnknownImage('LabNoPodIP', 'no pod IP left in %s' % self.network)
         mounts, files = self._volumes(pod, container)
-        rewrite = podspec.Rewriter(self.hosts(pod['metadata']['namespace']), mounts, ip)
+        rewrite = podspec.Rewriter(self.hosts(pod['metadata']['namespace'], pod), mounts, ip)
         for host, volume in files:
             self._write_volume(host, volume, pod['metadata']['namespace'], volumes, rewrite)
         env = self._env(pod, container, ip, volumes)
@@ -459,7 +466,8 @@ class Runtime:
             return
         state.probe_due = time.monotonic() + float(probe.get('periodSeconds', 10))
         ok = probe_once(probe, ip or '127.0.0.1', container, float(probe.get('timeoutSeconds', 1)),
-                        lambda text: podspec.Rewriter(self.hosts(pod['metadata']['namespace']), {}, ip or '')(text))
+                        lambda: podspec.Rewriter(self.hosts(pod['metadata']['namespace'], pod),
+                                                 self._volumes(pod, container)[0], ip or ''))
         if ok:
             state.successes, state.failures = state.successes + 1, 0
             if state.successes >= int(probe.get('successThreshold', 1)):
@@ -620,8 +628,9 @@ class Runtime:
         return 0
 
 
-def probe_once(probe: Dict[str, Any], ip: str, container: Dict[str, Any], timeout: float, rewrite: Any) -> bool:
-    """One readiness probe against the pod's IP: httpGet (2xx/3xx), tcpSocket (connects) or exec (exit 0)."""
+def probe_once(probe: Dict[str, Any], ip: str, container: Dict[str, Any], timeout: float, rewriter: Any) -> bool:
+    """One readiness probe against the pod's IP: httpGet (2xx/3xx), tcpSocket (connects) or exec (exit 0; the
+    command rewritten as the container's args, by the Rewriter `rewriter()` makes)."""
     def port_of(value: Any) -> int:
         if isinstance(value, int) or str(value).isdigit():
             return int(value)
@@ -642,9 +651,10 @@ def probe_once(probe: Dict[str, Any], ip: str, container: Dict[str, Any], timeou
             with socket.create_connection((sock.get('host') or ip, port_of(sock['port'])), timeout=timeout):
                 return True
         if 'exec' in probe:
+            rewrite = rewriter()
             command = [rewrite(str(a)) for a in probe['exec'].get('command') or []]
             return subprocess.run(command, capture_output=True, timeout=timeout, check=False).returncode == 0
-    except (requests.RequestException, OSError, ValueError, subprocess.SubprocessError):
+    except (requests.RequestException, OSError, ValueError, subprocess.SubprocessError, images.UnknownImage):
         return False
     return False
 

@@ -210,8 +210,12 @@ def test_etcd_34_tag_runs_debians_etcd_and_a_deleted_pvc_goes_once_no_pod_uses_i
                                    'initial-advertise-peer-urls: http://old-0.old-peer.default.svc:2380\n'
                                    'initial-cluster: old-0=http://old-0.old-peer.default.svc:2380\n'
                                    'initial-cluster-state: new\n'}})
-    body = etcd_set('old', 'registry.k8s.io/etcd:3.4.13-0', 1, {'httpGet': {'path': '/health', 'port': 'client'}})
+    # readiness as druid's etcd container checks it: a command against `<name>-local`, a host alias of 127.0.0.1
+    probe = {'exec': {'command': ['/bin/sh', '-ec', 'ETCDCTL_API=3 %s --endpoints=http://old-local:2379 endpoint health'
+                                  % ETCDCTL]}}
+    body = etcd_set('old', 'registry.k8s.io/etcd:3.4.13-0', 1, probe)
     template = body['spec']['template']['spec']
+    template['hostAliases'] = [{'ip': '127.0.0.1', 'hostnames': ['old-local']}]
     template['containers'][0]['args'] = ['--config-file=/var/etcd/config/etcd.conf.yaml']
     template['containers'][0]['volumeMounts'].append({'name': 'config', 'mountPath': '/var/etcd/config'})
     template['volumes'] = [{'name': 'config', 'configMap': {'name': 'old-bootstrap'}}]
@@ -282,7 +286,7 @@ def test_an_image_tag_change_rolls_the_members_from_34_to_35_keeping_their_data(
     if images.etcd_binary('3.4') is None:
         pytest.skip("no etcd 3.4 binary (Debian's etcd-server package)")
     services(lab, 'roll')
-    body = etcd_set('roll', 'quay.io/coreos/etcd:v3.4.13', 3, {'tcpSocket': {'port': 2379}})
+    body = etcd_set('roll', 'quay.io/coreos/etcd:v3.4.13', 3, {'httpGet': {'path': '/health', 'port': 'client'}})
     body['spec']['podManagementPolicy'] = 'Parallel'
     lab.post('/apis/apps/v1/namespaces/%s/statefulsets' % NS, body)
     wait_for(lambda: len(lab.pods()) == 3 and all(ready(p) for p in lab.pods().values()), timeout=90,
