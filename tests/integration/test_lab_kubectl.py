@@ -38,7 +38,20 @@ def kubectl(request, tmp_path):
     server.stop()
 
 
-def test_kubectl_applies_gets_describes_scales_and_deletes_the_collections_manifests(kubectl):
+ETCD_BACKUP = '''apiVersion: cluster.steward.io/v1alpha1
+kind: EtcdBackup
+metadata: {name: main, namespace: kube-system}
+spec:
+  etcd:
+    endpoints: [https://10.0.0.1:2379]
+    tlsSecretRef: {name: etcd-client-tls}
+  store: {provider: S3, container: etcd-backups, prefix: clusters/main, secretRef: {name: etcd-backup-s3}}
+  fullSnapshotSchedule: "0 */6 * * *"
+  deltaSnapshotPeriod: 20s
+'''
+
+
+def test_kubectl_applies_gets_describes_scales_and_deletes_the_collections_manifests(kubectl, tmp_path):
     out = kubectl('apply', '-k', 'controller/deploy').stdout
     for line in ('namespace/steward-system created', 'serviceaccount/steward-controller created',
                  'service/steward-controller-metrics created', 'deployment.apps/steward-controller created'):
@@ -63,6 +76,15 @@ def test_kubectl_applies_gets_describes_scales_and_deletes_the_collections_manif
     container = deployment['spec']['template']['spec']['containers'][0]
     assert {'name': 'LAB_TEST', 'value': '1'} in container['env'] and container.get('image')
     assert not any(k.startswith('$') for k in json.dumps(deployment).split('"'))
+    # a custom object (docs/controller.md's EtcdBackup): created, changed (a JSON merge patch), described, deleted
+    backup = tmp_path / 'backup.yaml'
+    backup.write_text(ETCD_BACKUP)
+    assert 'etcdbackup.cluster.steward.io/main created' in kubectl('apply', '-f', str(backup)).stdout
+    backup.write_text(ETCD_BACKUP.replace('deltaSnapshotPeriod: 20s', 'deltaSnapshotPeriod: 30s'))
+    assert 'etcdbackup.cluster.steward.io/main configured' in kubectl('apply', '-f', str(backup)).stdout
+    assert kubectl('-n', 'kube-system', 'get', 'etcdbackup', 'main', '-o', 'jsonpath={.spec.deltaSnapshotPeriod}').stdout == '30s'
+    assert 'Delta Snapshot Period:' in kubectl('-n', 'kube-system', 'describe', 'etcdbackup', 'main').stdout
+    kubectl('delete', '-f', str(backup))
     kubectl('-n', 'steward-system', 'delete', 'deployment', 'steward-controller')
     gone = kubectl('-n', 'steward-system', 'get', 'deployment', 'steward-controller', check=False)
     assert gone.returncode != 0 and 'NotFound' in gone.stderr
