@@ -296,6 +296,8 @@ def down(state_dir: str) -> List[str]:
     """Stop every part that is provably ours (controller first, the API last); the names stopped."""
     f = files(state_dir)
     stopped = [part for part in reversed(PARTS) if stop(f[part + '_pid'])]
+    from lab.pods.runtime import stop_recorded  # pod processes a runtime that died left (lab/pods/runtime.py)
+    stop_recorded(state_dir)
     for key in ('kube_url', 'ec2_url', 'controller_url'):
         _remove(f[key])
     return stopped

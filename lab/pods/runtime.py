@@ -539,15 +539,7 @@ class Runtime:
                     os.rmdir(pod_dir)
 
     def stop_all(self) -> None:
-        """Stop every pod process the records name, all at once (SIGTERM, then SIGKILL): `make lab-down` gives the
-        runtime 15 s before it kills the runtime itself."""
-        run = os.path.join(self.base, 'run')
-        threads = [threading.Thread(target=parts.stop, args=(os.path.join(root, name), 8.0))
-                   for root, _dirs, names in os.walk(run) for name in names if name.endswith('.json')]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        stop_recorded(os.path.dirname(self.base))
         self._stop_orphans(set())
 
     # --- Services and PVCs ---------------------------------------------------------------------------------
@@ -626,6 +618,26 @@ class Runtime:
             self.stopping.wait(self.interval)
         self.stop_all()
         return 0
+
+
+def stop_recorded(state_dir: str) -> List[str]:
+    """Stop every pod process the records under `<state_dir>/pods/run` name, all at once (SIGTERM, then SIGKILL
+    after 8 s; only while pid, start time and argv match), and remove their records; the records stopped. The runtime
+    does this on SIGTERM; `lab.py down` does it again after stopping the runtime, for processes a runtime that died
+    left behind."""
+    run = os.path.join(os.path.abspath(state_dir), 'pods', 'run')
+    records = [os.path.join(root, name) for root, _dirs, names in os.walk(run) for name in names if name.endswith('.json')]
+    stopped: List[str] = []
+
+    def stop(path: str) -> None:
+        if parts.stop(path, 8.0):
+            stopped.append(path)
+    threads = [threading.Thread(target=stop, args=(path,)) for path in records]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return stopped
 
 
 def probe_once(probe: Dict[str, Any], ip: str, container: Dict[str, Any], timeout: float, rewriter: Any) -> bool:
