@@ -87,7 +87,7 @@ def pod_for(sts: Dict[str, Any], ordinal: int) -> Dict[str, Any]:
     if spec.get('serviceName'):
         pod_spec['subdomain'] = spec['serviceName']
     pod_spec.setdefault('restartPolicy', 'Always')
-    volumes = [v for v in pod_spec.get('volumes') or []]
+    volumes = list(pod_spec.get('volumes') or [])
     for claim in spec.get('volumeClaimTemplates') or []:
         volumes = [v for v in volumes if v.get('name') != claim['metadata']['name']]
         volumes.append({'name': claim['metadata']['name'],
