@@ -8,6 +8,8 @@
     ec2         EC2 and S3 with fidelity (lab/cloud/ec2_fidelity.py); endpoint and keys in <state>/aws.env
     nodes       the node emulator (lab/cloud/nodes.py): Nodes and Leases for running instances and claimed machines;
                 faults through <state>/node-faults.json (`lab.py partition|heal`)
+    pods        the pod runtime (lab/pods/runtime.py): StatefulSets whose images the lab knows (etcd) become pods
+                running as real processes on pod IPs of 127.0.100.0/24; state in <state>/pods
     controller  steward-controller from the venv with every loop, --kubeconfig <state>/kubeconfig and aws.env;
                 logs in <state>/controller.log
     prometheus  Debian's prometheus scraping the etcd members, the controller and itself, with the shipped rules
@@ -36,7 +38,7 @@ from lab import prometheus
 from lab.paths import REPO, module_argv, venv_python
 from lab.provisioning.supervisor import cmdline  # the static-pod supervisor's: one reader of /proc/<pid>/cmdline in the lab
 
-PARTS = ('kube', 'ec2', 'nodes', 'controller', 'prometheus')
+PARTS = ('kube', 'ec2', 'nodes', 'pods', 'controller', 'prometheus')
 CRDS_DIR = os.path.join(REPO, 'controller', 'deploy', 'crds')
 LEADER_NAMESPACE = 'steward-system'
 
@@ -213,7 +215,7 @@ def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optiona
     if 'kube' in wanted:
         argv = module_argv('lab.kube.api', 'serve', '--host', settings.host, '--port', '0', '--crds-dir', CRDS_DIR,
                            '--kubeconfig', f['kubeconfig'], '--url-file', f['kube_url'],
-                           '--status-delay', str(settings.status_delay), python=py)
+                           '--status-delay', str(settings.status_delay), '--pod-runtime', python=py)
         record = _ensure(f['kube_pid'], argv, f['kube_log'])
         if record['started']:
             _remove(f['kube_url'])
@@ -239,6 +241,11 @@ def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optiona
         if ec2_url:
             argv += ['--ec2-url', ec2_url]
         result['nodes'] = _ensure(f['nodes_pid'], argv, f['nodes_log'])
+    if 'pods' in wanted:
+        if not kube_url:
+            raise RuntimeError('the pod runtime needs the Kubernetes API emulator (part kube)')
+        argv = module_argv('lab.pods.runtime', 'run', '--kube-url', kube_url, '--state-dir', state_dir, python=py)
+        result['pods'] = _ensure(f['pods_pid'], argv, f['pods_log'])
     if 'controller' in wanted:
         if not kube_url:
             raise RuntimeError('the controller needs the Kubernetes API emulator (part kube)')
@@ -323,6 +330,8 @@ def down(state_dir: str) -> List[str]:
     """Stop every part that is provably ours (controller first, the API last); the names stopped."""
     f = files(state_dir)
     stopped = [part for part in reversed(PARTS) if stop(f[part + '_pid'])]
+    from lab.pods.runtime import stop_recorded  # pod processes a runtime that died left (lab/pods/runtime.py)
+    stop_recorded(state_dir)
     for key in ('kube_url', 'ec2_url', 'controller_url', 'prometheus_url'):
         _remove(f[key])
     return stopped

@@ -27,13 +27,17 @@ class KubeServer:
 
     status_delay: seconds before a workload's status follows its spec (None: no status mover);
     host / port: where to listen (port 0: a free one; `.url` tells which);
+    pod_runtime: the lab's pod runtime (lab/pods/runtime.py) writes the status of the StatefulSets it runs, so the
+    status mover leaves those alone;
     history_limit / request_log_limit: bound kmock's per-object history and the finished requests kept in its
     request log (see FidelityEmulator._forget_served_requests: kmock 0.8 scans its whole request log for every
     request); nothing in the tests reads either."""
 
     def __init__(self, status_delay: Optional[float] = DEFAULT_STATUS_DELAY, host: str = '127.0.0.1', port: int = 0,
-                 history_limit: Optional[int] = 16, request_log_limit: Optional[int] = 0) -> None:
+                 history_limit: Optional[int] = 16, request_log_limit: Optional[int] = 0,
+                 pod_runtime: bool = False) -> None:
         self.status_delay = status_delay
+        self.pod_runtime = pod_runtime
         self.host, self.port = host, port
         self.history_limit, self.request_log_limit = history_limit, request_log_limit
         self.url = ''
@@ -63,6 +67,7 @@ class KubeServer:
         async with FidelityEmulator() as emu, kmock.Server(emu, host=self.host, port=self.port or None) as srv:
             emu.resources.load_bundled()
             emu.status_delay = self.status_delay
+            emu.pod_runtime = self.pod_runtime
             emu.history_limit, emu.request_log_limit = self.history_limit, self.request_log_limit
             self.emulator = emu
             self.url = str(srv.url).rstrip('/')
@@ -148,7 +153,7 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
     server = KubeServer(status_delay=args.status_delay if args.status_delay > 0 else None, host=args.host,
-                        port=args.port, history_limit=16, request_log_limit=0).start()
+                        port=args.port, history_limit=16, request_log_limit=0, pod_runtime=args.pod_runtime).start()
     try:
         crds = server.install_crds(args.crds_dir) if args.crds_dir else []
         if args.kubeconfig:
@@ -176,6 +181,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     run.add_argument('--url-file', help='write the URL here once serving')
     run.add_argument('--status-delay', type=float, default=DEFAULT_STATUS_DELAY,
                      help='seconds before a workload status follows its spec (0: never)')
+    run.add_argument('--pod-runtime', action='store_true',
+                     help="the lab's pod runtime writes the status of the StatefulSets whose pods it runs")
     return serve(parser.parse_args(argv))
 
 

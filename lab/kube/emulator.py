@@ -64,6 +64,7 @@ import kmock
 from kmock._internal import enums, k8s, parsing  # private modules: kmock is pinned (0.8)
 
 from lab.kube import eviction as kube_eviction
+from lab.kube.discovery import STRATEGIC_MERGE_PATCH, fixed_resource_list, openapi_v2, strategic_merge
 from lab.kube.index import IndexedObjects, objects_for
 from lab.kube.objects import merge, now, replace_patch, structural
 from lab.kube.rules import RequestRefused, bad_request, check_write, invalid, replicas_causes
@@ -71,6 +72,7 @@ from lab.kube.selectors import SelectorError, parse_field_selector, parse_label_
 from lab.kube.tokenreview import is_token_review, token_review
 from lab.kube.workloads import (BUILTIN_SCALE, BUILTIN_SCALED, DEFAULT_STATUS_DELAY, MOVED_KINDS, ScalePaths,
                                 crd_scale_paths, default_replicas, moved_status, scale_of, with_replicas)
+from lab.pods.spec import managed as runs_pods
 
 _RV = itertools.count(1)
 # The API server's generated-name suffix (k8s.io/apimachinery utilrand.String: 5 of these 27 characters) and its
@@ -146,6 +148,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         # otherwise two compare-and-swap writers could both pass the check while a third holds kmock's lock.
         self._write_lock = asyncio.Lock()
         self.status_delay: Optional[float] = DEFAULT_STATUS_DELAY
+        # True when the lab's pod runtime (lab/pods/runtime.py) runs: it writes the status of the StatefulSets whose
+        # pods it runs, from their real pods, and the status mover leaves those alone.
+        self.pod_runtime = False
         self.history_limit: Optional[int] = None
         self.request_log_limit: Optional[int] = None
         self._serving: set = set()   # ids of the requests being served (see _forget_served_requests)
@@ -248,9 +253,13 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             log[:] = [r for r in log if id(r) not in dropped]
 
     async def _handle_request(self, request: kmock.Request):
-        if request.url.path in HEALTH_PATHS and request.method == enums.method.GET:
+        path = str(request.url.path)
+        if path in HEALTH_PATHS and request.method == enums.method.GET:
             # an API server's health endpoints answer plain `ok` (upgrade gates read /readyz)
             return aiohttp.web.Response(text='ok', content_type='text/plain')
+        if path == '/openapi/v2':  # discovery.py: the empty document kubectl validates against
+            body, content_type = openapi_v2(request.headers.get('Accept', ''))
+            return aiohttp.web.Response(body=body, headers={'Content-Type': content_type})
         if is_token_review(request):
             return await token_review(self, request)
         try:
@@ -313,7 +322,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 raise k8s.KubernetesObjectConflictError()
             return aiohttp.web.json_response(data, status=201)
         if current is None:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         if request.action == enums.action.DELETE:
             return aiohttp.web.json_response(current)
         data = request.data
@@ -333,7 +342,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if request.method == enums.method.PUT and request.name is not None and isinstance(data, dict):
             current = self._current(request)
             if current is None:
-                raise k8s.KubernetesObjectNotFoundError()
+                raise _not_found(request)
             self._check_rv(data, current)
             # kmock has no PUT: express the replacement as a merge patch that removes what is gone.
             replacement = self._complete_update(request, current, data)
@@ -379,7 +388,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 merged.setdefault('metadata', {})
                 scoped = self._scope(request, current, merged)
                 after = jsonpatch.apply_patch(current, [], in_place=False)
-                after = merge(after, scoped)
+                strategic = STRATEGIC_MERGE_PATCH in request.headers.get('Content-Type', '')
+                after = strategic_merge(after, scoped) if strategic else merge(after, scoped)
                 after = self._complete_update(request, current, after)
                 self._validate(request, after)
                 data.clear()
@@ -444,6 +454,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         self._trim(key)
         res = key[0]
         if (res.group, res.plural) in MOVED_KINDS and self.status_delay is not None:
+            if self.pod_runtime and res.plural == 'statefulsets' and runs_pods(self._lookup(key) or {}):
+                return
             self._schedule_status(key, self.status_delay)
 
     # --- scale subresource and status mover --------------------------------------------------
@@ -594,6 +606,10 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return kmock.KubernetesEmulator._KubernetesEmulator__get_objs(self, request, strict)  # pylint: disable=no-member
         return objects_for(self._objects, request.resource, request.namespace, request.name, strict)
 
+    async def _serve_version(self, request: kmock.Request):
+        """/api/v1 and /apis/<group>/<version> as the API server lists them (discovery.py)."""
+        return fixed_resource_list(await super()._serve_version(request))
+
     def _get_resources(self) -> List[Any]:
         if not self.list_index:
             return super()._get_resources()
@@ -610,26 +626,26 @@ class FidelityEmulator(kmock.KubernetesEmulator):
     async def _serve_fetch(self, request: kmock.Request):
         obj = self._keyed(request, request.namespace, request.name)
         if obj is None or obj.deleted:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.raw
 
     async def _serve_create(self, request: kmock.Request):
         md = request.data.get('metadata', {}) if isinstance(request.data, dict) else {}
         obj = self._keyed(request, request.namespace or md.get('namespace'), request.name or md.get('name'))
         if obj is None:  # not stored by kmock's _handle: cannot happen, as in kmock
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.raw
 
     async def _serve_update(self, request: kmock.Request):
         obj = self._keyed(request, request.namespace, request.name)
         if obj is None:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.last.raw  # just soft-deleted (finalizers removed): the last state, as kmock answers
 
     async def _serve_delete(self, request: kmock.Request):
         obj = self._keyed(request, request.namespace, request.name)
         if obj is None:
-            raise k8s.KubernetesObjectNotFoundError()
+            raise _not_found(request)
         return obj.last.raw
 
     async def _serve_list(self, request: kmock.Request):
@@ -668,6 +684,16 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             elif seen:
                 in_view.discard(key)
                 yield {'type': 'DELETED', 'object': obj}
+
+
+def _not_found(request: kmock.Request) -> k8s.KubernetesError:
+    """404 as the API server words it (`deployments.apps "x" not found`, reason NotFound): kubectl prints it and
+    clients match on the reason."""
+    res = request.resource
+    plural = '%s.%s' % (res.plural, res.group) if res is not None and res.group else getattr(res, 'plural', '')
+    return k8s.KubernetesError(status=404, reason='NotFound', message='%s "%s" not found' % (plural, request.name),
+                               details={'name': request.name, 'group': getattr(res, 'group', ''),
+                                        'kind': getattr(res, 'plural', '')})
 
 
 def _unchanged(current: Dict[str, Any], after: Dict[str, Any]) -> Optional[Dict[str, Any]]:

@@ -19,7 +19,8 @@ from lab.env.controller import wait_for
 from lab.kube.api import load_yaml_documents, repo_path
 from support.lab_cli import alive, lab
 
-PARTS = ('kube', 'ec2', 'nodes', 'controller')
+LAB = repo_path('lab', 'lab.py')
+PARTS = ('kube', 'ec2', 'nodes', 'pods', 'controller')
 GRACE = 2.0
 
 

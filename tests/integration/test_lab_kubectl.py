@@ -1,0 +1,92 @@
+"""A real kubectl against the lab's API emulator (lab/kube/discovery.py): discovery, the OpenAPI document and
+strategic merge patches good enough for `kubectl apply -k controller/deploy`, `get`, `describe`, `scale` and
+`delete`, as a user tries the collection's manifests on the lab."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from lab.kube.api import KubeServer
+from lab.paths import REPO
+
+# PATH's kubectl, and another one to try beside it (e.g. Debian's kubernetes-client 1.20 unpacked where the
+# Kubernetes project's kubectl package owns /usr/bin/kubectl)
+KUBECTLS = [k for k in dict.fromkeys([shutil.which('kubectl'), os.environ.get('STEWARD_KUBECTL')]) if k]
+
+
+@pytest.fixture(params=KUBECTLS or [None])
+def kubectl(request, tmp_path):
+    if request.param is None:
+        pytest.skip('kubectl is not installed (Debian: kubernetes-client)')
+    server = KubeServer(status_delay=0.2).start()
+    server.install_crds(os.path.join(REPO, 'controller', 'deploy', 'crds'))
+    kubeconfig = server.write_kubeconfig(str(tmp_path / 'kubeconfig'))
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([request.param, '--kubeconfig', kubeconfig, '--cache-dir', str(tmp_path / 'cache')] +
+                                list(args), capture_output=True, text=True, timeout=120, cwd=REPO,
+                                env=dict(os.environ, HOME=str(tmp_path)), check=False)
+        if check:
+            assert result.returncode == 0, 'kubectl %s: %s%s' % (' '.join(args), result.stdout, result.stderr)
+        return result
+    yield run
+    server.stop()
+
+
+ETCD_BACKUP = '''apiVersion: cluster.steward.io/v1alpha1
+kind: EtcdBackup
+metadata: {name: main, namespace: kube-system}
+spec:
+  etcd:
+    endpoints: [https://10.0.0.1:2379]
+    tlsSecretRef: {name: etcd-client-tls}
+  store: {provider: S3, container: etcd-backups, prefix: clusters/main, secretRef: {name: etcd-backup-s3}}
+  fullSnapshotSchedule: "0 */6 * * *"
+  deltaSnapshotPeriod: 20s
+'''
+
+
+def test_kubectl_applies_gets_describes_scales_and_deletes_the_collections_manifests(kubectl, tmp_path):
+    out = kubectl('apply', '-k', 'controller/deploy').stdout
+    for line in ('namespace/steward-system created', 'serviceaccount/steward-controller created',
+                 'service/steward-controller-metrics created', 'deployment.apps/steward-controller created'):
+        assert line in out, out
+    again = kubectl('apply', '-k', 'controller/deploy').stdout
+    assert 'deployment.apps/steward-controller unchanged' in again and 'created' not in again, again
+    deployment = json.loads(kubectl('-n', 'steward-system', 'get', 'deployment', 'steward-controller', '-o', 'json').stdout)
+    assert deployment['metadata']['annotations']['kubectl.kubernetes.io/last-applied-configuration']
+    names = kubectl('get', 'ns,crd', '-o', 'name').stdout.split()
+    assert 'namespace/steward-system' in names and 'customresourcedefinition.apiextensions.k8s.io/machines.machine.sapcloud.io' in names
+    assert 'steward-controller' in kubectl('-n', 'steward-system', 'get', 'sa').stdout
+    described = kubectl('-n', 'steward-system', 'describe', 'service', 'steward-controller-metrics').stdout
+    assert 'Name:' in described and 'steward-controller-metrics' in described
+    assert 'deployment.apps/steward-controller scaled' in kubectl(
+        '-n', 'steward-system', 'scale', 'deployment/steward-controller', '--replicas=3').stdout
+    replicas = kubectl('-n', 'steward-system', 'get', 'deployment', 'steward-controller', '-o',
+                       'jsonpath={.spec.replicas}').stdout
+    assert replicas == '3'
+    # a changed manifest: the strategic merge patch kubectl sends keeps the containers list whole
+    kubectl('-n', 'steward-system', 'set', 'env', 'deployment/steward-controller', 'LAB_TEST=1')
+    deployment = json.loads(kubectl('-n', 'steward-system', 'get', 'deployment', 'steward-controller', '-o', 'json').stdout)
+    container = deployment['spec']['template']['spec']['containers'][0]
+    assert {'name': 'LAB_TEST', 'value': '1'} in container['env'] and container.get('image')
+    assert not any(k.startswith('$') for k in json.dumps(deployment).split('"'))
+    # a custom object (docs/controller.md's EtcdBackup): created, changed (a JSON merge patch), described, deleted
+    backup = tmp_path / 'backup.yaml'
+    backup.write_text(ETCD_BACKUP)
+    assert 'etcdbackup.cluster.steward.io/main created' in kubectl('apply', '-f', str(backup)).stdout
+    backup.write_text(ETCD_BACKUP.replace('deltaSnapshotPeriod: 20s', 'deltaSnapshotPeriod: 30s'))
+    assert 'etcdbackup.cluster.steward.io/main configured' in kubectl('apply', '-f', str(backup)).stdout
+    assert kubectl('-n', 'kube-system', 'get', 'etcdbackup', 'main', '-o', 'jsonpath={.spec.deltaSnapshotPeriod}').stdout == '30s'
+    assert 'Delta Snapshot Period:' in kubectl('-n', 'kube-system', 'describe', 'etcdbackup', 'main').stdout
+    kubectl('delete', '-f', str(backup))
+    kubectl('-n', 'steward-system', 'delete', 'deployment', 'steward-controller')
+    gone = kubectl('-n', 'steward-system', 'get', 'deployment', 'steward-controller', check=False)
+    assert gone.returncode != 0 and 'NotFound' in gone.stderr
+    kubectl('delete', '-f', 'controller/deploy/service.yaml')
+    assert 'No resources found' in kubectl('-n', 'steward-system', 'get', 'svc').stderr
