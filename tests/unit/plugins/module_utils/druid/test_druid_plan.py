@@ -1,7 +1,5 @@
 """druid/plan.py: druid's decision table (ETCD-18) as one typed action per pass, with the gates beyond druid."""
 
-import pytest
-
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
