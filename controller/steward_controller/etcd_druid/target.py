@@ -89,9 +89,10 @@ def apply_object(client: KubeClient, spec: EtcdSpec, component: str, obj: Mappin
                                 '%s=%s, %s=%s): left untouched' % (
                                     c.KINDS[component][1], spec.namespace, name, spec.name, c.LABEL_MANAGED_BY,
                                     c.MANAGED_BY, c.LABEL_PART_OF, spec.name))
-    patch = dict(obj)
-    patch.pop('apiVersion', None)
-    patch.pop('kind', None)
+    if component == 'statefulset':
+        patch = c.statefulset_patch(obj)
+    else:
+        patch = {k: v for k, v in obj.items() if k not in ('apiVersion', 'kind')}
     client.merge_patch(path, patch)
     return 'patched'
 

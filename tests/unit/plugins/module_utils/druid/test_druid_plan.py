@@ -285,3 +285,10 @@ def test_spec_in_sync_only_when_no_spec_action_is_left():
     assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, False).spec_in_sync
     del w.existing[('client-service', 'etcd-main-client')]
     assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, True).spec_in_sync
+
+
+def test_a_new_storage_capacity_does_not_churn_the_statefulset():
+    w = world()
+    obj = sample(replicas=3, storageCapacity='20Gi')
+    w.spec = parse_etcd(obj)
+    assert isinstance(w.run(), p.Nothing)
