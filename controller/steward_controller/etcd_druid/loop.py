@@ -248,4 +248,3 @@ class EtcdDruidLoop:
         """druid's LastErrors: the newest first, one per code (a repeated error updates its time)."""
         previous = [e for e in (obj.get('status') or {}).get('lastErrors') or [] if e.get('code') != code]
         return ([{'code': code, 'description': description[:1024], 'observedAt': rfc3339(now)}] + previous)[:MAX_ERRORS]
-

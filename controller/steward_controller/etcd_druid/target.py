@@ -65,9 +65,8 @@ def read(client: KubeClient, spec: EtcdSpec) -> Tuple[Observed, Dict[Tuple[str, 
         elif component == c.COMPONENT_LABEL['member-lease'] and c.ordinal_of(name) >= 0:
             member_leases[name] = lease
             existing[('member-lease', name)] = lease
-    pods = {pod['metadata']['name']: pod for pod in client.list(api_path('v1', 'pods', ns),
-                                                                 label_selector=label_selector_string(
-                                                                     {'matchLabels': c.pod_selector(spec)}))
+    selector = label_selector_string({'matchLabels': c.pod_selector(spec)})
+    pods = {pod['metadata']['name']: pod for pod in client.list(api_path('v1', 'pods', ns), label_selector=selector)
             if c.is_our_pod(spec, pod)}
     pvcs = {pvc['metadata']['name']: pvc for pvc in client.list(
         api_path('v1', 'persistentvolumeclaims', ns), label_selector='%s=%s' % (c.LABEL_INSTANCE, spec.name))}

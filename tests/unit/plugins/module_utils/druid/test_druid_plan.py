@@ -57,8 +57,8 @@ class World:
 
     def run(self, allowed=True, previous=None, options=p.Options()):
         observed = self.observed()
-        status = st.compute_status(self.spec, observed, previous, NOW, st.Thresholds(options.unknown_grace,
-                                                                                      options.notready_grace))
+        thresholds = st.Thresholds(options.unknown_grace, options.notready_grace)
+        status = st.compute_status(self.spec, observed, previous, NOW, thresholds)
         return p.plan(self.spec, status, observed, self.existing, NOW, allowed, options)[0]
 
 
@@ -238,8 +238,8 @@ def test_quorum_loss_recovers_from_the_newest_surviving_member():
     w = world(ready=[True, False, False], ages=[1.0, 400.0, 400.0], revisions=[150, 160, 155], verified_rev=100)
     action = w.run()
     assert isinstance(action, p.RecoverQuorum)
-    assert (action.source, action.member, action.member_revision, action.snapshot_revision) == ('member', 'etcd-main-0',
-                                                                                               150, 100)
+    assert (action.source, action.member, action.member_revision, action.snapshot_revision) == (
+        'member', 'etcd-main-0', 150, 100)
     assert (action.newest_revision, action.loss_window) == (160, 10) and 'loss window 10' in action.message
 
 
