@@ -285,7 +285,7 @@ def test_a_druid_etcd_from_one_to_three_members_and_deleted(druid, tmp_path):
         wait_for(lambda: etcd(kube) is None, 30, 0.3, 'the Etcd gone')
         assert kube.get_or_none(STS) is None
         assert lease_names(kube) == []
-        assert not [s for s in kube.list(api_path('v1', 'services', NS))]
+        assert not kube.list(api_path('v1', 'services', NS))
         assert not [c for c in kube.list(api_path('v1', 'configmaps', NS)) if c['metadata']['name'].startswith('etcd-bootstrap-')]
         assert kube.get_or_none(api_path('policy/v1', 'poddisruptionbudgets', NS, NAME)) is None
         assert kube.get_or_none(role_path) is None and kube.get_or_none(binding_path) is None

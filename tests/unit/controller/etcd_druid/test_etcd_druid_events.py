@@ -25,9 +25,8 @@ def loop():
 def test_non_changing_outcomes_are_posted_once_per_reason():
     lp, rec = loop()
     key = ('ns', 'e')
-    for _ in range(3):
-        lp.say_once(key, {}, 'ReconcileSkipped', 'awaiting the annotation')
-        lp.say_once(key, {}, 'UpdatePostponed', 'waits for BackupReady')
+    for reason, message in [('ReconcileSkipped', 'awaiting the annotation'), ('UpdatePostponed', 'waits for BackupReady')] * 3:
+        lp.say_once(key, {}, reason, message)
     lp.say_once(key, {}, 'UpdatePostponed', 'waits for AllMembersReady')
     assert rec.posted == [('ReconcileSkipped', 'awaiting the annotation'), ('UpdatePostponed', 'waits for BackupReady'),
                           ('UpdatePostponed', 'waits for AllMembersReady')]
