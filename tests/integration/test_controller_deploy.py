@@ -35,6 +35,8 @@ WORKLOAD = [
     (RBAC, 'clusterrolebindings', False, 'steward-controller'),
     (RBAC, 'clusterroles', False, 'steward-controller-machines'),
     (RBAC, 'clusterrolebindings', False, 'steward-controller-machines'),
+    (RBAC, 'clusterroles', False, 'steward-controller-etcd'),
+    (RBAC, 'clusterrolebindings', False, 'steward-controller-etcd'),
     (RBAC, 'clusterroles', False, 'steward-controller-machine-claims'),
     (RBAC, 'clusterrolebindings', False, 'steward-controller-machine-claims'),
     (RBAC, 'roles', True, 'steward-controller-leases'),
@@ -151,6 +153,7 @@ def test_check_mode_creates_nothing(cluster):
         'ClusterRole steward-controller', 'ClusterRoleBinding steward-controller',
         'ClusterRole steward-controller-machines', 'ClusterRoleBinding steward-controller-machines',
         'ClusterRole steward-controller-machine-claims', 'ClusterRoleBinding steward-controller-machine-claims',
+        'ClusterRole steward-controller-etcd', 'ClusterRoleBinding steward-controller-etcd',
         'ClusterRole steward-cluster-view', 'ClusterRole steward-cluster-edit', 'ClusterRole steward-cluster-edit-resources',
         'Namespace steward-system'])
 

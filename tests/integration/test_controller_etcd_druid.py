@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The `etcd` loop end to end: the real controller program (`--controllers etcd`) against the Kubernetes API
 emulator, driven as a druid user drives etcd-druid: apply a druid `Etcd` with replicas 1, scale it to 3 with the
-reconcile annotation, lose a member, delete it.
+reconcile annotation, lose a member, change the etcd image (members restart one at a time, the leader last),
+delete it.
 
 There is no pod runtime here (the lab's comes separately): the test plays the StatefulSet controller and each
 member's backup-restore sidecar, writing the pods, their PVCs, the member Leases' holderIdentity `<hex id>:Leader|
@@ -164,6 +165,10 @@ def events(kube: KubeClient) -> List[str]:
     return [e['reason'] for e in sorted(found, key=lambda e: e.get('eventTime') or '')]
 
 
+def template_hash(sts: Dict[str, Any]) -> str:
+    return sts['spec']['template']['metadata']['annotations'][TEMPLATE_HASH]
+
+
 def lease_names(kube: KubeClient) -> List[str]:
     return sorted(lease['metadata']['name'] for lease in kube.list(LEASES))
 
@@ -279,20 +284,40 @@ def test_a_druid_etcd_from_one_to_three_members_and_deleted(druid, tmp_path):
         sidecars.stopped.discard(2)
         wait_for(status_is(kube, AllMembersReady=('True', 'AllMembersReady')), 30, 0.3, 'all members Ready again')
 
-        # 4. delete: every component goes, then the finalizer, then the Etcd
+        # 4. a new etcd image (with the reconcile annotation): the template is written with OnDelete, then the
+        #    members restart one at a time, followers first and the leader last, each once all are Ready again
+        kube.merge_patch(ETCD, {'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile'}},
+                                'spec': {'etcd': {'image': 'quay.io/coreos/etcd:v3.5.17'}}})
+        old_hash = template_hash(sts)
+        new_hash = wait_for(lambda: template_hash(kube.get(STS)) != old_hash and template_hash(kube.get(STS)), 30, 0.3,
+                            'the new pod template')
+        assert kube.get(STS)['spec']['updateStrategy'] == {'type': 'OnDelete'}
+
+        def rolled():
+            pods = kube.list(PODS)
+            return len(pods) == 3 and all(p['metadata']['annotations'][TEMPLATE_HASH] == new_hash for p in pods)
+        wait_for(rolled, 60, 0.3, 'every member on the new template')
+        restarts = [e['message'] for e in sorted(kube.list(api_path('v1', 'events', NS)), key=lambda e: e['eventTime'])
+                    if e['reason'] == 'MemberRestarted']
+        assert [m.split()[1] for m in restarts] == ['etcd-main-1', 'etcd-main-2', 'etcd-main-0'], restarts
+        assert 'the leader last' in restarts[-1]
+        wait_for(status_is(kube, observedGeneration=3, AllMembersReady=('True', 'AllMembersReady')), 30, 0.3,
+                 'generation 3 reconciled')
+
+        # 5. delete: every component goes, then the finalizer, then the Etcd
         sidecars.stop()
         kube.delete(ETCD)
         wait_for(lambda: etcd(kube) is None, 30, 0.3, 'the Etcd gone')
         assert kube.get_or_none(STS) is None
         assert lease_names(kube) == []
-        assert not [s for s in kube.list(api_path('v1', 'services', NS))]
+        assert not kube.list(api_path('v1', 'services', NS))
         assert not [c for c in kube.list(api_path('v1', 'configmaps', NS)) if c['metadata']['name'].startswith('etcd-bootstrap-')]
         assert kube.get_or_none(api_path('policy/v1', 'poddisruptionbudgets', NS, NAME)) is None
         assert kube.get_or_none(role_path) is None and kube.get_or_none(binding_path) is None
         assert len(kube.list(PVCS)) == 3                     # the data stays
         reasons = events(kube)
         for reason in ('ComponentsApplied', 'StatefulSetCreated', 'ReconcileSucceeded', 'ReconcileSkipped', 'ScaledUp',
-                       'UnreadyMemberDeleted', 'ComponentsDeleted'):
+                       'UnreadyMemberDeleted', 'StatefulSetUpdated', 'MemberRestarted', 'ComponentsDeleted'):
             assert reason in reasons, reasons
     finally:
         sidecars.stop()

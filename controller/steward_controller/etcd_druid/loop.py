@@ -59,9 +59,10 @@ class EtcdDruidLoop:
         self.opts = opts
         self.client = runtime.client
         self.background = BackgroundLoop('etcd', runtime.health, HEALTH_KEY)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()     # kopf's thread (observe) and the pass thread
         self.due: Dict[Key, float] = {}            # Etcd -> monotonic time of its next pass
-        self.said: Dict[Key, str] = {}             # Etcd -> the last Event posted for a non-changing outcome
+        self.said: Dict[Tuple[Key, str], str] = {}  # (Etcd, reason) -> the last message posted for an outcome that
+        #                                             changed nothing (posted again only when it changes)
         self.thresholds = Thresholds(opts.unknown_threshold, opts.notready_threshold)
         self.plan_options = p.Options(unknown_grace=opts.unknown_threshold, notready_grace=opts.notready_threshold,
                                       max_backup_age=opts.backup_max_age,
@@ -83,7 +84,7 @@ class EtcdDruidLoop:
         with self.lock:
             if event_type == 'DELETED':
                 self.due.pop(key, None)
-                self.said.pop(key, None)
+                self.forget_said(key)
                 return
             self.due[key] = 0.0
         self.background.wake()
@@ -152,7 +153,7 @@ class EtcdDruidLoop:
                 return False
             log.info('%s: %s', action.event, '; '.join(done) or action.message, extra={'object': resource_label(obj)})
             self.runtime.report(obj, action.event, action.message, warning=action.warning, kind=s.KIND)
-            self.said.pop(key, None)
+            self.forget_said(key)
             changed = True
         elif not isinstance(action, p.Nothing):
             self.say_once(key, obj, action.event, action.message, warning=action.warning)
@@ -221,11 +222,16 @@ class EtcdDruidLoop:
     # ---- reporting ----
     def say_once(self, key: Key, obj: Mapping[str, Any], reason: str, message: str, warning: bool = False) -> None:
         """An Event for an outcome that changes nothing, once until it changes (not every status-sync period)."""
-        said = reason + ': ' + message
-        if self.said.get(key) == said:
-            return
-        self.said[key] = said
+        with self.lock:
+            if self.said.get((key, reason)) == message:
+                return
+            self.said[(key, reason)] = message
         self.runtime.report(obj, reason, message, warning=warning, kind=s.KIND, outcome='warning' if warning else 'ok')
+
+    def forget_said(self, key: Key) -> None:
+        with self.lock:
+            for said in [k for k in self.said if k[0] == key]:
+                del self.said[said]
 
     @staticmethod
     def operation(obj: Mapping[str, Any], state: str, description: str, now: float) -> Dict[str, Any]:
@@ -242,4 +248,3 @@ class EtcdDruidLoop:
         """druid's LastErrors: the newest first, one per code (a repeated error updates its time)."""
         previous = [e for e in (obj.get('status') or {}).get('lastErrors') or [] if e.get('code') != code]
         return ([{'code': code, 'description': description[:1024], 'observedAt': rfc3339(now)}] + previous)[:MAX_ERRORS]
-

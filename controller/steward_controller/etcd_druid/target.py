@@ -65,9 +65,8 @@ def read(client: KubeClient, spec: EtcdSpec) -> Tuple[Observed, Dict[Tuple[str, 
         elif component == c.COMPONENT_LABEL['member-lease'] and c.ordinal_of(name) >= 0:
             member_leases[name] = lease
             existing[('member-lease', name)] = lease
-    pods = {pod['metadata']['name']: pod for pod in client.list(api_path('v1', 'pods', ns),
-                                                                 label_selector=label_selector_string(
-                                                                     {'matchLabels': c.pod_selector(spec)}))
+    selector = label_selector_string({'matchLabels': c.pod_selector(spec)})
+    pods = {pod['metadata']['name']: pod for pod in client.list(api_path('v1', 'pods', ns), label_selector=selector)
             if c.is_our_pod(spec, pod)}
     pvcs = {pvc['metadata']['name']: pvc for pvc in client.list(
         api_path('v1', 'persistentvolumeclaims', ns), label_selector='%s=%s' % (c.LABEL_INSTANCE, spec.name))}
@@ -89,9 +88,10 @@ def apply_object(client: KubeClient, spec: EtcdSpec, component: str, obj: Mappin
                                 '%s=%s, %s=%s): left untouched' % (
                                     c.KINDS[component][1], spec.namespace, name, spec.name, c.LABEL_MANAGED_BY,
                                     c.MANAGED_BY, c.LABEL_PART_OF, spec.name))
-    patch = dict(obj)
-    patch.pop('apiVersion', None)
-    patch.pop('kind', None)
+    if component == 'statefulset':
+        patch = c.statefulset_patch(obj)
+    else:
+        patch = {k: v for k, v in obj.items() if k not in ('apiVersion', 'kind')}
     client.merge_patch(path, patch)
     return 'patched'
 

@@ -401,6 +401,17 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
         'volumeClaimTemplates': [claim]}}, labels=spec.labels, annotations=annotations)
 
 
+def statefulset_patch(sts: Mapping[str, Any]) -> Dict[str, Any]:
+    """What may be changed on an existing StatefulSet (the API server refuses changes to its selector,
+    serviceName, podManagementPolicy and volumeClaimTemplates): labels, annotations, owner, replicas, the pod
+    template and the update strategy. A new `spec.storageCapacity` or `storageClass` therefore reaches new PVCs only
+    through a re-created StatefulSet."""
+    meta = sts.get('metadata') or {}
+    spec = sts.get('spec') or {}
+    return {'metadata': {k: meta[k] for k in ('labels', 'annotations', 'ownerReferences') if k in meta},
+            'spec': {k: spec[k] for k in ('replicas', 'template', 'updateStrategy') if k in spec}}
+
+
 def desired(spec: EtcdSpec, replicas: int, min_available: int, scaled_to_multi_node: bool = False,
             learners: Tuple[str, ...] = ()) -> Dict[Tuple[str, str], Dict[str, Any]]:
     """Every component for `replicas` members, keyed by (component, name), in the order they are applied: what the

@@ -377,7 +377,7 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
         return ScaleDown('scaling down %d -> %d; the Leases of %s go once their pods are gone' % (
             current, spec.replicas, ', '.join(member_names(spec.name, current)[spec.replicas:]) or 'none'),
             current=current, to=spec.replicas)
-    if _differs(want, sts):
+    if _differs(c.statefulset_patch(want), sts):
         template_changed = c.template_hash_of(want) != c.template_hash_of(sts)
         if template_changed and (not all_ready or not backup_ready):
             gate = 'AllMembersReady' if not all_ready else 'BackupReady'

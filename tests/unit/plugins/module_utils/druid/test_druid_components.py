@@ -130,3 +130,9 @@ def test_our_pods(spec3):
     assert not c.is_our_pod(spec3, foreign)
     assert c.ordinal_of('etcd-main-12') == 12 and c.ordinal_of('etcd-main') == -1
     assert c.label_selector(spec3) in ('app=etcd-statefulset,role=main', 'role=main,app=etcd-statefulset')
+
+
+def test_statefulset_patch_leaves_the_immutable_fields(spec3):
+    patch = c.statefulset_patch(c.statefulset(spec3, 3, 'x'))
+    assert set(patch['spec']) == {'replicas', 'template', 'updateStrategy'}
+    assert set(patch['metadata']) == {'labels', 'annotations', 'ownerReferences'}

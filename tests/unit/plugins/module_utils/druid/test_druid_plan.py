@@ -1,7 +1,5 @@
 """druid/plan.py: druid's decision table (ETCD-18) as one typed action per pass, with the gates beyond druid."""
 
-import pytest
-
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
@@ -59,9 +57,9 @@ class World:
 
     def run(self, allowed=True, previous=None, options=p.Options()):
         observed = self.observed()
-        status = st.compute_status(self.spec, observed, previous, NOW, st.Thresholds(options.unknown_grace,
-                                                                                      options.notready_grace))
-        return p.plan(self.spec, status, observed, self.existing, NOW, allowed, options)[0]
+        thresholds = st.Thresholds(options.unknown_grace, options.notready_grace)
+        status = st.compute_status(self.spec, observed, previous, NOW, thresholds)
+        return p.plan(self.spec, status, observed, self.existing, NOW, allowed, options).action
 
 
 def world(**kw):
@@ -111,7 +109,7 @@ def test_scale_up_one_to_three_as_learners():
     # first the bootstrap ConfigMap (initial-cluster of 3) and the new members' Leases with create-as-learner
     assert isinstance(action, p.ApplyComponents)
     assert ('configmap', c.configmap_name(w.spec)) in action.keys and ('member-lease', 'etcd-main-2') in action.keys
-    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    desired = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True).desired
     assert desired[('member-lease', 'etcd-main-1')]['metadata']['annotations'] == {c.CREATE_AS_LEARNER: 'true'}
     assert 'annotations' not in desired[('member-lease', 'etcd-main-0')]['metadata']
     sts = desired[('statefulset', 'etcd-main')]
@@ -128,7 +126,7 @@ def test_scale_up_one_to_three_as_learners():
 def test_scale_up_waits_for_the_current_members():
     w = world(replicas=3, spec_replicas=5, ready=[True, True, False])
     for key, obj in p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
-                           True)[1].items():
+                           True).desired.items():
         if key[0] != 'statefulset':
             w.existing[key] = obj
     action = w.run()
@@ -136,7 +134,7 @@ def test_scale_up_waits_for_the_current_members():
 
 
 def apply(w, action):
-    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    desired = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True).desired
     assert isinstance(action, p.ApplyComponents)
     for key in action.keys:
         w.existing[key] = desired[key]
@@ -184,13 +182,13 @@ def test_new_image_is_gated_then_written_then_rolled_leader_last():
     _new_image(w)
     action = w.run()
     assert isinstance(action, p.UpdateStatefulSet) and 'restart one at a time' in action.message
-    _, desired, _ = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True)
+    desired = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True).desired
     w.sts = dict(desired[('statefulset', 'etcd-main')], status=w.sts['status'])
     w.existing[('statefulset', 'etcd-main')] = w.sts
     order = []
-    for _ in range(3):
+    for step in range(3):
         action = w.run()
-        assert isinstance(action, p.RestartMember), action
+        assert isinstance(action, p.RestartMember), (step, action)
         order.append((action.pod, action.leader))
         w.pods[action.pod]['metadata']['annotations'][c.TEMPLATE_HASH] = c.template_hash_of(w.sts)
     assert order == [('etcd-main-1', False), ('etcd-main-2', False), ('etcd-main-0', True)]
@@ -201,7 +199,7 @@ def test_restart_waits_for_a_verified_backup_and_a_pod_in_flight():
     w = world(verified_ago=None)
     _new_image(w)
     w.sts = dict(p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
-                        True)[1][('statefulset', 'etcd-main')], status=w.sts['status'])
+                        True).desired[('statefulset', 'etcd-main')], status=w.sts['status'])
     w.existing[('statefulset', 'etcd-main')] = w.sts
     action = w.run()
     assert isinstance(action, p.Postponed) and action.gate == 'VerifiedBackup'
@@ -240,8 +238,8 @@ def test_quorum_loss_recovers_from_the_newest_surviving_member():
     w = world(ready=[True, False, False], ages=[1.0, 400.0, 400.0], revisions=[150, 160, 155], verified_rev=100)
     action = w.run()
     assert isinstance(action, p.RecoverQuorum)
-    assert (action.source, action.member, action.member_revision, action.snapshot_revision) == ('member', 'etcd-main-0',
-                                                                                               150, 100)
+    assert (action.source, action.member, action.member_revision, action.snapshot_revision) == (
+        'member', 'etcd-main-0', 150, 100)
     assert (action.newest_revision, action.loss_window) == (160, 10) and 'loss window 10' in action.message
 
 
@@ -287,3 +285,10 @@ def test_spec_in_sync_only_when_no_spec_action_is_left():
     assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, False).spec_in_sync
     del w.existing[('client-service', 'etcd-main-client')]
     assert not p.plan(w.spec, status, w.observed(), w.existing, NOW, True).spec_in_sync
+
+
+def test_a_new_storage_capacity_does_not_churn_the_statefulset():
+    w = world()
+    obj = sample(replicas=3, storageCapacity='20Gi')
+    w.spec = parse_etcd(obj)
+    assert isinstance(w.run(), p.Nothing)

@@ -140,8 +140,8 @@ def test_backup_ready(spec3):
 def test_verified_backup_from_the_full_snap_lease():
     w = world()
     assert st.verified_backup(w) is None
-    w.snapshot_leases['full-snap'] = lease('100', 10.0, {st.VERIFIED_REVISION: '100',
-                                                          st.VERIFIED_AT: format_micro(NOW - 5)})
+    verified = {st.VERIFIED_REVISION: '100', st.VERIFIED_AT: format_micro(NOW - 5)}
+    w.snapshot_leases['full-snap'] = lease('100', 10.0, verified)
     assert st.verified_backup(w) == {'revision': 100, 'at': pytest.approx(NOW - 5)}
 
 
