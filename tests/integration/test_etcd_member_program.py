@@ -322,6 +322,12 @@ def test_the_leading_member_backs_up_and_renews_druids_leases(member_env, kube, 
         assert _lease(kube, 'etcd-main-0')['spec']['holderIdentity'] == member_id + ':Leader'
         assert _lease(kube, 'etcd-main-0')['spec'].get('renewTime')
         assert _lease(kube, 'etcd-main-full-snap')['spec']['holderIdentity'] == str(latest['fullSnapshot']['end_revision'])
+        # what the etcd loop's safety rules read: the member's revision, the newest verified full snapshot
+        member_annotations = _lease(kube, 'etcd-main-0')['metadata']['annotations']
+        assert int(member_annotations['cluster.steward.io/revision']) >= revision
+        full_annotations = _lease(kube, 'etcd-main-full-snap')['metadata']['annotations']
+        assert full_annotations['cluster.steward.io/verified-revision'] == str(latest['fullSnapshot']['end_revision'])
+        assert full_annotations['cluster.steward.io/verified-at'].endswith('Z')
         assert kube.get_or_none('/apis/coordination.k8s.io/v1/namespaces/default/leases/etcd-main-delta-snap') is None
     finally:
         if etcd is not None:

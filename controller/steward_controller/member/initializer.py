@@ -14,7 +14,7 @@ import dataclasses
 import os
 import shutil
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
@@ -80,8 +80,11 @@ def _self_only(name: str, peer_urls: Tuple[str, ...]) -> str:
 class Initializer:
     """Facts → decision → action, once per /initialization/start."""
 
-    def __init__(self, options: MemberOptions, store: Optional[SnapshotStore], conn: EtcdConnection):
+    def __init__(self, options: MemberOptions, store: Optional[SnapshotStore], conn: EtcdConnection,
+                 learner_marker: Optional[Callable[[], bool]] = None):
+        """`learner_marker`: reads druid's create-as-learner annotation on this member's Lease (leases.py)."""
         self.options, self.store, self.conn = options, store, conn
+        self.learner_marker = learner_marker
         self.last: Dict[str, Any] = {}
 
     def facts(self, mode: str, fail_below_revision: int) -> init.MemberFacts:
@@ -96,7 +99,9 @@ class Initializer:
         return init.MemberFacts(cluster_size=self.options.cluster_size, ordinal=self.options.ordinal,
                                 bootstrapped=data.exists or backup or bool(in_membership), quorate=quorate,
                                 in_membership=in_membership, data=data, backup_exists=backup,
-                                learner_wanted=self.options.learner_wanted, allow_empty=self.options.allow_empty,
+                                learner_wanted=self.options.learner_wanted or bool(
+                                    self.learner_marker and self.learner_marker()),
+                                allow_empty=self.options.allow_empty,
                                 never_started=never_started)
 
     def run(self, mode: str = init.SANITY, fail_below_revision: int = 0) -> Dict[str, Any]:

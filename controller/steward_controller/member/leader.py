@@ -35,8 +35,8 @@ class _SnapshotLeases(BackupListener):
         super().snapshot_taken(kind, snapshot, duration, reason)
         kind = 'full' if snapshot.is_full else 'delta'
         self.taken[kind] = snapshot.name.end_revision
-        if self.leases is not None:
-            self.leases.snapshot(kind, snapshot.name.end_revision)
+        if self.leases is not None:   # a full snapshot is verified before it is published (see leases.py)
+            self.leases.snapshot(kind, snapshot.name.end_revision, verified=kind == 'full')
 
 
 class Heartbeat:
@@ -67,7 +67,7 @@ class Heartbeat:
         member = member_id_hex(status['header']['member_id'])
         self.leader = str(status.get('leader')) == str(status['header']['member_id'])
         if self.leases is not None:
-            self.leases.member(member, self.leader)
+            self.leases.member(member, self.leader, int(status['header'].get('revision') or 0))
         if self.leader:
             self._lead()
         else:

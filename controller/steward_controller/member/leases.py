@@ -6,16 +6,25 @@ holderIdentity `<hex member id>:Leader|Member`, and, on the backup leader, the s
 `<etcd>-full-snap` / `<etcd>-delta-snap` with the newest snapshot's revision as holderIdentity.
 
 The controller creates and deletes these Leases; a member only patches ones that exist (druid's rule: a
-member must never resurrect a Lease the controller removed on a scale-down)."""
+member must never resurrect a Lease the controller removed on a scale-down).
+
+Beyond druid, what the `etcd` loop's safety rules read (plugins/module_utils/druid): the member's revision on its
+Lease (`cluster.steward.io/revision`: which survivor holds the newest data after a quorum loss), and on the full
+snapshot Lease the newest verified full snapshot (`cluster.steward.io/verified-revision`, `-verified-at`: no
+destructive step without a fresh one). A full snapshot is verified when it is taken (etcd's sha256 trailer and
+the bolt structure, before it is published), so each full snapshot the backup leader publishes counts."""
 
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
+from ansible_collections.steward.cluster.plugins.module_utils.druid.components import CREATE_AS_LEARNER
+from ansible_collections.steward.cluster.plugins.module_utils.druid.plan import MEMBER_REVISION
+from ansible_collections.steward.cluster.plugins.module_utils.druid.status import VERIFIED_AT, VERIFIED_REVISION
 
 LEASES = 'coordination.k8s.io/v1'
 
@@ -33,10 +42,14 @@ class LeaseWriter:
         self.member_lease, self.full_lease, self.delta_lease = member_lease, full_lease, delta_lease
         self.last_error = ''
 
-    def _renew(self, name: str, holder: str, now: Optional[float] = None) -> bool:
+    def _renew(self, name: str, holder: str, now: Optional[float] = None,
+               annotations: Optional[Dict[str, str]] = None) -> bool:
         if not name:
             return False  # that renewal is not enabled
-        patch = {'spec': {'holderIdentity': holder, 'renewTime': format_micro(now if now is not None else time.time())}}
+        when = now if now is not None else time.time()
+        patch: Dict[str, Any] = {'spec': {'holderIdentity': holder, 'renewTime': format_micro(when)}}
+        if annotations:
+            patch['metadata'] = {'annotations': annotations}
         try:
             self.client.merge_patch(api_path(LEASES, 'leases', self.namespace, name), patch)
             return True
@@ -46,8 +59,22 @@ class LeaseWriter:
             self.last_error = 'lease %s/%s: %s' % (self.namespace, name, exc)
         return False
 
-    def member(self, member_id_hex: str, leader: bool) -> bool:
-        return self._renew(self.member_lease, holder_identity(member_id_hex, leader))
+    def member(self, member_id_hex: str, leader: bool, revision: Optional[int] = None) -> bool:
+        annotations = {MEMBER_REVISION: str(revision)} if revision is not None else None
+        return self._renew(self.member_lease, holder_identity(member_id_hex, leader), annotations=annotations)
 
-    def snapshot(self, kind: str, revision: int) -> bool:
-        return self._renew(self.full_lease if kind == 'full' else self.delta_lease, str(revision))
+    def snapshot(self, kind: str, revision: int, verified: bool = False) -> bool:
+        now = time.time()
+        annotations = {VERIFIED_REVISION: str(revision), VERIFIED_AT: format_micro(now)} if verified else None
+        return self._renew(self.full_lease if kind == 'full' else self.delta_lease, str(revision), now, annotations)
+
+    def learner_wanted(self) -> bool:
+        """druid's `druid.gardener.cloud/create-as-learner` on this member's Lease (ETCD-43): a scale-up's member."""
+        if not self.member_lease:
+            return False
+        try:
+            lease = self.client.get_or_none(api_path(LEASES, 'leases', self.namespace, self.member_lease))
+        except KubeError as exc:
+            self.last_error = 'lease %s/%s: %s' % (self.namespace, self.member_lease, exc)
+            return False
+        return str(((lease or {}).get('metadata') or {}).get('annotations', {}).get(CREATE_AS_LEARNER, '')).lower() == 'true'

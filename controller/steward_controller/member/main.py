@@ -202,12 +202,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     conn = EtcdConnection(endpoints=options.endpoints,
                           timeout=parse_duration(args.etcd_connection_timeout, '--etcd-connection-timeout') or 5.0)
-    state = MemberState(Initializer(options, store, conn), bootstrap)
+    leases = lease_writer(args, options.name)
+    state = MemberState(Initializer(options, store, conn, leases.learner_wanted if leases else None), bootstrap)
     policy = backup_policy(args) if store is not None else None
     defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None
     period = parse_duration(args.k8s_heartbeat_duration, '--k8s-heartbeat-duration')
     heartbeat = Heartbeat(EtcdConnection(endpoints=(options.client_url,)), conn, store=store, policy=policy,
-                          work_dir=args.work_dir, leases=lease_writer(args, options.name), defrag_schedule=defrag,
+                          work_dir=args.work_dir, leases=leases, defrag_schedule=defrag,
                           defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
     state.heartbeat = heartbeat
     server = serve(state, args.server_host, args.server_port)

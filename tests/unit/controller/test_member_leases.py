@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The member program's Lease writes: what druid reads (holderIdentity) and what the etcd loop's safety rules read."""
+
+from __future__ import annotations
+
+from steward_controller.member.leases import LeaseWriter
+
+
+class Client:
+    """Records merge patches; answers get_or_none from a dict."""
+
+    def __init__(self, leases=None):
+        self.leases = leases or {}
+        self.patches = []
+
+    def merge_patch(self, path, patch):
+        self.patches.append((path.rsplit('/', 1)[-1], patch))
+
+    def get_or_none(self, path):
+        return self.leases.get(path.rsplit('/', 1)[-1])
+
+
+def test_member_and_snapshot_leases_carry_revisions_and_the_verified_full_snapshot():
+    client = Client()
+    writer = LeaseWriter(client, 'shoot', 'etcd-main-0', 'etcd-main-full-snap', 'etcd-main-delta-snap')
+    assert writer.member('8e9e05c52164694d', True, 42)
+    assert writer.snapshot('full', 40, verified=True) and writer.snapshot('delta', 42)
+    (name, member), (full_name, full), (delta_name, delta) = client.patches
+    assert name == 'etcd-main-0' and member['spec']['holderIdentity'] == '8e9e05c52164694d:Leader'
+    assert member['metadata']['annotations'] == {'cluster.steward.io/revision': '42'}
+    assert full_name == 'etcd-main-full-snap' and full['spec']['holderIdentity'] == '40'
+    assert full['metadata']['annotations']['cluster.steward.io/verified-revision'] == '40'
+    assert delta_name == 'etcd-main-delta-snap' and 'metadata' not in delta
+
+
+def test_the_scale_up_marker_is_read_from_the_members_lease():
+    marked = {'etcd-main-2': {'metadata': {'annotations': {'druid.gardener.cloud/create-as-learner': 'true'}}}}
+    assert LeaseWriter(Client(marked), 'shoot', 'etcd-main-2', '', '').learner_wanted()
+    assert not LeaseWriter(Client({'etcd-main-2': {'metadata': {}}}), 'shoot', 'etcd-main-2', '', '').learner_wanted()
+    assert not LeaseWriter(Client(), 'shoot', '', '', '').learner_wanted(), 'member lease renewal off: no marker read'
