@@ -39,7 +39,9 @@ CONSOLE_SCRIPTS = ('steward-etcd-member', 'steward-controller')
 # image repository (last path element) -> the console script it runs; see the module docstring.
 MEMBER_PROGRAMS: Dict[str, str] = {'etcdbrctl': 'steward-etcd-member', 'etcd-backup-restore': 'steward-etcd-member'}
 # console script -> flags added unless given ({pod_ip}: the pod's IP)
-LAB_ARGS: Dict[str, List[str]] = {'steward-etcd-member': ['--server-host={pod_ip}']}
+# (the member program's default bootstrap-config path is written out, so the runtime maps it to the pod's mount)
+LAB_ARGS: Dict[str, List[str]] = {'steward-etcd-member': ['--server-host={pod_ip}',
+                                                          '--config-file=/var/etcd/config/etcd.conf.yaml']}
 _VERSION = re.compile(r'^v?(\d+)\.(\d+)(?:\.(\d+))?')
 _BINARY_VERSION = re.compile(r'etcd Version:\s*(\d+)\.(\d+)\.(\d+)')
 

@@ -167,17 +167,41 @@ def lease_writer(args: argparse.Namespace, pod: str) -> Optional[LeaseWriter]:
                        (args.delta_snapshot_lease_name or name + '-delta-snap') if args.enable_snapshot_lease_renewal else '')
 
 
+def member_urls(value: object, name: str) -> List[str]:
+    """A bootstrap config's URL setting for this member: druid writes a map of member name to URLs
+    (`advertise-client-urls: {etcd-main-0: [http://...]}`), etcd itself a comma-separated string."""
+    if isinstance(value, dict):
+        found = value.get(name) or []
+        return [str(u) for u in (found if isinstance(found, list) else _list(str(found)))]
+    if isinstance(value, list):
+        return [str(u) for u in value]
+    return _list(str(value or ''))
+
+
+def cluster_endpoints(flag: str, bootstrap: Dict[str, object], own: str) -> tuple:
+    """Where the other members are asked: every member's client URLs from druid's bootstrap map (its
+    `advertise-client-urls` names each member's, reachable without the Service), then `--endpoints` /
+    `--service-endpoints` (the client Service), then this member's own URL; without a map, the flag's."""
+    urls: List[str] = []
+    advertised = bootstrap.get('advertise-client-urls')
+    if isinstance(advertised, dict):
+        for name in sorted(advertised):
+            urls += member_urls(advertised, name)
+    urls += _list(flag) + ([own] if own else [])
+    return tuple(dict.fromkeys(u for u in urls if u))
+
+
 def options_from(args: argparse.Namespace, bootstrap: Dict[str, object]) -> MemberOptions:
     initial_cluster = str(bootstrap.get('initial-cluster') or '')
     name = args.name or str(bootstrap.get('name') or '')
     if not name:
         raise SystemExit('--name: no member name (set --name or $POD_NAME)')
     entries = [e.split('=', 1) for e in _list(initial_cluster) if '=' in e]
-    peer_urls = tuple(url for n, url in entries if n == name) or tuple(_list(str(bootstrap.get('initial-advertise-peer-urls') or '')))
-    client_url = args.client_url or (_list(str(bootstrap.get('advertise-client-urls') or '')) or [''])[0]
+    peer_urls = tuple(url for n, url in entries if n == name) or tuple(member_urls(bootstrap.get('initial-advertise-peer-urls'), name))
+    client_url = args.client_url or (member_urls(bootstrap.get('advertise-client-urls'), name) or [''])[0]
     size = args.cluster_size or len(entries) or 1
     return MemberOptions(name=name, data_dir=args.data_dir, cluster_size=size, initial_cluster=initial_cluster,
-                         peer_urls=peer_urls, endpoints=tuple(_list(args.endpoints) or [client_url]),
+                         peer_urls=peer_urls, endpoints=cluster_endpoints(args.endpoints, bootstrap, client_url),
                          token=str(bootstrap.get('initial-cluster-token') or 'etcd-cluster'),
                          learner_wanted=args.create_as_learner, allow_empty=args.allow_empty_start,
                          client_url=client_url)

@@ -126,6 +126,8 @@ class MemberState:
             config['initial-cluster'] = initial_cluster_for(options, self._members())
         config['initial-cluster-state'] = decision.get('cluster_state') or init.NEW
         config['initial-advertise-peer-urls'] = ','.join(options.peer_urls)
+        if options.client_url:   # druid's bootstrap config maps every member to its URLs: etcd wants this one's
+            config['advertise-client-urls'] = options.client_url
         config['data-dir'] = options.data_dir
         return config
 
