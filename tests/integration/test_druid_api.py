@@ -160,7 +160,7 @@ spec:
     quota: 2Gi
     image: quay.io/coreos/etcd:v3.5.17
   backup:
-    fullSnapshotSchedule: "*/30 * * * *"
+    fullSnapshotSchedule: "*/30 1,13 * * 1-5"
     deltaSnapshotPeriod: 60s
     garbageCollectionPolicy: LimitBased
     maxBackupsLimitBasedGC: 7
@@ -266,6 +266,8 @@ def test_a_druid_users_manifests_apply_unchanged(kube):
     ('backup.garbageCollectionPeriod', '60s', 'spec.backup', 'garbageCollectionPeriod must be greater than'),
     ('backup.garbageCollectionPolicy', 'Never', 'spec.backup.garbageCollectionPolicy', 'is not one of'),
     ('backup.fullSnapshotSchedule', 'every day', 'spec.backup.fullSnapshotSchedule', 'does not match'),
+    ('backup.fullSnapshotSchedule', '75 */24 * * *', 'spec.backup.fullSnapshotSchedule', 'does not match'),
+    ('etcd.defragmentationSchedule', '0 0 * * * *', 'spec.etcd.defragmentationSchedule', 'does not match'),
     ('backup.port', '8080', 'spec.backup.port', "is not of type 'integer'"),
     ('etcd.clientPort', 70000, 'spec.etcd.clientPort', 'maximum'),
     ('etcd.metrics', 'verbose', 'spec.etcd.metrics', 'is not one of'),
