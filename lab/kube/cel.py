@@ -103,19 +103,21 @@ class _Parser:
             return ('cond', cond, then, self.expr())
         return cond
 
-    def or_(self) -> Node:
-        node = self.and_()
-        while self.peek('||'):
-            self.take('||')
-            node = ('or', node, self.and_())
+    def chain(self, ops: Tuple[str, ...], operand: Any, kind: Optional[str] = None) -> Node:
+        """A left-associative run of binary operators of one precedence level: `a || b || c`, `a + b - c`.
+        `kind` names the node (`or`, `and`); without it the node is a `binop` carrying its operator."""
+        node = operand()
+        while any(self.peek(op) for op in ops):
+            op = self.toks[self.pos][1]
+            self.pos += 1
+            node = (kind, node, operand()) if kind else ('binop', op, node, operand())
         return node
 
+    def or_(self) -> Node:
+        return self.chain(('||',), self.and_, 'or')
+
     def and_(self) -> Node:
-        node = self.rel()
-        while self.peek('&&'):
-            self.take('&&')
-            node = ('and', node, self.rel())
-        return node
+        return self.chain(('&&',), self.rel, 'and')
 
     def rel(self) -> Node:
         node = self.add()
@@ -126,20 +128,10 @@ class _Parser:
         return node
 
     def add(self) -> Node:
-        node = self.mul()
-        while self.peek('+') or self.peek('-'):
-            op = self.toks[self.pos][1]
-            self.pos += 1
-            node = ('binop', op, node, self.mul())
-        return node
+        return self.chain(('+', '-'), self.mul)
 
     def mul(self) -> Node:
-        node = self.unary()
-        while self.peek('*') or self.peek('/') or self.peek('%'):
-            op = self.toks[self.pos][1]
-            self.pos += 1
-            node = ('binop', op, node, self.unary())
-        return node
+        return self.chain(('*', '/', '%'), self.unary)
 
     def unary(self) -> Node:
         if self.peek('!'):
@@ -150,15 +142,19 @@ class _Parser:
             return ('neg', self.unary())
         return self.member()
 
-    def args(self) -> List[Node]:
-        self.take('(')
+    def items(self, opening: str, closing: str) -> List[Node]:
+        """Comma-separated expressions between `opening` and `closing`: call arguments or a list literal."""
+        self.take(opening)
         out: List[Node] = []
-        while not self.peek(')'):
+        while not self.peek(closing):
             out.append(self.expr())
-            if not self.peek(')'):
+            if not self.peek(closing):
                 self.take(',')
-        self.take(')')
+        self.take(closing)
         return out
+
+    def args(self) -> List[Node]:
+        return self.items('(', ')')
 
     def member(self) -> Node:
         node = self.primary()
@@ -208,14 +204,7 @@ class _Parser:
             self.take(')')
             return node
         if kind == 'op' and tok == '[':
-            self.take('[')
-            items: List[Node] = []
-            while not self.peek(']'):
-                items.append(self.expr())
-                if not self.peek(']'):
-                    self.take(',')
-            self.take(']')
-            return ('list', items)
+            return ('list', self.items('[', ']'))
         if kind == 'id':
             self.pos += 1
             if tok == 'has':
