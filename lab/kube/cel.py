@@ -520,4 +520,3 @@ def validator(schema: Optional[Dict[str, Any]]) -> Optional[Validator]:
         return None
     found = Validator(schema)
     return found if found else None
-
