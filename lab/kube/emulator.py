@@ -23,7 +23,7 @@ Added on top of kmock 0.8 (each is what a real kube-apiserver does):
 * CustomResourceDefinitions: creating one serves its resource, and custom objects are validated
   against the CRD's openAPIV3Schema (422 Invalid with the field path) like the API server does, including its
   CEL rules (`x-kubernetes-validations`, transition rules with `oldSelf` on updates; lab/kube/cel.py) and on writes
-  through the `scale` subresource;
+  through the `scale` subresource; a CRD with a rule outside cel.py's subset is refused (422) before it is stored;
 * PATCH on the `status` subresource changes only status; PATCH on the object leaves status alone
   when the CRD declares the status subresource;
 * PUT (replace) on named objects, with the same resourceVersion check;
@@ -191,7 +191,21 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         res = request.resource
         info = self.resources[res] if res in self.resources else None
         check_write(res.plural, self._kind(res), res.group, obj, bool(info is not None and info.namespaced))
+        if res == CRD_RESOURCE:
+            self._check_crd_rules(obj)
         self._validate_custom(res, obj, old)
+
+    def _check_crd_rules(self, crd: Dict[str, Any]) -> None:
+        """A CRD whose CEL rules the lab cannot evaluate is refused before it is stored (a real API server would
+        serve it): otherwise its objects would pass rules nobody checked."""
+        versions = (crd.get('spec') or {}).get('versions') or []
+        for index, version in enumerate(versions if isinstance(versions, list) else []):
+            try:
+                kube_cel.validator(((version or {}).get('schema') or {}).get('openAPIV3Schema'))
+            except kube_cel.CelUnsupported as exc:
+                raise invalid('CustomResourceDefinition', (crd.get('metadata') or {}).get('name'), CRD_RESOURCE.group, [
+                    ('FieldValueInvalid', 'spec.versions[%d].schema.openAPIV3Schema' % index,
+                     'the lab emulator cannot evaluate this CEL rule: %s' % exc)])
 
     def _validate_custom(self, res: Any, obj: Dict[str, Any], old: Optional[Dict[str, Any]]) -> None:
         key = (res.group, res.version, res.plural)

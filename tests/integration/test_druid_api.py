@@ -343,3 +343,17 @@ def test_the_scale_subresource_of_an_etcd(kube):
     # Hibernation (0) is allowed (a Scale omits replicas 0, as autoscaling/v1's omitempty does).
     kube.merge_patch(etcds('etcd-main') + '/scale', {'spec': {'replicas': 0}})
     assert kube.get(etcds('etcd-main'))['spec']['replicas'] == 0
+
+
+def test_a_crd_with_a_cel_rule_the_lab_cannot_evaluate_is_refused(kube):
+    crd = {'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition',
+           'metadata': {'name': 'widgets.example.com'},
+           'spec': {'group': 'example.com', 'scope': 'Namespaced',
+                    'names': {'plural': 'widgets', 'singular': 'widget', 'kind': 'Widget'},
+                    'versions': [{'name': 'v1', 'served': True, 'storage': True, 'schema': {'openAPIV3Schema': {
+                        'type': 'object', 'x-kubernetes-validations': [{'rule': 'self.spec.x ~ 1'}]}}}]}}
+    crds = api_path('apiextensions.k8s.io/v1', 'customresourcedefinitions')
+    with pytest.raises(Invalid) as caught:
+        kube.create(crds, crd)
+    assert 'spec.versions[0].schema.openAPIV3Schema: the lab emulator cannot evaluate this CEL rule' in str(caught.value)
+    assert kube.get_or_none(crds + '/widgets.example.com') is None

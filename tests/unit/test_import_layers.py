@@ -32,7 +32,7 @@ FLOORS: Dict[str, int] = {
     'common': 0,
     'kube': 1,
     'etcd': 2, 'sabakan': 2, 'maintenance': 2, 'watchdog': 2,
-    'machines': 3, 'provisioning': 3,
+    'machines': 3, 'provisioning': 3, 'druid': 3,
 }
 CONTROLLER_SHARED = ('core',)     # the runtime every loop uses
 
