@@ -247,10 +247,10 @@ def _is_url(value: Any) -> bool:
         return False
     try:
         parts = urlsplit(value)
-        _ = parts.port
+        port_ok = parts.port is None or 0 <= parts.port   # reading .port raises ValueError on a bad port
     except ValueError:
         return False
-    return bool(parts.scheme and parts.netloc)
+    return bool(parts.scheme and parts.netloc and port_ok)
 
 
 class _Duration:
