@@ -21,7 +21,9 @@ Added on top of kmock 0.8 (each is what a real kube-apiserver does):
   StatefulSet or ReplicaSet its status follows spec.replicas, unless annotated
   `lab.steward.io/hold-status: "true"` (kube_workloads.py);
 * CustomResourceDefinitions: creating one serves its resource, and custom objects are validated
-  against the CRD's openAPIV3Schema (422 Invalid with the field path) like the API server does;
+  against the CRD's openAPIV3Schema (422 Invalid with the field path) like the API server does, including its
+  CEL rules (`x-kubernetes-validations`, transition rules with `oldSelf` on updates; lab/kube/cel.py) and on writes
+  through the `scale` subresource; a CRD with a rule outside cel.py's subset is refused (422) before it is stored;
 * PATCH on the `status` subresource changes only status; PATCH on the object leaves status alone
   when the CRD declares the status subresource;
 * PUT (replace) on named objects, with the same resourceVersion check;
@@ -63,6 +65,7 @@ import jsonschema
 import kmock
 from kmock._internal import enums, k8s, parsing  # private modules: kmock is pinned (0.8)
 
+from lab.kube import cel as kube_cel
 from lab.kube import eviction as kube_eviction
 from lab.kube.discovery import STRATEGIC_MERGE_PATCH, fixed_resource_list, openapi_v2, strategic_merge
 from lab.kube.index import IndexedObjects, objects_for
@@ -142,6 +145,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         self._objects = IndexedObjects()       # lists by resource (kube_index.py); `list_index = False`: kmock's scan
         self.list_index = True
         self._schemas: Dict[Tuple[str, str, str], Any] = {}
+        self._cel: Dict[Tuple[str, str, str], kube_cel.Validator] = {}
         self._status_sub: set = set()
         self._scale_sub: Dict[Tuple[str, str, str], ScalePaths] = {}
         # A write's checks (resourceVersion, name taken) and the write itself are one step, as in etcd;
@@ -176,6 +180,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             key = (spec['group'], version['name'], names['plural'])
             if schema:
                 self._schemas[key] = structural(schema)
+                rules = kube_cel.validator(schema)
+                if rules is not None:
+                    self._cel[key] = rules
             if 'status' in subresources:
                 self._status_sub.add(key)
             if 'scale' in subresources:
@@ -185,20 +192,46 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         info = self.resources[res] if res in self.resources else None
         return (info.kind if info is not None and info.kind else res.plural) or ''
 
-    def _validate(self, request: kmock.Request, obj: Dict[str, Any]) -> None:
-        """The API server's checks on a write: metadata and spec rules for every kind, the CRD's schema for
-        custom resources. Raises RequestRefused (422 / 400)."""
+    def _validate(self, request: kmock.Request, obj: Dict[str, Any], old: Optional[Dict[str, Any]] = None) -> None:
+        """The API server's checks on a write: metadata and spec rules for every kind, the CRD's schema and then
+        its CEL rules for custom resources (`old`: the stored object of an update, for transition rules).
+        Raises RequestRefused (422 / 400)."""
         res = request.resource
         info = self.resources[res] if res in self.resources else None
         check_write(res.plural, self._kind(res), res.group, obj, bool(info is not None and info.namespaced))
-        schema = self._schemas.get((res.group, res.version, res.plural))
+        if res == CRD_RESOURCE:
+            self._check_crd_rules(obj)
+        self._validate_custom(res, obj, old)
+
+    def _check_crd_rules(self, crd: Dict[str, Any]) -> None:
+        """A CRD whose CEL rules the lab cannot evaluate is refused before it is stored (a real API server would
+        serve it): otherwise its objects would pass rules nobody checked."""
+        versions = (crd.get('spec') or {}).get('versions') or []
+        for index, version in enumerate(versions if isinstance(versions, list) else []):
+            try:
+                kube_cel.validator(((version or {}).get('schema') or {}).get('openAPIV3Schema'))
+            except kube_cel.CelUnsupported as exc:
+                raise invalid('CustomResourceDefinition', (crd.get('metadata') or {}).get('name'), CRD_RESOURCE.group, [
+                    ('FieldValueInvalid', 'spec.versions[%d].schema.openAPIV3Schema' % index,
+                     'the lab emulator cannot evaluate this CEL rule: %s' % exc)])
+
+    def _validate_custom(self, res: Any, obj: Dict[str, Any], old: Optional[Dict[str, Any]]) -> None:
+        key = (res.group, res.version, res.plural)
+        schema = self._schemas.get(key)
         if schema is None:
             return
+        name = obj.get('metadata', {}).get('name')
         body = {k: v for k, v in obj.items() if k not in ('apiVersion', 'kind', 'metadata')}
         errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(body), key=lambda e: list(e.path))
         if errors:
-            raise invalid(self._kind(res), obj.get('metadata', {}).get('name'), res.group, [
+            raise invalid(self._kind(res), name, res.group, [
                 ('FieldValueInvalid', '.'.join(str(p) for p in e.path) or '<root>', e.message) for e in errors])
+        rules = self._cel.get(key)
+        causes = rules.causes(obj, old) if rules is not None else []
+        if causes:
+            raise invalid(self._kind(res), name, res.group, [
+                ('FieldValueInvalid', field, 'Invalid value: "%s": %s' % (kube_cel.type_name(value), message))
+                for field, message, value in causes])
 
     # --- request handling ------------------------------------------------------------------
     def _current(self, request: kmock.Request) -> Optional[Dict[str, Any]]:
@@ -346,7 +379,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             self._check_rv(data, current)
             # kmock has no PUT: express the replacement as a merge patch that removes what is gone.
             replacement = self._complete_update(request, current, data)
-            self._validate(request, replacement)
+            self._validate(request, replacement, current)
             patch = replace_patch(current, replacement)
             object.__setattr__(request, 'data', patch)  # attrs frozen (slotted) instance
             object.__setattr__(request, 'action', enums.action.UPDATE)
@@ -379,7 +412,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
                     raise _invalid('the JSON patch is invalid: %s' % exc)
                 after = self._complete_update(request, current, after)
-                self._validate(request, after)
+                self._validate(request, after, current)
                 data[:] = [{'op': 'replace', 'path': '', 'value': after}]
                 return _unchanged(current, after)
             if isinstance(data, dict):
@@ -391,7 +424,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 strategic = STRATEGIC_MERGE_PATCH in request.headers.get('Content-Type', '')
                 after = strategic_merge(after, scoped) if strategic else merge(after, scoped)
                 after = self._complete_update(request, current, after)
-                self._validate(request, after)
+                self._validate(request, after, current)
                 data.clear()
                 data.update(replace_patch(current, after))
                 return _unchanged(current, after)
@@ -502,6 +535,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if causes:
             raise invalid('Scale', request.name, 'autoscaling', causes)
         after = with_replicas(current, paths, int(replicas))
+        self._validate_custom(res, after, current)   # the API server validates the object a scale write makes
         if request.params.get('dryRun') == 'All':
             return aiohttp.web.json_response(scale_of(after, paths))
         if after != current:

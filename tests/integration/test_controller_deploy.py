@@ -25,7 +25,8 @@ PLAYBOOK = 'steward.cluster.controller_deploy'
 NS = 'steward-system'
 CRDS = ['etcdbackups.cluster.steward.io', 'sabakanintegrations.cluster.steward.io', 'repairentries.cluster.steward.io',
         'machineclasses.machine.sapcloud.io', 'machines.machine.sapcloud.io', 'machinesets.machine.sapcloud.io',
-        'machinedeployments.machine.sapcloud.io']
+        'machinedeployments.machine.sapcloud.io', 'etcds.druid.gardener.cloud', 'etcdcopybackupstasks.druid.gardener.cloud',
+        'etcdoperatortasks.druid.gardener.cloud']
 CRD_API = ('apiextensions.k8s.io/v1', 'customresourcedefinitions')
 RBAC = 'rbac.authorization.k8s.io/v1'
 # (apiVersion, plural, namespaced, name) of everything but the CRDs, in the order the role applies them.

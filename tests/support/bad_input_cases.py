@@ -271,6 +271,12 @@ CASES = {
                Case('name-uppercase', {'name': 'Pool_A'}),
                Case('drain_timeout-not-a-duration', {'drain_timeout': 'soon'}),
                Case('wait_timeout-negative-with-wait', {'wait': True, 'wait_timeout': -1})]),
+    'etcd_druid_info': ModuleCases(
+        base=dict(KUBE), **KUBE_ENDPOINT,
+        extra=[Case('label_selectors-malformed', {'label_selectors': ['a in (b']}),
+               Case('label_selectors-empty-term', {'label_selectors': ['role=main,']}),
+               Case('namespace-invalid', {'namespace': 'Not/A/Namespace'}),
+               Case('name-uppercase', {'name': 'Etcd_Main'})]),
     'machine_info': ModuleCases(
         base=dict(KUBE), **KUBE_ENDPOINT,
         extra=[Case('label_selector-malformed', {'label_selector': 'a in (b'}),
