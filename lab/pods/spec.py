@@ -31,6 +31,8 @@ POD_INDEX_LABEL = 'apps.kubernetes.io/pod-index'
 REVISION_LABEL = 'controller-revision-hash'
 PVC_PROTECTION = 'kubernetes.io/pvc-protection'
 MANAGED_BY = 'lab.steward.io/pod-runtime'
+# an EndpointSlice's managed-by label value (a label value holds no '/': the API refuses the annotation's name)
+SLICE_MANAGER = 'pod-runtime.lab.steward.io'
 CLUSTER_DOMAIN = 'cluster.local'
 
 
@@ -244,7 +246,7 @@ def endpoints_for(service: Dict[str, Any], pods: List[Dict[str, Any]]) -> Tuple[
     endpoints = {'apiVersion': 'v1', 'kind': 'Endpoints', 'metadata': meta,
                  'subsets': [subset] if ready or not_ready else []}
     slice_md = dict(meta, name=md['name'] + '-lab', labels=dict(meta['labels'], **{
-        'kubernetes.io/service-name': md['name'], 'endpointslice.kubernetes.io/managed-by': MANAGED_BY}))
+        'kubernetes.io/service-name': md['name'], 'endpointslice.kubernetes.io/managed-by': SLICE_MANAGER}))
     endpoint_slice = {
         'apiVersion': 'discovery.k8s.io/v1', 'kind': 'EndpointSlice', 'metadata': slice_md, 'addressType': 'IPv4',
         'ports': ports,

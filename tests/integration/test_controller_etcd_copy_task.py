@@ -19,6 +19,7 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import SnapshotName
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Invalid
 
 from lab.env.controller import ControllerProcess
 
@@ -75,7 +76,8 @@ def _wait_status(kube, name: str, deadline: float = 60):
 @pytest.fixture
 def controller(kube, tmp_path):
     _crd_if_missing(kube)
-    proc = ControllerProcess(kube.server, str(tmp_path / 'controller'), args=['--controllers', 'etcd-tasks']).start()
+    proc = ControllerProcess(kube.server, str(tmp_path / 'controller'),
+                             args=['--controllers', 'etcd-tasks', '--local-store-root', str(tmp_path)]).start()
     yield proc
     assert proc.stop() == 0, proc.log()[-3000:]
 
@@ -89,7 +91,7 @@ def test_a_druid_copy_task_copies_the_newest_backups_to_s3_and_reports_as_druid(
     kube.create(api_path('v1', 'secrets', NS), {
         'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'backup-target', 'namespace': NS},
         'data': {k: base64.b64encode(v.encode()).decode() for k, v in secret.items()}})
-    spec = {'sourceStore': {'provider': 'local', 'container': str(tmp_path / 'source'), 'prefix': 'etcd-main'},
+    spec = {'sourceStore': {'provider': 'local', 'container': 'source', 'prefix': 'etcd-main'},   # under the root
             'targetStore': {'provider': 'aws', 'container': bucket, 'prefix': 'copy/etcd-main',
                             'secretRef': {'name': 'backup-target'}},
             'maxBackups': 1, 'waitForFinalSnapshot': {'enabled': True, 'timeout': '1s'}}
@@ -114,8 +116,12 @@ def test_a_druid_copy_task_copies_the_newest_backups_to_s3_and_reports_as_druid(
 
 
 def test_a_bad_copy_task_fails_naming_the_field_and_copies_nothing(kube, controller, tmp_path):
-    spec = {'sourceStore': {'provider': 'local', 'container': str(tmp_path / 'src'), 'prefix': 'p'},
-            'targetStore': {'provider': 'gcp', 'container': 'b', 'prefix': 'p'}, 'maxBackups': -1}
+    with pytest.raises(Invalid, match='spec.maxBackups'):     # the shipped CRD refuses what its schema can say
+        _task(kube, 'copy-negative', {'sourceStore': {'provider': 'local', 'container': 'src', 'prefix': 'p'},
+                                      'targetStore': {'provider': 'aws', 'container': 'bucket', 'prefix': 'p'},
+                                      'maxBackups': -1})
+    spec = {'sourceStore': {'provider': 'local', 'container': 'src', 'prefix': 'p'},
+            'targetStore': {'provider': 'gcp', 'container': 'bucket', 'prefix': 'p'}}   # druid's; no client here
     _task(kube, 'copy-bad', spec)
     task, conditions = _wait_status(kube, 'copy-bad')
     assert conditions['Failed']['status'] == 'True' and conditions['Succeeded']['status'] == 'False'

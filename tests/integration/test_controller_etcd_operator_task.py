@@ -70,7 +70,8 @@ def test_operator_tasks_on_a_real_member(kube, member_env, tmp_path):
                       extra=('--k8s-heartbeat-duration', '1s', '--delta-snapshot-period', '1h',
                              '--work-dir', str(tmp_path / 'work'), '--defragmentation-schedule', ''))
     etcd = None
-    controller = ControllerProcess(kube.server, str(tmp_path / 'controller'), args=['--controllers', 'etcd-tasks'])
+    controller = ControllerProcess(kube.server, str(tmp_path / 'controller'),
+                                   args=['--controllers', 'etcd-tasks', '--local-store-root', str(tmp_path)])
     try:
         assert _initialize(program.base) == 'Successful'
         etcd = Etcd(env['etcd'], _get(program.base + '/config')[1], tmp_path)
@@ -79,9 +80,9 @@ def test_operator_tasks_on_a_real_member(kube, member_env, tmp_path):
         kube.create(api_path(API, 'etcds', NS), {
             'apiVersion': API, 'kind': 'Etcd', 'metadata': {'name': 'etcd-main', 'namespace': NS},
             'spec': {'replicas': 1, 'selector': {'matchLabels': {'instance': 'etcd-main'}},
-                     'etcd': {'clientPort': client_port},
-                     'backup': {'port': program.port,
-                                'store': {'provider': 'local', 'container': env['store'], 'prefix': 'etcd-main'}}}})
+                     'labels': {'instance': 'etcd-main'}, 'etcd': {'clientPort': client_port},
+                     'backup': {'port': program.port,   # the member's store: <root>/store/etcd-main
+                                'store': {'provider': 'local', 'container': 'store', 'prefix': 'etcd-main'}}}})
         _ready(kube, 'True')
         kube.create(api_path('v1', 'pods', NS), {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {
             'name': 'etcd-main-0', 'namespace': NS, 'labels': {'instance': 'etcd-main'}},
@@ -160,15 +161,16 @@ def test_druids_compaction_controller_compacts_past_the_events_threshold(kube, m
         '--kubeconfig', str(kubeconfig), '--work-dir', str(tmp_path / 'work'), '--defragmentation-schedule', ''))
     etcd = None
     controller = ControllerProcess(kube.server, str(tmp_path / 'controller'), args=[
-        '--controllers', 'etcd-tasks', '--enable-backup-compaction', '--etcd-events-threshold', '20'])
+        '--controllers', 'etcd-tasks', '--enable-backup-compaction', '--etcd-events-threshold', '20',
+        '--local-store-root', str(tmp_path)])
     try:
         assert _initialize(program.base) == 'Successful'
         etcd = Etcd(env['etcd'], _get(program.base + '/config')[1], tmp_path)
         _wait_serving(env)
         kube.create(api_path(API, 'etcds', NS), {
             'apiVersion': API, 'kind': 'Etcd', 'metadata': {'name': 'etcd-main', 'namespace': NS},
-            'spec': {'replicas': 1, 'backup': {'store': {'provider': 'local', 'container': env['store'],
-                                                         'prefix': 'etcd-main'}}}})
+            'spec': {'replicas': 1, 'labels': {'app': 'etcd-main'}, 'etcd': {},
+                     'backup': {'store': {'provider': 'local', 'container': 'store', 'prefix': 'etcd-main'}}}})
         end = time.monotonic() + 30   # the leader's first full snapshot, then deltas
         while time.monotonic() < end and not json.loads(_get(program.base + '/snapshot/latest')[1]).get('fullSnapshot'):
             time.sleep(0.3)

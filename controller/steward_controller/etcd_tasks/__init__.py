@@ -29,6 +29,8 @@ FLAGS = (
     Flag('etcd-events-threshold', 'int', 1000000, 'delta events since the last full snapshot allowed before a compaction'),
     Flag('active-deadline-duration', 'duration', 3 * 3600.0, 'deadline of one compaction'),
     Flag('metrics-scrape-wait-duration', 'duration', 0.0, 'wait after a compaction before its metrics change'),
+    Flag('local-store-root', 'text', '', "directory under which druid's `local` store containers live (unset: "
+         "tasks naming a local store are refused)"),
 )
 
 
@@ -39,6 +41,7 @@ class TaskOptions:
     etcd_events_threshold: int
     active_deadline_duration: float
     metrics_scrape_wait_duration: float
+    local_store_root: str
 
 
 def add_arguments(group: Any) -> None:

@@ -95,7 +95,8 @@ class Compactions:
         ok = False
         try:
             os.makedirs(work, mode=0o700, exist_ok=True)
-            store = open_druid_store(self.runtime, namespace, parse_store(store_spec, 'spec.backup.store'),
+            store = open_druid_store(self.runtime, namespace, parse_store(store_spec, 'spec.backup.store',
+                                                                          self.options.local_store_root),
                                      'spec.backup.store')
             chain = plan_chain(store.list())
             if chain.base is None:

@@ -44,11 +44,11 @@ log = logging.getLogger('steward.etcdtasks')
 class TaskSpec:
     """The checked spec (field names as druid's)."""
 
-    def __init__(self, spec: Any, field: str = 'spec'):
+    def __init__(self, spec: Any, field: str = 'spec', local_root: str = ''):
         """`field`: where the spec sits (`spec`, or `spec.config` for an EtcdOperatorTask's CopyBackupsTask)."""
         spec = validate.mapping(spec, field, required=True)
-        self.source: DruidStore = parse_store(spec.get('sourceStore'), field + '.sourceStore')
-        self.target: DruidStore = parse_store(spec.get('targetStore'), field + '.targetStore')
+        self.source: DruidStore = parse_store(spec.get('sourceStore'), field + '.sourceStore', local_root)
+        self.target: DruidStore = parse_store(spec.get('targetStore'), field + '.targetStore', local_root)
         if self.source.url == self.target.url:
             raise InvalidInput(field + '.targetStore', 'different', 'is the source store (%s)' % self.source.url)
         self.max_backup_age = _uint32(spec.get('maxBackupAge'), field + '.maxBackupAge')
@@ -75,6 +75,12 @@ def open_druid_store(runtime: Runtime, namespace: str, store: DruidStore, field:
                       secret_key=found.secret_key, session_token=found.session_token, region=found.region)
 
 
+def local_root(runtime: Runtime) -> str:
+    """--local-store-root of the etcd-tasks loop (where druid's `local` containers live)."""
+    options = runtime.settings.loop_options.get('etcd-tasks')
+    return getattr(options, 'local_store_root', '') or ''
+
+
 def finished(body: Mapping[str, Any]) -> bool:
     """A terminal condition for this generation is already written."""
     status = body.get('status') or {}
@@ -89,7 +95,7 @@ def run_task(runtime: Runtime, body: Mapping[str, Any]) -> Tuple[bool, str]:
     namespace = meta.get('namespace')
     work_dir = os.path.join(runtime.settings.work_dir, 'copy-%s-%s' % (namespace, meta.get('name')))
     try:
-        spec = TaskSpec(body.get('spec'))
+        spec = TaskSpec(body.get('spec'), local_root=local_root(runtime))
         source = open_druid_store(runtime, namespace, spec.source, 'spec.sourceStore')
         target = open_druid_store(runtime, namespace, spec.target, 'spec.targetStore')
         waited = ''

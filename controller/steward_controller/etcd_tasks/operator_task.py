@@ -49,7 +49,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
 
 from steward_controller.core.runtime import Runtime
-from steward_controller.etcd_tasks.copy_task import TaskSpec, open_druid_store
+from steward_controller.etcd_tasks.copy_task import TaskSpec, local_root, open_druid_store
 
 GROUP, VERSION, PLURAL = 'druid.gardener.cloud', 'v1alpha1', 'etcdoperatortasks'
 API = GROUP + '/' + VERSION
@@ -149,14 +149,15 @@ def _compaction(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any],
     store_spec = ((etcd.get('spec') or {}).get('backup') or {}).get('store')
     if not store_spec:
         raise TaskFailed('ERR_NO_STORE', 'the Etcd has no backup store (spec.backup.store)')
-    store = open_druid_store(runtime, task.etcd[0], parse_store(store_spec, 'spec.backup.store'), 'spec.backup.store')
+    store = open_druid_store(runtime, task.etcd[0], parse_store(store_spec, 'spec.backup.store', local_root(runtime)),
+                             'spec.backup.store')
     chain = plan_chain(store.list())
     snap = compact_chain(store, chain, work_dir=work_dir, now=runtime.clock())
     return 'compacted full snapshot %s' % snap.name
 
 
 def _copy(runtime: Runtime, task: t.OperatorTask, work_dir: str) -> str:
-    spec = TaskSpec(dict(task.config), field='spec.config')
+    spec = TaskSpec(dict(task.config), field='spec.config', local_root=local_root(runtime))
     source = open_druid_store(runtime, task.namespace, spec.source, 'spec.config.sourceStore')
     target = open_druid_store(runtime, task.namespace, spec.target, 'spec.config.targetStore')
     plan = plan_copy(source.list(), target.list(), now=runtime.clock(), max_backup_age=spec.max_backup_age,

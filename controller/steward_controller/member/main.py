@@ -56,12 +56,13 @@ def read_credentials(directory: Optional[str]) -> StoreCredentials:
     return credentials(found)
 
 
-def store_url(provider: str, container: str, prefix: str) -> Optional[str]:
-    """etcdbrctl's --storage-provider/--store-container/--store-prefix as our store URL (druid_store.py)."""
+def store_url(provider: str, container: str, prefix: str, local_root: str = '') -> Optional[str]:
+    """etcdbrctl's --storage-provider/--store-container/--store-prefix as our store URL (druid_store.py); a `local`
+    container lives under `local_root` (etcd-backup-restore: its working directory)."""
     if not provider:
         return None
     try:
-        return store_location(provider, container, prefix, field='store')
+        return store_location(provider, container, prefix, field='store', local_root=local_root or os.getcwd())
     except EtcdError as exc:
         raise SystemExit('--storage-provider/--store-container/--store-prefix: %s' % exc) from exc
 
@@ -103,6 +104,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument('--storage-provider', default='')
     p.add_argument('--store-container', default=os.environ.get('STORAGE_CONTAINER', ''))
     p.add_argument('--store-prefix', default='')
+    p.add_argument('--local-store-root', default='', help="where a `local` store's container lives (default: the "
+                   "working directory, as etcd-backup-restore)")
     p.add_argument('--store-credentials-dir', default=os.environ.get('AWS_APPLICATION_CREDENTIALS', ''))
     _boolean(p, '--create-as-learner', "druid's create-as-learner marker (scale-up)")
     _boolean(p, '--allow-empty-start', 'allow an existing cluster without data or backup to start empty (never the default)')
@@ -216,7 +219,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print('--config-file %s: %s' % (args.config_file, exc), file=sys.stderr)
         return 2
     options = options_from(args, bootstrap)
-    url = store_url(args.storage_provider, args.store_container, args.store_prefix)
+    url = store_url(args.storage_provider, args.store_container, args.store_prefix, args.local_store_root)
     creds = read_credentials(args.store_credentials_dir)
     try:
         store = open_store(url, endpoint_url=creds.endpoint, access_key=creds.access_key, secret_key=creds.secret_key,

@@ -134,9 +134,14 @@ def pod_selector(spec: EtcdSpec) -> Dict[str, str]:
     return given or {LABEL_NAME: 'etcd', LABEL_INSTANCE: spec.name}
 
 
-def label_selector(spec: EtcdSpec) -> str:
-    """status.labelSelector (the scale subresource's)."""
-    return label_selector_string({'matchLabels': pod_selector(spec)})
+def label_selector(spec: EtcdSpec) -> Dict[str, Any]:
+    """status.labelSelector: a metav1.LabelSelector, as druid's API types it."""
+    return {'matchLabels': dict(pod_selector(spec))}
+
+
+def selector_string(spec: EtcdSpec) -> str:
+    """status.selector: the same selector serialized (the scale subresource's labelSelectorPath names a string)."""
+    return label_selector_string(label_selector(spec))
 
 
 def owner_reference(spec: EtcdSpec) -> Dict[str, Any]:
@@ -306,7 +311,7 @@ def _backup_args(spec: EtcdSpec) -> List[str]:
             '--embedded-etcd-quota-bytes=%d' % spec.etcd.quota,
             '--auto-compaction-mode=%s' % spec.auto_compaction_mode,
             '--auto-compaction-retention=%s' % spec.auto_compaction_retention,
-            '--enable-member-lease-renewal=true',
+            '--enable-member-lease-renewal=true', '--enable-snapshot-lease-renewal=true',
             '--k8s-heartbeat-duration=%ds' % int(spec.etcd.heartbeat),
             '--full-snapshot-lease-name=%s' % snapshot_lease_name(spec, FULL_SNAP),
             '--delta-snapshot-lease-name=%s' % snapshot_lease_name(spec, DELTA_SNAP),

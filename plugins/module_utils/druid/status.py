@@ -223,6 +223,7 @@ def compute_status(spec: EtcdSpec, observed: Observed, previous: Optional[Mappin
         'updatedReplicas': int(sts_status.get('updatedReplicas') or 0),
         'ready': spec.replicas > 0 and ready_replicas == spec.replicas and is_quorate,
         'labelSelector': c.label_selector(spec),
+        'selector': c.selector_string(spec),
         'peerUrlTLSEnabled': spec.peer_tls_enabled,
         'conditions': conditions,
     }

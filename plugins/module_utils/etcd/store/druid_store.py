@@ -7,7 +7,9 @@ as one of our stores: the one reading, used by the `Etcd` resource, `EtcdCopyBac
 program's etcdbrctl flags (`--storage-provider`, `--store-container`, `--store-prefix`).
 
 Providers: `aws` (as druid's setup writes it) and `S3` (as its sample does) are S3 and S3-compatible stores;
-`local` is a directory (`container` is its absolute path). azure, gcp, openstack, alicloud, dell and openshift
+`local` is a directory: `container` names it under a local store root (etcd-backup-restore's local provider is
+`<container>/<prefix>` from its working directory; druid's CRD allows only a bucket-like name there), which the
+caller gives (`local_root`); an absolute `container` is taken as it is. azure, gcp, openstack, alicloud, dell and openshift
 are refused by name: this collection has no client for them (docs/etcd-druid.md lists the difference).
 """
 
@@ -45,7 +47,7 @@ class StoreCredentials:
     force_path_style: bool = False
 
 
-def store_location(provider: Any, container: Any, prefix: Any, field: str = 'store') -> str:
+def store_location(provider: Any, container: Any, prefix: Any, field: str = 'store', local_root: str = '') -> str:
     """Our store URL for druid's provider/container/prefix; SpecError names `<field>.<key>`."""
     if provider in KNOWN_ELSEWHERE:
         raise SpecError(field + '.provider', 'supported', 'provider %r is not supported here (only %s and %s)' % (
@@ -64,11 +66,20 @@ def store_location(provider: Any, container: Any, prefix: Any, field: str = 'sto
             raise SpecError(field + '.container', 'required', 'the bucket name is required for provider %s, got %r' % (
                 provider, container), container)
         return 's3://%s/%s' % (container, clean)
-    return os.path.join(validate.absolute_path(container, field + '.container'), clean)
+    if isinstance(container, str) and container.startswith('/'):
+        return os.path.join(validate.absolute_path(container, field + '.container'), clean)
+    name = validate.text(container, field + '.container')
+    if '/' in name or name in ('.', '..'):
+        raise SpecError(field + '.container', 'directory-name', 'a local container is one directory name, got %r' % (
+            name,), name)
+    if not local_root:
+        raise SpecError(field + '.container', 'local-root', 'the local container %r needs a local store root to live '
+                        'under, and none is configured' % (name,), name)
+    return os.path.join(validate.absolute_path(local_root, 'local store root'), name, clean)
 
 
-def parse_store(store: Any, field: str = 'spec.backup.store') -> DruidStore:
-    """A druid StoreSpec mapping, checked."""
+def parse_store(store: Any, field: str = 'spec.backup.store', local_root: str = '') -> DruidStore:
+    """A druid StoreSpec mapping, checked (`local_root`: where `local` containers live)."""
     store = validate.mapping(store, field, required=True)
     secret = store.get('secretRef')
     name = None
@@ -76,7 +87,7 @@ def parse_store(store: Any, field: str = 'spec.backup.store') -> DruidStore:
         secret = validate.mapping(secret, field + '.secretRef')
         name = validate.text(secret.get('name'), field + '.secretRef.name')
     return DruidStore(str(store.get('provider')), store_location(store.get('provider'), store.get('container'),
-                                                                  store.get('prefix'), field), name)
+                                                                  store.get('prefix'), field, local_root), name)
 
 
 def credentials(data: Mapping[str, str]) -> StoreCredentials:

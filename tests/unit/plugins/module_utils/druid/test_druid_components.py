@@ -129,7 +129,8 @@ def test_our_pods(spec3):
     foreign = {'metadata': dict(pod['metadata'], ownerReferences=[{'kind': 'StatefulSet', 'name': 'web'}])}
     assert not c.is_our_pod(spec3, foreign)
     assert c.ordinal_of('etcd-main-12') == 12 and c.ordinal_of('etcd-main') == -1
-    assert c.label_selector(spec3) in ('app=etcd-statefulset,role=main', 'role=main,app=etcd-statefulset')
+    assert c.selector_string(spec3) in ('app=etcd-statefulset,role=main', 'role=main,app=etcd-statefulset')
+    assert c.label_selector(spec3) == {'matchLabels': {'app': 'etcd-statefulset', 'role': 'main'}}
 
 
 def test_statefulset_patch_leaves_the_immutable_fields(spec3):

@@ -64,7 +64,8 @@ def test_healthy_three(spec3):
     assert cond(s, 'DataVolumesReady') == ('True', 'NoErrorsFound')
     assert s['etcd'] == {'apiVersion': 'apps/v1', 'kind': 'StatefulSet', 'name': 'etcd-main'}
     assert s['serviceName'] == 'etcd-main-client' and s['peerUrlTLSEnabled'] is False
-    assert s['labelSelector'] in ('app=etcd-statefulset,role=main', 'role=main,app=etcd-statefulset')
+    assert s['labelSelector'] == {'matchLabels': {'app': 'etcd-statefulset', 'role': 'main'}}
+    assert s['selector'] in ('app=etcd-statefulset,role=main', 'role=main,app=etcd-statefulset')
 
 
 @pytest.mark.parametrize('age, ready, expected', [

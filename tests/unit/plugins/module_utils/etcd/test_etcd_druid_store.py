@@ -28,7 +28,8 @@ def test_druid_stores_map_to_ours(store, url):
     ({'provider': 'aws', 'container': 'b'}, 'spec.backup.store.prefix', 'required'),
     ({'provider': 'aws', 'container': 'b', 'prefix': 'a/../b'}, 'spec.backup.store.prefix', '..'),
     ({'provider': 'aws', 'prefix': 'p'}, 'spec.backup.store.container', 'bucket name is required'),
-    ({'provider': 'local', 'container': 'rel', 'prefix': 'p'}, 'spec.backup.store.container', 'absolute'),
+    ({'provider': 'local', 'container': 'rel', 'prefix': 'p'}, 'spec.backup.store.container', 'local store root'),
+    ({'provider': 'local', 'container': 'a/b', 'prefix': 'p'}, 'spec.backup.store.container', 'one directory name'),
     ({'provider': 'aws', 'container': 'b', 'prefix': 'p', 'secretRef': {}}, 'spec.backup.store.secretRef.name', ''),
 ])
 def test_bad_stores_are_refused_naming_the_field(store, field, words):
@@ -36,6 +37,11 @@ def test_bad_stores_are_refused_naming_the_field(store, field, words):
         parse_store(store)
     assert field in str(refused.value) and words in str(refused.value)
     assert isinstance(refused.value, (SpecError, ValueError))
+
+
+def test_a_local_container_lives_under_the_local_store_root():
+    assert parse_store({'provider': 'local', 'container': 'bkp', 'prefix': 'main'}, local_root='/srv/stores').url == \
+        '/srv/stores/bkp/main'
 
 
 def test_credentials_read_etcd_backup_restores_keys_and_never_show_secrets():
