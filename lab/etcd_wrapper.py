@@ -38,7 +38,7 @@ POLL = 0.5
 
 
 def _resolve(host_port: str, pod_ip: str) -> str:
-    host, _, port = host_port.rpartition(':')
+    host, _sep, port = host_port.rpartition(':')
     if not host or host.endswith('-local') or host == 'localhost':
         host = pod_ip
     return 'http://%s:%s' % (host, port)
@@ -69,7 +69,7 @@ def initialize(base: str, stop: threading.Event, log=print) -> str:
 def client_url(config_yaml: str) -> Optional[str]:
     """The first advertise-client-url of the config (a tiny reader: the config is flat `key: value` YAML)."""
     for line in config_yaml.splitlines():
-        key, _, value = line.partition(':')
+        key, _sep, value = line.partition(':')
         if key.strip() == 'advertise-client-urls':
             value = value.strip().strip('\'"')
             return value.split(',')[0].strip() or None

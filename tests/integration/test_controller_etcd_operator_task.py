@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 from lab.env.controller import ControllerProcess
 from test_etcd_member_program import (  # noqa: E402  (the member program's helpers: one copy)
-    Etcd, Program, _etcdctl, _get, _initialize, _wait_serving, member_env)  # noqa: F401  (member_env: a fixture)
+    Etcd, Program, _etcdctl, _get, _initialize, _wait_serving)
+from test_etcd_member_program import member_env  # noqa: F401  # pylint: disable=unused-import  (a fixture)
 
 API = 'druid.gardener.cloud/v1alpha1'
 NS = 'default'
@@ -44,8 +43,8 @@ def _task(kube, name, kind, config=None, **spec):
     body = dict({'type': kind, 'ownerEtcdRefrence': {'name': 'etcd-main', 'namespace': NS}}, **spec)
     if config is not None:
         body['config'] = config
-    kube.create(api_path(API, 'etcdoperatortasks', NS), {'apiVersion': API, 'kind': 'EtcdOperatorTask',
-                                                        'metadata': {'name': name, 'namespace': NS}, 'spec': body})
+    kube.create(api_path(API, 'etcdoperatortasks', NS), {
+        'apiVersion': API, 'kind': 'EtcdOperatorTask', 'metadata': {'name': name, 'namespace': NS}, 'spec': body})
 
 
 def _finished(kube, name, deadline=60):

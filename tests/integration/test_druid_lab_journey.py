@@ -90,9 +90,8 @@ def test_an_etcd_from_one_to_three_members_with_backups_in_s3(s3_server, tmp_pat
         for i in range(20):
             subprocess.run([etcdctl, '--endpoints', 'http://%s:2379' % ip0, 'put', 'k%02d' % i, 'v%d' % i],
                            check=True, capture_output=True, timeout=30)
-        answer = session.patch(kube.url + ETCD, json={'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile'}},
-                                                     'spec': {'replicas': 3}},
-                               headers={'Content-Type': 'application/merge-patch+json'})
+        scale = {'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile'}}, 'spec': {'replicas': 3}}
+        answer = session.patch(kube.url + ETCD, json=scale, headers={'Content-Type': 'application/merge-patch+json'})
         assert answer.status_code == 200, answer.text
         status = _wait(session, kube.url, lambda s: s.get('ready') and s.get('clusterSize') == 3
                        and s.get('readyReplicas') == 3 and _condition(s, 'AllMembersReady') == 'True', 180,

@@ -183,7 +183,7 @@ def test_the_wrapper_protocol_fresh_start_restore_and_refusal(member_env, tmp_pa
         decision = json.loads(_get(program.base + '/initialization/decision')[1])
         assert decision['decision']['action'] == 'refuse' and 'drop every key' in decision['error']
         assert sorted(os.listdir(os.path.join(env['data'], 'member', 'snap'))) == before
-        status, _ = 0, None
+        status = 0
         try:
             _get(program.base + '/healthz')
         except urllib.error.HTTPError as exc:
@@ -203,7 +203,7 @@ def test_three_members_bootstrap_and_a_member_with_bad_data_rejoins_as_a_learner
     if not dirs:
         pytest.skip('no etcd binary (STEWARD_ETCD_BIN_DIRS)')
     etcd_bin, etcdctl = os.path.join(dirs[0], 'etcd'), os.path.join(dirs[0], 'etcdctl')
-    ports = [(free_port(), free_port()) for _ in range(3)]
+    ports = [(free_port(), free_port()) for _member in range(3)]
     names = ['etcd-main-%d' % i for i in range(3)]
     initial = ','.join('%s=http://127.0.0.1:%d' % (n, p) for n, (_c, p) in zip(names, ports))
     clients = ['http://127.0.0.1:%d' % c for c, _p in ports]

@@ -62,7 +62,7 @@ def test_the_lab_runs_prometheus_with_the_shipped_rules(state):
     shipped = sorted(os.path.basename(p) for p in glob.glob(repo_path('observability', 'prometheus', 'rules', '*.yml')))
     assert sorted({os.path.basename(g['file']) for g in groups}) == shipped
     assert all(r['health'] == 'ok' for g in groups for r in g['rules'])
-    for _ in range(6):   # three evaluation intervals: nothing pending, nothing firing on a healthy lab
+    for _round in range(6):   # three evaluation intervals: nothing pending, nothing firing on a healthy lab
         assert api(url, 'alerts')['alerts'] == []
         time.sleep(1)
 

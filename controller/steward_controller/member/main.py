@@ -38,6 +38,7 @@ from steward_controller.member.server import MemberState, serve  # noqa: E402
 from steward_controller.member.leader import Heartbeat  # noqa: E402
 from steward_controller.member.leases import LeaseWriter  # noqa: E402
 
+
 def _list(value: Optional[str]) -> List[str]:
     return [v.strip() for v in (value or '').split(',') if v.strip()]
 
@@ -87,7 +88,7 @@ IGNORED = ('--embedded-etcd-quota-bytes', '--auto-compaction-mode', '--auto-comp
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='steward-etcd-member', description=__doc__.split('\n')[0])
+    p = argparse.ArgumentParser(prog='steward-etcd-member', description=__doc__.split('\n', maxsplit=1)[0])
     p.add_argument('command', nargs='?', choices=['server'], default='server',
                    help="etcdbrctl's subcommand, as druid's StatefulSet passes it (the only one)")
     p.add_argument('--name', default=os.environ.get('POD_NAME', ''), help='this member (default $POD_NAME)')
@@ -141,7 +142,7 @@ def parser() -> argparse.ArgumentParser:
 
 def etcd_name(pod: str) -> str:
     """druid names pods <etcd>-<ordinal>."""
-    head, _, tail = pod.rpartition('-')
+    head, _sep, tail = pod.rpartition('-')
     return head if head and tail.isdigit() else pod
 
 

@@ -25,7 +25,6 @@ import hashlib
 import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import API_VERSION, KIND, EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
@@ -215,6 +214,7 @@ def bootstrap_config(spec: EtcdSpec, replicas: int) -> Dict[str, Any]:
 
 
 def configmap(spec: EtcdSpec, replicas: int) -> Dict[str, Any]:
+    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
     text = yaml.safe_dump(bootstrap_config(spec, replicas), sort_keys=False, default_flow_style=False)
     return _object(spec, 'configmap', configmap_name(spec), {'data': {CONFIG_KEY: text}})
 
@@ -226,6 +226,7 @@ MEMBERSHIP_KEYS = ('initial-cluster', 'initial-advertise-peer-urls', 'advertise-
 def config_checksum(cm: Mapping[str, Any]) -> str:
     """The pod template's checksum of the bootstrap config, without the membership keys: a scale-up rewrites the
     member list, and that must not roll the members that are running (only a real config change does)."""
+    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
     config = yaml.safe_load((cm.get('data') or {}).get(CONFIG_KEY) or '{}') or {}
     kept = {k: v for k, v in config.items() if k not in MEMBERSHIP_KEYS}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()

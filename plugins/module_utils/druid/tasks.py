@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
@@ -62,6 +61,7 @@ class OperatorTask:
 
 @input_errors_as(TaskError)
 def _config(kind: str, text: Any) -> Dict[str, Any]:
+    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
     if text in (None, ''):
         if kind in (SNAPSHOT, COPY):
             raise TaskError('spec.config', 'required', 'a %s needs a config' % kind)
@@ -73,7 +73,7 @@ def _config(kind: str, text: Any) -> Dict[str, Any]:
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise TaskError('spec.config', 'yaml', 'not YAML: %s' % str(exc).split('\n')[0], text) from None
+        raise TaskError('spec.config', 'yaml', 'not YAML: %s' % str(exc).split('\n', maxsplit=1)[0], text) from None
     config = validate.mapping(config, 'spec.config', required=True)
     if kind == SNAPSHOT:
         if config.get('type') not in ('full', 'delta'):

@@ -185,12 +185,14 @@ def test_druids_backup_restore_image_runs_the_member_program_on_the_pods_ip(runt
                  'args': ['server', '--endpoints=http://e-local:2379', '--server-port=8080']}
     argv, env = made._argv(lab_pod(container, [{'ip': '127.0.0.1', 'hostnames': ['e-local']}]), container, ({}, {}))
     assert argv == [venv_bin + '/python', venv_bin + '/steward-etcd-member', 'server',
-                    '--endpoints=http://127.0.100.7:2379', '--server-port=8080', '--server-host=127.0.100.7']
+                    '--endpoints=http://127.0.100.7:2379', '--server-port=8080', '--server-host=127.0.100.7',
+                    '--config-file=/var/etcd/config/etcd.conf.yaml']   # no mount here: the path stays as it is
     assert env['KUBECONFIG'] == made.kubeconfig and env['HOSTNAME'] == 'e-0'
     controller = {'name': 'member', 'image': 'ghcr.io/steward-cluster/steward-controller:0.1.0',
                   'command': ['steward-etcd-member', 'server'], 'args': ['--server-host=127.0.100.7']}
     argv, _env = made._argv(lab_pod(controller), controller, ({}, {}))
-    assert argv == [venv_bin + '/python', venv_bin + '/steward-etcd-member', 'server', '--server-host=127.0.100.7']
+    assert argv == [venv_bin + '/python', venv_bin + '/steward-etcd-member', 'server', '--server-host=127.0.100.7',
+                    '--config-file=/var/etcd/config/etcd.conf.yaml']
     with pytest.raises(images.UnknownImage) as caught:
         made._argv(lab_pod(dict(controller, command=['sh'])), dict(controller, command=['sh']), ({}, {}))
     assert caught.value.reason == 'LabBinaryMissing'

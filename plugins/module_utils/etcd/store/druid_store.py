@@ -86,8 +86,8 @@ def parse_store(store: Any, field: str = 'spec.backup.store', local_root: str = 
     if secret is not None:
         secret = validate.mapping(secret, field + '.secretRef')
         name = validate.text(secret.get('name'), field + '.secretRef.name')
-    return DruidStore(str(store.get('provider')), store_location(store.get('provider'), store.get('container'),
-                                                                  store.get('prefix'), field, local_root), name)
+    location = store_location(store.get('provider'), store.get('container'), store.get('prefix'), field, local_root)
+    return DruidStore(str(store.get('provider')), location, name)
 
 
 def credentials(data: Mapping[str, str]) -> StoreCredentials:

@@ -18,7 +18,6 @@ import os
 import re
 from typing import Any, Dict
 
-import yaml
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
@@ -117,6 +116,7 @@ def _etcd_container(pod: Dict[str, Any]) -> Dict[str, Any]:
 
 def manifest_image(text: bytes, path: str) -> str:
     """The image of the manifest's etcd container (the container named etcd, else the first)."""
+    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
     try:
         pod = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -131,6 +131,7 @@ def with_image(text: bytes, path: str, image: str) -> bytes:
     """The manifest with the etcd container's image replaced and every other byte kept (the `image:` line is
     rewritten where it stands, so the file differs from the provisioning render in that line only); a manifest whose
     image line is not found that way is written back from its parsed form."""
+    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
     old = manifest_image(text, path)
     lines = text.decode('utf-8').split('\n')
     pattern = re.compile(r'^(\s*(?:-\s+)?image:\s*)([\'"]?)%s\2(\s*)$' % re.escape(old))

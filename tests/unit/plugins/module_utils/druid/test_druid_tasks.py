@@ -26,8 +26,8 @@ def etcd(ready='True', replicas=3):
 
 def test_types_configs_and_the_proposals_spelling():
     snap = t.parse_task(task())
-    assert (snap.type, snap.config, snap.etcd, snap.ttl, snap.state) == (t.SNAPSHOT, {'type': 'full'}, ('shoot', 'etcd-main'),
-                                                                        t.DEFAULT_TTL, t.PENDING)
+    expected = (t.SNAPSHOT, {'type': 'full'}, ('shoot', 'etcd-main'), t.DEFAULT_TTL, t.PENDING)
+    assert (snap.type, snap.config, snap.etcd, snap.ttl, snap.state) == expected
     assert t.parse_task(task(kind='OnDemandSnapshotTask')).type == t.SNAPSHOT
     maint = t.parse_task(task(kind=t.MAINTENANCE, config='maintenanceType: {etcdDefragmentation: true}'))
     assert maint.config == {'maintenanceType': {'etcdCompaction': False, 'etcdDefragmentation': True}}
