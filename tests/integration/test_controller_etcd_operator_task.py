@@ -17,7 +17,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from lab.env.controller import ControllerProcess
 from test_etcd_member_program import (  # noqa: E402  (the member program's helpers: one copy)
     Etcd, Program, _etcdctl, _get, _initialize, _wait_serving)
-from test_etcd_member_program import member_env  # noqa: F401  # pylint: disable=unused-import  (a fixture)
+from test_etcd_member_program import member_env  # noqa: F401  # pylint: disable=unused-import
 
 API = 'druid.gardener.cloud/v1alpha1'
 NS = 'default'
