@@ -172,7 +172,7 @@ def _recover(runtime: Runtime, task: t.OperatorTask, deadline: float) -> str:
     runtime.client.merge_patch(path, {'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile'}}})
     while runtime.clock() < deadline:
         etcd = runtime.client.get_or_none(path)
-        if etcd is not None and t._quorate(etcd) is True:  # pylint: disable=protected-access
+        if etcd is not None and t.quorate(etcd) is True:
             return 'the etcd loop recovered the cluster: Ready=True'
         time.sleep(INTERVAL)
     raise TaskFailed('ERR_RECOVERY_TIMEOUT', 'the cluster did not become Ready within %.0fs' % RECOVERY_TIMEOUT)

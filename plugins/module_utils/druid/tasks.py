@@ -122,7 +122,7 @@ def parse_task(obj: Mapping[str, Any]) -> OperatorTask:
                         state=str((obj.get('status') or {}).get('state') or PENDING))
 
 
-def _quorate(etcd: Optional[Mapping[str, Any]]) -> Optional[bool]:
+def quorate(etcd: Optional[Mapping[str, Any]]) -> Optional[bool]:
     """The owner's Ready condition: True/False as druid writes it (reason Quorate / QuorumLost); None: unknown."""
     for condition in ((etcd or {}).get('status') or {}).get('conditions') or []:
         if condition.get('type') == 'Ready':
@@ -150,16 +150,16 @@ def rejection(task: OperatorTask, etcd: Optional[Mapping[str, Any]], running: Se
         return 'the owner Etcd %s/%s does not exist' % task.etcd
     if any(_same_kind(task, other) for other in running if other.name != task.name or other.namespace != task.namespace):
         return 'a %s of the same kind is already running for Etcd %s/%s' % (task.type, task.etcd[0], task.etcd[1])
-    quorate = _quorate(etcd)
+    is_quorate = quorate(etcd)
     if task.type == QUORUM_LOSS:
         replicas = ((etcd or {}).get('spec') or {}).get('replicas') or 0
         if replicas <= 1:
             return 'a single-member cluster recovers itself from its backups: no quorum-loss recovery task is needed'
-        if quorate is not False:
+        if is_quorate is not False:
             return 'the cluster has not lost quorum (its Ready condition is %s)' % (
-                'True' if quorate else 'unknown')
-    if task.type in (SNAPSHOT, MAINTENANCE) and quorate is not True:
-        return 'the cluster has no quorum (its Ready condition is %s)' % ('False' if quorate is False else 'unknown')
+                'True' if is_quorate else 'unknown')
+    if task.type in (SNAPSHOT, MAINTENANCE) and is_quorate is not True:
+        return 'the cluster has no quorum (its Ready condition is %s)' % ('False' if is_quorate is False else 'unknown')
     return ''
 
 
