@@ -131,7 +131,8 @@ def test_operator_tasks_on_a_real_member(kube, member_env, tmp_path):
         end = time.monotonic() + 20
         while time.monotonic() < end and kube.get_or_none(api_path(API, 'etcdoperatortasks', NS, 'full')) is not None:
             time.sleep(0.5)
-        assert kube.get_or_none(api_path(API, 'etcdoperatortasks', NS, 'full')) is None, 'deleted after its TTL'
+        assert kube.get_or_none(api_path(API, 'etcdoperatortasks', NS, 'full')) is None, (
+            'deleted after its TTL; the controller log ends:\n' + controller.log()[-4000:])
         assert controller.metric('etcddruid_operator_tasks_total', {'type': 'OnDemandSnaphotTask',
                                                                     'state': 'succeeded', 'etcd': 'etcd-main'}) == 2
         assert controller.metric('etcddruid_operator_tasks_total', {'type': 'OnDemandSnaphotTask',

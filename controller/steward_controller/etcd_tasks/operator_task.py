@@ -201,6 +201,9 @@ class OperatorTasks:
 
     def __init__(self, runtime: Runtime, metrics: TaskMetrics):
         self.runtime, self.metrics = runtime, metrics
+        # Tasks this process finished, by uid: a timer can still be handed a body from before the final write (its
+        # watch event not yet seen), which must neither run the task again nor read as "interrupted by a restart".
+        self.finished_here: Dict[str, str] = {}
 
     def _now(self) -> str:
         return format_rfc3339(self.runtime.clock())
@@ -229,6 +232,8 @@ class OperatorTasks:
             return
         if task.state in t.FINISHED:
             return self._collect(body, task, previous)
+        if meta.get('uid') in self.finished_here:
+            return  # a stale body: this process finished it; the final write's watch event follows
         if task.state == t.IN_PROGRESS:
             message = 'the controller restarted while the task ran; it is not run again unseen: create a new task'
             self._write(body, t.status(t.FAILED, now_text=self._now(), previous=previous, generation=generation,
@@ -246,6 +251,7 @@ class OperatorTasks:
             self._write(body, t.status(t.REJECTED, now_text=self._now(), previous=previous, generation=generation,
                                        operation=task.type, operation_state='Failed', reason=why,
                                        error=('ERR_PRECONDITION', why)))
+            self.finished_here[meta.get('uid')] = t.REJECTED
             self.runtime.report(body, 'TaskRejected', why, warning=True, kind='EtcdOperatorTask', outcome='rejected')
             return self.metrics.finished(task, t.REJECTED, 0.0)
         started = self.runtime.clock()
@@ -259,8 +265,10 @@ class OperatorTasks:
             self._write(body, t.status(t.FAILED, now_text=self._now(), previous=running_status, generation=generation,
                                        operation=task.type, operation_state='Failed', reason=str(exc),
                                        error=(exc.code, str(exc))))
+            self.finished_here[meta.get('uid')] = t.FAILED
             self.runtime.report(body, 'TaskFailed', str(exc), warning=True, kind='EtcdOperatorTask', outcome='failed')
             return self.metrics.finished(task, t.FAILED, self.runtime.clock() - started)
+        self.finished_here[meta.get('uid')] = t.SUCCEEDED
         self._write(body, t.status(t.SUCCEEDED, now_text=self._now(), previous=running_status, generation=generation,
                                    operation=task.type, operation_state='Completed', reason=message))
         self.runtime.report(body, 'TaskSucceeded', message, kind='EtcdOperatorTask')
@@ -285,6 +293,9 @@ class OperatorTasks:
             meta = body.get('metadata') or {}
             try:
                 self.runtime.client.delete(api_path(API, PLURAL, meta.get('namespace'), meta.get('name')))
+                self.finished_here.pop(meta.get('uid'), None)
+            except NotFound:
+                self.finished_here.pop(meta.get('uid'), None)
             except KubeError as exc:
                 log.warning('cannot delete finished task %s/%s: %s', task.namespace, task.name, exc)
 
@@ -292,6 +303,8 @@ class OperatorTasks:
 def register(registry: Any, runtime: Runtime) -> None:
     tasks = OperatorTasks(runtime, TaskMetrics(runtime.metrics.registry))
 
-    @kopf.timer(GROUP, VERSION, PLURAL, registry=registry, id='operator-task', interval=INTERVAL)
+    # backoff: a tick that failed (the API server slow or away) is tried again at the next interval, not after
+    # kopf's default of a minute, which would hold a finished task past its ttlSecondsAfterFinished.
+    @kopf.timer(GROUP, VERSION, PLURAL, registry=registry, id='operator-task', interval=INTERVAL, backoff=INTERVAL)
     def operator_task(body: Any, **_: Any) -> None:
         tasks.tick(body)
