@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from support.etcd_cluster import EtcdCluster, etcd_bin_dirs  # noqa: E402
+from support.etcd_cluster import EtcdCluster, etcd_bin_dirs
 
 ETCD_DIRS = etcd_bin_dirs()
 
