@@ -13,8 +13,9 @@ its provisioning anchor on a directory tree), faults injected for real, answers 
   its source removed (the anchor removes the file) -> the warning resolves;
 - two of three etcd members killed -> EtcdInsufficientMembers fires within its `for` plus one evaluation interval
   of turning pending; the members restarted -> it resolves;
-- every node partitioned (the real prober, `--controllers prober`, on node Leases that stop being renewed) ->
-  DependencyWatchdogScaledDown; healed -> it resolves.
+- every node partitioned (the real prober and machines loop, `--controllers prober,machines`, on node Leases that
+  stop being renewed) -> DependencyWatchdogScaledDown, and MachineFleetFrozen (the machines loop freezes replacement
+  while the prober holds its targets down); healed -> both resolve.
 
 The `for` durations: the rule files are loaded as shipped except that every `for:` is rewritten to DRILL_FOR - a
 mechanical rewrite of durations only (expressions, thresholds, labels untouched), so a 3 m or 1 h alert fires within
@@ -44,7 +45,7 @@ from lab.env.ports import free_port
 from support.etcd_cluster import EtcdCluster, etcd_bin_dirs
 from support.observability import ROOT, seed_rows
 from support.prometheus import PrometheusProcess
-from support.watchdog_env import Env, prober_config
+from support.watchdog_env import NS as NS_WATCHDOG, Env, prober_config
 
 PROMETHEUS = lab_prometheus.binary()
 INTERVAL = 2.0            # scrape and evaluation interval (the lab's DRILL_INTERVAL)
@@ -241,15 +242,19 @@ def test_alert_drills(drill_lab, kube):
 
 def test_partition_drill(kube, tmp_path):
     """Every node partitioned (its kubelet stops renewing its Lease): the real prober scales its targets down and
-    DependencyWatchdogScaledDown fires; healed, the targets come back and it resolves. Quiet before the partition."""
+    DependencyWatchdogScaledDown fires; the real machines loop in the same process sees the prober's meltdown
+    marker on those targets and freezes machine replacement, and MachineFleetFrozen fires; healed, the targets come
+    back, the freeze ends and both resolve. Quiet before the partition."""
     env = Env(kube, tmp_path)
     prom = None
     try:
         env.deploy()
-        controller = env.start(prober_config())
+        controller = env.start(prober_config(), extra=['--controllers', 'prober,machines',
+                                                       '--machine-watchdog-check-period', '1s'])
         prom = Prometheus(str(tmp_path / 'prometheus'), [], controller.url)
         wait_for(lambda: env.status().get('lastProbeResult') == 'healthy', 60, 0.5, 'a first healthy probe')
-        wait_for(lambda: prom.query('dwd_prober_scaled_down'), 30, 0.5, 'the prober scraped')
+        wait_for(lambda: prom.query('dwd_prober_scaled_down') and prom.query('steward_machines_apiserver_frozen'), 30,
+                 0.5, 'the prober and the machines loop scraped')
         quiet_until = time.monotonic() + DRILL_FOR + 2 * INTERVAL
         while time.monotonic() < quiet_until:
             assert prom.alerts() == [], 'an alert before the partition'
@@ -259,9 +264,15 @@ def test_partition_drill(kube, tmp_path):
         fired = wait_for(lambda: prom.firing('DependencyWatchdogScaledDown'), 90, 0.5, 'the watchdog alert firing')
         assert fired[0]['severity'] == 'critical'
         print('DependencyWatchdogScaledDown firing %.1f s after every node was partitioned' % (time.monotonic() - cut))
+        frozen = wait_for(lambda: prom.firing('MachineFleetFrozen'), 60, 0.5, 'the fleet-frozen alert firing')
+        assert frozen[0]['severity'] == 'critical'
+        # the freeze rule behind it: the watchdog's, for the prober's namespace
+        assert [(s['metric']['rule'], s['metric']['scope']) for s in prom.query('steward_machines_frozen == 1')] \
+            == [('DependencyWatchdogMeltdownProtection', 'namespace:' + NS_WATCHDOG)]
+        print('MachineFleetFrozen firing %.1f s after every node was partitioned' % (time.monotonic() - cut))
         env.leases.heal()
-        wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'DependencyWatchdogScaledDown'], 90, 0.5,
-                 'the watchdog alert resolved')
+        wait_for(lambda: not [a for a in prom.alerts() if a[0] in ('DependencyWatchdogScaledDown', 'MachineFleetFrozen')],
+                 90, 0.5, 'the watchdog and fleet-frozen alerts resolved')
     finally:
         if prom is not None:
             prom.stop()
