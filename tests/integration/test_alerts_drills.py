@@ -12,7 +12,8 @@ its provisioning anchor on a directory tree), faults injected for real, answers 
   KubernetesCertificateExpiringSoon (the warning) for that file only, not the critical KubernetesCertificateExpiring;
   its source removed (the anchor removes the file) -> the warning resolves;
 - two of three etcd members killed -> EtcdInsufficientMembers fires within its `for` plus one evaluation interval
-  of turning pending; the members restarted -> it resolves;
+  of turning pending, EtcdMembersDown and EtcdNoLeader (the survivor's) fire too; the members restarted -> all three
+  resolve;
 - every node partitioned (the real prober and machines loop, `--controllers prober,machines`, on node Leases that
   stop being renewed) -> DependencyWatchdogScaledDown, and MachineFleetFrozen (the machines loop freezes replacement
   while the prober holds its targets down); healed -> both resolve.
@@ -204,17 +205,25 @@ def test_alert_drills(drill_lab, kube):
     now = datetime.datetime.now(datetime.timezone.utc)
     short = pki.issue(pki.Subject('kube-apiserver', usages=(pki.SERVER,)), authority, 'ecdsa-p256', now, 20)
     cert_source(kube, 'apiserver', short.cert_pem)
+    shorter = pki.issue(pki.Subject('front-proxy-client'), authority, 'ecdsa-p256', now, 5)
+    cert_source(kube, 'front-proxy-client', shorter.cert_pem)
     injected = time.monotonic()
     stale = wait_for(lambda: prom.firing('EtcdBackupStale'), 60, 0.5, 'EtcdBackupStale firing')
     assert [a['resource'] for a in stale] == [NS + '/missed'] and stale[0]['severity'] == 'critical'
     soon = wait_for(lambda: prom.firing('KubernetesCertificateExpiringSoon'), 60, 0.5, 'certificate warning firing')
     assert [(a['path'], a['severity']) for a in soon] == [('/etc/kubernetes/pki/apiserver.crt', 'warning')]
-    assert not [a for a in prom.alerts() if a[0] == 'KubernetesCertificateExpiring'], 'the 7-day alert for 20 days'
+    expiring = wait_for(lambda: prom.firing('KubernetesCertificateExpiring'), 60, 0.5, 'certificate critical firing')
+    # the 7-day alert for the 5-day certificate only (not for the 20-day one), the warning for the 20-day one only
+    assert [(a['path'], a['severity']) for a in expiring] == [('/etc/kubernetes/pki/front-proxy-client.crt', 'critical')]
+    assert sorted((a[0], a[2]['path']) for a in prom.alerts() if a[0].startswith('KubernetesCertificateExpiring')) \
+        == [('KubernetesCertificateExpiring', '/etc/kubernetes/pki/front-proxy-client.crt'),
+            ('KubernetesCertificateExpiringSoon', '/etc/kubernetes/pki/apiserver.crt')]
     print('stale backup and certificate alerts firing %.1f s after the injection' % (time.monotonic() - injected))
-    # the certificate's source removed: the anchor removes the file, its expiry series goes, the warning resolves
+    # the certificates' sources removed: the anchor removes the files, their expiry series go, the alerts resolve
     kube.delete('/api/v1/namespaces/kube-system/configmaps/apiserver')
-    wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'KubernetesCertificateExpiringSoon'], 30, 0.5,
-             'the certificate warning resolved')
+    kube.delete('/api/v1/namespaces/kube-system/configmaps/front-proxy-client')
+    wait_for(lambda: not [a for a in prom.alerts() if a[0].startswith('KubernetesCertificateExpiring')], 30, 0.5,
+             'the certificate alerts resolved')
 
     # --- quorum lost, then recovered ------------------------------------------------------------------------
     cluster.kill('etcd2')
@@ -229,12 +238,19 @@ def test_alert_drills(drill_lab, kube):
     assert fired - pending_seen <= DRILL_FOR + INTERVAL + 1.0, (fired - pending_seen, pending)
     print('EtcdInsufficientMembers: pending %.1f s after the kill, firing %.1f s after the kill (for %ss, interval '
           '%ss)' % (pending_seen - killed, fired - killed, DRILL_FOR, INTERVAL))
+    # the same fault, seen by the other two etcd alerts: the killed members' scrapes fail, the survivor has no leader
+    down = wait_for(lambda: prom.firing('EtcdMembersDown'), DRILL_FOR + 4 * INTERVAL, 0.25, 'EtcdMembersDown firing')
+    leaderless = wait_for(lambda: prom.firing('EtcdNoLeader'), DRILL_FOR + 4 * INTERVAL, 0.25, 'EtcdNoLeader firing')
+    assert down[0]['severity'] == 'critical' and [a['instance'] for a in leaderless] == [
+        lab_prometheus.host_port(cluster.members['etcd1'].client_url)], leaderless
+    print('EtcdMembersDown and EtcdNoLeader firing %.1f s after the kill' % (time.monotonic() - killed))
     cluster.start_member('etcd2')
     cluster.start_member('etcd3')
     cluster.wait_healthy(['etcd1', 'etcd2', 'etcd3'], timeout=60)
     recovered = time.monotonic()
-    wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'EtcdInsufficientMembers'], 30, 0.25,
-             'EtcdInsufficientMembers resolved')
+    quorum_alerts = ('EtcdInsufficientMembers', 'EtcdMembersDown', 'EtcdNoLeader')
+    wait_for(lambda: not [a for a in prom.alerts() if a[0] in quorum_alerts], 30, 0.25,
+             'EtcdInsufficientMembers, EtcdMembersDown and EtcdNoLeader resolved')
     print('EtcdInsufficientMembers resolved %.1f s after the members were healthy; drill %.0f s in all'
           % (time.monotonic() - recovered, time.monotonic() - started))
     shutil.rmtree(stale_store, ignore_errors=True)
