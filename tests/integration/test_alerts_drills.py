@@ -7,7 +7,7 @@ its provisioning anchor on a directory tree), faults injected for real, answers 
   dashboard parses in this Prometheus, and every panel of the etcd dashboard (etcd and backups) returns data;
   the membership families of seed 004 carry the real cluster (3 members, none a learner);
 - a backup whose schedule was missed (the newest stored full snapshot 26 hours old, etcd unreachable for that
-  EtcdBackup) -> EtcdBackupStale for that EtcdBackup only;
+  EtcdBackup) -> EtcdBackupStale and EtcdBackupNotReady for that EtcdBackup only;
 - a certificate 20 days from expiry (a real short-lived certificate anchored onto the node) ->
   KubernetesCertificateExpiringSoon (the warning) for that file only, not the critical KubernetesCertificateExpiring;
   its source removed (the anchor removes the file) -> the warning resolves;
@@ -210,6 +210,9 @@ def test_alert_drills(drill_lab, kube):
     injected = time.monotonic()
     stale = wait_for(lambda: prom.firing('EtcdBackupStale'), 60, 0.5, 'EtcdBackupStale firing')
     assert [a['resource'] for a in stale] == [NS + '/missed'] and stale[0]['severity'] == 'critical'
+    # its BackupReady condition is False as well (no snapshot succeeds): the not-ready alert, for it only
+    not_ready = wait_for(lambda: prom.firing('EtcdBackupNotReady'), 30, 0.5, 'EtcdBackupNotReady firing')
+    assert [(a['resource'], a['severity']) for a in not_ready] == [(NS + '/missed', 'critical')]
     soon = wait_for(lambda: prom.firing('KubernetesCertificateExpiringSoon'), 60, 0.5, 'certificate warning firing')
     assert [(a['path'], a['severity']) for a in soon] == [('/etc/kubernetes/pki/apiserver.crt', 'warning')]
     expiring = wait_for(lambda: prom.firing('KubernetesCertificateExpiring'), 60, 0.5, 'certificate critical firing')
