@@ -8,16 +8,20 @@
   each learner add, promotion, removal and member defragmentation, succeeded or not;
 - the member program (its initializer and server, in process) joining a running cluster as a learner and promoting
   itself fills the same families on its own registry (member/metrics.py), with `etcdbr_cluster_size` and
-  `etcdbr_is_learner` read from its own etcd.
+  `etcdbr_is_learner` read from its own etcd; the program as a process answers them on GET /metrics.
 
 Names, types and labels are checked in the exposition text a scrape would read, against seed_metrics.md."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+import urllib.request
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import timing
@@ -36,6 +40,7 @@ from lab.env.ports import free_port
 from support.etcd_cluster import EtcdCluster, Member, etcd_bin_dirs
 from support.observability import seed_rows
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEMBERSHIP = {'etcdbr_cluster_size', 'etcdbr_is_learner', 'etcdbr_is_learner_count_total',
               'etcdbr_add_learner_duration_seconds', 'etcdbr_member_promote_duration_seconds',
               'etcdbr_member_remove_duration_seconds', 'etcdbr_defragmentation_duration_seconds'}
@@ -177,3 +182,61 @@ def test_the_member_program_joining_as_a_learner_fills_its_own_families(cluster,
         assert exported['etcdbr_is_learner'] == ('gauge', set())
     finally:
         metrics.close()
+
+
+def test_the_member_programs_metrics_endpoint(tmp_path):
+    """The program as a process (`python -m steward_controller.member.main`), one member started from the config it
+    serves: GET /metrics answers the membership families with etcd-backup-restore's names and labels."""
+    dirs = etcd_bin_dirs()
+    if not dirs:
+        pytest.fail('no etcd binary found: run `make all`')
+    client, peer, port = free_port(), free_port(), free_port()
+    bootstrap = {'name': 'etcd-main-0', 'initial-cluster': 'etcd-main-0=http://127.0.0.1:%d' % peer,
+                 'initial-advertise-peer-urls': 'http://127.0.0.1:%d' % peer,
+                 'listen-peer-urls': 'http://127.0.0.1:%d' % peer, 'listen-client-urls': 'http://127.0.0.1:%d' % client,
+                 'advertise-client-urls': 'http://127.0.0.1:%d' % client, 'initial-cluster-token': 'etcd-cluster'}
+    (tmp_path / 'bootstrap.yaml').write_text(yaml.safe_dump(bootstrap))
+    base = 'http://127.0.0.1:%d' % port
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, 'controller') + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    with open(str(tmp_path / 'member.log'), 'ab') as log:
+        program = subprocess.Popen([sys.executable, '-m', 'steward_controller.member.main', '--config-file',
+                                    str(tmp_path / 'bootstrap.yaml'), '--data-dir', str(tmp_path / 'data'),
+                                    '--server-host', '127.0.0.1', '--server-port', str(port),
+                                    '--k8s-heartbeat-duration', '1h'], stdout=log, stderr=subprocess.STDOUT, env=env)
+    etcd = None
+    try:
+        wait_for(lambda: _get(base + '/initialization/status') == b'New', 30, 0.1, 'the program serving')
+        _get(base + '/initialization/start?mode=full')
+        wait_for(lambda: _get(base + '/initialization/status') == b'Successful', 30, 0.1, 'the initialization')
+        config = tmp_path / 'etcd.conf.yaml'
+        config.write_bytes(_get(base + '/config'))
+        with open(str(tmp_path / 'etcd.log'), 'ab') as log:
+            etcd = subprocess.Popen([os.path.join(dirs[0], 'etcd'), '--config-file', str(config)], stdout=log,
+                                    stderr=subprocess.STDOUT,
+                                    env={k: v for k, v in os.environ.items() if not k.startswith('ETCD_')})
+        samples = wait_for(lambda: value(scrape(_get(base + '/metrics')), 'etcdbr_cluster_size') is not None
+                           and scrape(_get(base + '/metrics')), 30, 0.2, 'etcd serving, scraped')
+        assert value(samples, 'etcdbr_cluster_size') == 1 and value(samples, 'etcdbr_is_learner') == 0
+        for family in ('etcdbr_is_learner_count_total', 'etcdbr_add_learner_duration_seconds_count',
+                       'etcdbr_member_promote_duration_seconds_count', 'etcdbr_member_remove_duration_seconds_count'):
+            assert value(samples, family, succeeded='true') == 0 and value(samples, family, succeeded='false') == 0
+        exported = families(_get(base + '/metrics'))
+        for row in seed_rows():
+            if row['family'] in MEMBERSHIP:
+                kind, labels = exported[row['family']]
+                assert kind == row['type'], (row, kind)
+                if row['family'] != 'etcdbr_defragmentation_duration_seconds':   # no defragmentation yet: no series
+                    assert set(row['labels']) == labels, (row, labels)
+    finally:
+        for proc in (etcd, program):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(20)
+
+
+def _get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.read()
+    except OSError:
+        return b''
