@@ -64,16 +64,16 @@ class MembershipCollector(Collector):
         except EtcdError:
             pass
         # a voter lists the members itself; a learner (or a member that does not answer) asks the others
-        endpoints = ([own] if is_learner is False else []) + [e for e in self.cluster.endpoints
-                                                             if self.cluster.url(e) != self.own.url(own)]
+        others = [e for e in self.cluster.endpoints if self.cluster.url(e) != self.own.url(own)]
+        endpoints = ([own] if is_learner is False else []) + others
         with Gateway(self.cluster) as gateway:
             for endpoint in endpoints:
                 left = deadline - self.clock()
                 if left <= 0:
                     break
                 try:
-                    size.add_metric([], len(gateway.call(endpoint, '/v3/cluster/member/list', {}, left).get('members')
-                                            or []))
+                    members = gateway.call(endpoint, '/v3/cluster/member/list', {}, left).get('members') or []
+                    size.add_metric([], len(members))
                     break
                 except EtcdError:
                     continue
