@@ -22,6 +22,7 @@ from steward_controller.engine_path import ensure_engine
 
 ensure_engine()  # before the first engine import: the collection may not be on sys.path (engine_path.py says where)
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import timing  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError  # noqa: E402
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import LeaseLock  # noqa: E402
@@ -47,6 +48,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log.error(str(exc))
         return 2
     runtime = Runtime(settings=settings, client=client, metrics=metrics.Metrics(), health=metrics.Health())
+    # the engine's membership changes and defragmentations (anchor, operator tasks) fill etcd-backup-restore's families
+    timing.listen(runtime.metrics.seed.membership.observe)
     try:
         server = metrics.serve(settings.http_host, settings.http_port, runtime.metrics, runtime.health)
     except OSError as exc:

@@ -7,14 +7,16 @@ its provisioning anchor on a directory tree), faults injected for real, answers 
   dashboard parses in this Prometheus, and every panel of the etcd dashboard (etcd and backups) returns data;
   the membership families of seed 004 carry the real cluster (3 members, none a learner);
 - a backup whose schedule was missed (the newest stored full snapshot 26 hours old, etcd unreachable for that
-  EtcdBackup) -> EtcdBackupStale for that EtcdBackup only;
+  EtcdBackup) -> EtcdBackupStale and EtcdBackupNotReady for that EtcdBackup only;
 - a certificate 20 days from expiry (a real short-lived certificate anchored onto the node) ->
   KubernetesCertificateExpiringSoon (the warning) for that file only, not the critical KubernetesCertificateExpiring;
   its source removed (the anchor removes the file) -> the warning resolves;
 - two of three etcd members killed -> EtcdInsufficientMembers fires within its `for` plus one evaluation interval
-  of turning pending; the members restarted -> it resolves;
-- every node partitioned (the real prober, `--controllers prober`, on node Leases that stop being renewed) ->
-  DependencyWatchdogScaledDown; healed -> it resolves.
+  of turning pending, EtcdMembersDown and EtcdNoLeader (the survivor's) fire too; the members restarted -> all three
+  resolve;
+- every node partitioned (the real prober and machines loop, `--controllers prober,machines`, on node Leases that
+  stop being renewed) -> DependencyWatchdogScaledDown, and MachineFleetFrozen (the machines loop freezes replacement
+  while the prober holds its targets down); healed -> both resolve.
 
 The `for` durations: the rule files are loaded as shipped except that every `for:` is rewritten to DRILL_FOR - a
 mechanical rewrite of durations only (expressions, thresholds, labels untouched), so a 3 m or 1 h alert fires within
@@ -44,7 +46,7 @@ from lab.env.ports import free_port
 from support.etcd_cluster import EtcdCluster, etcd_bin_dirs
 from support.observability import ROOT, seed_rows
 from support.prometheus import PrometheusProcess
-from support.watchdog_env import Env, prober_config
+from support.watchdog_env import NS as NS_WATCHDOG, Env, prober_config
 
 PROMETHEUS = lab_prometheus.binary()
 INTERVAL = 2.0            # scrape and evaluation interval (the lab's DRILL_INTERVAL)
@@ -203,17 +205,28 @@ def test_alert_drills(drill_lab, kube):
     now = datetime.datetime.now(datetime.timezone.utc)
     short = pki.issue(pki.Subject('kube-apiserver', usages=(pki.SERVER,)), authority, 'ecdsa-p256', now, 20)
     cert_source(kube, 'apiserver', short.cert_pem)
+    shorter = pki.issue(pki.Subject('front-proxy-client'), authority, 'ecdsa-p256', now, 5)
+    cert_source(kube, 'front-proxy-client', shorter.cert_pem)
     injected = time.monotonic()
     stale = wait_for(lambda: prom.firing('EtcdBackupStale'), 60, 0.5, 'EtcdBackupStale firing')
     assert [a['resource'] for a in stale] == [NS + '/missed'] and stale[0]['severity'] == 'critical'
+    # its BackupReady condition is False as well (no snapshot succeeds): the not-ready alert, for it only
+    not_ready = wait_for(lambda: prom.firing('EtcdBackupNotReady'), 30, 0.5, 'EtcdBackupNotReady firing')
+    assert [(a['resource'], a['severity']) for a in not_ready] == [(NS + '/missed', 'critical')]
     soon = wait_for(lambda: prom.firing('KubernetesCertificateExpiringSoon'), 60, 0.5, 'certificate warning firing')
     assert [(a['path'], a['severity']) for a in soon] == [('/etc/kubernetes/pki/apiserver.crt', 'warning')]
-    assert not [a for a in prom.alerts() if a[0] == 'KubernetesCertificateExpiring'], 'the 7-day alert for 20 days'
+    expiring = wait_for(lambda: prom.firing('KubernetesCertificateExpiring'), 60, 0.5, 'certificate critical firing')
+    # the 7-day alert for the 5-day certificate only (not for the 20-day one), the warning for the 20-day one only
+    assert [(a['path'], a['severity']) for a in expiring] == [('/etc/kubernetes/pki/front-proxy-client.crt', 'critical')]
+    assert sorted((a[0], a[2]['path']) for a in prom.alerts() if a[0].startswith('KubernetesCertificateExpiring')) \
+        == [('KubernetesCertificateExpiring', '/etc/kubernetes/pki/front-proxy-client.crt'),
+            ('KubernetesCertificateExpiringSoon', '/etc/kubernetes/pki/apiserver.crt')]
     print('stale backup and certificate alerts firing %.1f s after the injection' % (time.monotonic() - injected))
-    # the certificate's source removed: the anchor removes the file, its expiry series goes, the warning resolves
+    # the certificates' sources removed: the anchor removes the files, their expiry series go, the alerts resolve
     kube.delete('/api/v1/namespaces/kube-system/configmaps/apiserver')
-    wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'KubernetesCertificateExpiringSoon'], 30, 0.5,
-             'the certificate warning resolved')
+    kube.delete('/api/v1/namespaces/kube-system/configmaps/front-proxy-client')
+    wait_for(lambda: not [a for a in prom.alerts() if a[0].startswith('KubernetesCertificateExpiring')], 30, 0.5,
+             'the certificate alerts resolved')
 
     # --- quorum lost, then recovered ------------------------------------------------------------------------
     cluster.kill('etcd2')
@@ -228,12 +241,19 @@ def test_alert_drills(drill_lab, kube):
     assert fired - pending_seen <= DRILL_FOR + INTERVAL + 1.0, (fired - pending_seen, pending)
     print('EtcdInsufficientMembers: pending %.1f s after the kill, firing %.1f s after the kill (for %ss, interval '
           '%ss)' % (pending_seen - killed, fired - killed, DRILL_FOR, INTERVAL))
+    # the same fault, seen by the other two etcd alerts: the killed members' scrapes fail, the survivor has no leader
+    down = wait_for(lambda: prom.firing('EtcdMembersDown'), DRILL_FOR + 4 * INTERVAL, 0.25, 'EtcdMembersDown firing')
+    leaderless = wait_for(lambda: prom.firing('EtcdNoLeader'), DRILL_FOR + 4 * INTERVAL, 0.25, 'EtcdNoLeader firing')
+    assert down[0]['severity'] == 'critical' and [a['instance'] for a in leaderless] == [
+        lab_prometheus.host_port(cluster.members['etcd1'].client_url)], leaderless
+    print('EtcdMembersDown and EtcdNoLeader firing %.1f s after the kill' % (time.monotonic() - killed))
     cluster.start_member('etcd2')
     cluster.start_member('etcd3')
     cluster.wait_healthy(['etcd1', 'etcd2', 'etcd3'], timeout=60)
     recovered = time.monotonic()
-    wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'EtcdInsufficientMembers'], 30, 0.25,
-             'EtcdInsufficientMembers resolved')
+    quorum_alerts = ('EtcdInsufficientMembers', 'EtcdMembersDown', 'EtcdNoLeader')
+    wait_for(lambda: not [a for a in prom.alerts() if a[0] in quorum_alerts], 30, 0.25,
+             'EtcdInsufficientMembers, EtcdMembersDown and EtcdNoLeader resolved')
     print('EtcdInsufficientMembers resolved %.1f s after the members were healthy; drill %.0f s in all'
           % (time.monotonic() - recovered, time.monotonic() - started))
     shutil.rmtree(stale_store, ignore_errors=True)
@@ -241,15 +261,19 @@ def test_alert_drills(drill_lab, kube):
 
 def test_partition_drill(kube, tmp_path):
     """Every node partitioned (its kubelet stops renewing its Lease): the real prober scales its targets down and
-    DependencyWatchdogScaledDown fires; healed, the targets come back and it resolves. Quiet before the partition."""
+    DependencyWatchdogScaledDown fires; the real machines loop in the same process sees the prober's meltdown
+    marker on those targets and freezes machine replacement, and MachineFleetFrozen fires; healed, the targets come
+    back, the freeze ends and both resolve. Quiet before the partition."""
     env = Env(kube, tmp_path)
     prom = None
     try:
         env.deploy()
-        controller = env.start(prober_config())
+        controller = env.start(prober_config(), extra=['--controllers', 'prober,machines',
+                                                       '--machine-watchdog-check-period', '1s'])
         prom = Prometheus(str(tmp_path / 'prometheus'), [], controller.url)
         wait_for(lambda: env.status().get('lastProbeResult') == 'healthy', 60, 0.5, 'a first healthy probe')
-        wait_for(lambda: prom.query('dwd_prober_scaled_down'), 30, 0.5, 'the prober scraped')
+        wait_for(lambda: prom.query('dwd_prober_scaled_down') and prom.query('steward_machines_apiserver_frozen'), 30,
+                 0.5, 'the prober and the machines loop scraped')
         quiet_until = time.monotonic() + DRILL_FOR + 2 * INTERVAL
         while time.monotonic() < quiet_until:
             assert prom.alerts() == [], 'an alert before the partition'
@@ -259,9 +283,15 @@ def test_partition_drill(kube, tmp_path):
         fired = wait_for(lambda: prom.firing('DependencyWatchdogScaledDown'), 90, 0.5, 'the watchdog alert firing')
         assert fired[0]['severity'] == 'critical'
         print('DependencyWatchdogScaledDown firing %.1f s after every node was partitioned' % (time.monotonic() - cut))
+        frozen = wait_for(lambda: prom.firing('MachineFleetFrozen'), 60, 0.5, 'the fleet-frozen alert firing')
+        assert frozen[0]['severity'] == 'critical'
+        # the freeze rule behind it: the watchdog's, for the prober's namespace
+        assert [(s['metric']['rule'], s['metric']['scope']) for s in prom.query('steward_machines_frozen == 1')] \
+            == [('DependencyWatchdogMeltdownProtection', 'namespace:' + NS_WATCHDOG)]
+        print('MachineFleetFrozen firing %.1f s after every node was partitioned' % (time.monotonic() - cut))
         env.leases.heal()
-        wait_for(lambda: not [a for a in prom.alerts() if a[0] == 'DependencyWatchdogScaledDown'], 90, 0.5,
-                 'the watchdog alert resolved')
+        wait_for(lambda: not [a for a in prom.alerts() if a[0] in ('DependencyWatchdogScaledDown', 'MachineFleetFrozen')],
+                 90, 0.5, 'the watchdog and fleet-frozen alerts resolved')
     finally:
         if prom is not None:
             prom.stop()

@@ -155,6 +155,10 @@ def test_anchor_adds_an_etcd_learner_before_the_manifest_promotes_it_and_removes
         assert wait_for(lambda: voters() == ['cp1', 'cp2'], 120, what='cp2 promoted'), controller.log()[-3000:]
         log = controller.log()
         assert log.index("as learner") < log.index('etcd.yaml')   # the member existed before its manifest
+        # etcd-backup-restore's membership families count the anchor's learner add and promotion (issue 27)
+        assert controller.metric('etcdbr_is_learner_count_total', {'succeeded': 'true'}) == 1
+        assert controller.metric('etcdbr_add_learner_duration_seconds_count', {'succeeded': 'true'}) == 1
+        assert controller.metric('etcdbr_member_promote_duration_seconds_count', {'succeeded': 'true'}) == 1
         code = controller.stop(timeout=90)
         assert code == 0, controller.log()[-5000:]
         controller = None

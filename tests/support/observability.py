@@ -22,6 +22,7 @@ def controller_families() -> Dict[str, Tuple[str, List[str]]]:
     from steward_controller.anchor.loop import AnchorMetrics
     from steward_controller.core.metrics import Health, Metrics
     from steward_controller.etcd_backup.metrics import VerificationMetrics
+    from steward_controller.etcd_tasks.operator_task import TaskMetrics
     from steward_controller.machines.metrics import MachineMetrics
     from steward_controller.prober.report import ProberMetrics
     from steward_controller.weeder.loop import WeederMetrics
@@ -31,7 +32,7 @@ def controller_families() -> Dict[str, Tuple[str, List[str]]]:
     health.beat('operator-loop')
     metrics.watch(health)
     registry: CollectorRegistry = metrics.registry
-    for cls in (AnchorMetrics, VerificationMetrics, MachineMetrics, ProberMetrics, WeederMetrics):
+    for cls in (AnchorMetrics, VerificationMetrics, MachineMetrics, ProberMetrics, WeederMetrics, TaskMetrics):
         cls(registry)
     # the provisioning API's one counter is made by its server object; its name is checked in its own tests
     families: Dict[str, Tuple[str, List[str]]] = {

@@ -9,10 +9,10 @@ A family is exported (HELP/TYPE lines) from the start; it has samples once the c
 run: the backup loop (`etcdbr_cluster_size`, `etcdbr_is_learner` from the member list it reads every 30 s;
 compaction), the anchor (certificates);
 `etcdbr_restoration_duration_seconds` lives with the restore verification (etcd_backup/metrics.py).
-`etcddruid_compaction_jobs_current` (our compaction is no Job), `etcdbr_defragmentation_duration_seconds` and
-`etcdbr_member_remove_duration_seconds` are declared for dashboards: the controller does not defragment and removes
-a member only at the anchor's stop (which observes a successful removal); the modules `etcd_defrag` and
-`etcd_member` do the rest, from Ansible.
+The membership and defragmentation families (MembershipFamilies) are filled by the engine's timed calls
+(etcd/cluster/timing.py): the controller listens from its start (main.py), so the anchor's learner add, promotion
+and removal and the operator tasks' defragmentation count; the member program (member/metrics.py) declares the
+same families on its own registry. `etcddruid_compaction_jobs_current` counts the compactions running now.
 
 prometheus_client appends `_total` to a Counter's name: the Counters here are declared without it.
 """
@@ -25,7 +25,49 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import timing
+
 SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+
+
+class MembershipFamilies:
+    """etcd-backup-restore's membership and defragmentation families (its pkg/metrics): names, types and labels as
+    it declares them - `succeeded` ("true"/"false") on each, `endpoint` on the defragmentation histogram - and, as
+    it does, every `succeeded` series of the membership families present from the start at zero. `observe` is a
+    timing.py listener: one EtcdCall, one observation."""
+
+    def __init__(self, registry: CollectorRegistry):
+        r = registry
+        self.is_learner_count = Counter('etcdbr_is_learner_count', 'Total number of times a member was added as a '
+                                        'learner.', ['succeeded'], registry=r)
+        self.add_learner_duration = Histogram('etcdbr_add_learner_duration_seconds', 'Total latency to add an etcd member '
+                                              'as a learner to the cluster (retries included).', ['succeeded'],
+                                              registry=r, buckets=SECONDS)
+        self.member_remove_duration = Histogram('etcdbr_member_remove_duration_seconds', 'Total latency to remove an '
+                                                'etcd member from the cluster (retries included).', ['succeeded'],
+                                                registry=r, buckets=SECONDS)
+        self.member_promote_duration = Histogram('etcdbr_member_promote_duration_seconds', 'Total latency to promote a '
+                                                 'learner to a voting member (until etcd allowed it).', ['succeeded'],
+                                                 registry=r, buckets=SECONDS)
+        self.defragmentation_duration = Histogram('etcdbr_defragmentation_duration_seconds', 'Total latency of the '
+                                                  'defragmentation of each etcd cluster member.', ['succeeded', 'endpoint'],
+                                                  registry=r, buckets=SECONDS)
+        for succeeded in ('true', 'false'):
+            for family in (self.is_learner_count, self.add_learner_duration, self.member_remove_duration,
+                           self.member_promote_duration):
+                family.labels(succeeded)
+
+    def observe(self, call: timing.EtcdCall) -> None:
+        succeeded = 'true' if call.succeeded else 'false'
+        if call.operation == timing.ADD_LEARNER:
+            self.is_learner_count.labels(succeeded).inc()
+            self.add_learner_duration.labels(succeeded).observe(call.seconds)
+        elif call.operation == timing.PROMOTE:
+            self.member_promote_duration.labels(succeeded).observe(call.seconds)
+        elif call.operation == timing.REMOVE:
+            self.member_remove_duration.labels(succeeded).observe(call.seconds)
+        elif call.operation == timing.DEFRAGMENT:
+            self.defragmentation_duration.labels(succeeded, call.target).observe(call.seconds)
 
 
 class SeedMetrics:
@@ -39,17 +81,7 @@ class SeedMetrics:
                                   'member list says.', ['etcd'], registry=r)
         self.is_learner = Gauge('etcdbr_is_learner', '1 while this node\'s etcd member is a learner.', ['etcd', 'member'],
                                 registry=r)
-        self.is_learner_count = Counter('etcdbr_is_learner_count', 'Times this node\'s member was found a learner '
-                                        '(a cycle that had to promote it).', ['etcd', 'member'], registry=r)
-        self.add_learner_duration = Histogram('etcdbr_add_learner_duration_seconds', 'Time to add this node\'s member as '
-                                              'a learner.', ['succeeded'], registry=r, buckets=SECONDS)
-        self.member_remove_duration = Histogram('etcdbr_member_remove_duration_seconds', 'Time to remove this node\'s '
-                                                'member (the anchor\'s stop).', ['succeeded'], registry=r, buckets=SECONDS)
-        self.member_promote_duration = Histogram('etcdbr_member_promote_duration_seconds', 'Time to promote this node\'s '
-                                                 'learner to a voter.', ['succeeded'], registry=r, buckets=SECONDS)
-        self.defragmentation_duration = Histogram('etcdbr_defragmentation_duration_seconds', 'Time to defragment a member '
-                                                  '(declared for dashboards; the controller does not defragment).',
-                                                  ['succeeded'], registry=r, buckets=SECONDS)
+        self.membership = MembershipFamilies(r)
         # etcd-druid's compaction (our compaction runs in the backup loop, not as a Job: one "job" = one compaction)
         self.compaction_jobs = Counter('etcddruid_compaction_jobs', 'Backup compactions finished, by outcome.',
                                        ['succeeded', 'etcd_namespace'], registry=r)

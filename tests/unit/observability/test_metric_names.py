@@ -19,7 +19,8 @@ def test_the_table_quotes_every_family_the_inventory_lists():
             'etcdbr_member_remove_duration_seconds', 'etcdbr_member_promote_duration_seconds',
             'etcdbr_defragmentation_duration_seconds', 'etcddruid_compaction_jobs_total',
             'etcddruid_compaction_jobs_current', 'etcddruid_compaction_job_duration_seconds',
-            'etcddruid_compaction_num_delta_events'} <= names
+            'etcddruid_compaction_num_delta_events', 'etcddruid_operator_task_duration_seconds',
+            'etcddruid_operator_tasks_total'} <= names
     assert len(ROWS) == len(names) >= 40
 
 

@@ -9,8 +9,10 @@ import json
 import os
 import types
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import timing
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.naming import full_name
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import anchor, pki
@@ -18,6 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning impor
 from steward_controller.anchor import AnchorOptions
 from steward_controller.anchor.loop import AnchorLoop, AnchorMetrics
 from steward_controller.core.metrics import Health, Metrics
+from steward_controller.core.seed_metrics import MembershipFamilies
 from steward_controller.etcd_backup.handlers import StatusReporter
 from steward_controller.etcd_backup.metrics import VerificationMetrics
 
@@ -129,3 +132,29 @@ def test_the_newest_stored_full_snapshot_is_exported_at_the_loops_start():
     later = Snapshot(key='v2/Full-00000000-00000060-1700000100', name=full_name(60, 1700000100), size=10, modified=0.0, status='valid')
     reporter.state(60, later)   # after a snapshot of this run: snapshot_taken says it, not the store
     assert list(samples(metrics, 'etcdbr_snapshot_latest_revision')) == [({'resource': 'ns/main', 'kind': 'Full'}, 42.0)]
+
+
+def test_the_membership_families_count_each_engine_call_by_outcome():
+    """MembershipFamilies.observe: a learner add counts in the add histogram and in etcdbr_is_learner_count_total,
+    promotions and removals in theirs, a defragmentation by endpoint; a voter add has no seed family. Every
+    `succeeded` series of the membership families is there at zero before anything happened (as upstream)."""
+    registry = CollectorRegistry()
+    families = MembershipFamilies(registry)
+
+    def get(name, **labels):
+        return registry.get_sample_value(name, labels)
+
+    assert get('etcdbr_is_learner_count_total', succeeded='false') == 0
+    assert get('etcdbr_member_remove_duration_seconds_count', succeeded='true') == 0
+    for call in (timing.EtcdCall(timing.ADD_LEARNER, 'e4', True, 5.5), timing.EtcdCall(timing.ADD_LEARNER, 'e5', False, 60),
+                 timing.EtcdCall(timing.ADD_MEMBER, 'e6', True, 1), timing.EtcdCall(timing.PROMOTE, 'e4', True, 0.3),
+                 timing.EtcdCall(timing.REMOVE, 'e5', True, 0.02),
+                 timing.EtcdCall(timing.DEFRAGMENT, 'http://127.0.0.1:2379', False, 2)):
+        families.observe(call)
+    assert get('etcdbr_is_learner_count_total', succeeded='true') == 1
+    assert get('etcdbr_is_learner_count_total', succeeded='false') == 1
+    assert get('etcdbr_add_learner_duration_seconds_sum', succeeded='true') == 5.5
+    assert get('etcdbr_add_learner_duration_seconds_bucket', succeeded='false', le='60.0') == 1
+    assert get('etcdbr_member_promote_duration_seconds_count', succeeded='true') == 1
+    assert get('etcdbr_member_remove_duration_seconds_sum', succeeded='true') == 0.02
+    assert get('etcdbr_defragmentation_duration_seconds_count', succeeded='false', endpoint='http://127.0.0.1:2379') == 1

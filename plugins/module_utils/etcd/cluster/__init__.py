@@ -9,4 +9,5 @@
   members.py          membership changes: add as learner, promote, remove, move leadership, with etcd's retry rules
   initial_cluster.py  the --initial-cluster string of a joining member (pure)
   defrag.py           rolling defragmentation, followers first, the leader last
+  timing.py           each membership change and defragmentation timed, for the listeners that export metrics
 """

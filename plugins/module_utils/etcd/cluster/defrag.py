@@ -5,7 +5,8 @@
 
 A member being defragmented blocks reads and writes, so members go one at a time, followers first
 and the leader last (one leader change at most), and only while the whole cluster is healthy:
-health is checked again before each member and the run is postponed when it is not.
+health is checked again before each member and the run is postponed when it is not. Each member's
+defragmentation is reported to timing.py's listeners (etcdbr_defragmentation_duration_seconds).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.clust
     fully_healthy,
     member_endpoint,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.timing import DEFRAGMENT, EtcdCall, report
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 
 
@@ -85,10 +87,12 @@ def rolling_defrag(conn: EtcdConnection, *, min_fragmentation_ratio: float = 0.0
             try:
                 gw.call(entry['endpoint'], '/v3/maintenance/defragment', {}, defrag_timeout)
             except EtcdError as exc:
+                report(EtcdCall(DEFRAGMENT, entry['endpoint'], False, clock() - start))
                 entry.update(status='failed', error=str(exc), duration=round(clock() - start, 3))
                 result.update(changed=True, postponed=True,
                               reason='defragmentation of %s failed: %s' % (entry['name'] or entry['id'], exc))
                 break
+            report(EtcdCall(DEFRAGMENT, entry['endpoint'], True, clock() - start))
             entry['duration'] = round(clock() - start, 3)
             entry['status'] = 'defragmented'
             result['changed'] = True

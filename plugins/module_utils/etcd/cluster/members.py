@@ -8,7 +8,8 @@ through the v3 JSON gateway. etcd refuses a change until its leader has been con
 voting member for 5 s ("unhealthy cluster"), and refuses to promote a learner that has not caught up:
 both are retried every RETRY_INTERVAL until a deadline, so a change lands within a fraction of a
 second of the moment etcd allows it (recovery speed, issue 17). Quorum checks run before any change; `force` skips only our own check, etcd's
-strict reconfiguration check still applies.
+strict reconfiguration check still applies. Every add, promotion and removal is timed (timing.py), retries
+included, for the processes that export etcd-backup-restore's membership histograms.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.initi
     initial_cluster,
     normalize_url,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster import timing
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import (
     EtcdError,
     EtcdUnavailable,
@@ -138,9 +140,9 @@ def _promote(conn: EtcdConnection, info: Dict[str, Any], member: Dict[str, Any],
         fresh = cluster_info(conn)
         return _promote_at(conn, _require_quorum(fresh, 'promote learner %s' % member['id']), member['id'])
 
-    _retry(attempt, RETRYABLE_PROMOTE, timeout,
-           'promote learner %r (%s): it must be started with initial_cluster and catch up with the leader'
-           % (member['name'] or '(unstarted)', member['id']))
+    timing.timed(timing.PROMOTE, member['name'] or member['id'], lambda: _retry(
+        attempt, RETRYABLE_PROMOTE, timeout, 'promote learner %r (%s): it must be started with initial_cluster and '
+        'catch up with the leader' % (member['name'] or '(unstarted)', member['id'])))
 
 
 def ensure_member_present(conn: EtcdConnection, *, name: str, peer_urls: List[str], learner: bool = True,
@@ -242,7 +244,9 @@ def _add(conn: EtcdConnection, info: Dict[str, Any], name: str, peer_urls: List[
         endpoint = _require_quorum(fresh, 'add member %r' % name)
         return _add_at(conn, endpoint, fresh['members'], name, peer_urls, learner)
 
-    return _added(conn, _retry(attempt, RETRYABLE_ADD, retry_timeout, 'add member %r (%s)' % (name, ', '.join(peer_urls))))
+    operation = timing.ADD_LEARNER if learner else timing.ADD_MEMBER
+    return _added(conn, timing.timed(operation, name, lambda: _retry(
+        attempt, RETRYABLE_ADD, retry_timeout, 'add member %r (%s)' % (name, ', '.join(peer_urls)))))
 
 
 def join_as_learner(conn: EtcdConnection, endpoint: str, *, name: str, peer_urls: List[str],
@@ -254,8 +258,8 @@ def join_as_learner(conn: EtcdConnection, endpoint: str, *, name: str, peer_urls
     def attempt() -> Any:
         return _add_at(conn, endpoint, _current_members(conn, endpoint), name, peer_urls, True)
 
-    member, after = _added(conn, _retry(attempt, RETRYABLE_ADD, retry_timeout,
-                                        'add learner %r (%s)' % (name, ', '.join(peer_urls))))
+    member, after = _added(conn, timing.timed(timing.ADD_LEARNER, name, lambda: _retry(
+        attempt, RETRYABLE_ADD, retry_timeout, 'add learner %r (%s)' % (name, ', '.join(peer_urls)))))
     return {'member': _public(member), 'members': [_public(m) for m in after],
             'initial_cluster': initial_cluster(after, name, list(peer_urls))}
 
@@ -263,8 +267,9 @@ def join_as_learner(conn: EtcdConnection, endpoint: str, *, name: str, peer_urls
 def promote_learner(conn: EtcdConnection, endpoint: str, member_id: str, retry_timeout: float) -> None:
     """Promote learner `member_id` through `endpoint` once etcd allows it: etcd's own check (the learner's log
     matches the leader's, and a quorum of voters has started afterwards) decides; refusals are retried."""
-    _retry(lambda: _promote_at(conn, endpoint, member_id), RETRYABLE_PROMOTE, retry_timeout,
-           'promote learner %s: it must run and catch up with the leader' % member_id)
+    timing.timed(timing.PROMOTE, member_id, lambda: _retry(
+        lambda: _promote_at(conn, endpoint, member_id), RETRYABLE_PROMOTE, retry_timeout,
+        'promote learner %s: it must run and catch up with the leader' % member_id))
 
 
 def parse_member_id(text: Any, field: str = 'member_id') -> int:
@@ -333,7 +338,8 @@ def _remove(conn: EtcdConnection, info: Dict[str, Any], member: Dict[str, Any], 
         state['members'] = members_from_raw(answer.get('members') or [])
         return answer
 
-    _retry(attempt, RETRYABLE_CHANGE, retry_timeout, 'remove member %r (%s)' % (member['name'], member['id']))
+    timing.timed(timing.REMOVE, member['name'] or member['id'], lambda: _retry(
+        attempt, RETRYABLE_CHANGE, retry_timeout, 'remove member %r (%s)' % (member['name'], member['id'])))
     return state.get('members', [m for m in info['members'] if m['id'] != member['id']])
 
 
