@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -425,6 +426,8 @@ def _check_node_sources(machines: Sequence[Machine]) -> None:
     machine's role, rack, index and sabakan labels. Each distinct value is checked once, which is
     much cheaper than validating the whole generated cluster (that costs more than generating it).
     """
+    if _sources_known_good(machines):
+        return
     roles: Dict[str, Optional[str]] = {}
     racks: Dict[int, Optional[str]] = {}
     indexes: Dict[int, Optional[str]] = {}
@@ -445,6 +448,51 @@ def _check_node_sources(machines: Sequence[Machine]) -> None:
         if problem:
             raise TemplateError('', 'generated', f'the generated cluster is invalid (check the sabakan labels of its machines): '
                                 f'machine {machine.serial} ({machine.address}): {problem}')
+
+
+# Values _check_node_sources found valid, per kind (bounded; a value is valid or not for good): the next run over
+# the same inventory checks every machine with set lookups in C instead of a Python loop over them.
+_GOOD_ADDRESSES: set = set()
+_GOOD_SOURCES: Dict[str, set] = {'role': set(), 'rack': set(), 'index': set(), 'labels': set()}
+_KNOWN_GOOD_LIMIT = 65536
+_ADDRESS_OF = operator.attrgetter('address')
+_SOURCE_FIELDS = tuple((kind, operator.attrgetter(name)) for kind, name in
+                       (('role', 'role'), ('rack', 'rack'), ('index', 'index_in_rack'), ('labels', 'labels')))
+
+
+def _sources_known_good(machines: Sequence[Machine]) -> bool:
+    """Whether every address, role, rack, index in rack and label set of `machines` is known valid.
+
+    Each distinct value not yet known is checked as _check_node_sources checks it and remembered when valid;
+    any problem (or a value that is not hashable) answers False, and the caller's loop names the first
+    machine at fault exactly as before."""
+    try:
+        if (_GOOD_ADDRESSES.issuperset(map(_ADDRESS_OF, machines))
+                and all(_GOOD_SOURCES[kind].issuperset(map(get, machines)) for kind, get in _SOURCE_FIELDS)):
+            return True
+        new_addresses = set(map(_ADDRESS_OF, machines)) - _GOOD_ADDRESSES
+        new_sources = {kind: set(map(get, machines)) - _GOOD_SOURCES[kind] for kind, get in _SOURCE_FIELDS}
+    except TypeError:
+        return False
+    if any(ip_address_problem(address) for address in new_addresses):
+        return False
+    for kind, values in new_sources.items():
+        for value in values:
+            if kind == 'role':
+                labels = [('cke.cybozu.com/role', value), ('node-role.kubernetes.io/' + value, 'true')]
+            elif kind == 'rack':
+                labels = [('cke.cybozu.com/rack', str(value))]
+            elif kind == 'index':
+                labels = [('cke.cybozu.com/index-in-rack', str(value))]
+            else:
+                labels = [('sabakan.cke.cybozu.com/' + name, label) for name, label in value]
+            if _labels_problem(labels):
+                return False
+    for known, new in [(_GOOD_ADDRESSES, new_addresses)] + [(_GOOD_SOURCES[k], v) for k, v in new_sources.items()]:
+        if len(known) + len(new) > _KNOWN_GOOD_LIMIT:
+            known.clear()
+        known.update(new)
+    return True
 
 
 def _labels_problem(labels: Sequence[Tuple[str, str]]) -> Optional[str]:
