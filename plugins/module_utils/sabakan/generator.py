@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import operator
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines i
     HEALTHY, RETIRED, UNINITIALIZED, UPDATING, Machine, TimeLike, machines_by_address, parse_machines, resolve_now,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.nodes import (
-    NodeRenderer, has_valid_state_taint, tainted_beyond_tolerations,
+    STATE_TAINTS, NodeRenderer, has_valid_state_taint, tainted_beyond_tolerations,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.pool import MachinePool, RackCount
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.score import (
@@ -60,6 +61,16 @@ OP_REPLACE_CP = 'replace control plane'
 OP_INCREASE_WORKER = 'increase worker'
 OP_DECREASE_WORKER = 'decrease worker'
 OP_TAINT_NODES = 'taint nodes'
+
+# Machine fields read in C (map) where a run goes over every node
+_STATE_OF = operator.attrgetter('state')
+_RACK_OF = operator.attrgetter('rack')
+_ROLE_OF = operator.attrgetter('role')
+_ROLE_RACK_OF = operator.attrgetter('role', 'rack')
+_GET_ADDRESS = operator.methodcaller('get', 'address')
+_GET_CONTROL_PLANE = operator.methodcaller('get', 'control_plane')
+_DICT_TYPE = {dict}
+_STR_TYPE = {str}
 
 # CKE's change records (sabakan/op.go), word for word: logs and status read the same as CKE's.
 CHANGE_PROMOTE = 'promote a worker: '
@@ -131,7 +142,7 @@ class Generator:
         self.now = resolve_now(now)
         self.machines: List[Machine] = parse_machines(machines, self.now)
         self.by_address = machines_by_address(self.machines)
-        self.roles_in_sabakan = {m.role for m in self.by_address.values()}
+        self.roles_in_sabakan = set(map(_ROLE_OF, self.by_address.values()))
         self.days_score: Dict[str, int] = _DaysScore(self.by_address, self.now)
         self.tolerations = list(template.get('control_plane_tolerations') or [])
         self.node_taints = node_taints or {}
@@ -163,10 +174,10 @@ class Generator:
         self.workers = list(workers)
         # Counted in plain Counters (C) and handed over whole: RackCount's own __setitem__ would be called
         # once per machine otherwise, and nothing listens to a new RackCount yet.
-        self.cp_racks = RackCount(Counter([m.rack for m in self.cps]))
-        by_role_rack = Counter([(m.role, m.rack) for m in self.workers])
-        self.worker_roles = Counter([m.role for m in self.workers])
-        self.worker_racks_all = RackCount(Counter([m.rack for m in self.workers]))
+        self.cp_racks = RackCount(Counter(map(_RACK_OF, self.cps)))
+        by_role_rack = Counter(map(_ROLE_RACK_OF, self.workers))
+        self.worker_roles = Counter(map(_ROLE_OF, self.workers))
+        self.worker_racks_all = RackCount(Counter(map(_RACK_OF, self.workers)))
         per_role: Dict[str, Counter] = {role: Counter() for role in self.worker_roles}
         for (role, rack), count in by_role_rack.items():
             per_role[role][rack] = count
@@ -385,7 +396,7 @@ class Generator:
 
     def _increase_worker(self) -> Optional[Operation]:
         cstr = self.constraints
-        healthy = sum(1 for m in self.workers if m.healthy)
+        healthy = list(map(_STATE_OF, self.workers)).count(HEALTHY)  # Machine.healthy, counted in C
         if healthy >= cstr.minimum_workers:
             return None
         op = Operation(OP_INCREASE_WORKER)
@@ -414,8 +425,12 @@ class Generator:
 
     def _taint_nodes(self, nodes: List[Dict[str, Any]]) -> Optional[Operation]:
         op = Operation(OP_TAINT_NODES)
+        by_address = self.by_address
         for node in nodes:
-            if not has_valid_state_taint(node, self.by_address[node['address']]):
+            machine = by_address[node['address']]
+            if not node.get('taints') and machine.state not in STATE_TAINTS:
+                continue  # no state taint wanted and none there: has_valid_state_taint's answer, without the call
+            if not has_valid_state_taint(node, machine):
                 op.record('change taint of ' + node['address'])
         return op if op.changes else None
 
@@ -513,6 +528,13 @@ def _split_nodes(current: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any
     nodes = current.get('nodes') or []
     if not isinstance(nodes, list):
         raise TemplateError('cluster.nodes', 'type', 'must be a list')
+    if set(map(type, nodes)) <= _DICT_TYPE:
+        # every node a dict: the addresses checked in C; any problem and the loop below names the node
+        addresses = list(map(_GET_ADDRESS, nodes))
+        if set(map(type, addresses)) <= _STR_TYPE and '' not in addresses and len(set(addresses)) == len(nodes):
+            flags = list(map(_GET_CONTROL_PLANE, nodes))
+            return (list(itertools.compress(nodes, flags)),
+                    list(itertools.compress(nodes, map(operator.not_, flags))))
     seen = set()
     for index, node in enumerate(nodes):
         address = node.get('address') if isinstance(node, (dict, Mapping)) else None
