@@ -102,6 +102,7 @@ def timed(func: Callable[[], Any], runs: int, label: str = '') -> Tuple[float, A
     cpu = []
     result = None
     for _run in range(runs):
+        result = None  # the previous run's cluster is freed here, not inside the next run's timing
         gc.collect()
         start = time.perf_counter()
         start_cpu = time.thread_time()

@@ -7,8 +7,8 @@
 Not a test. Three parts:
 
 (a) the verdict alone: `candidate_nodes` + `evaluate_leases` over --nodes realistic Nodes (labels, conditions,
-    addresses, capacity, nodeInfo) and their Leases, in memory; median of 5, and the memory of the objects
-    (tracemalloc). Reference: DWD's default probeInterval (10s), the time a probe has: ratio = verdict / 10s.
+    addresses, capacity, nodeInfo) and their Leases, in memory; median of 15 (wall and thread CPU time) and the
+    best, and the memory of the objects (tracemalloc). Reference: DWD's default probeInterval (10s), the time a probe has: ratio = verdict / 10s.
 
 (b) one probe over HTTP: `probe_cluster` (GET /version, list Nodes, list node Leases, verdict) against a
     stand-in API server that serves pre-encoded lists (so the server's own cost is not counted); median of 5,
@@ -207,8 +207,19 @@ def engine_part(count: int) -> Dict[str, Any]:
     def verdict():
         names, excluded = lease_engine.candidate_nodes(nodes)
         return lease_engine.evaluate_leases(items, names, now, EXPIRY, 0.6, excluded)
-    seconds, result = timed(verdict)
+    # median of 15, the collector run before each; the thread CPU time beside the wall time: on a shared machine
+    # the load moves the wall time of a 10 ms call several times over, the CPU time far less
+    walls, cpus, result = [], [], None
+    for _run in range(15):
+        result = None
+        gc.collect()
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        result = verdict()
+        cpus.append(time.thread_time() - start_cpu)
+        walls.append(time.perf_counter() - start)
+    seconds = statistics.median(walls)
     return {'nodes': count, 'verdict': result.verdict, 'expired': result.expired, 'seconds': seconds,
+            'cpu_seconds': statistics.median(cpus), 'best_seconds': min(walls),
             'objects_mib': objects_mib, 'ratio_to_probe_interval': seconds / DWD_INTERVAL}
 
 
@@ -311,9 +322,11 @@ def main() -> int:
     print('dependency watchdog prober, python %s on %s, %d node leases'
           % (platform.python_version(), platform.machine(), args.nodes))
     engine = engine_part(args.nodes)
-    print('(a) verdict alone: %.1f ms (%s, %d expired); objects %.0f MiB; ratio verdict / probeInterval 10s: %.4f'
-          % (engine['seconds'] * 1000, engine['verdict'], engine['expired'], engine['objects_mib'],
-             engine['ratio_to_probe_interval']))
+    print('(a) verdict alone: %.1f ms median, %.1f ms best, %.1f ms of CPU (%s, %d expired); objects %.0f MiB; '
+          'ratio verdict / probeInterval 10s: %.4f; goal <= 10 ms: %s'
+          % (engine['seconds'] * 1000, engine['best_seconds'] * 1000, engine['cpu_seconds'] * 1000, engine['verdict'],
+             engine['expired'], engine['objects_mib'], engine['ratio_to_probe_interval'],
+             'met' if engine['seconds'] <= 0.010 else 'NOT met'))
     cluster = ProbedCluster(args.nodes)
     try:
         probe = http_part(cluster)

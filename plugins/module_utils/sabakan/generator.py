@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +29,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines i
     HEALTHY, RETIRED, UNINITIALIZED, UPDATING, Machine, TimeLike, machines_by_address, parse_machines, resolve_now,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.nodes import (
-    NodeRenderer, has_valid_state_taint, tainted_beyond_tolerations,
+    STATE_TAINTS, NodeRenderer, has_valid_state_taint, tainted_beyond_tolerations,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.pool import MachinePool, RackCount
 from ansible_collections.steward.cluster.plugins.module_utils.sabakan.score import (
@@ -59,6 +61,16 @@ OP_REPLACE_CP = 'replace control plane'
 OP_INCREASE_WORKER = 'increase worker'
 OP_DECREASE_WORKER = 'decrease worker'
 OP_TAINT_NODES = 'taint nodes'
+
+# Machine fields read in C (map) where a run goes over every node
+_STATE_OF = operator.attrgetter('state')
+_RACK_OF = operator.attrgetter('rack')
+_ROLE_OF = operator.attrgetter('role')
+_ROLE_RACK_OF = operator.attrgetter('role', 'rack')
+_GET_ADDRESS = operator.methodcaller('get', 'address')
+_GET_CONTROL_PLANE = operator.methodcaller('get', 'control_plane')
+_DICT_TYPE = {dict}
+_STR_TYPE = {str}
 
 # CKE's change records (sabakan/op.go), word for word: logs and status read the same as CKE's.
 CHANGE_PROMOTE = 'promote a worker: '
@@ -130,7 +142,7 @@ class Generator:
         self.now = resolve_now(now)
         self.machines: List[Machine] = parse_machines(machines, self.now)
         self.by_address = machines_by_address(self.machines)
-        self.roles_in_sabakan = {m.role for m in self.by_address.values()}
+        self.roles_in_sabakan = set(map(_ROLE_OF, self.by_address.values()))
         self.days_score: Dict[str, int] = _DaysScore(self.by_address, self.now)
         self.tolerations = list(template.get('control_plane_tolerations') or [])
         self.node_taints = node_taints or {}
@@ -162,10 +174,10 @@ class Generator:
         self.workers = list(workers)
         # Counted in plain Counters (C) and handed over whole: RackCount's own __setitem__ would be called
         # once per machine otherwise, and nothing listens to a new RackCount yet.
-        self.cp_racks = RackCount(Counter([m.rack for m in self.cps]))
-        by_role_rack = Counter([(m.role, m.rack) for m in self.workers])
-        self.worker_roles = Counter([m.role for m in self.workers])
-        self.worker_racks_all = RackCount(Counter([m.rack for m in self.workers]))
+        self.cp_racks = RackCount(Counter(map(_RACK_OF, self.cps)))
+        by_role_rack = Counter(map(_ROLE_RACK_OF, self.workers))
+        self.worker_roles = Counter(map(_ROLE_OF, self.workers))
+        self.worker_racks_all = RackCount(Counter(map(_RACK_OF, self.workers)))
         per_role: Dict[str, Counter] = {role: Counter() for role in self.worker_roles}
         for (role, rack), count in by_role_rack.items():
             per_role[role][rack] = count
@@ -384,7 +396,7 @@ class Generator:
 
     def _increase_worker(self) -> Optional[Operation]:
         cstr = self.constraints
-        healthy = sum(1 for m in self.workers if m.healthy)
+        healthy = list(map(_STATE_OF, self.workers)).count(HEALTHY)  # Machine.healthy, counted in C
         if healthy >= cstr.minimum_workers:
             return None
         op = Operation(OP_INCREASE_WORKER)
@@ -413,8 +425,12 @@ class Generator:
 
     def _taint_nodes(self, nodes: List[Dict[str, Any]]) -> Optional[Operation]:
         op = Operation(OP_TAINT_NODES)
+        by_address = self.by_address
         for node in nodes:
-            if not has_valid_state_taint(node, self.by_address[node['address']]):
+            machine = by_address[node['address']]
+            if not node.get('taints') and machine.state not in STATE_TAINTS:
+                continue  # no state taint wanted and none there: has_valid_state_taint's answer, without the call
+            if not has_valid_state_taint(node, machine):
                 op.record('change taint of ' + node['address'])
         return op if op.changes else None
 
@@ -425,6 +441,8 @@ def _check_node_sources(machines: Sequence[Machine]) -> None:
     machine's role, rack, index and sabakan labels. Each distinct value is checked once, which is
     much cheaper than validating the whole generated cluster (that costs more than generating it).
     """
+    if _sources_known_good(machines):
+        return
     roles: Dict[str, Optional[str]] = {}
     racks: Dict[int, Optional[str]] = {}
     indexes: Dict[int, Optional[str]] = {}
@@ -447,6 +465,51 @@ def _check_node_sources(machines: Sequence[Machine]) -> None:
                                 f'machine {machine.serial} ({machine.address}): {problem}')
 
 
+# Values _check_node_sources found valid, per kind (bounded; a value is valid or not for good): the next run over
+# the same inventory checks every machine with set lookups in C instead of a Python loop over them.
+_GOOD_ADDRESSES: set = set()
+_GOOD_SOURCES: Dict[str, set] = {'role': set(), 'rack': set(), 'index': set(), 'labels': set()}
+_KNOWN_GOOD_LIMIT = 65536
+_ADDRESS_OF = operator.attrgetter('address')
+_SOURCE_FIELDS = tuple((kind, operator.attrgetter(name)) for kind, name in
+                       (('role', 'role'), ('rack', 'rack'), ('index', 'index_in_rack'), ('labels', 'labels')))
+
+
+def _sources_known_good(machines: Sequence[Machine]) -> bool:
+    """Whether every address, role, rack, index in rack and label set of `machines` is known valid.
+
+    Each distinct value not yet known is checked as _check_node_sources checks it and remembered when valid;
+    any problem (or a value that is not hashable) answers False, and the caller's loop names the first
+    machine at fault exactly as before."""
+    try:
+        if (_GOOD_ADDRESSES.issuperset(map(_ADDRESS_OF, machines))
+                and all(_GOOD_SOURCES[kind].issuperset(map(get, machines)) for kind, get in _SOURCE_FIELDS)):
+            return True
+        new_addresses = set(map(_ADDRESS_OF, machines)) - _GOOD_ADDRESSES
+        new_sources = {kind: set(map(get, machines)) - _GOOD_SOURCES[kind] for kind, get in _SOURCE_FIELDS}
+    except TypeError:
+        return False
+    if any(ip_address_problem(address) for address in new_addresses):
+        return False
+    for kind, values in new_sources.items():
+        for value in values:
+            if kind == 'role':
+                labels = [('cke.cybozu.com/role', value), ('node-role.kubernetes.io/' + value, 'true')]
+            elif kind == 'rack':
+                labels = [('cke.cybozu.com/rack', str(value))]
+            elif kind == 'index':
+                labels = [('cke.cybozu.com/index-in-rack', str(value))]
+            else:
+                labels = [('sabakan.cke.cybozu.com/' + name, label) for name, label in value]
+            if _labels_problem(labels):
+                return False
+    for known, new in [(_GOOD_ADDRESSES, new_addresses)] + [(_GOOD_SOURCES[k], v) for k, v in new_sources.items()]:
+        if len(known) + len(new) > _KNOWN_GOOD_LIMIT:
+            known.clear()
+        known.update(new)
+    return True
+
+
 def _labels_problem(labels: Sequence[Tuple[str, str]]) -> Optional[str]:
     for key, value in labels:
         problem = qualified_name_problem(key)
@@ -465,6 +528,13 @@ def _split_nodes(current: Any) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any
     nodes = current.get('nodes') or []
     if not isinstance(nodes, list):
         raise TemplateError('cluster.nodes', 'type', 'must be a list')
+    if set(map(type, nodes)) <= _DICT_TYPE:
+        # every node a dict: the addresses checked in C; any problem and the loop below names the node
+        addresses = list(map(_GET_ADDRESS, nodes))
+        if set(map(type, addresses)) <= _STR_TYPE and '' not in addresses and len(set(addresses)) == len(nodes):
+            flags = list(map(_GET_CONTROL_PLANE, nodes))
+            return (list(itertools.compress(nodes, flags)),
+                    list(itertools.compress(nodes, map(operator.not_, flags))))
     seen = set()
     for index, node in enumerate(nodes):
         address = node.get('address') if isinstance(node, (dict, Mapping)) else None

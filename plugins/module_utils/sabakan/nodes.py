@@ -86,6 +86,12 @@ class NodeRenderer:
                                 for t in self.taints)
         self._bases: Dict[Tuple[Tuple[str, str], ...], Dict[str, str]] = {}
         self._racks: Dict[int, Tuple[str, str]] = {}
+        # (sabakan labels, rack, role) -> every label key in its final order, the per-machine ones holding a
+        # placeholder: a node's labels are then one copy and three assignments to keys already there (no resize)
+        self._label_forms: Dict[Tuple[Tuple[Tuple[str, str], ...], int, str], Dict[str, str]] = {}
+        self._annotation_form = self.annotations.copy()
+        for key in ('cke.cybozu.com/serial', 'cke.cybozu.com/register-date', 'cke.cybozu.com/retire-date'):
+            self._annotation_form[key] = self._annotation_form.get(key, '')
 
     def labels_of(self, machine: Machine) -> Dict[str, str]:
         """Sabakan labels (prefixed), then the template's, then the fixed keys of seed 000's table."""
@@ -126,24 +132,58 @@ class NodeRenderer:
         annotations['cke.cybozu.com/retire-date'] = retire_date
         return annotations
 
+    def _label_form(self, machine: Machine) -> Dict[str, str]:
+        """_labels with placeholders where the index in rack and the two months go: assigning a key already
+        in a dict keeps its position, so filling them in later gives the same dict, key order included."""
+        key = (machine.labels, machine.rack, machine.role)
+        form = self._label_forms.get(key)
+        if form is None:
+            form = self._labels(machine, '', '')
+            if len(self._label_forms) >= 65536:
+                self._label_forms.clear()
+            self._label_forms[key] = form
+        return form
+
     def render(self, m: Machine) -> Dict[str, Any]:
+        """The node of `m`; the hot path of every generator run (one call per node), so everything is inline.
+
+        The result equals {address, user, control_plane, labels_of(m), annotations_of(m), taints}, built from
+        per-renderer forms that hold every key in its final position."""
         if not m.address:
             raise MachineError(f'machine {m.serial}', 'required', 'spec.ipv4 is empty, so it cannot become a node')
-        if self._flat_taints:
-            taints: List[Dict[str, Any]] = [dict(t) for t in self.taints]
+        if not self.taints:
+            taints: List[Dict[str, Any]] = []
+        elif self._flat_taints:
+            taints = list(map(dict, self.taints))
         else:
             taints = [_copy_taint(t) for t in self.taints]
         extra = STATE_TAINTS.get(m.state)
         if extra:
             taints.append(dict(extra))
-        _date, register_date, register_month = _formatted(m.register_date)
-        _date, retire_date, retire_month = _formatted(m.retire_date)
+        register, retire = m.register_date, m.retire_date
+        register_text = _FORMATTED.get(id(register))
+        if register_text is None or register_text[0] is not register:
+            register_text = _formatted(register)
+        retire_text = _FORMATTED.get(id(retire))
+        if retire_text is None or retire_text[0] is not retire:
+            retire_text = _formatted(retire)
+        form = self._label_forms.get((m.labels, m.rack, m.role))
+        if form is None:
+            form = self._label_form(m)
+        labels = form.copy()
+        labels['cke.cybozu.com/index-in-rack'] = str(m.index_in_rack)
+        labels['cke.cybozu.com/register-month'] = register_text[2]
+        labels['cke.cybozu.com/retire-month'] = retire_text[2]
+        annotations = self._annotation_form.copy()
+        annotations['cke.cybozu.com/serial'] = m.serial
+        annotations['cke.cybozu.com/register-date'] = register_text[1]
+        annotations['cke.cybozu.com/retire-date'] = retire_text[1]
         return {
             'address': m.address,
             'user': self.user,
             'control_plane': self.control_plane,
-            'labels': self._labels(m, register_month, retire_month),
-            'annotations': self._annotations(m, register_date, retire_date),
+            'labels': labels,
+            'annotations': annotations,
             'taints': taints,
         }
 

@@ -116,7 +116,10 @@ def candidate_nodes(nodes: Iterable[Mapping[str, Any]], machines: Iterable[Mappi
     unhealthy = c.DEFAULT_UNHEALTHY_NODE_CONDITIONS
     watched = frozenset(unhealthy) | {_IN_PLACE_UPDATE}
     for node in nodes:
-        name = (node.get('metadata') or {}).get('name')
+        try:  # the usual Node, read by subscript (half the cost of .get); anything else as before
+            name = node['metadata']['name']
+        except (KeyError, TypeError):
+            name = (node.get('metadata') or {}).get('name')
         if not name:
             continue
         why = 'machine failed or terminating' if name in gone else _exclusion(node, unhealthy, watched)
@@ -196,11 +199,17 @@ def evaluate_leases(leases: Iterable[Mapping[str, Any]], candidates: Set[str], n
     cutoff = ExpiryCutoff(now, expiry_seconds)
     line, dates = cutoff.text, cutoff.dates
     for lease in leases:
-        name = (lease.get('metadata') or {}).get('name')
+        try:  # the usual Lease, read by subscript (half the cost of .get); anything else as before
+            name = lease['metadata']['name']
+        except (KeyError, TypeError):
+            name = (lease.get('metadata') or {}).get('name')
         if name not in candidates:
             continue
         counted += 1
-        text = (lease.get('spec') or {}).get('renewTime')
+        try:
+            text = lease['spec']['renewTime']
+        except (KeyError, TypeError):
+            text = (lease.get('spec') or {}).get('renewTime')
         # ExpiryCutoff.expired inlined (5,000 calls per probe): the common text, its date part already seen
         if (type(text) is str and len(text) == 27 and text[19] == '.' and text[26] == 'Z'  # noqa: E721
                 and dates.get(text[:19]) and text[20:26].isascii() and text[20:26].isdigit()):

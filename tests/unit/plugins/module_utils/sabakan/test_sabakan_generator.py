@@ -686,3 +686,17 @@ def test_generator_checks_only_the_template_shape_it_relies_on():
     with pytest.raises(TemplateError, match='only one control plane'):
         generate({'name': 'x', 'nodes': [{'control_plane': False}, {'control_plane': False}]}, None,
                  GENERATE_MACHINES, now=NOW)
+
+
+def test_bad_sabakan_label_is_named_after_runs_over_good_machines():
+    """The valid values a run remembers (so the next run checks its sources with set lookups) never hide a bad
+    one: a label set, rack or address first seen later is still checked, and the first machine at fault named."""
+    good = [m(0, F250, 'HEALTHY', '10.0.0.1'), m(1, F250, 'HEALTHY', '10.0.0.2')]
+    constraints = {'control-plane-count': 1, 'minimum-workers': 1}
+    first = generate(TEMPLATE, constraints, good, now=NOW)
+    assert generate(TEMPLATE, constraints, copy.deepcopy(good), now=NOW) == first
+    bad = copy.deepcopy(good)
+    bad[1]['spec']['labels'] = [{'name': 'product', 'value': 'has spaces'}]
+    with pytest.raises(TemplateError, match=r'machine sn-10.0.0.2 \(10.0.0.2\).*sabakan.cke.cybozu.com/product'):
+        generate(TEMPLATE, constraints, bad, now=NOW)
+    assert generate(TEMPLATE, constraints, good, now=NOW) == first

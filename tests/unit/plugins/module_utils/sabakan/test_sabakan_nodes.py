@@ -245,3 +245,21 @@ def test_has_valid_state_taint(state, taints, valid):
 ])
 def test_tainted_beyond_tolerations(taints, tolerations, tainted):
     assert tainted_beyond_tolerations(taints, tolerations) is tainted
+
+
+@pytest.mark.parametrize('control_plane', [True, False])
+def test_render_equals_labels_and_annotations_of_key_order_included(control_plane):
+    """render builds labels and annotations from per-renderer forms holding placeholders; the result must be
+    the dicts labels_of and annotations_of build, key order included, also when the template sets the same keys."""
+    from ansible_collections.steward.cluster.plugins.module_utils.sabakan.nodes import NodeRenderer
+    template = {'user': 'u', 'labels': {'cke.cybozu.com/index-in-rack': 'x', 'a': 'b', 'cke.cybozu.com/retire-month': 'y'},
+                'annotations': {'cke.cybozu.com/register-date': 'z', 'c': 'd'},
+                'taints': [{'key': 'k', 'value': 'v', 'effect': 'NoSchedule'}]}
+    renderer = NodeRenderer(template, control_plane)
+    for index, state in enumerate(['HEALTHY', 'RETIRED', 'RETIRING', 'HEALTHY']):
+        parsed = parse_machine(machine(state, indexInRack=index, rack=index % 2))
+        node = renderer.render(parsed)
+        assert list(node['labels'].items()) == list(renderer.labels_of(parsed).items())
+        assert list(node['annotations'].items()) == list(renderer.annotations_of(parsed).items())
+        assert node['labels']['cke.cybozu.com/index-in-rack'] == str(index)
+        assert node['taints'][0] == template['taints'][0] and node['taints'][0] is not template['taints'][0]
