@@ -221,6 +221,9 @@ def options_from(args: argparse.Namespace, bootstrap: Dict[str, object]) -> Memb
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
+    if args.readiness_max_lag < 0:
+        print('--readiness-max-lag: must be 0 or more revisions, got %d' % args.readiness_max_lag, file=sys.stderr)
+        return 2
     try:
         with open(args.config_file) as f:
             bootstrap = yaml.safe_load(f) or {}
@@ -247,8 +250,6 @@ def main(argv: Optional[List[str]] = None) -> int:
                           work_dir=args.work_dir, leases=leases, defrag_schedule=defrag,
                           defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
     state.heartbeat = heartbeat
-    if args.readiness_max_lag < 0:
-        raise SystemExit('--readiness-max-lag: must be 0 or more revisions, got %d' % args.readiness_max_lag)
     state.catch_up, state.max_lag = args.readiness_catch_up, args.readiness_max_lag
     server = serve(state, args.server_host, args.server_port)
     print('steward-etcd-member %s serving on %s:%d' % (options.name, args.server_host, server.server_address[1]),
