@@ -39,6 +39,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import compo
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import plan as rolling
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import versions
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
 
 # A member's sidecar writes its etcd revision on its Lease with every renewal (the member-side program's part):
@@ -405,13 +406,14 @@ def _restart(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, n
     if not target:
         return None
     by_name = {m['name']: m for m in status.get('members') or []}
+    path = _version_path(observed, target)
     turn = rolling.next_member([{
         'name': name, 'pending': c.template_hash_of(pod) != target,
         'leader': (by_name.get(name) or {}).get('role') == st.ROLE_LEADER,
         'ready': (by_name.get(name) or {}).get('status') == st.MEMBER_READY,
         'restarting': bool((pod.get('metadata') or {}).get('deletionTimestamp'))} for name, pod in observed.pods.items()
-    ], [(rolling.ALL_MEMBERS_READY, all_ready, ''), ('BackupReady', backup_ready, ''),
-        ('VerifiedBackup',) + _fresh_verified(spec, observed, now, options)])
+    ], [(rolling.ALL_MEMBERS_READY, all_ready, ''), ('VersionPath', not path, '; '.join(path)),
+        ('BackupReady', backup_ready, ''), ('VerifiedBackup',) + _fresh_verified(spec, observed, now, options)])
     if turn.member is None:
         return None
     pod = turn.member
@@ -419,9 +421,29 @@ def _restart(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, n
         return Wait('a member pod is restarting; %s waits' % pod)
     if turn.hold is not None:
         return Postponed('restart of %s on the new template waits%s' % (
-            pod, ': ' + turn.why if turn.hold == 'VerifiedBackup' else ' for %s' % turn.hold), gate=turn.hold)
+            pod, ': ' + turn.why if turn.hold in ('VerifiedBackup', 'VersionPath') else ' for %s' % turn.hold),
+            gate=turn.hold)
     return RestartMember('restarting %s on pod template %s (%d left%s)' % (
         pod, target, turn.left, ', the leader last' if turn.leader else ''), pod=pod, leader=turn.leader)
+
+
+def _etcd_image(obj: Optional[Mapping[str, Any]]) -> Optional[str]:
+    spec = ((obj or {}).get('spec') or {})
+    spec = (spec.get('template') or {}).get('spec') or spec   # a StatefulSet's pod template, or a pod
+    return next((c.get('image') for c in spec.get('containers') or [] if c.get('name') == 'etcd'), None)
+
+
+def _version_path(observed: st.Observed, target: str) -> List[str]:
+    """The etcd_upgrade pre-flight's version-path refusals (a skipped minor, a downgrade, a patch below etcd's
+    minimum before a minor) between the etcd image tag each pod on an older template runs and the StatefulSet's:
+    a rolling restart onto such a tag would leave members that cannot join. Tags without an etcd version pass."""
+    to = versions.image_version(_etcd_image(observed.statefulset))
+    if to is None:
+        return []
+    running = {name: versions.image_version(_etcd_image(pod)) for name, pod in observed.pods.items()
+               if c.template_hash_of(pod) != target}
+    return [r['message'] for r in rolling.version_path_refusals(
+        {n: versions.format_version(v) if v else None for n, v in running.items()}, versions.format_version(to))]
 
 
 def learner_names(action: Action) -> List[str]:

@@ -310,6 +310,17 @@ def next_member(members: Sequence[Mapping[str, Any]],
     return Turn(*turn, None, '')
 
 
+def version_path_refusals(versions: Mapping[str, Optional[str]], target_version: Any) -> List[Dict[str, Any]]:
+    """The version-path part of pre-flight for members known only by the version they run ({name: version}, e.g.
+    from the image tag of each pod: the `Etcd` resource's restart row): downgrade, a skipped minor, below etcd's
+    minimum patch before a minor, as plan_upgrade refuses them (the same Refusal reasons). A member whose version
+    is unknown (None) is left out: the caller only knows what a tag says."""
+    target = parse_target(target_version)
+    members = [{'name': name, 'id': name, 'version': version} for name, version in sorted(versions.items())
+               if parse_version(version) is not None]
+    return _version_refusals(members, target, None, False)
+
+
 class Lag(enum.Enum):
     """Why a member has not caught up; callers match on these (readiness, the run's wait), never on text."""
     NOT_SERVING = 'not-serving'           # its status does not answer
