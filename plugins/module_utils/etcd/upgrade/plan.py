@@ -7,7 +7,11 @@ Pure: plain data in (what each member reports, the target version, options, `now
 ordered steps). The Ansible upgrade (binary swap) and the `Etcd` resource's rolling update (image change) both walk
 these steps; only how a member is stopped and started differs.
 
-Order: followers first (by name), the leader last, so the cluster changes leader once at most; a member a killed run
+The order (rolling_order), the gate between two members (next_member), the version path (version_path_refusals) and
+the caught-up verdict (revision_verdict, hash_verdict) are shared with the `Etcd` resource's rolling restart
+(druid/plan.py) and the member-side program's readiness.
+
+Order: followers first (by name, numbers as numbers), the leader last, so the cluster changes leader once at most; a member a killed run
 left half-done goes first. A member already at the target is done: a second run never restarts it (resume is derived
 from what members report, plus the run's record of the member it was touching).
 """
