@@ -5,7 +5,12 @@
 work (ETCD-36): the backup loop (etcd/backup/backup_loop.BackupRunner: full snapshots on the schedule, deltas,
 GC), the snapshot Leases, and scheduled rolling defragmentation with the leader last (ETCD-40,
 etcd/cluster/defrag.rolling_defrag). Leadership is read from etcd every heartbeat: when it moves, the
-backup loop stops here and starts beside the new leader, so only one member ever writes to the store."""
+backup loop stops here and starts beside the new leader, so only one member ever writes to the store.
+
+When the program is told to stop (SIGTERM: its pod is being deleted, e.g. a rolling restart) and its etcd leads,
+`hand_off()` first moves leadership to the most caught-up follower (etcd/upgrade's move_leadership_away, the same
+call steward.cluster.etcd_upgrade makes before it stops a member), so clients see one clean leader change instead of
+etcd's own transfer racing its shutdown."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.clien
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot, SnapshotStore
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import move_leadership_away
 
 from steward_controller.member.leases import LeaseWriter
 
@@ -95,6 +101,20 @@ class Heartbeat:
             self._thread.join(30)
             self._thread, self.runner, self._stop = None, None, None
         self._next_defrag = None
+
+    def hand_off(self, timeout: float) -> Optional[str]:
+        """Leadership to a caught-up follower when this member's etcd leads (None otherwise, or when it could not
+        be moved: etcd's own transfer on stop is the fallback). Returns the new leader's id."""
+        try:
+            with Gateway(self.own) as gateway:
+                status = gateway.status(self.own.endpoints[0], timeout=2)
+            member = member_id_hex(status['header']['member_id'])
+            if str(status.get('leader')) != str(status['header']['member_id']):
+                return None
+            return move_leadership_away(self.cluster, member, timeout=timeout)
+        except EtcdError as exc:
+            print('leadership hand-off before stopping failed: %s' % exc, flush=True)
+            return None
 
     def stop(self) -> None:
         self._follow()

@@ -110,6 +110,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument('--store-credentials-dir', default=os.environ.get('AWS_APPLICATION_CREDENTIALS', ''))
     _boolean(p, '--create-as-learner', "druid's create-as-learner marker (scale-up)")
     _boolean(p, '--allow-empty-start', 'allow an existing cluster without data or backup to start empty (never the default)')
+    rolling = p.add_argument_group('rolling restarts (ours)')
+    rolling.add_argument('--leader-handoff', type=_flag, nargs='?', const=True, default=True,
+                         help='on SIGTERM, move leadership to a caught-up follower first when this etcd leads')
+    rolling.add_argument('--leader-handoff-timeout', default='10s')
+    rolling.add_argument('--readiness-catch-up', type=_flag, nargs='?', const=True, default=True,
+                         help='/healthz is ready only once etcd has caught up with the leader (revision, HashKV)')
+    rolling.add_argument('--readiness-max-lag', type=int, default=100,
+                         help='revisions this member may trail the leader by and count as caught up')
     backup = p.add_argument_group('backups (the leading member only)')
     backup.add_argument('--schedule', default='0 */24 * * *', help='full snapshot cron schedule')
     backup.add_argument('--delta-snapshot-period', default='20s', help='0 disables delta snapshots')
@@ -213,6 +221,9 @@ def options_from(args: argparse.Namespace, bootstrap: Dict[str, object]) -> Memb
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
+    if args.readiness_max_lag < 0:
+        print('--readiness-max-lag: must be 0 or more revisions, got %d' % args.readiness_max_lag, file=sys.stderr)
+        return 2
     try:
         with open(args.config_file) as f:
             bootstrap = yaml.safe_load(f) or {}
@@ -239,6 +250,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                           work_dir=args.work_dir, leases=leases, defrag_schedule=defrag,
                           defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
     state.heartbeat = heartbeat
+    state.catch_up, state.max_lag = args.readiness_catch_up, args.readiness_max_lag
     server = serve(state, args.server_host, args.server_port)
     print('steward-etcd-member %s serving on %s:%d' % (options.name, args.server_host, server.server_address[1]),
           flush=True)
@@ -248,6 +260,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     while not stop.wait(period):
         if state.initialized:
             heartbeat.beat()
+    state.stopping = True   # not ready from here on
+    if args.leader_handoff and state.initialized:
+        moved = heartbeat.hand_off(parse_duration(args.leader_handoff_timeout, '--leader-handoff-timeout'))
+        if moved:
+            print('stopping: leadership handed to %s' % moved, flush=True)
     heartbeat.stop()
     server.shutdown()
     return 0

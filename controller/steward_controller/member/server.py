@@ -9,7 +9,11 @@
   GET|POST /initialization/start?mode=full|sanity&failbelowrevision=N   starts one initialization (once)
   GET /config                  the member's etcd config (YAML): the bootstrap config with this member's name,
                                initial-cluster as the decision needs it and initial-cluster-state
-  GET /healthz                 200 {"health": true} once initialized and the member answers; else 503
+  GET /healthz                 200 {"health": true} once initialized, the member answers and - once after each etcd
+                               start - it has caught up with the leader (revision within --readiness-max-lag of the
+                               leader's and HashKV equal at a common revision: etcd/upgrade's member_caught_up, the
+                               check steward.cluster.etcd_upgrade runs between members); 503 while it catches up or
+                               once the program is stopping, with {"caughtUp": {ok, reason, message, revision, lag}}
   GET /snapshot/latest         the newest full snapshot and the deltas that continue it (the chain a restore uses)
   GET /snapshot/full           takes a full snapshot now (the store must be configured)
   GET /snapshot/delta          the backup leader writes its buffered events as a delta now and answers with it
@@ -36,6 +40,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import initialization as init
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import (
+    READY_MAX_LAG, member_caught_up)
 
 from steward_controller.member.initializer import Initializer, initial_cluster_for, others
 
@@ -56,12 +62,19 @@ class MemberState:
         self.promoted: Optional[str] = None
         self.heartbeat: Any = None   # leader.Heartbeat, set by main: the backup leader's runner lives there
         self.lock = threading.Lock()
+        # Readiness: caught up once since etcd last started (HashKV costs a pass over the keyspace: not every probe)
+        self.catch_up = True            # --readiness-catch-up
+        self.max_lag = READY_MAX_LAG    # --readiness-max-lag
+        self.caught_up = False
+        self.last_catch_up: Dict[str, Any] = {}
+        self.stopping = False           # SIGTERM: the pod is going away, so it is no longer ready
 
     def start(self, mode: str, fail_below: int) -> bool:
         with self.lock:
             if self.status != NEW:
                 return False
             self.status = PROGRESS
+            self.caught_up = False   # etcd (re)starts after this initialization: it catches up again
         threading.Thread(target=self._run, args=(mode, fail_below), daemon=True).start()
         return True
 
@@ -142,14 +155,29 @@ class MemberState:
             return []
 
     def healthy(self) -> bool:
-        if not self.initialized or not self.initializer.options.client_url:
+        """The readiness the pod's probe reads: initialized, not stopping, etcd answers, and it has caught up with
+        the leader since it last started (so the `etcd` loop's next rolling restart, gated on AllMembersReady,
+        waits for it; the same verdict the etcd_upgrade run waits for between members)."""
+        url = self.initializer.options.client_url
+        if not self.initialized or not url:
             return self.initialized
-        try:
-            with Gateway(self.initializer.conn.with_endpoints([self.initializer.options.client_url])) as gateway:
-                gateway.status(self.initializer.options.client_url, timeout=2)
-            return True
-        except EtcdError:
+        if self.stopping:
             return False
+        if self.caught_up or not self.catch_up:
+            try:
+                with Gateway(self.initializer.conn.with_endpoints([url])) as gateway:
+                    gateway.status(url, timeout=2)
+                return True
+            except EtcdError:
+                self.caught_up = False   # etcd went away: it catches up again before it is ready
+                return False
+        verdict = member_caught_up(self.initializer.conn.with_endpoints([url]), url, self.max_lag)
+        self.last_catch_up = {'ok': verdict.ok, 'reason': verdict.reason.value if verdict.reason else None,
+                              'message': verdict.message, 'revision': verdict.revision, 'lag': verdict.lag}
+        if verdict.ok:
+            print('caught up with the leader: %s' % verdict.message, flush=True)
+        self.caught_up = verdict.ok
+        return verdict.ok
 
 
 def _handler(state: MemberState):
@@ -190,7 +218,7 @@ def _handler(state: MemberState):
                 return self._send(200, yaml.safe_dump(state.config(), sort_keys=True), 'application/yaml')
             if url.path == '/healthz':
                 healthy = state.healthy()
-                return self._send(200 if healthy else 503, {'health': healthy})
+                return self._send(200 if healthy else 503, {'health': healthy, 'caughtUp': state.last_catch_up})
             if url.path in ('/snapshot/latest', '/snapshot/full'):
                 return self._snapshot(url.path)
             if url.path == '/snapshot/delta':

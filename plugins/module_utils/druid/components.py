@@ -189,6 +189,9 @@ def bootstrap_config(spec: EtcdSpec, replicas: int) -> Dict[str, Any]:
         'metrics': spec.etcd.metrics,
         'snapshot-count': 75000,
         'enable-v2': False,
+        # etcd 3.4 read from a config file leaves its JSON gateway off (3.5 turns it on): the member-side program
+        # and the controller speak to etcd through it (DESIGN: the v3 JSON gateway), so a 3.4 image needs it named
+        'enable-grpc-gateway': True,
         'quota-backend-bytes': spec.etcd.quota,
         'listen-client-urls': '%s://0.0.0.0:%d' % (client_scheme, spec.etcd.client_port),
         'advertise-client-urls': {m: [client_url(spec, m)] for m in members},
@@ -373,6 +376,10 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
         'name': 'backup-restore', 'image': spec.backup.image, 'imagePullPolicy': 'IfNotPresent',
         'args': _backup_args(spec),
         'ports': [{'name': 'server', 'containerPort': spec.backup.port, 'protocol': 'TCP'}],
+        # beyond druid: the pod is Ready only once its etcd has caught up with the leader (revision and HashKV),
+        # so a rolling restart waits for it before the next member (docs/etcd-druid.md, rolling updates)
+        'readinessProbe': {'httpGet': {'path': '/healthz', 'port': spec.backup.port}, 'initialDelaySeconds': 5,
+                           'periodSeconds': 5, 'timeoutSeconds': 5, 'failureThreshold': 3},
         'env': [{'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}},
                 {'name': 'POD_NAMESPACE', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.namespace'}}}] + backup_env,
         'resources': dict(spec.backup.resources),

@@ -38,6 +38,8 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import plan as rolling
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import versions
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
 
 # A member's sidecar writes its etcd revision on its Lease with every renewal (the member-side program's part):
@@ -396,27 +398,52 @@ def _all_current_ready(status: Mapping[str, Any], current: int) -> bool:
 
 def _restart(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, now: float, options: Options,
              all_ready: bool, backup_ready: bool) -> Optional[Action]:
+    """Row 5 on THE rolling plan of the etcd engine (etcd/upgrade/plan.py, shared with steward.cluster.etcd_upgrade):
+    its order (followers first, the leader last) and its gate between members (none restarting, every member Ready -
+    a member's readiness includes having caught up with the leader, revision and HashKV, the member-side program's
+    /healthz - then BackupReady and a fresh verified snapshot)."""
     target = c.template_hash_of(observed.statefulset)
     if not target:
         return None
-    old = [name for name, pod in observed.pods.items() if c.template_hash_of(pod) != target]
-    if not old:
+    by_name = {m['name']: m for m in status.get('members') or []}
+    path = _version_path(observed, target)
+    turn = rolling.next_member([{
+        'name': name, 'pending': c.template_hash_of(pod) != target,
+        'leader': (by_name.get(name) or {}).get('role') == st.ROLE_LEADER,
+        'ready': (by_name.get(name) or {}).get('status') == st.MEMBER_READY,
+        'restarting': bool((pod.get('metadata') or {}).get('deletionTimestamp'))} for name, pod in observed.pods.items()
+    ], [(rolling.ALL_MEMBERS_READY, all_ready, ''), ('VersionPath', not path, '; '.join(path)),
+        ('BackupReady', backup_ready, ''), ('VerifiedBackup',) + _fresh_verified(spec, observed, now, options)])
+    if turn.member is None:
         return None
-    roles = {m['name']: m.get('role') for m in status.get('members') or []}
-    old.sort(key=lambda n: (roles.get(n) == st.ROLE_LEADER, c.ordinal_of(n)))
-    pod = old[0]
-    if any((p.get('metadata') or {}).get('deletionTimestamp') for p in observed.pods.values()):
+    pod = turn.member
+    if turn.hold == rolling.IN_FLIGHT:
         return Wait('a member pod is restarting; %s waits' % pod)
-    if not all_ready:
-        return Postponed('restart of %s on the new template waits for AllMembersReady' % pod, gate='AllMembersReady')
-    if not backup_ready:
-        return Postponed('restart of %s on the new template waits for BackupReady' % pod, gate='BackupReady')
-    ok, why = _fresh_verified(spec, observed, now, options)
-    if not ok:
-        return Postponed('restart of %s on the new template waits: %s' % (pod, why), gate='VerifiedBackup')
-    leader = roles.get(pod) == st.ROLE_LEADER
+    if turn.hold is not None:
+        return Postponed('restart of %s on the new template waits%s' % (
+            pod, ': ' + turn.why if turn.hold in ('VerifiedBackup', 'VersionPath') else ' for %s' % turn.hold),
+            gate=turn.hold)
     return RestartMember('restarting %s on pod template %s (%d left%s)' % (
-        pod, target, len(old), ', the leader last' if leader else ''), pod=pod, leader=leader)
+        pod, target, turn.left, ', the leader last' if turn.leader else ''), pod=pod, leader=turn.leader)
+
+
+def _etcd_image(obj: Optional[Mapping[str, Any]]) -> Optional[str]:
+    spec = ((obj or {}).get('spec') or {})
+    spec = (spec.get('template') or {}).get('spec') or spec   # a StatefulSet's pod template, or a pod
+    return next((c.get('image') for c in spec.get('containers') or [] if c.get('name') == 'etcd'), None)
+
+
+def _version_path(observed: st.Observed, target: str) -> List[str]:
+    """The etcd_upgrade pre-flight's version-path refusals (a skipped minor, a downgrade, a patch below etcd's
+    minimum before a minor) between the etcd image tag each pod on an older template runs and the StatefulSet's:
+    a rolling restart onto such a tag would leave members that cannot join. Tags without an etcd version pass."""
+    to = versions.image_version(_etcd_image(observed.statefulset))
+    if to is None:
+        return []
+    running = {name: versions.image_version(_etcd_image(pod)) for name, pod in observed.pods.items()
+               if c.template_hash_of(pod) != target}
+    return [r['message'] for r in rolling.version_path_refusals(
+        {n: versions.format_version(v) if v else None for n, v in running.items()}, versions.format_version(to))]
 
 
 def learner_names(action: Action) -> List[str]:

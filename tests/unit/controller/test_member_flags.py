@@ -45,3 +45,12 @@ def test_bad_flags_are_refused_naming_them(argv, words, capsys):
 def test_a_bad_store_names_the_flags():
     with pytest.raises(SystemExit, match='--storage-provider'):
         main.store_url('gcp', 'bucket', 'p')
+
+
+def test_rolling_restart_flags_default_on_and_turn_off_as_etcdbrctl_booleans():
+    args = main.parser().parse_args(['server'])
+    assert (args.leader_handoff, args.readiness_catch_up, args.readiness_max_lag, args.leader_handoff_timeout) == (
+        True, True, 100, '10s')
+    args = main.parser().parse_args(['server', '--leader-handoff=false', '--readiness-catch-up=false',
+                                     '--readiness-max-lag', '5'])
+    assert (args.leader_handoff, args.readiness_catch_up, args.readiness_max_lag) == (False, False, 5)

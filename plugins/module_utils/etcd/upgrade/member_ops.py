@@ -1,7 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""MemberOps of the members the collection runs on hosts: the `steward.cluster.etcd` role's (a service - process or
+"""One member's turn in a rolling change, shared by every caller (the etcd_upgrade run, the `Etcd` resource's
+member-side program): leadership moved to a caught-up follower before a member stops (move_leadership_away) and the
+check that a restarted member serves and has caught up with the leader (member_caught_up; the whole-cluster form is
+run.wait_caught_up, both on plan.revision_verdict and plan.hash_verdict).
+
+And the MemberOps of the members the collection runs on hosts: the `steward.cluster.etcd` role's (a service - process or
 systemd unit, member/service.py - and its binary file, swapped in place) and the provisioning area's static pods (the
 manifest's image tag, rewritten in place; the kubelet does the restart).
 
@@ -16,18 +21,107 @@ from __future__ import annotations
 import filecmp
 import os
 import re
-from typing import Any, Dict
-
+import time
+from typing import Any, Callable, Dict, Iterable, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
+    EtcdConnection, Gateway, member_id_hex)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import (
+    cluster_info, members_from_raw)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import move_leader
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.plan import (
+    CatchUp, Lag, hash_verdict, revision_verdict)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import hash_kv
 
 PREVIOUS_SUFFIX = '.pre-upgrade'
 VERSION_SECONDS = 20.0
 _VERSION_LINE = re.compile(r'etcd Version:\s*(\S+)')
+
+
+LEADER_MOVE_TIMEOUT = 10.0
+READY_MAX_LAG = 100   # revisions a member may trail the leader by and count as caught up (readiness; HashKV decides)
+
+
+class LeaderMoveError(EtcdError):
+    """Leadership could not be handed over (no healthy follower, or it did not leave within the deadline)."""
+
+
+# --- leadership and catch-up ----------------------------------------------------------------------------------------
+def move_leadership_away(conn: EtcdConnection, member_id: str, prefer: Iterable[str] = (),
+                         timeout: float = LEADER_MOVE_TIMEOUT, info: Optional[Dict[str, Any]] = None,
+                         clock: Callable[[], float] = time.monotonic,
+                         sleep: Callable[[float], None] = time.sleep) -> Optional[str]:
+    """Before `member_id` stops: when it leads, hand leadership (etcd's MoveLeader) to the most caught-up healthy
+    voting follower, members named in `prefer` first (the run: those already upgraded, they will not restart again),
+    and wait until another member leads. Returns the new leader's id, or None when `member_id` does not lead.
+    A caught-up target takes over at once; a lagging one makes the leader drop proposals until it has caught up,
+    which a client sees as failed writes, hence the choice. Raises LeaderMoveError."""
+    info = info or cluster_info(conn)
+    if info['leader'] != member_id:
+        return None
+    revisions = {r['member_id']: int(r.get('revision') or 0) for r in info['endpoints'] if r.get('healthy')}
+    lead = revisions.get(member_id, max(revisions.values(), default=0))
+    preferred = set(prefer)
+    others = [m for m in info['members'] if m['id'] != member_id and m['healthy'] and not m['is_learner']]
+    if not others:
+        raise LeaderMoveError('no healthy voting member to hand leadership to')
+    others.sort(key=lambda m: (m['name'] not in preferred, max(0, lead - revisions.get(m['id'], 0)), m['name']))
+    move_leader(conn, others[0]['id'], info)
+    deadline = clock() + timeout
+    while clock() < deadline:
+        try:
+            now_leading = cluster_info(conn, discover=False)['leader']
+        except EtcdError:
+            now_leading = None
+        if now_leading and now_leading != member_id:
+            return now_leading
+        sleep(0.05)
+    raise LeaderMoveError('leadership did not leave %s within %ss' % (member_id, timeout))
+
+
+def _probe(status: Dict[str, Any]) -> Dict[str, Any]:
+    header = status.get('header') or {}
+    return {'member_id': member_id_hex(header.get('member_id', 0)), 'revision': int(header.get('revision') or 0),
+            'version': status.get('version'), 'is_learner': bool(status.get('isLearner', False)),
+            'leader': member_id_hex(status['leader']) if str(status.get('leader') or '0') != '0' else None}
+
+
+def member_caught_up(conn: EtcdConnection, endpoint: str, max_lag: int = READY_MAX_LAG,
+                     timeout: float = 2.0) -> CatchUp:
+    """Whether the member at `endpoint` serves and has caught up with the leader: its revision within `max_lag` of
+    the leader's and HashKV equal on both at the lower of the two revisions (plan.revision_verdict, hash_verdict).
+    Only this member and the leader are asked, so one member's readiness never depends on a third (the
+    member-side program's /healthz, the pod's readiness). Never raises: a member that does not answer is
+    CatchUp(False, Lag.NOT_SERVING)."""
+    try:
+        with Gateway(conn) as gw:
+            mine = _probe(gw.status(endpoint, timeout=timeout))
+            leader = mine if mine['leader'] == mine['member_id'] else None
+            leader_url = endpoint
+            if mine['leader'] and leader is None and not mine['is_learner']:
+                found = [m for m in members_from_raw(gw.member_list(endpoint)) if m['id'] == mine['leader']]
+                for url in (found[0]['client_urls'] if found else []):
+                    try:
+                        leader, leader_url = _probe(gw.status(url, timeout=timeout)), url
+                        break
+                    except EtcdError:
+                        continue
+        verdict, revision = revision_verdict(mine, leader, max_lag=max_lag)
+        if verdict is not None:
+            return verdict
+        lag = int(leader['revision']) - int(mine['revision'])
+        if leader is mine:
+            return CatchUp(True, None, 'the leader', revision=revision)
+        hashes = {mine['member_id']: hash_kv(conn, endpoint, revision, timeout),
+                  leader['member_id']: hash_kv(conn, leader_url, revision, timeout)}
+        return hash_verdict(hashes, revision, max(lag, 0))
+    except EtcdError as exc:
+        return CatchUp(False, Lag.NOT_SERVING, str(exc))
 
 
 def binary_version(path: str, option: str = 'target_binary') -> str:

@@ -7,15 +7,21 @@ Pure: plain data in (what each member reports, the target version, options, `now
 ordered steps). The Ansible upgrade (binary swap) and the `Etcd` resource's rolling update (image change) both walk
 these steps; only how a member is stopped and started differs.
 
-Order: followers first (by name), the leader last, so the cluster changes leader once at most; a member a killed run
+The order (rolling_order), the gate between two members (next_member), the version path (version_path_refusals) and
+the caught-up verdict (revision_verdict, hash_verdict) are shared with the `Etcd` resource's rolling restart
+(druid/plan.py) and the member-side program's readiness.
+
+Order: followers first (by name, numbers as numbers), the leader last, so the cluster changes leader once at most; a member a killed run
 left half-done goes first. A member already at the target is done: a second run never restarts it (resume is derived
 from what members report, plus the run's record of the member it was touching).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from typing import Any, Dict, List, Optional
+import re
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import (
@@ -241,7 +247,7 @@ def plan_upgrade(members_state: Dict[str, Any], target_version: Any, options: Op
             'swap': opts['swap'],
             'actions': [a for a in ACTIONS if a != 'move-leader' or m.get('id') == leader],
         })
-    pending.sort(key=lambda s: (not s['resume'], s['was_leader'], s['name'] or '', s['id'] or ''))
+    pending = rolling_order(pending, leader=lambda s: s['was_leader'], resume=lambda s: s['resume'])
     return {
         'target_version': format_version(target),
         'swap': opts['swap'],
@@ -250,3 +256,132 @@ def plan_upgrade(members_state: Dict[str, Any], target_version: Any, options: Op
         'steps': pending,
         'done': sorted(done),
     }
+
+
+# --- one member at a time: the order and the gate, shared with the Etcd resource (druid/plan.py) -----------------
+def _natural(name: Optional[str]) -> Tuple[Any, ...]:
+    """`etcd-main-2` before `etcd-main-10`: digit runs compare as numbers (a StatefulSet's ordinals)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r'(\d+)', name or ''))
+
+
+def rolling_order(members: Iterable[Mapping[str, Any]], leader: Any = None, resume: Any = None,
+                  name: Any = None) -> List[Mapping[str, Any]]:
+    """THE order of a rolling change: a member a killed run left in flight first (finish what was started), then
+    the followers by name (numbers as numbers), the leader last, so leadership changes once at most. `leader`,
+    `resume` and `name` read an item (default: the keys 'leader', 'resume', 'name' of a mapping); plan_upgrade
+    orders its steps with it, druid/plan.py the pods on an older template."""
+    def read(item: Any, how: Any, key: str) -> Any:
+        return how(item) if how is not None else item.get(key)
+    return sorted(members, key=lambda m: (not read(m, resume, 'resume'), bool(read(m, leader, 'leader')),
+                                          _natural(read(m, name, 'name')), str(m.get('id') or '')))
+
+
+class Turn(NamedTuple):
+    """The next member of a rolling change and whether it may go now: `hold` is None (go), `IN_FLIGHT` (a member
+    is being restarted: wait for it) or the name of the first gate that is not open, `why` says what is awaited."""
+    member: Optional[str]
+    leader: bool
+    left: int
+    hold: Optional[str]
+    why: str
+
+
+IN_FLIGHT = 'InFlight'
+ALL_MEMBERS_READY = 'AllMembersReady'
+
+
+def next_member(members: Sequence[Mapping[str, Any]],
+                gates: Sequence[Tuple[str, bool, str]] = ()) -> Turn:
+    """THE gate between two members of a rolling change. members: [{name, pending (still to change), leader,
+    ready (serves and has caught up: revision and HashKV, see catch_up_verdict), restarting (being stopped or
+    started now)}]; gates: the caller's further (name, open, why) in order (druid: BackupReady, VerifiedBackup).
+    The next member is the first pending one in rolling_order; it goes only when no member is restarting and every
+    member is ready (a restarted member has caught up before the next one stops), then when every gate is open."""
+    pending = rolling_order([m for m in members if m.get('pending')])
+    if not pending:
+        return Turn(None, False, 0, None, 'every member is done')
+    first = pending[0]
+    turn = (first.get('name'), bool(first.get('leader')), len(pending))
+    restarting = sorted(str(m.get('name')) for m in members if m.get('restarting'))
+    if restarting:
+        return Turn(*turn, IN_FLIGHT, '%s is restarting' % ', '.join(restarting))
+    lagging = sorted(str(m.get('name')) for m in members if not m.get('ready'))
+    if lagging:
+        return Turn(*turn, ALL_MEMBERS_READY, '%s not ready (serving and caught up)' % ', '.join(lagging))
+    for gate, is_open, why in gates:
+        if not is_open:
+            return Turn(*turn, gate, why or '%s is not True' % gate)
+    return Turn(*turn, None, '')
+
+
+def version_path_refusals(versions: Mapping[str, Optional[str]], target_version: Any) -> List[Dict[str, Any]]:
+    """The version-path part of pre-flight for members known only by the version they run ({name: version}, e.g.
+    from the image tag of each pod: the `Etcd` resource's restart row): downgrade, a skipped minor, below etcd's
+    minimum patch before a minor, as plan_upgrade refuses them (the same Refusal reasons). A member whose version
+    is unknown (None) is left out: the caller only knows what a tag says."""
+    target = parse_target(target_version)
+    members = [{'name': name, 'id': name, 'version': version} for name, version in sorted(versions.items())
+               if parse_version(version) is not None]
+    return _version_refusals(members, target, None, False)
+
+
+class Lag(enum.Enum):
+    """Why a member has not caught up; callers match on these (readiness, the run's wait), never on text."""
+    NOT_SERVING = 'not-serving'           # its status does not answer
+    LEARNER = 'learner'                   # a learner: not caught up until promoted
+    VERSION = 'version'                   # it serves another version than the one it was started with
+    NO_LEADER = 'no-leader'               # it (or the cluster) names no leader
+    PEERS_DOWN = 'peers-down'             # (whole-cluster check) not every member serves
+    BEHIND = 'behind'                     # its revision trails the leader's by more than the bound
+    COMPACTION_DIFFERS = 'compaction'     # the two compacted at different revisions so far: compare again later
+    HASH_DIFFERS = 'hash-differs'         # HashKV at a common revision differs: its data is not the leader's
+
+
+@dataclasses.dataclass(frozen=True)
+class CatchUp:
+    """The verdict on one member: ok, or the Lag reason and a message; `revision` is the common revision compared
+    (0 before the hash step), `lag` the revisions it trailed the leader by."""
+    ok: bool
+    reason: Optional[Lag] = None
+    message: str = ''
+    revision: int = 0
+    hash: int = 0
+    lag: int = 0
+
+
+DEFAULT_MAX_LAG = 0   # the run's own check: the member has the leader's revision of the moment
+
+
+def revision_verdict(mine: Optional[Mapping[str, Any]], leader: Optional[Mapping[str, Any]], version: Any = None,
+                     max_lag: int = DEFAULT_MAX_LAG) -> Tuple[Optional[CatchUp], int]:
+    """First half of the catch-up check, over two probes ({member_id, version, revision, is_learner} as
+    cluster.probe_endpoint reports; `leader` may be `mine`): (a not-ok CatchUp, 0), or (None, the common revision
+    at which the caller compares HashKV: the lower of the two, which both have applied)."""
+    if mine is None:
+        return CatchUp(False, Lag.NOT_SERVING, 'member does not serve yet'), 0
+    if mine.get('is_learner'):
+        return CatchUp(False, Lag.LEARNER, 'member is a learner'), 0
+    if version is not None and parse_version(mine.get('version')) != parse_version(str(version)):
+        return CatchUp(False, Lag.VERSION, 'member reports version %s, not %s' % (mine.get('version'), version)), 0
+    if leader is None:
+        return CatchUp(False, Lag.NO_LEADER, 'no leader'), 0
+    own, lead = int(mine.get('revision') or 0), int(leader.get('revision') or 0)
+    if lead - own > max_lag:
+        return CatchUp(False, Lag.BEHIND, 'member at revision %d, leader at %d (bound %d)' % (own, lead, max_lag),
+                       lag=lead - own), 0
+    return None, min(own, lead)
+
+
+def hash_verdict(hashes: Mapping[str, Mapping[str, int]], revision: int, lag: int = 0) -> CatchUp:
+    """Second half: HashKV at `revision` from each member compared ({member: {hash, compact_revision}}). Hashes are
+    only comparable between members that compacted at the same revision (etcd's own corruption check says so)."""
+    compacted = {m: int(h.get('compact_revision') or 0) for m, h in hashes.items()}
+    if len(set(compacted.values())) > 1:
+        return CatchUp(False, Lag.COMPACTION_DIFFERS, 'compacted at different revisions so far: %s' % compacted,
+                       revision=revision, lag=lag)
+    values = {m: h.get('hash') for m, h in hashes.items()}
+    if len(set(values.values())) > 1:
+        return CatchUp(False, Lag.HASH_DIFFERS, 'HashKV at revision %d differs: %s' % (revision, values),
+                       revision=revision, lag=lag)
+    return CatchUp(True, None, 'caught up at revision %d' % revision, revision=revision,
+                   hash=int(next(iter(values.values()), 0) or 0), lag=lag)

@@ -23,7 +23,6 @@ from typing import Any, Callable, Dict, List, Optional, Protocol
 from ansible_collections.steward.cluster.plugins.module_utils.common.files import write_atomic
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info, member_endpoint
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import move_leader
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import (
     VERIFY_CONTENT,
@@ -31,12 +30,14 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snap
     take_full_snapshot,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import SnapshotStore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.plan import plan_upgrade
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import (
+    LEADER_MOVE_TIMEOUT, move_leadership_away)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.plan import (
+    CatchUp, Lag, hash_verdict, plan_upgrade, revision_verdict)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import minor, parse_version
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import hash_kv
 
 CAUGHT_UP_TIMEOUT = 120.0   # seconds for a restarted member to serve and match the others
-LEADER_MOVE_TIMEOUT = 10.0
 
 
 class UpgradeError(EtcdError):
@@ -148,7 +149,9 @@ def wait_caught_up(conn: EtcdConnection, member_id: str, version: str, timeout: 
                    clock: Callable[[], float] = time.monotonic,
                    sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
     """Until the member serves at `version`, has applied the leader's revision of the moment and HashKV at that
-    revision is equal on every member: {revision, hash, seconds}. Raises UpgradeError at the deadline."""
+    revision is equal on every member (plan.revision_verdict and plan.hash_verdict, the same verdict a druid
+    member's readiness gives against the leader alone): {revision, hash, seconds}. Raises UpgradeError at the
+    deadline."""
     start = clock()
     deadline = start + timeout
     why = 'not observed yet'
@@ -156,53 +159,20 @@ def wait_caught_up(conn: EtcdConnection, member_id: str, version: str, timeout: 
         try:
             info = cluster_info(conn)
             probes = {r['member_id']: r for r in info['endpoints'] if r['healthy']}
-            mine = probes.get(member_id)
-            leader = probes.get(info['leader'] or '')
-            if mine is None:
-                why = 'member does not serve yet'
-            elif parse_version(mine['version']) != parse_version(version):
-                why = 'member reports version %s, not %s' % (mine['version'], version)
-            elif leader is None:
-                why = 'no leader'
-            elif len(probes) < len(info['members']):
-                why = 'not every member serves'
-            else:
-                revision = leader['revision']
-                if (mine['revision'] or 0) < revision:
-                    why = 'member at revision %s, leader at %s' % (mine['revision'], revision)
-                else:
-                    hashes = {mid: hash_kv(conn, r['endpoint'], revision, timeout=max(deadline - clock(), 1.0))['hash']
-                              for mid, r in probes.items()}
-                    if len(set(hashes.values())) == 1:
-                        return {'revision': revision, 'hash': next(iter(hashes.values())),
-                                'seconds': round(clock() - start, 3)}
-                    why = 'HashKV at revision %d differs: %s' % (revision, hashes)
+            verdict, revision = revision_verdict(probes.get(member_id), probes.get(info['leader'] or ''), version)
+            if verdict is None and len(probes) < len(info['members']):
+                verdict = CatchUp(False, Lag.PEERS_DOWN, 'not every member serves')
+            if verdict is None:
+                verdict = hash_verdict({mid: hash_kv(conn, r['endpoint'], revision,
+                                                     timeout=max(deadline - clock(), 1.0))
+                                        for mid, r in probes.items()}, revision)
+            if verdict.ok:
+                return {'revision': verdict.revision, 'hash': verdict.hash, 'seconds': round(clock() - start, 3)}
+            why = verdict.message
         except EtcdError as exc:
             why = str(exc)
         sleep(0.1)
     raise UpgradeError('member %s did not catch up within %ss: %s' % (member_id, timeout, why), 'member-failed',
-                       member_id)
-
-
-def _move_leadership_away(conn: EtcdConnection, member_id: str, upgraded: List[str], timeout: float,
-                          clock: Callable[[], float], sleep: Callable[[float], None]) -> Optional[str]:
-    """Hand leadership to a healthy member (one already upgraded first: it will not restart again); the new leader
-    or None when `member_id` does not lead."""
-    info = cluster_info(conn)
-    if info['leader'] != member_id:
-        return None
-    others = [m for m in info['members'] if m['id'] != member_id and m['healthy'] and not m['is_learner']]
-    if not others:
-        raise UpgradeError('no healthy member to hand leadership to', 'leader-move-failed', member_id)
-    others.sort(key=lambda m: (m['name'] not in upgraded, m['name']))
-    move_leader(conn, others[0]['id'], info)
-    deadline = clock() + timeout
-    while clock() < deadline:
-        info = cluster_info(conn)
-        if info['leader'] and info['leader'] != member_id:
-            return info['leader']
-        sleep(0.05)
-    raise UpgradeError('leadership did not leave %s within %ss' % (member_id, timeout), 'leader-move-failed',
                        member_id)
 
 
@@ -282,8 +252,8 @@ def run_upgrade(conn: EtcdConnection, ops: Dict[str, MemberOps], target_version:
         began = clock()
         record.save(in_flight={'id': step['id'], 'name': name, 'phase': 'leader'})
         try:
-            _move_leadership_away(conn, step['id'], plan['done'] + [u['name'] for u in result['upgraded']],
-                                  LEADER_MOVE_TIMEOUT, clock, sleep)
+            move_leadership_away(conn, step['id'], plan['done'] + [u['name'] for u in result['upgraded']],
+                                 LEADER_MOVE_TIMEOUT, clock=clock, sleep=sleep)
             record.save(in_flight={'id': step['id'], 'name': name, 'phase': 'restart'})
             result['changed'] = True
             member_ops.stop()

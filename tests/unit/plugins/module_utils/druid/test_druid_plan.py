@@ -292,3 +292,26 @@ def test_a_new_storage_capacity_does_not_churn_the_statefulset():
     obj = sample(replicas=3, storageCapacity='20Gi')
     w.spec = parse_etcd(obj)
     assert isinstance(w.run(), p.Nothing)
+
+
+def _rolled_to(w, image):
+    """The StatefulSet written with `image` (the pods still on the sample's image, as spec containers)."""
+    for pod in w.pods.values():
+        pod['spec'] = {'containers': [{'name': 'etcd', 'image': 'quay.io/coreos/etcd:v3.4.34'}]}
+    obj = sample(replicas=3)
+    obj['spec']['etcd']['image'] = image
+    w.spec = parse_etcd(obj)
+    w.sts = dict(p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
+                        True).desired[('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+
+
+def test_restart_onto_a_tag_that_skips_a_minor_is_postponed_naming_the_path():
+    w = world()
+    _rolled_to(w, 'quay.io/coreos/etcd:v3.6.1')
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'VersionPath' and 'skips a minor' in action.message
+    w = world()
+    _rolled_to(w, 'quay.io/coreos/etcd:v3.5.17')
+    action = w.run()
+    assert isinstance(action, p.RestartMember) and action.pod == 'etcd-main-1'
