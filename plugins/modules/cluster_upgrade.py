@@ -81,9 +81,17 @@ options:
     type: int
     default: 1
   etcd_check:
-    description: Refuse when an etcd member's image is older than the etcd kubeadm ships with the target minor.
+    description: Plan an etcd step first when an etcd member's image (the etcd manifest's tag) is older than the etcd
+      kubeadm ships with the target minor (or O(etcd_image)). The step is run by C(steward.cluster.etcd_upgrade)
+      (the playbook runs its plays); every stage of this module waits for it (C(blocked)). C(false) plans no etcd
+      step.
     type: bool
     default: true
+  etcd_image:
+    description: The etcd image to move etcd to when it is older (its tag names the version, like
+      C(registry.k8s.io/etcd:3.5.21-0)), instead of the installed repository with the version of kubeadm's table;
+      one older than kubeadm's table is used with a warning.
+    type: str
   strict_order:
     description: Fail (rule C(order)) instead of reporting C(blocked) when an earlier wave is not done.
     type: bool
@@ -157,7 +165,7 @@ target:
   type: str
 plan:
   description: C(target), C(current) (the oldest kube-apiserver), C(hops), C(steps) (C(kind), C(nodes), C(version),
-    C(drain), C(hop)), C(refusals) and C(done).
+    C(drain), C(hop); the C(etcd) step also C(image)), C(refusals), C(done) and C(etcd) (the etcd step, or null).
   returned: always
   type: dict
 status:
@@ -213,6 +221,7 @@ SPEC = argspec(
     manage_kubelet={'type': 'bool', 'default': True},
     max_unavailable={'type': 'int', 'default': 1},
     etcd_check={'type': 'bool', 'default': True},
+    etcd_image={'type': 'str'},
     strict_order={'type': 'bool', 'default': False},
     timeout={'type': 'float', 'default': 300.0},
     drain_timeout={'type': 'float', 'default': 600.0},

@@ -25,7 +25,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgra
     node_kubelet_version, node_ready,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    APISERVER, COMPONENTS, KINDS, KUBE_PROXY, Plan, Step,
+    APISERVER, COMPONENTS, ETCD, KINDS, KUBE_PROXY, Plan, Step,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
     Version, image_version,
@@ -44,6 +44,11 @@ def pending_step(plan: Plan, kind: str, node: Optional[str]) -> Optional[Step]:
     blockers = plan.blockers(step)
     if blockers:
         first = blockers[0]
+        if first.kind == ETCD:
+            raise Refused('%s on %s waits for etcd on %s to move to %s first (steward.cluster.etcd_upgrade with '
+                          'etcd_upgrade_image=%s; the playbook runs it)' % (kind, node or 'the cluster',
+                                                                          ', '.join(first.nodes), first.image,
+                                                                          first.image), 'order', node)
         raise Refused('%s on %s waits for %s on %s (to %s) first: the version skew policy orders the waves; run the '
                       'playbook, which keeps that order' % (kind, node or 'the cluster', first.kind,
                                                             ', '.join(first.nodes) or 'the cluster', first.version),
