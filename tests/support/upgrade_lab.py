@@ -181,6 +181,7 @@ class UpgradeLab:
 
     def start(self, timeout: float = 90.0) -> 'UpgradeLab':
         now = datetime.datetime.now(datetime.timezone.utc)
+        os.makedirs(self.state, exist_ok=True)
         ip_base = lab_hosts.free_ip_base(len(self.hosts))
         ips = dict(zip(self.names, lab_hosts.host_ips(ip_base, len(self.hosts))))
         self.server = KubeServer().start()
