@@ -92,6 +92,14 @@ options:
       C(registry.k8s.io/etcd:3.5.21-0)), instead of the installed repository with the version of kubeadm's table;
       one older than kubeadm's table is used with a warning.
     type: str
+  maintenance:
+    description: The kubelet step runs only while the node is C(in-maintenance) in the node-maintenance state machine
+      (its label C(cloud.sap/maintenance-state)), else it refuses (C(not-in-maintenance)) changing nothing - for
+      bare-metal workers walked through maintenance by the C(steward.cluster.maintenance_window) playbook (the
+      C(steward.cluster.cluster_upgrade) playbook does so with C(cluster_upgrade_worker_maintenance)). Not checked in
+      check mode.
+    type: bool
+    default: false
   strict_order:
     description: Fail (rule C(order)) instead of reporting C(blocked) when an earlier wave is not done.
     type: bool
@@ -222,6 +230,7 @@ SPEC = argspec(
     max_unavailable={'type': 'int', 'default': 1},
     etcd_check={'type': 'bool', 'default': True},
     etcd_image={'type': 'str'},
+    maintenance={'type': 'bool', 'default': False},
     strict_order={'type': 'bool', 'default': False},
     timeout={'type': 'float', 'default': 300.0},
     drain_timeout={'type': 'float', 'default': 600.0},

@@ -129,7 +129,7 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
         return result
     ops = host.HostOps(node_name=p['node_name'], root=p['root'], client=client, kubelet_binary=p['kubelet_binary'],
                        install_command=p['install_command'], manage_kubelet=bool(params.get('manage_kubelet', True)),
-                       drain=p['drain'], run=runner)
+                       drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance')))
     try:
         done = run.run_step(plan, p['stage'], ops, check_mode=check_mode, timeout=p['timeout'])
     except Refused as exc:

@@ -127,6 +127,19 @@ def test_every_stage_waits_for_the_etcd_step_naming_its_image():
         assert err.value.rule == 'order' and 'registry.k8s.io/etcd:3.5.16-0' in str(err.value) and ops.calls == []
 
 
+def test_a_maintenance_kubelet_step_runs_only_in_maintenance():
+    ops = Host('w1')
+    ops.maintenance = True
+    with pytest.raises(Refused) as err:
+        run_step(kubelet_plan(), KUBELET, ops, check_mode=False, sleep=lambda s: None)
+    assert err.value.rule == 'not-in-maintenance' and ops.calls == []
+    assert run_step(kubelet_plan(), KUBELET, ops, check_mode=True)['changed'] and ops.calls == []   # check: shown
+    ops.node['metadata']['labels'] = {'cloud.sap/maintenance-state': 'in-maintenance'}
+    ops.node['spec']['unschedulable'] = True          # the profile's drain trigger cordoned it
+    out = run_step(kubelet_plan(), KUBELET, ops, check_mode=False, sleep=lambda s: None)
+    assert out['changed'] and ('uncordon',) not in ops.calls and ('drain',) in ops.calls   # its way back uncordons
+
+
 def test_kubelet_step_order_and_record():
     ops = Host('w1')
     run_step(kubelet_plan(), KUBELET, ops, check_mode=False, sleep=lambda s: None)
