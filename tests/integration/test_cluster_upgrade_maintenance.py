@@ -137,6 +137,10 @@ def test_workers_go_through_the_maintenance_state_machine_one_at_a_time(lab, tmp
 
     assert versions(hosts.server.url) == {n: TO for n in NAMES}
     assert evictions(audit) == {n: 2 for n in NAMES}                 # every pod evicted once
+    # the workers' pods by the profile's drain trigger (the controller), cp1's by the playbook's kubelet step
+    agents = {path.split('/pods/', 1)[1].split('-')[1]: agent for agent, method, path, _q in list(audit)
+              if method == 'POST' and path.endswith('/eviction')}
+    assert agents['w1'] == agents['w2'] != agents['cp1'], agents
     assert sampler.cordons == {n: 1 for n in NAMES}                  # every node cordoned once
     assert sampler.violations == [] and sampler.samples > 10
     assert all(not _labels(hosts, n).get(REQUEST) for n in WORKERS)
