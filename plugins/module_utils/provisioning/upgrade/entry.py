@@ -120,6 +120,9 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
             result['warnings'].append('etcd_image names etcd %s, older than the %s kubeadm ships with %s (its '
                                       'SupportedEtcdVersion): the upgrade uses it as asked' % (
                                           format_version(named), format_version(table), plan.hops[-1]))
+    if not p['install_command'] and any(s.kind == KUBELET for s in plan.steps):
+        result['warnings'].append('kubelets are to be upgraded and kubelet_install_command is not set: the kubelet '
+                                  'stage will refuse (kubelet-install) unless the binaries already name the target')
     if p['stage'] == PLAN:
         result['msg'] = ('cluster at %s: nothing to do' % p['target'] if plan.done else
                          'upgrade to %s through %s: %d step(s), next %s' % (

@@ -51,10 +51,10 @@ def pending_step(plan: Plan, kind: str, node: Optional[str]) -> Optional[Step]:
     if blockers:
         first = blockers[0]
         if first.kind == ETCD:
+            where = ', '.join(first.nodes)
             raise Refused('%s on %s waits for etcd on %s to move to %s first (steward.cluster.etcd_upgrade with '
-                          'etcd_upgrade_image=%s; the playbook runs it)' % (kind, node or 'the cluster',
-                                                                          ', '.join(first.nodes), first.image,
-                                                                          first.image), 'order', node)
+                          'etcd_upgrade_image=%s; the playbook runs it)'
+                          % (kind, node or 'the cluster', where, first.image, first.image), 'order', node)
         raise Refused('%s on %s waits for %s on %s (to %s) first: the version skew policy orders the waves; run the '
                       'playbook, which keeps that order' % (kind, node or 'the cluster', first.kind,
                                                             ', '.join(first.nodes) or 'the cluster', first.version),
