@@ -18,6 +18,10 @@ description:
     kube-scheduler only once every kube-apiserver runs the hop's version, kubelets and kube-proxy never newer than
     the oldest kube-apiserver nor more minors behind than allowed. A plan that cannot be run is refused naming
     each rule, and nothing is changed.
+  - When the target's minor wants a newer etcd than a control-plane node's etcd manifest names (kubeadm's
+    C(SupportedEtcdVersion) floors, or O(etcd_image)), the plan's first step is C(etcd) (C(plan.etcd), with the
+    image); it is run by C(steward.cluster.etcd_upgrade) (the playbook imports its plays), and every stage of this
+    module waits for it (C(blocked)).
   - O(stage=plan) only plans (and shows each Node's recorded kubelet step); the other stages run this node's
     (O(node_name)) next step of that kind - a manifest rewritten and gated on the mirror pod reporting the version
     and Ready (and C(/readyz) for kube-apiserver), or for C(kubelet) the node drained through the Eviction API
