@@ -54,9 +54,10 @@ CONTROL_PLANE_COMPONENTS = ('kube-apiserver', 'kube-controller-manager', 'kube-s
 # The etcd release kubeadm installs with each Kubernetes minor, as a minimum: an older etcd is upgraded first (the
 # plan's etcd step). Source: kubeadm's `SupportedEtcdVersion` map in kubernetes/kubernetes
 # cmd/kubeadm/app/constants/constants.go, as each minor's first release (vX.Y.0) ships it. kubeadm raises the map in
-# later patch releases (release-1.32's constants.go reads 29-32: "3.5.24-0"; release-1.34's 31-33: "3.5.24-0",
-# 34: "3.6.5-0"), so these are floors, not what the newest kubeadm would install; name a newer image with the
-# module's `etcd_image` (playbook: cluster_upgrade_etcd_image). A minor not listed asks for nothing.
+# later patch releases (release-1.32's constants.go reads 29-32: "3.5.24-0" with DefaultEtcdVersion "3.5.16-0";
+# release-1.34's 31-33: "3.5.24-0", 34: "3.6.5-0", earlier 34: "3.6.4-0"; kubeadm's etcd-bump guide moved 30-33 from
+# "3.5.17-0" to "3.5.21-0"), so these are floors, not what the newest kubeadm would install; name a newer image
+# with the module's `etcd_image` (playbook: cluster_upgrade_etcd_image). A minor not listed asks for nothing.
 ETCD_FOR_MINOR: Dict[Tuple[int, int], Tuple[int, int, int]] = {
     (1, 31): (3, 5, 15),
     (1, 32): (3, 5, 16),
