@@ -18,6 +18,10 @@ description:
     kube-scheduler only once every kube-apiserver runs the hop's version, kubelets and kube-proxy never newer than
     the oldest kube-apiserver nor more minors behind than allowed. A plan that cannot be run is refused naming
     each rule, and nothing is changed.
+  - When the target's minor wants a newer etcd than a control-plane node's etcd manifest names (kubeadm's
+    C(SupportedEtcdVersion) floors, or O(etcd_image)), the plan's first step is C(etcd) (C(plan.etcd), with the
+    image); it is run by C(steward.cluster.etcd_upgrade) (the playbook imports its plays), and every stage of this
+    module waits for it (C(blocked)).
   - O(stage=plan) only plans (and shows each Node's recorded kubelet step); the other stages run this node's
     (O(node_name)) next step of that kind - a manifest rewritten and gated on the mirror pod reporting the version
     and Ready (and C(/readyz) for kube-apiserver), or for C(kubelet) the node drained through the Eviction API
@@ -81,9 +85,25 @@ options:
     type: int
     default: 1
   etcd_check:
-    description: Refuse when an etcd member's image is older than the etcd kubeadm ships with the target minor.
+    description: Plan an etcd step first when an etcd member's image (the etcd manifest's tag) is older than the etcd
+      kubeadm ships with the target minor (or O(etcd_image)). The step is run by C(steward.cluster.etcd_upgrade)
+      (the playbook runs its plays); every stage of this module waits for it (C(blocked)). C(false) plans no etcd
+      step.
     type: bool
     default: true
+  etcd_image:
+    description: The etcd image to move etcd to when it is older (its tag names the version, like
+      C(registry.k8s.io/etcd:3.5.21-0)), instead of the installed repository with the version of kubeadm's table;
+      one older than kubeadm's table is used with a warning.
+    type: str
+  maintenance:
+    description: The kubelet step runs only while the node is C(in-maintenance) in the node-maintenance state machine
+      (its label C(cloud.sap/maintenance-state)), else it refuses (C(not-in-maintenance)) changing nothing - for
+      bare-metal workers walked through maintenance by the C(steward.cluster.maintenance_window) playbook (the
+      C(steward.cluster.cluster_upgrade) playbook does so with C(cluster_upgrade_worker_maintenance)). Not checked in
+      check mode.
+    type: bool
+    default: false
   strict_order:
     description: Fail (rule C(order)) instead of reporting C(blocked) when an earlier wave is not done.
     type: bool
@@ -157,7 +177,7 @@ target:
   type: str
 plan:
   description: C(target), C(current) (the oldest kube-apiserver), C(hops), C(steps) (C(kind), C(nodes), C(version),
-    C(drain), C(hop)), C(refusals) and C(done).
+    C(drain), C(hop); the C(etcd) step also C(image)), C(refusals), C(done) and C(etcd) (the etcd step, or null).
   returned: always
   type: dict
 status:
@@ -213,6 +233,8 @@ SPEC = argspec(
     manage_kubelet={'type': 'bool', 'default': True},
     max_unavailable={'type': 'int', 'default': 1},
     etcd_check={'type': 'bool', 'default': True},
+    etcd_image={'type': 'str'},
+    maintenance={'type': 'bool', 'default': False},
     strict_order={'type': 'bool', 'default': False},
     timeout={'type': 'float', 'default': 300.0},
     drain_timeout={'type': 'float', 'default': 600.0},

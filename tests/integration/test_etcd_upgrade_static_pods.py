@@ -19,6 +19,7 @@ import yaml
 
 from support.etcd_cluster import etcd_bin_dirs, etcd_version
 from support.etcd_rolling import LoadClient
+from support.upgrade_lab import etcd_manifest
 from lab.env.ports import free_port
 from lab.provisioning import hosts as lab_hosts
 
@@ -36,23 +37,6 @@ NAMES = ('cp1', 'cp2', 'cp3')
 MANIFEST = '/etc/kubernetes/manifests/etcd.yaml'
 
 
-def _manifest(name, ports, image):
-    client, peer = 'http://127.0.0.1:%d' % ports[name][0], 'http://127.0.0.1:%d' % ports[name][1]
-    initial = ','.join('%s=http://127.0.0.1:%d' % (n, ports[n][1]) for n in NAMES)
-    flags = {'name': name, 'data-dir': '/var/lib/etcd', 'listen-client-urls': client, 'advertise-client-urls': client,
-             'listen-peer-urls': peer, 'initial-advertise-peer-urls': peer, 'initial-cluster': initial,
-             'initial-cluster-state': 'new', 'initial-cluster-token': 'static-upgrade',
-             'heartbeat-interval': '50', 'election-timeout': '500'}
-    pod = {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'etcd', 'namespace': 'kube-system'},
-           'spec': {'hostNetwork': True,
-                    'containers': [{'name': 'etcd', 'image': image, 'imagePullPolicy': 'IfNotPresent',
-                                    'command': ['etcd'] + ['--%s=%s' % kv for kv in sorted(flags.items())],
-                                    'volumeMounts': [{'name': 'etcd-data', 'mountPath': '/var/lib/etcd'}]}],
-                    'volumes': [{'name': 'etcd-data',
-                                 'hostPath': {'path': '/var/lib/etcd', 'type': 'DirectoryOrCreate'}}]}}
-    return yaml.safe_dump(pod, default_flow_style=False, sort_keys=False)
-
-
 class StaticPodHosts:
     def __init__(self, base):
         self.base = base
@@ -67,7 +51,7 @@ class StaticPodHosts:
         for name in NAMES:
             os.makedirs(os.path.dirname(self.manifest_path(name)), exist_ok=True)
             with open(self.manifest_path(name), 'w') as f:
-                f.write(_manifest(name, self.ports, image))
+                f.write(etcd_manifest(name, self.ports, image))
             lab_hosts.start_supervisor(self.roots[name], interval=0.2)
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -99,7 +99,8 @@ CASES = {
                Case('control_plane-empty', {'control_plane': []}),
                Case('worker-also-control-plane', {'workers': ['cp1']}),
                Case('install-command-placeholder', {'kubelet_install_command': ['install', '{nope}']}),
-               Case('max_unavailable-zero', {'max_unavailable': 0})]),
+               Case('max_unavailable-zero', {'max_unavailable': 0}),
+               Case('etcd_image-without-version-tag', {'etcd_image': 'registry.k8s.io/etcd:latest'})]),
     'etcd_backup_verify': ModuleCases(
         base={'store': '{store}'},
         extra=[Case('store-missing-dir', {'store': '{missing}'}),

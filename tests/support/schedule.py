@@ -30,6 +30,7 @@ GROUPS = {
 SLOWEST_FIRST = (
     'lab',                                   # README `make demo` 217 s, the machines walk-through 170 s
     'test_controller_deploy.py',             # the role's playbook runs: 138 s + 72 s + 48 s, and more
+    'test_cluster_upgrade_etcd.py',          # 60-75 s, one test (etcd static pods and three playbook runs)
     'test_watchdog_deploy.py',               # 54 s
     'test_machines_safety_freezes.py',       # 46 s
     'test_bench_smoke_recover.py',           # 43 s, one test

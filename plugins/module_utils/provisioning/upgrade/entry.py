@@ -11,11 +11,13 @@ from typing import Any, Dict, List, Mapping
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_subdomain
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import format_version
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import image_version as etcd_version
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import host, run
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    KINDS, KUBELET, plan_upgrade,
+    KINDS, KUBELET, etcd_wanted, plan_upgrade,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import parse_option
 
@@ -52,6 +54,16 @@ def _install_command(value: Any) -> List[str]:
     return command
 
 
+def _etcd_image(value: Any) -> Any:
+    if value is None or value == '':
+        return None
+    image = validate.text(value, 'etcd_image')
+    if etcd_version(image) is None:
+        raise InvalidInput('etcd_image', 'version-tag', 'must be an etcd image whose tag names its version (like '
+                           'registry.k8s.io/etcd:3.5.21-0), got %s' % shown(image), image)
+    return image
+
+
 def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
     stage = validate.one_of(params.get('stage') or PLAN, 'stage', STAGES)
     control_plane = _names(params.get('control_plane'), 'control_plane', True)
@@ -75,6 +87,7 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
         'root': validate.absolute_path('/' if params.get('root') is None else params['root'], 'root'),
         'kubelet_binary': validate.absolute_path(params.get('kubelet_binary') or '/usr/bin/kubelet', 'kubelet_binary'),
         'install_command': _install_command(params.get('kubelet_install_command')),
+        'etcd_image': _etcd_image(params.get('etcd_image')),
         'max_unavailable': validate.integer(params.get('max_unavailable', 1), 'max_unavailable', minimum=1),
         'timeout': validate.timeout(params.get('timeout', 300.0), 'timeout'),
         'drain': host.DrainOptions(
@@ -91,7 +104,7 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
     installed, nodes = host.read_installed(client, p['control_plane'], p['workers'], local_node=p['node_name'],
                                            root=p['root'], kubelet_binary=p['kubelet_binary'], run=runner)
     plan = plan_upgrade(installed, p['target'], p['via'], p['max_unavailable'],
-                        etcd_check=bool(params.get('etcd_check', True)))
+                        etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'])
     result: Dict[str, Any] = {
         'changed': False, 'target': str(p['target']), 'plan': plan.as_dict(), 'status': run.status(plan, nodes),
         'installed': {n.name: {k: str(v) if v is not None else None for k, v in (
@@ -100,6 +113,13 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
         'step': None, 'actions': [], 'blocked': False, 'warnings': [],
     }
     plan.check()
+    if p['etcd_image'] is not None:
+        table = etcd_wanted(plan.hops)
+        named = etcd_version(p['etcd_image'])
+        if table is not None and named is not None and named < table:
+            result['warnings'].append('etcd_image names etcd %s, older than the %s kubeadm ships with %s (its '
+                                      'SupportedEtcdVersion): the upgrade uses it as asked' % (
+                                          format_version(named), format_version(table), plan.hops[-1]))
     if not p['install_command'] and any(s.kind == KUBELET for s in plan.steps):
         result['warnings'].append('kubelets are to be upgraded and kubelet_install_command is not set: the kubelet '
                                   'stage will refuse (kubelet-install) unless the binaries already name the target')
@@ -112,7 +132,7 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
         return result
     ops = host.HostOps(node_name=p['node_name'], root=p['root'], client=client, kubelet_binary=p['kubelet_binary'],
                        install_command=p['install_command'], manage_kubelet=bool(params.get('manage_kubelet', True)),
-                       drain=p['drain'], run=runner)
+                       drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance')))
     try:
         done = run.run_step(plan, p['stage'], ops, check_mode=check_mode, timeout=p['timeout'])
     except Refused as exc:

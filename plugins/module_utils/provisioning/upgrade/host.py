@@ -95,8 +95,10 @@ class HostOps:
     """run.py's ops for the node the module runs on."""
 
     def __init__(self, *, node_name: str, root: str, client: KubeClient, kubelet_binary: str,
-                 install_command: Sequence[str], manage_kubelet: bool, drain: DrainOptions, run: Runner = default_runner):
+                 install_command: Sequence[str], manage_kubelet: bool, drain: DrainOptions, run: Runner = default_runner,
+                 maintenance: bool = False):
         self.node_name = node_name
+        self.maintenance = maintenance   # the kubelet step runs only while the node is in-maintenance (run.py)
         self.root = root
         self.client = client
         self.kubelet_binary = kubelet_binary

@@ -93,7 +93,8 @@ def installed_from(control_plane: Sequence[str], workers: Sequence[str], *, node
             apiserver=image_version(mine.get('kube-apiserver')) if cp else None,
             controller_manager=image_version(mine.get('kube-controller-manager')) if cp else None,
             scheduler=image_version(mine.get('kube-scheduler')) if cp else None,
-            etcd=etcd_version_of(mine['etcd'].rsplit(':', 1)[-1]) if cp and ':' in mine.get('etcd', '') else None))
+            etcd=etcd_version_of(mine['etcd'].rsplit(':', 1)[-1]) if cp and ':' in mine.get('etcd', '') else None,
+            etcd_image=mine.get('etcd') if cp else None))
     proxy = None
     if kube_proxy:
         containers = ((((kube_proxy.get('spec') or {}).get('template') or {}).get('spec') or {}).get('containers')

@@ -6,6 +6,11 @@
 Order (each wave finishes before the next starts, so the skew policy of versions.py holds at every moment, not
 only at the end):
 
+  first, when the last hop's minor wants a newer etcd than a control-plane node runs (ETCD_FOR_MINOR, kubeadm's
+  table): etcd, one member at a time, by the etcd upgrade engine (etcd/upgrade: its pre-flight, the verified
+  snapshot gate, followers first and the leader last; the playbook runs `steward.cluster.etcd_upgrade`'s plays on
+  the image named by this plan's `etcd` step). etcd first because a newer etcd serves every older apiserver of the
+  table, while a new apiserver may use what an old etcd lacks; kubeadm's `upgrade apply` does etcd first too;
   per hop (one minor at a time; a patch upgrade is one hop):
     0. kubelets and kube-proxy that would fall more than the allowed minors behind the hop's apiserver move first,
        to the oldest apiserver's version (only on chains of several minors);
@@ -29,6 +34,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import (
+    format_version, image_version as etcd_image_version, split_image,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
     APISERVER_HA_SKEW, COMPONENT_SKEW, Version, kubelet_skew, parse,
@@ -38,11 +46,18 @@ APISERVER = 'kube-apiserver'
 COMPONENTS = 'controller-manager-scheduler'   # kube-controller-manager and kube-scheduler, one step per node
 KUBE_PROXY = 'kube-proxy'
 KUBELET = 'kubelet'
+ETCD = 'etcd'             # run by steward.cluster.etcd_upgrade (the etcd engine), not by a stage of this module
 KINDS = (APISERVER, COMPONENTS, KUBE_PROXY, KUBELET)
+ETCD_WAVE = (-1, 0)       # before every wave of every hop
 CONTROL_PLANE_COMPONENTS = ('kube-apiserver', 'kube-controller-manager', 'kube-scheduler')
 
-# The etcd release kubeadm installs with each Kubernetes minor (kubeadm's SupportedEtcdVersion), as a minimum:
-# an older etcd is upgraded first, with steward.cluster.etcd_upgrade. A minor not listed asks for nothing.
+# The etcd release kubeadm installs with each Kubernetes minor, as a minimum: an older etcd is upgraded first (the
+# plan's etcd step). Source: kubeadm's `SupportedEtcdVersion` map in kubernetes/kubernetes
+# cmd/kubeadm/app/constants/constants.go, as each minor's first release (vX.Y.0) ships it. kubeadm raises the map in
+# later patch releases (release-1.32's constants.go reads 29-32: "3.5.24-0" with DefaultEtcdVersion "3.5.16-0";
+# release-1.34's 31-33: "3.5.24-0", 34: "3.6.5-0", earlier 34: "3.6.4-0"; kubeadm's etcd-bump guide moved 30-33 from
+# "3.5.17-0" to "3.5.21-0"), so these are floors, not what the newest kubeadm would install; name a newer image
+# with the module's `etcd_image` (playbook: cluster_upgrade_etcd_image). A minor not listed asks for nothing.
 ETCD_FOR_MINOR: Dict[Tuple[int, int], Tuple[int, int, int]] = {
     (1, 31): (3, 5, 15),
     (1, 32): (3, 5, 16),
@@ -62,6 +77,7 @@ class NodeInstalled:
     controller_manager: Optional[Version] = None
     scheduler: Optional[Version] = None
     etcd: Optional[Tuple[int, int, int]] = None   # from the etcd manifest's image tag; None: no etcd of ours here
+    etcd_image: Optional[str] = None              # that image, whole (its repository names the etcd step's image)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,10 +118,14 @@ class Step:
     nodes: Tuple[str, ...]
     version: Version
     drain: bool = False
+    image: Optional[str] = None             # the etcd step: the etcd image every member moves to
 
     def as_dict(self) -> Dict[str, Any]:
-        return {'kind': self.kind, 'nodes': list(self.nodes), 'version': str(self.version), 'drain': self.drain,
-                'hop': self.wave[0]}
+        out = {'kind': self.kind, 'nodes': list(self.nodes), 'version': str(self.version), 'drain': self.drain,
+               'hop': self.wave[0]}
+        if self.image is not None:
+            out['image'] = self.image
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +140,11 @@ class Plan:
     def done(self) -> bool:
         return not self.steps and not self.refusals
 
+    @property
+    def etcd(self) -> Optional[Step]:
+        """The etcd step (etcd first), when the target wants a newer etcd than a member runs."""
+        return next((s for s in self.steps if s.kind == ETCD), None)
+
     def node_steps(self, node: str, kinds: Iterable[str]) -> List[Step]:
         kinds = tuple(kinds)
         return [s for s in self.steps if node in s.nodes and s.kind in kinds]
@@ -131,7 +156,8 @@ class Plan:
     def as_dict(self) -> Dict[str, Any]:
         return {'target': str(self.target), 'current': str(self.current) if self.current else None,
                 'hops': [str(h) for h in self.hops], 'steps': [s.as_dict() for s in self.steps],
-                'refusals': [r.as_dict() for r in self.refusals], 'done': self.done}
+                'refusals': [r.as_dict() for r in self.refusals], 'done': self.done,
+                'etcd': self.etcd.as_dict() if self.etcd else None}
 
     def check(self) -> None:
         """Raise UpgradeRefused when there is any refusal (nothing has been changed)."""
@@ -247,25 +273,42 @@ def _chain(oldest: Version, newest: Version, target: Version,
     return chain, refusals
 
 
-def _etcd(installed: Installed, chain: Sequence[Version]) -> List[Refusal]:
-    out = []
+def etcd_wanted(chain: Sequence[Version], etcd_image: Optional[str] = None) -> Optional[Tuple[int, int, int]]:
+    """The etcd version the chain's minors want: `etcd_image`'s tag when one is named (the operator's choice, like
+    kubeadm's `etcd.local.imageTag`), else the newest ETCD_FOR_MINOR row of the chain's minors; None: nothing."""
+    if etcd_image is not None:
+        return etcd_image_version(etcd_image)
     needed = [ETCD_FOR_MINOR[(v.major, v.minor)] for v in chain if (v.major, v.minor) in ETCD_FOR_MINOR]
-    if not needed:
-        return out
-    minimum = max(needed)
-    for node in installed.control_plane:
-        if node.etcd is not None and node.etcd < minimum:
-            out.append(Refusal('etcd-upgrade-needed', 'etcd on %s runs %s; Kubernetes %s wants etcd %s or newer: '
-                               'upgrade etcd first (steward.cluster.etcd_upgrade with etcd_upgrade_image=%s)'
-                               % (node.name, '.'.join(map(str, node.etcd)), chain[-1], '.'.join(map(str, minimum)),
-                                  'registry.k8s.io/etcd:%s-0' % '.'.join(map(str, minimum))), node.name))
-    return out
+    return max(needed) if needed else None
+
+
+def _etcd_step(installed: Installed, chain: Sequence[Version],
+               etcd_image: Optional[str]) -> Tuple[Optional[Step], List[Refusal]]:
+    """The etcd step, when a control-plane node's etcd is older than what the chain wants: every such node, to one
+    image (the named one, else the installed repository with kubeadm's `X.Y.Z-0` tag). The etcd engine plans its own
+    order and pre-flight over the whole cluster; this only says that, and to what."""
+    wanted = etcd_wanted(chain, etcd_image)
+    if wanted is None:
+        return None, []
+    behind = [n for n in installed.control_plane if n.etcd is not None and n.etcd < wanted]
+    if not behind:
+        return None, []
+    image = etcd_image
+    if image is None:
+        parts = split_image(behind[0].etcd_image)
+        if parts is None:
+            return None, [Refusal('unknown-version', 'the etcd image of %s (%r) names no repository to upgrade from: '
+                                  'name cluster_upgrade_etcd_image' % (behind[0].name, behind[0].etcd_image),
+                                  behind[0].name)]
+        image = '%s:%s-0' % (parts[0], format_version(wanted))
+    return Step(ETCD_WAVE, ETCD, tuple(n.name for n in behind), chain[-1], image=image), []
 
 
 def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] = (), max_unavailable: int = 1,
-                 etcd_check: bool = True) -> Plan:
+                 etcd_check: bool = True, etcd_image: Optional[str] = None) -> Plan:
     """The plan from `installed` to `target` (see the module docstring for the order). Refusals are collected, not
-    raised: `Plan.check()` raises them; check mode shows them with the plan."""
+    raised: `Plan.check()` raises them; check mode shows them with the plan. `etcd_check: False` plans no etcd step;
+    `etcd_image` (its tag names the version) replaces kubeadm's table as what etcd must reach."""
     if not installed.control_plane:
         return Plan(target, (target,), (), (Refusal('no-control-plane', 'no control-plane node was found'),))
     refusals = _unknown(installed)
@@ -280,8 +323,10 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
     refusals += _downgrades(installed, target)
     chain, chain_refusals = _chain(oldest, newest, target, via)
     refusals += chain_refusals
+    etcd_step = None
     if etcd_check:
-        refusals += _etcd(installed, chain)
+        etcd_step, etcd_refusals = _etcd_step(installed, chain, etcd_image)
+        refusals += etcd_refusals
     if refusals:
         return Plan(target, tuple(chain), (), tuple(refusals), min(apis))
 
@@ -289,7 +334,7 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
     comp = {n.name: min(n.controller_manager, n.scheduler) for n in installed.control_plane}
     kubelets = {n.name: n.kubelet for n in installed.nodes}
     proxy = installed.kube_proxy
-    steps: List[Step] = []
+    steps: List[Step] = [etcd_step] if etcd_step else []
     cps = [n.name for n in installed.control_plane]
     workers = [n.name for n in installed.workers]
     for hop, version in enumerate(chain):

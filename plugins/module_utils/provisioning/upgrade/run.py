@@ -12,6 +12,11 @@ kubelet step, resumable at any point (record.py holds the phase on the Node):
   -> record `kubelet` -> wait until the Node reports the version and Ready -> uncordon (unless it was cordoned
   before the upgrade) -> record `done`. A second run finds `drained` or later and does not drain again; a run that
   died while draining drains again, which evicts only the pods still there.
+  With `ops.maintenance` (bare-metal workers walked through the node-maintenance state machine by the
+  maintenance_window playbook) the step runs only while the node is `in-maintenance`: the profile decided when the
+  node may go (approval, maxMaintenance, stagger, time windows) and usually drained and cordoned it; the drain here
+  then evicts nothing new and, the node being cordoned before, it is not uncordoned here (the profile's way back
+  does that).
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, STATE_LABEL
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import NotReady, Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import record as records
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.installed import (
     node_kubelet_version, node_ready,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    APISERVER, COMPONENTS, KINDS, KUBE_PROXY, Plan, Step,
+    APISERVER, COMPONENTS, ETCD, KINDS, KUBE_PROXY, Plan, Step,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
     Version, image_version,
@@ -44,6 +50,11 @@ def pending_step(plan: Plan, kind: str, node: Optional[str]) -> Optional[Step]:
     blockers = plan.blockers(step)
     if blockers:
         first = blockers[0]
+        if first.kind == ETCD:
+            where = ', '.join(first.nodes)
+            raise Refused('%s on %s waits for etcd on %s to move to %s first (steward.cluster.etcd_upgrade with '
+                          'etcd_upgrade_image=%s; the playbook runs it)'
+                          % (kind, node or 'the cluster', where, first.image, first.image), 'order', node)
         raise Refused('%s on %s waits for %s on %s (to %s) first: the version skew policy orders the waves; run the '
                       'playbook, which keeps that order' % (kind, node or 'the cluster', first.kind,
                                                             ', '.join(first.nodes) or 'the cluster', first.version),
@@ -122,9 +133,19 @@ def _control_plane(ops: Any, components: Tuple[str, ...], version: Version, chec
     result['actions'].append('gated: %s on %s report %s' % (', '.join(components), ops.node_name, version))
 
 
+def in_maintenance(node: Dict[str, Any]) -> bool:
+    """The node-maintenance state machine has the node `in-maintenance` (its state label, maintenance/constants)."""
+    return ((node.get('metadata') or {}).get('labels') or {}).get(STATE_LABEL) == IN_MAINTENANCE
+
+
 def _kubelet(ops: Any, step: Step, check_mode: bool, timeout: float, clock: Callable[[], float],
              sleep: Callable[[float], None], result: Dict[str, Any]) -> None:
     node, version = ops.node_name, str(step.version)
+    if getattr(ops, 'maintenance', False) and not check_mode and not in_maintenance(ops.get_node()):
+        raise Refused('the kubelet of %s is upgraded inside a node-maintenance window (maintenance: true) and the '
+                      'node is not in-maintenance (label %s): run it through the steward.cluster.maintenance_window '
+                      'playbook (cluster_upgrade_worker_maintenance); nothing was changed' % (node, STATE_LABEL),
+                      'not-in-maintenance', node)
     current = records.read(ops.get_node())
     mine = current if current is not None and current.version == version else None
     before = mine.unschedulable_before if mine else ops.unschedulable()

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import versions
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    APISERVER, COMPONENTS, KUBE_PROXY, KUBELET, Installed, NodeInstalled, UpgradeRefused, plan_upgrade, skew_violations,
+    APISERVER, COMPONENTS, ETCD, ETCD_FOR_MINOR, KUBE_PROXY, KUBELET, Installed, NodeInstalled, UpgradeRefused,
+    plan_upgrade, skew_violations,
 )
 
 V = versions.parse
@@ -203,12 +205,50 @@ def test_no_control_plane():
     assert rules(plan_upgrade(cluster(cps=0), V('v1.32.0'))) == ['no-control-plane']
 
 
-def test_etcd_too_old_for_the_target_is_refused_naming_etcd_upgrade():
-    plan = plan_upgrade(cluster(etcd=(3, 5, 15)), V('v1.32.0'))
-    assert rules(plan) == ['etcd-upgrade-needed'] and len(plan.refusals) == 3
-    assert 'steward.cluster.etcd_upgrade' in plan.refusals[0].message
-    assert not plan_upgrade(cluster(etcd=(3, 5, 15)), V('v1.32.0'), etcd_check=False).refusals
-    assert not plan_upgrade(cluster(etcd=None), V('v1.32.0')).refusals   # no etcd of ours: not checked
+def _with_etcd_image(state, image):
+    """Every control-plane node's etcd image as its manifest would name it (installed.py reads both)."""
+    return Installed(tuple(dataclasses.replace(n, etcd_image=image) if n.control_plane else n for n in state.nodes),
+                     state.kube_proxy)
+
+
+def test_etcd_too_old_for_the_target_is_upgraded_first_to_kubeadms_version():
+    state = _with_etcd_image(cluster(etcd=(3, 5, 15)), 'registry.k8s.io/etcd:3.5.15-0')
+    plan = plan_upgrade(state, V('v1.32.0'))
+    assert plan.refusals == () and plan.steps[0].kind == ETCD and plan.etcd is plan.steps[0]
+    assert plan.etcd.nodes == ('cp1', 'cp2', 'cp3') and plan.etcd.image == 'registry.k8s.io/etcd:3.5.16-0'
+    # every other step waits for it: etcd first
+    assert all(plan.blockers(s) == [plan.etcd] for s in plan.steps[1:] if s.wave == (0, 1))
+    assert [s.kind for s in plan.steps[1:4]] == [APISERVER] * 3
+    assert plan.as_dict()['etcd'] == {'kind': 'etcd', 'nodes': ['cp1', 'cp2', 'cp3'], 'version': 'v1.32.0',
+                                      'drain': False, 'hop': -1, 'image': 'registry.k8s.io/etcd:3.5.16-0'}
+    assert not plan_upgrade(state, V('v1.32.0'), etcd_check=False).etcd            # not asked: no etcd step
+    assert plan_upgrade(cluster(etcd=None), V('v1.32.0')).etcd is None             # no etcd of ours: nothing
+
+
+def test_etcd_step_only_names_members_behind_and_the_chains_newest_minor():
+    state = _with_etcd_image(cluster(etcd=(3, 5, 16), cp2={'etcd': (3, 5, 15)}), 'quay.io/coreos/etcd:v3.5.16')
+    assert plan_upgrade(state, V('v1.32.0')).etcd.nodes == ('cp2',)
+    chained = plan_upgrade(state, V('v1.33.1'), via=[V('v1.32.4')])
+    assert chained.etcd.nodes == ('cp1', 'cp2', 'cp3') and chained.etcd.image == 'quay.io/coreos/etcd:3.5.21-0'
+    assert plan_upgrade(state, V('v1.31.9')).etcd is None                          # 1.31 wants 3.5.15
+
+
+def test_etcd_image_named_replaces_the_table():
+    state = _with_etcd_image(cluster(etcd=(3, 4, 23)), 'registry.k8s.io/etcd:3.4.23-0')
+    plan = plan_upgrade(state, V('v1.32.0'), etcd_image='example.org/etcd:3.5.1-0')
+    assert plan.etcd.image == 'example.org/etcd:3.5.1-0' and plan.etcd.nodes == ('cp1', 'cp2', 'cp3')
+    at = _with_etcd_image(cluster(etcd=(3, 5, 1)), 'example.org/etcd:3.5.1-0')
+    assert plan_upgrade(at, V('v1.32.0'), etcd_image='example.org/etcd:3.5.1-0').etcd is None   # reached: done
+
+
+def test_etcd_without_a_repository_to_name_is_refused():
+    plan = plan_upgrade(cluster(etcd=(3, 5, 15)), V('v1.32.0'))          # a version but no image (cannot happen
+    assert rules(plan) == ['unknown-version'] and 'cluster_upgrade_etcd_image' in plan.refusals[0].message   # read)
+
+
+def test_etcd_for_minor_matches_kubeadm_first_releases():
+    """kubeadm's SupportedEtcdVersion at each minor's vX.Y.0 (cmd/kubeadm/app/constants/constants.go): floors."""
+    assert ETCD_FOR_MINOR == {(1, 31): (3, 5, 15), (1, 32): (3, 5, 16), (1, 33): (3, 5, 21), (1, 34): (3, 6, 4)}
 
 
 def test_kubelet_newer_than_target_is_a_downgrade():

@@ -116,6 +116,30 @@ def test_components_wait_for_every_apiserver():
         run_step(plan, KUBELET, Host('w1'), check_mode=False)
 
 
+def test_every_stage_waits_for_the_etcd_step_naming_its_image():
+    nodes = tuple(NodeInstalled('cp%d' % i, True, OLD, OLD, OLD, OLD, etcd=(3, 5, 15),
+                                etcd_image='registry.k8s.io/etcd:3.5.15-0') for i in (1, 2))
+    plan = plan_upgrade(Installed(nodes + (NodeInstalled('w1', False, OLD),)), NEW)
+    for kind, node in ((APISERVER, 'cp1'), (COMPONENTS, 'cp2'), (KUBELET, 'w1')):
+        ops = Host(node)
+        with pytest.raises(Refused) as err:
+            run_step(plan, kind, ops, check_mode=False)
+        assert err.value.rule == 'order' and 'registry.k8s.io/etcd:3.5.16-0' in str(err.value) and ops.calls == []
+
+
+def test_a_maintenance_kubelet_step_runs_only_in_maintenance():
+    ops = Host('w1')
+    ops.maintenance = True
+    with pytest.raises(Refused) as err:
+        run_step(kubelet_plan(), KUBELET, ops, check_mode=False, sleep=lambda s: None)
+    assert err.value.rule == 'not-in-maintenance' and ops.calls == []
+    assert run_step(kubelet_plan(), KUBELET, ops, check_mode=True)['changed'] and ops.calls == []   # check: shown
+    ops.node['metadata']['labels'] = {'cloud.sap/maintenance-state': 'in-maintenance'}
+    ops.node['spec']['unschedulable'] = True          # the profile's drain trigger cordoned it
+    out = run_step(kubelet_plan(), KUBELET, ops, check_mode=False, sleep=lambda s: None)
+    assert out['changed'] and ('uncordon',) not in ops.calls and ('drain',) in ops.calls   # its way back uncordons
+
+
 def test_kubelet_step_order_and_record():
     ops = Host('w1')
     run_step(kubelet_plan(), KUBELET, ops, check_mode=False, sleep=lambda s: None)
@@ -218,6 +242,8 @@ BASE = {'version': 'v1.32.0', 'control_plane': ['cp1'], 'workers': ['w1'], 'stag
     ({'max_unavailable': 0}, 'max_unavailable', None),
     ({'root': 'relative'}, 'root', 'absolute-path'),
     ({'timeout': -1}, 'timeout', None),
+    ({'etcd_image': 'registry.k8s.io/etcd:latest'}, 'etcd_image', 'version-tag'),
+    ({'etcd_image': 'registry.k8s.io/etcd'}, 'etcd_image', 'version-tag'),
 ])
 def test_bad_options_name_the_option(change, field, rule):
     with pytest.raises(InvalidInput) as err:

@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright: steward.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Bare-metal workers upgraded through the node-maintenance state machine: `steward.cluster.cluster_upgrade` with
+`cluster_upgrade_worker_maintenance: true` imports `steward.cluster.maintenance_window`, and the REAL controller
+(`python -m steward_controller --maintenance-config ...`) moves each worker through a profile whose way in checks
+the request, the approval and maxMaintenance 1 and drains (its drain trigger), and whose way out uncordons.
+
+One control-plane lab host and two workers (tests/support/upgrade_lab.py), v1.31.4 to v1.32.0. A sampler reads the
+API every 0.2 s: the skew policy, each Node's cordons and maintenance state. Checked: every worker was in-maintenance
+while its kubelet moved, never two at once, each pod evicted once (by the profile's drain; the kubelet step's
+drain finds nothing left), each node cordoned once and schedulable again at the end, every kubelet at the target.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import requests
+
+from support.ansible import run_playbook
+from support.rbac import audited
+from support.upgrade_lab import Sampler, UpgradeLab, evictions, versions
+from lab.env.controller import ControllerProcess, wait_for
+
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
+
+pytestmark = [pytest.mark.slow]
+
+HOSTS = (('cp1', 'control_plane'), ('w1', 'workers'), ('w2', 'workers'))
+NAMES = [h for h, _g in HOSTS]
+WORKERS = ['w1', 'w2']
+FROM, TO = 'v1.31.4', 'v1.32.0'
+NS = 'steward-system'
+STATE = 'cloud.sap/maintenance-state'
+REQUEST = 'example.com/kubelet-upgrade'
+
+CONFIG = '''
+intervals:
+  requeue: 1s
+instances:
+  check:
+  - {type: hasAnnotation, name: requested, config: {key: %(request)s, value: "true"}}
+  - {type: hasAnnotation, name: approved, config: {key: cloud.sap/maintenance-approved, value: "true"}}
+  - {type: maxMaintenance, name: one_at_a_time, config: {max: 1}}
+  trigger:
+  - {type: alterAnnotation, name: remove_approval, config: {key: cloud.sap/maintenance-approved, remove: true}}
+  - {type: drain, name: drain, config: {timeout: 60s, evictionTimeout: 30s}}
+  - {type: uncordon, name: uncordon}
+profiles:
+- name: kubelet-upgrade
+  operational:
+    transitions:
+    - {check: requested, next: maintenance-required}
+  maintenance-required:
+    transitions:
+    - {check: approved && one_at_a_time, trigger: remove_approval && drain, next: in-maintenance}
+  in-maintenance:
+    transitions:
+    - {check: "!requested", trigger: uncordon, next: operational}
+''' % {'request': REQUEST}
+
+
+class States(threading.Thread):
+    """Every 0.2 s: each worker's maintenance state and kubelet version, as the API shows them."""
+
+    def __init__(self, url):
+        super().__init__(daemon=True)
+        self.url = url
+        self.stop = threading.Event()
+        self.seen = []
+
+    def run(self):
+        while not self.stop.wait(0.2):
+            try:
+                nodes = requests.get(self.url + '/api/v1/nodes', timeout=5).json()['items']
+            except (requests.RequestException, ValueError, KeyError):
+                continue
+            self.seen.append({n['metadata']['name']: (((n['metadata'].get('labels') or {}).get(STATE)),
+                                                      ((n.get('status') or {}).get('nodeInfo') or {})
+                                                      .get('kubeletVersion')) for n in nodes})
+
+
+@pytest.fixture
+def lab(tmp_path):
+    hosts = UpgradeLab(str(tmp_path / 'lab'), HOSTS, FROM, pods_per_node=2)
+    controller = None
+    try:
+        hosts.start(60)
+        requests.post(hosts.server.url + '/api/v1/namespaces/%s/configmaps' % NS, timeout=5, json={
+            'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'maintenance', 'namespace': NS},
+            'data': {'maintenance.yaml': CONFIG}}).raise_for_status()
+        for name in WORKERS:
+            requests.patch(hosts.server.url + api_path('v1', 'nodes', name=name), timeout=5,
+                           headers={'Content-Type': 'application/merge-patch+json'},
+                           json={'metadata': {'labels': {'cloud.sap/maintenance-profile': 'kubelet-upgrade'}}}
+                           ).raise_for_status()
+        controller = ControllerProcess(hosts.server, str(tmp_path / 'controller'),
+                                       args=['--maintenance-config', 'configmap/%s/maintenance' % NS]).start()
+        wait_for(lambda: all(_labels(hosts, n).get(STATE) == 'operational' for n in WORKERS), 60, 0.2,
+                 'the controller to label the workers')
+        yield hosts, controller
+    finally:
+        if controller is not None:
+            controller.stop()
+        hosts.stop()
+
+
+def _labels(hosts, name):
+    node = requests.get(hosts.server.url + api_path('v1', 'nodes', name=name), timeout=5).json()
+    return node['metadata'].get('labels') or {}
+
+
+def test_workers_go_through_the_maintenance_state_machine_one_at_a_time(lab, tmp_path):
+    hosts, controller = lab
+    audit = audited(hosts.server)
+    sampler = Sampler(hosts.server.url, NAMES, ['cp1'])
+    states = States(hosts.server.url)
+    sampler.start()
+    states.start()
+    started = time.monotonic()
+    try:
+        run = run_playbook('steward.cluster.cluster_upgrade', inventory=hosts.inventory, timeout=900, extra_vars={
+            'cluster_upgrade_version': TO, 'cluster_upgrade_worker_maintenance': True,
+            'maintenance_window_request_annotation': {REQUEST: 'true'},
+            'maintenance_window_config_source': 'configmap/%s/maintenance' % NS,
+            'maintenance_window_poll_interval': 1, 'maintenance_window_timeout': 120})
+        elapsed = time.monotonic() - started
+        assert run.rc == 0, (run.stdout[-8000:], run.stderr[-2000:], controller.log()[-3000:])
+    finally:
+        sampler.stop.set()
+        states.stop.set()
+        sampler.join(5)
+        states.join(5)
+
+    assert versions(hosts.server.url) == {n: TO for n in NAMES}
+    assert evictions(audit) == {n: 2 for n in NAMES}                 # every pod evicted once
+    # the workers' pods by the profile's drain trigger (the controller), cp1's by the playbook's kubelet step
+    agents = {path.split('/pods/', 1)[1].split('-')[1]: agent for agent, method, path, _q in list(audit)
+              if method == 'POST' and path.endswith('/eviction')}
+    assert agents['w1'] == agents['w2'] != agents['cp1'], agents
+    assert sampler.cordons == {n: 1 for n in NAMES}                  # every node cordoned once
+    assert sampler.violations == [] and sampler.samples > 10
+    assert all(not _labels(hosts, n).get(REQUEST) for n in WORKERS)
+    nodes = requests.get(hosts.server.url + '/api/v1/nodes', timeout=5).json()['items']
+    assert not any((n.get('spec') or {}).get('unschedulable') for n in nodes)
+    assert all(_labels(hosts, n)[STATE] == 'operational' for n in WORKERS)
+    # each worker's kubelet moved while it was in-maintenance, and never were both in maintenance at once
+    for name in WORKERS:
+        moved = next(i for i, s in enumerate(states.seen) if s[name][1] == TO)
+        assert states.seen[moved][name][0] == 'in-maintenance', (name, states.seen[moved])
+        assert any(s[name][0] == 'in-maintenance' for s in states.seen)
+    assert not any(all(s[n][0] == 'in-maintenance' for n in WORKERS) for s in states.seen)
+    print('workers through maintenance: %.1fs, evictions %s' % (elapsed, evictions(audit)))
