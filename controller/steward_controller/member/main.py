@@ -37,6 +37,7 @@ from steward_controller.member.initializer import Initializer, MemberOptions  # 
 from steward_controller.member.server import MemberState, serve  # noqa: E402
 from steward_controller.member.leader import Heartbeat  # noqa: E402
 from steward_controller.member.leases import LeaseWriter  # noqa: E402
+from steward_controller.member import metrics as member_metrics  # noqa: E402
 
 
 def _list(value: Optional[str]) -> List[str]:
@@ -243,6 +244,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                           timeout=parse_duration(args.etcd_connection_timeout, '--etcd-connection-timeout') or 5.0)
     leases = lease_writer(args, options.name)
     state = MemberState(Initializer(options, store, conn, leases.learner_wanted if leases else None), bootstrap)
+    member_metrics.install(state)
     policy = backup_policy(args) if store is not None else None
     defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None
     period = parse_duration(args.k8s_heartbeat_duration, '--k8s-heartbeat-duration')

@@ -200,6 +200,8 @@ def _handler(state: MemberState):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             url = urlparse(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            if url.path == '/metrics' and getattr(state, 'metrics', None) is not None:
+                return self._send(200, *state.metrics.exposition())
             if url.path == '/initialization/status':
                 return self._send(200, state.read_status(), 'text/plain')
             if url.path == '/initialization/start':
