@@ -7,9 +7,10 @@ this pass, typed, each with the words of its Event (`event`: a CamelCase reason,
 Order, first match wins (the minimum action each pass; "nothing" is Nothing, and says why):
   1. quorum lost (a majority of the members that reported are not Ready)
        - for less than the not-ready grace, or a lost member's pod is still there and may come back: Wait
-       - for longer, with evidence: RecoverQuorum naming the source (the surviving member with the newest revision when it
-         is newer than the newest verified full snapshot, else that snapshot) and the loss window in revisions;
-         without a source: NeedsRecovery (nothing is destroyed)
+       - for longer (or at once when an operator asked, Options.recovery_requested), with evidence: RecoverQuorum
+         naming the source (the surviving member with the newest revision when it is newer than the newest verified
+         full snapshot, else that snapshot) and the loss window in revisions; without a source: NeedsRecovery
+         (nothing is destroyed). The loop executes a RecoverQuorum step by step with druid/recovery.py.
   2. quorate, members NotReady longer than the not-ready grace (row 9): DeletePod, one per pass, only while the
      remaining Ready members keep quorum without it, with a verified full snapshot younger than max_backup_age
      (when backups are enabled), and at most `max_unready_deletions` at once (druid: f < n/2)
@@ -48,11 +49,14 @@ MEMBER_REVISION = 'cluster.steward.io/revision'
 @dataclasses.dataclass(frozen=True)
 class Options:
     """notready_grace: --etcd-member-notready-threshold; max_backup_age: a verified full snapshot older than this does
-    not count as fresh for a destructive step; max_unready_deletions: NotReady pods deleted at once (druid: f < n/2)."""
+    not count as fresh for a destructive step; max_unready_deletions: NotReady pods deleted at once (druid: f < n/2);
+    recovery_requested: an operator asked for a quorum-loss recovery now (recovery.REQUEST, set by a
+    QuorumLossRecoveryTask): every member that is not Ready counts as lost without waiting for the not-ready grace."""
     unknown_grace: float = 60.0
     notready_grace: float = 300.0
     max_backup_age: float = 3600.0
     max_unready_deletions: int = 1
+    recovery_requested: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +162,7 @@ class RecoverQuorum(Action):
     snapshot_revision: int = 0
     newest_revision: int = 0
     loss_window: int = 0
-    event = 'QuorumLossRecoveryPlanned'
+    event = 'QuorumLossRecoveryPlanned'   # (the loop posts recovery.RecoveryStarted when it executes it)
     warning = True
 
 
@@ -211,7 +215,7 @@ def _quorum_loss(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
     size = int(status.get('clusterSize') or spec.replicas)
     ready = [m for m in members if m.get('status') == st.MEMBER_READY]
     lost = [m for m in members if m.get('status') != st.MEMBER_READY]
-    evidence = [m for m in lost if m.get('reason') == st.UNKNOWN_GRACE_EXCEEDED
+    evidence = [m for m in lost if options.recovery_requested or m.get('reason') == st.UNKNOWN_GRACE_EXCEEDED
                 or (m.get('status') == st.MEMBER_NOT_READY and _not_ready_since(m, now) >= options.notready_grace)]
     # Transient until so many members are gone for good that the rest can never form a quorum again.
     if size - len(evidence) >= size // 2 + 1:
