@@ -209,7 +209,7 @@ class EtcdDruidLoop:
             return p.Wait('a quorum-loss recovery is recorded but cannot be read: %s; nothing is done until an '
                           'operator fixes or removes the annotation' % exc)
         if state is not None:
-            return r.next_step(spec, status, observed, state)
+            return r.next_step(spec, status, observed, state, now, self.plan_options)
         if isinstance(planned, p.RecoverQuorum):
             if gate.decision == s.SKIP_SUSPENDED:
                 return p.Wait('%s; not started: %s' % (planned.message, gate.why))

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
-from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro, renewed_at
 
 # A member's sidecar writes its etcd revision on its Lease with every renewal (the member-side program's part):
 # the evidence of which surviving member holds the newest data.
@@ -204,6 +204,12 @@ def _fresh_verified(spec: EtcdSpec, observed: st.Observed, now: float, options: 
     return True, ''
 
 
+def _alive(lease: Optional[Mapping[str, Any]], now: float, options: Options) -> bool:
+    """The member's sidecar renewed its Lease within the unknown grace (it renews only while its etcd answers)."""
+    renewed = renewed_at(lease)
+    return renewed is not None and now - renewed <= options.unknown_grace
+
+
 def _not_ready_since(member: Mapping[str, Any], now: float) -> float:
     since = parse_micro(member.get('lastTransitionTime'))
     return now - since if since is not None else 0.0
@@ -223,10 +229,13 @@ def _quorum_loss(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
                     'NotReady longer than %ds before any recovery' % (
                         len(ready), size, ', '.join('%s %s' % (m['name'], m.get('reason')) for m in lost) or 'none reporting',
                         int(options.notready_grace)))
-    # Survivors: members still Ready (their sidecars renew their Leases, so their revision is current). The newest
-    # revision ever reported counts the lost members' last reports too: that is what a recovery may lose.
+    # Survivors: members whose sidecar still renews their Lease, so their etcd answers and their revision is current.
+    # Not "Ready": without quorum druid's readiness probe (a linearizable read) fails on every member, so a survivor's
+    # pod turns NotReady too. The newest revision ever reported counts the lost members' last reports too: that is
+    # what a recovery may lose.
     revisions = {m['name']: _revision(observed.member_leases.get(m['name'])) for m in members}
-    survivors = [(revisions[m['name']], m['name']) for m in ready if revisions[m['name']] is not None]
+    survivors = [(revisions[m['name']], m['name']) for m in members if revisions[m['name']] is not None
+                 and _alive(observed.member_leases.get(m['name']), now, options)]
     best = max(survivors) if survivors else None
     verified = st.verified_backup(observed) if spec.backups_enabled else None
     known = [r for r in revisions.values() if r is not None] + ([verified['revision']] if verified else [])

@@ -16,7 +16,8 @@ the new state repeats the step harmlessly.
 The steps, each an Event (phase names are the annotation's `phase`):
   start            RecoverQuorum becomes RecoveryStarted (`QuorumLossRecoveryStarted`): the plan, its source and
                    loss window are recorded; nothing else changes yet.
-  save-source      source 'member': the surviving member's data is saved to the store as a full snapshot, taken
+  save-source      source 'member': the surviving member's data (its sidecar still renews its Lease; its pod may be
+                   NotReady, as druid's readiness probe needs quorum) is saved to the store as a full snapshot, taken
                    by its own member-side program (`GET /snapshot/full`; etcd serves a snapshot without quorum):
                    `QuorumLossSourceSaved`. Without a store there is no way to carry the data to the first
                    member, and the recovery is refused before anything changed (`QuorumLossNeedsOperator`).
@@ -50,6 +51,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import statu
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import renewed_at
 
 STATE = 'cluster.steward.io/quorum-loss-recovery'        # on the Etcd: the recovery in progress (JSON)
 REQUEST = 'cluster.steward.io/recover-quorum-loss'        # on the Etcd: an operator asks for a recovery now
@@ -182,7 +184,8 @@ def start(spec: EtcdSpec, action: p.RecoverQuorum, now: float) -> p.Action:
                            state=state)
 
 
-def next_step(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, state: State) -> p.Action:
+def next_step(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, state: State, now: float,
+              options: p.Options = p.Options()) -> p.Action:
     """The next step of the recovery `state` from what is observed now: a Step, or a Wait while a step's effect is
     still coming (pods stopping, the first member restoring, learners catching up)."""
     first = member_names(spec.name, max(spec.replicas, 1))[0]
@@ -193,9 +196,12 @@ def next_step(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, 
                       'recovery, an operator must look' % (state.phase, spec.name))
     if state.phase == SAVE_SOURCE:
         pod = observed.pods.get(state.member)
-        if pod is None or not st.pod_ready(pod):
-            return Aborted('quorum-loss recovery aborted before anything was changed: the source member %s is no '
-                           'longer Ready, so its data cannot be saved; the next pass plans again' % state.member)
+        renewed = renewed_at(observed.member_leases.get(state.member))
+        if pod is None or (pod.get('metadata') or {}).get('deletionTimestamp') or renewed is None \
+                or now - renewed > options.unknown_grace:
+            return Aborted('quorum-loss recovery aborted before anything was changed: the source member %s no '
+                           'longer answers (its pod is gone or its Lease is not renewed), so its data cannot be '
+                           'saved; the next pass plans again' % state.member)
         return SaveSource('saving %s to the store as a full snapshot (the recovery\'s source)' % _window(state),
                           pod=state.member, port=spec.backup.port, state=state.at(STOP))
     if state.phase == STOP:

@@ -13,7 +13,7 @@ from test_druid_plan import NOW, not_ready_for, world   # the planner's test wor
 def step(w, state, previous=None):
     observed = w.observed()
     status = st.compute_status(w.spec, observed, previous, NOW)
-    return r.next_step(w.spec, status, observed, state)
+    return r.next_step(w.spec, status, observed, state, NOW)
 
 
 MEMBER = r.State(phase=r.SAVE_SOURCE, source='member', member='etcd-main-0', revision=150, loss_window=10,
@@ -36,6 +36,13 @@ def test_a_snapshot_source_skips_saving_a_member():
         r.STOP, 'snapshot', 120, 11)
 
 
+def test_a_survivor_whose_pod_is_not_ready_is_the_source_while_its_sidecar_renews_its_lease():
+    # without quorum druid's readiness probe fails on every member; the survivor's Lease is still renewed
+    w = world(ready=[False, False, False], ages=[1.0, 400.0, 400.0], revisions=[150, 160, 155], verified_rev=100)
+    action = w.run(previous=not_ready_for(400))
+    assert isinstance(action, p.RecoverQuorum) and (action.source, action.member) == ('member', 'etcd-main-0')
+
+
 def test_a_member_source_without_a_store_is_refused_before_anything_changes():
     w = world(ready=[True, False, False], ages=[1.0, 400.0, 400.0], revisions=[150, None, None], backups=False)
     planned = w.run()
@@ -53,10 +60,18 @@ def test_the_source_member_saves_its_data_then_the_members_stop():
     assert isinstance(action, r.StopMembers) and action.state.phase == r.STOP and '3 -> 0' in action.message
 
 
-def test_a_source_member_gone_before_its_data_was_saved_aborts_with_nothing_changed():
+def test_a_source_member_whose_pod_is_not_ready_still_saves_while_its_lease_is_renewed():
     w = world(ready=[False, False, False], ages=[1.0, 400.0, 400.0])
+    assert isinstance(step(w, MEMBER), r.SaveSource)
+
+
+def test_a_source_member_gone_before_its_data_was_saved_aborts_with_nothing_changed():
+    w = world(ready=[False, False, False], ages=[400.0, 400.0, 400.0])
     action = step(w, MEMBER)
     assert isinstance(action, r.Aborted) and action.state is None and 'etcd-main-0' in action.message
+    w = world(ready=[True, False, False], ages=[1.0, 400.0, 400.0])
+    del w.pods['etcd-main-0']
+    assert isinstance(step(w, MEMBER), r.Aborted)
 
 
 def stopped(w):
