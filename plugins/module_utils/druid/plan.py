@@ -221,12 +221,16 @@ def _quorum_loss(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
     size = int(status.get('clusterSize') or spec.replicas)
     ready = [m for m in members if m.get('status') == st.MEMBER_READY]
     lost = [m for m in members if m.get('status') != st.MEMBER_READY]
-    evidence = [m for m in lost if options.recovery_requested or m.get('reason') == st.UNKNOWN_GRACE_EXCEEDED
-                or (m.get('status') == st.MEMBER_NOT_READY and _not_ready_since(m, now) >= options.notready_grace)]
+    # Evidence that a member is gone: its sidecar no longer renews its Lease (its etcd does not answer), past the
+    # grace. A member whose Lease is renewed is alive, only unready (a new cluster's pods before their readiness
+    # probe's first success, a partition): never evidence, whatever its pod says.
+    evidence = [m for m in lost if not _alive(observed.member_leases.get(m['name']), now, options) and (
+        options.recovery_requested or m.get('reason') == st.UNKNOWN_GRACE_EXCEEDED
+        or (m.get('status') == st.MEMBER_NOT_READY and _not_ready_since(m, now) >= options.notready_grace))]
     # Transient until so many members are gone for good that the rest can never form a quorum again.
     if size - len(evidence) >= size // 2 + 1:
         return Wait('quorum lost: %d of %d members Ready (%s); waiting for the lost members to come back or to be '
-                    'NotReady longer than %ds before any recovery' % (
+                    'NotReady (their Leases unrenewed) longer than %ds before any recovery' % (
                         len(ready), size, ', '.join('%s %s' % (m['name'], m.get('reason')) for m in lost) or 'none reporting',
                         int(options.notready_grace)))
     # Survivors: members whose sidecar still renews their Lease, so their etcd answers and their revision is current.

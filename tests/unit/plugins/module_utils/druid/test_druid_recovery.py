@@ -153,3 +153,13 @@ def test_every_step_has_its_own_event_reason():
     plan_reasons = {k.event for k in vars(p).values() if isinstance(k, type) and issubclass(k, p.Action)}
     assert len(set(reasons)) == len(reasons) and not set(reasons) & plan_reasons
     assert all(reason.startswith('QuorumLoss') for reason in reasons)
+
+
+def test_members_that_renew_their_leases_are_never_evidence_of_a_loss():
+    # a new cluster's pods before their readiness probe's first success, or a partition: unready, but alive
+    w = world(ready=[False, False, False], ages=[1.0, 1.0, 1.0], revisions=[5, 5, 5], verified_rev=1)
+    previous = {'members': [{'name': 'etcd-main-%d' % i, 'status': 'NotReady',
+                             'lastTransitionTime': not_ready_for(400)['members'][0]['lastTransitionTime']}
+                            for i in range(3)]}
+    action = w.run(previous=previous, options=p.Options(recovery_requested=True))
+    assert isinstance(action, p.Wait) and not action.changes
