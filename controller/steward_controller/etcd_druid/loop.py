@@ -30,6 +30,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import spec 
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError, EtcdSpecError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import READY, Thresholds, compute_status
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import condition_true
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_member_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.druid_store import parse_store
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
@@ -38,12 +43,14 @@ from steward_controller.core.background import BackgroundLoop, register_backgrou
 from steward_controller.core.runtime import Runtime, resource_label
 from steward_controller.etcd_druid import DruidOptions
 from steward_controller.etcd_druid import target
+from steward_controller.etcd_tasks.copy_task import local_root, open_druid_store
 
 log = logging.getLogger('steward.etcd-druid')
 HEALTH_KEY = 'etcd-loop'
 ACT_GAP = 1.0          # seconds between two passes of an Etcd whose last pass changed something
 CRASH_WAIT = 5.0
 MAX_ERRORS = 10        # status.lastErrors keeps the newest this many
+SAVE_TIMEOUT = 600.0   # seconds for a recovery's source member's snapshot
 Key = Tuple[str, str]
 
 
@@ -153,8 +160,9 @@ class EtcdDruidLoop:
         changed = False
         if action.changes:
             try:
-                done = target.execute(self.client, spec, action, plan.desired, observed)
-            except (KubeError, DruidError) as exc:
+                done = target.execute(self.client, spec, action, plan.desired, observed,
+                                      save_source=lambda url: self.save_source(obj, spec, url))
+            except (KubeError, DruidError, EtcdError, InvalidInput) as exc:
                 message = '%s failed: %s' % (type(action).__name__, exc)
                 self.runtime.report(obj, 'ReconcileFailed', message, warning=True, kind=s.KIND, outcome='error')
                 status['lastOperation'] = self.operation(obj, 'Error', message, now)
@@ -217,6 +225,20 @@ class EtcdDruidLoop:
         if r.REQUEST in annotations and st_ready(status):
             self.patch_metadata(obj, {'annotations': {r.REQUEST: None}})   # nothing to recover (any more)
         return planned
+
+    def save_source(self, obj: Mapping[str, Any], spec: s.EtcdSpec, url: str) -> str:
+        """A recovery's source member's data, as it answers alone (no quorum), into the Etcd's store as a verified
+        full snapshot: the engine's snapshot path, with the store and Secret the member-side programs use."""
+        if spec.etcd.client_tls is not None:
+            raise target.SourceNotSaved('the members\' client URLs use TLS (spec.etcd.clientUrlTls), which this loop '
+                                        'does not speak yet: the source member\'s data cannot be read')
+        store_spec = ((obj.get('spec') or {}).get('backup') or {}).get('store')
+        store = open_druid_store(self.runtime, spec.namespace, parse_store(store_spec, 'spec.backup.store',
+                                                                           local_root(self.runtime)), 'spec.backup.store')
+        snap, member = take_member_snapshot(EtcdConnection(endpoints=(url,)), store, url, now=self.runtime.clock(),
+                                            snapshot_timeout=SAVE_TIMEOUT)
+        return 'full snapshot %s of member %s (revision %d) saved to the store' % (snap.name, member.name or url,
+                                                                                  member.revision)
 
     def record_recovery(self, obj: Mapping[str, Any], step: r.Step) -> None:
         """The recovery's state after `step` on the Etcd (removed, with an operator's request, when it ends)."""

@@ -9,10 +9,7 @@ ever patched or deleted. A same-named object that is not ours is a ComponentConf
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
@@ -26,9 +23,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors imp
 
 # Components read one by one (GET by name); Leases are listed once by label.
 SINGLE = ('serviceaccount', 'role', 'rolebinding', 'configmap', 'peer-service', 'client-service', 'poddisruptionbudget')
-
-
-SAVE_TIMEOUT = 600.0   # seconds for a source member's full snapshot (GET /snapshot/full) during a recovery
 
 
 class ComponentConflict(DruidError):
@@ -118,8 +112,9 @@ def delete_ours(client: KubeClient, spec: EtcdSpec, component: str, name: str) -
 
 
 def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mapping[Tuple[str, str], Any],
-            observed: Observed) -> List[str]:
-    """Do what `action` says; the objects written, as 'Kind name' lines (for the log)."""
+            observed: Observed, save_source: Optional[Callable[[str], str]] = None) -> List[str]:
+    """Do what `action` says; the objects written, as 'Kind name' lines (for the log). `save_source(client URL)`
+    saves one member's data to the Etcd's store (a recovery's SaveSource; the loop's, it holds the store)."""
     done: List[str] = []
     sts_key = ('statefulset', spec.name)
     if isinstance(action, p.ApplyComponents):
@@ -148,7 +143,7 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
             if delete_ours(client, spec, 'member-lease', name):
                 done.append('Lease %s deleted' % name)
     elif isinstance(action, r.Step):
-        done.extend(_recovery_step(client, spec, action, observed))
+        done.extend(_recovery_step(client, spec, action, observed, save_source))
     return done
 
 
@@ -164,23 +159,17 @@ def _replicas(client: KubeClient, spec: EtcdSpec, observed: Observed, to: int,
     return 'StatefulSet %s replicas %d' % (spec.name, to)
 
 
-def _recovery_step(client: KubeClient, spec: EtcdSpec, action: r.Step, observed: Observed) -> List[str]:
+def _recovery_step(client: KubeClient, spec: EtcdSpec, action: r.Step, observed: Observed,
+                   save_source: Optional[Callable[[str], str]]) -> List[str]:
     """One step of a quorum-loss recovery (druid/recovery.py). Never deletes a PVC."""
     if isinstance(action, r.SaveSource):
         pod = observed.pods.get(action.pod)
         if pod is None or not c.is_our_pod(spec, pod):
             raise ComponentConflict('pod %s/%s is not a member pod of Etcd %s' % (spec.namespace, action.pod, spec.name))
         ip = (pod.get('status') or {}).get('podIP')
-        if not ip:
-            raise SourceNotSaved('pod %s has no address to ask for its data' % action.pod)
-        url = 'http://%s:%d/snapshot/full' % (ip, action.port)
-        try:
-            with urllib.request.urlopen(url, timeout=SAVE_TIMEOUT) as answer:
-                body = json.loads(answer.read() or b'{}')
-        except (OSError, ValueError) as exc:   # URLError and HTTPError are OSErrors
-            raise SourceNotSaved('GET %s: %s' % (url, exc)) from exc
-        return ['full snapshot %s (revision %s) saved by %s' % (
-            body.get('name'), body.get('endRevision', body.get('end_revision', '?')), action.pod)]
+        if not ip or save_source is None:
+            raise SourceNotSaved('pod %s has no address to read its data from' % action.pod)
+        return [save_source('http://%s:%d' % (ip, spec.etcd.client_port))]
     if isinstance(action, r.StopMembers):
         return [_replicas(client, spec, observed, 0)]
     if isinstance(action, r.RecreateLeases):
