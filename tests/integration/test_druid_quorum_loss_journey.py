@@ -76,11 +76,12 @@ def _events(session, url):
             if (e.get('involvedObject') or {}).get('name') == 'etcd-main']
 
 
-def _wait_event(session, url, reason, deadline):
+def _wait_event(session, url, reason, deadline, count=1):
+    """The messages of the Events `reason`, once there are `count` of them."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         found = [m for r, m in _events(session, url) if r == reason]
-        if found:
+        if len(found) >= count:
             return found
         time.sleep(0.5)
     raise AssertionError('no Event %s within %ss: %s' % (reason, deadline, _events(session, url)[-15:]))
@@ -171,13 +172,13 @@ def test_quorum_loss_of_two_members_and_of_all_three(s3_server, tmp_path):
         frozen = _freeze(session, url, sorted(pods))
         for claim in [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']]:
             session.delete(url + PVCS + '/' + claim)
-        started = _wait_event(session, url, 'QuorumLossRecoveryStarted', 60)
-        assert len(started) == 2 and any('verified full snapshot' in m and 'loss window' in m for m in started)
-        _wait_event(session, url, 'QuorumLossMembersStopped', 30)
+        started = _wait_event(session, url, 'QuorumLossRecoveryStarted', 60, count=2)
+        assert any('verified full snapshot' in m and 'loss window' in m for m in started)
+        _wait_event(session, url, 'QuorumLossMembersStopped', 30, count=2)
         _kill_frozen(frozen)
         frozen = []
-        done = _wait_event(session, url, 'QuorumLossRecovered', 150)
-        assert len(done) == 2 and 'loss window' in done[-1]
+        done = _wait_event(session, url, 'QuorumLossRecovered', 150, count=2)
+        assert any('the verified full snapshot' in m and 'loss window' in m for m in done)
         status = _recovered(session, url, 60)
         assert not [e for e in status.get('lastErrors') or [] if e['code'] == 'ERR_QUORUM_LOST']
         assert status['lastOperation']['state'] in ('Succeeded', 'Processing')
