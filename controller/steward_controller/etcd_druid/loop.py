@@ -43,7 +43,7 @@ from steward_controller.core.background import BackgroundLoop, register_backgrou
 from steward_controller.core.runtime import Runtime, resource_label
 from steward_controller.etcd_druid import DruidOptions
 from steward_controller.etcd_druid import target
-from steward_controller.etcd_tasks.copy_task import local_root, open_druid_store
+from steward_controller.core.druid_store import local_root, open_druid_store
 
 log = logging.getLogger('steward.etcd-druid')
 HEALTH_KEY = 'etcd-loop'

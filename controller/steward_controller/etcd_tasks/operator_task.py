@@ -51,7 +51,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
 
 from steward_controller.core.runtime import Runtime
-from steward_controller.etcd_tasks.copy_task import TaskSpec, local_root, open_druid_store
+from steward_controller.core.druid_store import local_root, open_druid_store
+from steward_controller.etcd_tasks.copy_task import TaskSpec
 
 GROUP, VERSION, PLURAL = 'druid.gardener.cloud', 'v1alpha1', 'etcdoperatortasks'
 API = GROUP + '/' + VERSION
