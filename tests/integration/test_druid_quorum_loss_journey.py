@@ -8,8 +8,8 @@ backups in S3
   (a) loses two members for good (their etcd hangs: the processes are frozen, so no restart brings them back; their
       PVCs are deleted) -> the loop saves the surviving member's data to the store, stops every member, recreates
       the Leases, member 0 restores alone, the others rejoin as learners: every acknowledged key is there;
-  (b) loses all three and every PVC -> recovered from the store: every key up to the last full snapshot is there,
-      and the Events say the loss window.
+  (b) loses all three and every PVC, and an operator asks with a QuorumLossRecoveryTask -> recovered from the
+      store: every key up to the last full snapshot is there, the Events say the loss window, the task succeeds.
 
 A member whose etcd process is merely killed is restarted by its pod and keeps its data (no recovery is due, and
 the loop waits); freezing is how a member is lost for good here. The frozen processes are killed once the loop has
@@ -42,7 +42,8 @@ from test_druid_lab_journey import ETCD, NS, _client, _condition, _wait   # the 
 pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
 PODS = '/api/v1/namespaces/%s/pods' % NS
 PVCS = '/api/v1/namespaces/%s/persistentvolumeclaims' % NS
-FLAGS = ['--controllers', 'etcd', '--etcd-status-sync-period', '1s', '--etcd-member-unknown-threshold', '5s',
+TASKS = api_path('druid.gardener.cloud/v1alpha1', 'etcdoperatortasks', NS)
+FLAGS = ['--controllers', 'etcd,etcd-tasks', '--etcd-status-sync-period', '1s', '--etcd-member-unknown-threshold', '5s',
          '--etcd-member-notready-threshold', '3s']
 
 
@@ -172,6 +173,12 @@ def test_quorum_loss_of_two_members_and_of_all_three(s3_server, tmp_path):
         frozen = _freeze(session, url, sorted(pods))
         for claim in [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']]:
             session.delete(url + PVCS + '/' + claim)
+        _wait(session, url, lambda s: _condition(s, 'Ready') == 'False', 30, 'Ready=False (QuorumLost)')
+        answer = session.post(url + TASKS, json={
+            'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'EtcdOperatorTask',
+            'metadata': {'name': 'recover', 'namespace': NS},
+            'spec': {'type': 'QuorumLossRecoveryTask', 'ownerEtcdRefrence': {'name': 'etcd-main', 'namespace': NS}}})
+        assert answer.status_code == 201, answer.text
         started = _wait_event(session, url, 'QuorumLossRecoveryStarted', 60, count=2)
         assert any('verified full snapshot' in m and 'loss window' in m for m in started)
         _wait_event(session, url, 'QuorumLossMembersStopped', 30, count=2)
@@ -183,6 +190,12 @@ def test_quorum_loss_of_two_members_and_of_all_three(s3_server, tmp_path):
         assert not [e for e in status.get('lastErrors') or [] if e['code'] == 'ERR_QUORUM_LOST']
         assert status['lastOperation']['state'] in ('Succeeded', 'Processing')
         _all_keys_everywhere(session, url, first + second)
+        end = time.monotonic() + 30
+        while (session.get(url + TASKS + '/recover').json().get('status') or {}).get('state') != 'Succeeded':
+            assert time.monotonic() < end, session.get(url + TASKS + '/recover').json().get('status')
+            time.sleep(0.5)
+        annotations = session.get(url + ETCD).json()['metadata'].get('annotations') or {}
+        assert 'cluster.steward.io/recover-quorum-loss' not in annotations
     finally:
         _kill_frozen(frozen)
         controller.stop()
