@@ -17,27 +17,19 @@ scaled the StatefulSet to 0, as a kubelet kills what does not stop."""
 
 from __future__ import annotations
 
-import base64
 import os
-import random
 import signal
 import subprocess
 import time
 
-import boto3
 import pytest
 import requests
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
-from lab import parts
-from lab.env.controller import ControllerProcess, install_crds
-from lab.kube.api import KubeServer
-from lab.paths import module_argv
 from lab.pods import images
-from lab.pods.runtime import Runtime
 
-from test_druid_lab_journey import ETCD, NS, _client, _condition, _wait   # the druid journey's helpers, one copy
+from test_druid_lab_journey import ETCD, NS, _condition, _wait, druid_lab   # the druid journey's helpers, one copy
 
 pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
 PODS = '/api/v1/namespaces/%s/pods' % NS
@@ -45,6 +37,7 @@ PVCS = '/api/v1/namespaces/%s/persistentvolumeclaims' % NS
 TASKS = api_path('druid.gardener.cloud/v1alpha1', 'etcdoperatortasks', NS)
 FLAGS = ['--controllers', 'etcd,etcd-tasks', '--etcd-status-sync-period', '1s', '--etcd-member-unknown-threshold', '5s',
          '--etcd-member-notready-threshold', '3s']
+BUCKET = 'etcd-quorum'
 
 
 def _etcdctl(*args, endpoint):
@@ -111,94 +104,78 @@ def _recovered(session, url, deadline):
 
 
 def test_quorum_loss_of_two_members_and_of_all_three(s3_server, tmp_path):
-    bucket = 'etcd-quorum'
-    boto3.client('s3', endpoint_url=s3_server, region_name='us-east-1').create_bucket(Bucket=bucket)
-    kube = KubeServer(status_delay=0.2, pod_runtime=True).start()
-    install_crds(_client(kube.url))
-    cidr = '127.0.%d.0/24' % random.randint(101, 199)
-    record = str(tmp_path / 'runtime.pid')
-    parts.start(record, module_argv('lab.pods.runtime', 'run', '--kube-url', kube.url, '--state-dir', str(tmp_path),
-                                    '--pod-cidr', cidr, '--interval', '0.2'), str(tmp_path / 'runtime.log'))
-    controller = ControllerProcess(kube, str(tmp_path / 'controller'), args=FLAGS).start()
-    session, url, frozen = requests.Session(), kube.url, []
-    try:
-        secret = {'accessKeyID': 'testing', 'secretAccessKey': 'testing', 'region': 'us-east-1',
-                  'endpoint': s3_server, 's3ForcePathStyle': 'true'}
-        session.post(url + '/api/v1/namespaces/%s/secrets' % NS, json={
-            'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'etcd-backup-aws', 'namespace': NS},
-            'type': 'Opaque', 'data': {k: base64.b64encode(v.encode()).decode() for k, v in secret.items()}})
-        answer = session.post(url + api_path('druid.gardener.cloud/v1alpha1', 'etcds', NS), json={
-            'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
-            'metadata': {'name': 'etcd-main', 'namespace': NS},
-            'spec': {'replicas': 3, 'labels': {'app': 'etcd-main'},
-                     'etcd': {'quota': '2Gi', 'heartbeatDuration': '2s'},
-                     'backup': {'fullSnapshotSchedule': '0 */24 * * *', 'deltaSnapshotPeriod': '60s',
-                                'store': {'provider': 'aws', 'container': bucket, 'prefix': 'demo--etcd-main',
-                                          'secretRef': {'name': 'etcd-backup-aws'}}}}})
-        assert answer.status_code == 201, answer.text
-        _recovered(session, url, 120)
-        _wait(session, url, lambda s: _condition(s, 'BackupReady') == 'True', 60, 'BackupReady')
-        pods = _pods(session, url)
-        leader = 'http://%s:2379' % pods['etcd-main-2']['status']['podIP']
-        first = ['k%02d' % i for i in range(20)]
-        for key in first:
-            _etcdctl('put', key, 'v-' + key, endpoint=leader)
+    frozen = []
+    with druid_lab(s3_server, tmp_path, BUCKET, FLAGS) as (kube, session):
+        url = kube.url
+        try:
+            answer = session.post(url + api_path('druid.gardener.cloud/v1alpha1', 'etcds', NS), json={
+                'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
+                'metadata': {'name': 'etcd-main', 'namespace': NS},
+                'spec': {'replicas': 3, 'labels': {'app': 'etcd-main'},
+                         'etcd': {'quota': '2Gi', 'heartbeatDuration': '2s'},
+                         'backup': {'fullSnapshotSchedule': '0 */24 * * *', 'deltaSnapshotPeriod': '60s',
+                                    'store': {'provider': 'aws', 'container': BUCKET, 'prefix': 'demo--etcd-main',
+                                              'secretRef': {'name': 'etcd-backup-aws'}}}}})
+            assert answer.status_code == 201, answer.text
+            _recovered(session, url, 120)
+            _wait(session, url, lambda s: _condition(s, 'BackupReady') == 'True', 60, 'BackupReady')
+            pods = _pods(session, url)
+            leader = 'http://%s:2379' % pods['etcd-main-2']['status']['podIP']
+            first = ['k%02d' % i for i in range(20)]
+            for key in first:
+                _etcdctl('put', key, 'v-' + key, endpoint=leader)
 
-        # (a) members 0 and 1 hang for good, their PVCs deleted; member 2 holds every acknowledged key
-        time.sleep(1)
-        frozen = _freeze(session, url, ['etcd-main-0', 'etcd-main-1'])
-        for claim in [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']
-                      if c['metadata']['name'].endswith(('etcd-main-0', 'etcd-main-1'))]:
-            session.delete(url + PVCS + '/' + claim)
-        started = _wait_event(session, url, 'QuorumLossRecoveryStarted', 60)
-        assert "recover from member etcd-main-2's data" in started[0] and 'loss window' in started[0]
-        _wait_event(session, url, 'QuorumLossSourceSaved', 30)
-        _wait_event(session, url, 'QuorumLossMembersStopped', 30)
-        _kill_frozen(frozen)
-        done = _wait_event(session, url, 'QuorumLossRecovered', 150)
-        assert "etcd-main-2's data" in done[0] and 'loss window' in done[0]
-        reasons = [r for r, _m in _events(session, url)]
-        for step in ('QuorumLossLeasesRecreated', 'QuorumLossFirstMemberStarted', 'QuorumLossMembersRejoining'):
-            assert step in reasons
-        _recovered(session, url, 60)
-        _all_keys_everywhere(session, url, first)
+            # (a) members 0 and 1 hang for good, their PVCs deleted; member 2 holds every acknowledged key
+            time.sleep(1)
+            frozen = _freeze(session, url, ['etcd-main-0', 'etcd-main-1'])
+            for claim in [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']
+                          if c['metadata']['name'].endswith(('etcd-main-0', 'etcd-main-1'))]:
+                session.delete(url + PVCS + '/' + claim)
+            started = _wait_event(session, url, 'QuorumLossRecoveryStarted', 60)
+            assert "recover from member etcd-main-2's data" in started[0] and 'loss window' in started[0]
+            _wait_event(session, url, 'QuorumLossSourceSaved', 30)
+            _wait_event(session, url, 'QuorumLossMembersStopped', 30)
+            _kill_frozen(frozen)
+            done = _wait_event(session, url, 'QuorumLossRecovered', 150)
+            assert "etcd-main-2's data" in done[0] and 'loss window' in done[0]
+            reasons = [r for r, _m in _events(session, url)]
+            for step in ('QuorumLossLeasesRecreated', 'QuorumLossFirstMemberStarted', 'QuorumLossMembersRejoining'):
+                assert step in reasons
+            _recovered(session, url, 60)
+            _all_keys_everywhere(session, url, first)
 
-        # (b) all three hang and every PVC is deleted: from the store (a full snapshot taken after the writes)
-        pods = _pods(session, url)
-        second = ['k%02d' % i for i in range(20, 30)]
-        for key in second:
-            _etcdctl('put', key, 'v-' + key, endpoint='http://%s:2379' % pods['etcd-main-0']['status']['podIP'])
-        saved = requests.get('http://%s:8080/snapshot/full' % pods['etcd-main-0']['status']['podIP'], timeout=60)
-        assert saved.status_code == 200, saved.text
-        frozen = _freeze(session, url, sorted(pods))
-        for claim in [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']]:
-            session.delete(url + PVCS + '/' + claim)
-        _wait(session, url, lambda s: _condition(s, 'Ready') == 'False', 30, 'Ready=False (QuorumLost)')
-        answer = session.post(url + TASKS, json={
-            'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'EtcdOperatorTask',
-            'metadata': {'name': 'recover', 'namespace': NS},
-            'spec': {'type': 'QuorumLossRecoveryTask', 'ownerEtcdRefrence': {'name': 'etcd-main', 'namespace': NS}}})
-        assert answer.status_code == 201, answer.text
-        started = _wait_event(session, url, 'QuorumLossRecoveryStarted', 60, count=2)
-        assert any('verified full snapshot' in m and 'loss window' in m for m in started)
-        _wait_event(session, url, 'QuorumLossMembersStopped', 30, count=2)
-        _kill_frozen(frozen)
-        frozen = []
-        done = _wait_event(session, url, 'QuorumLossRecovered', 150, count=2)
-        assert any('the verified full snapshot' in m and 'loss window' in m for m in done)
-        status = _recovered(session, url, 60)
-        assert not [e for e in status.get('lastErrors') or [] if e['code'] == 'ERR_QUORUM_LOST']
-        assert status['lastOperation']['state'] in ('Succeeded', 'Processing')
-        _all_keys_everywhere(session, url, first + second)
-        end = time.monotonic() + 30
-        while (session.get(url + TASKS + '/recover').json().get('status') or {}).get('state') != 'Succeeded':
-            assert time.monotonic() < end, session.get(url + TASKS + '/recover').json().get('status')
-            time.sleep(0.5)
-        annotations = session.get(url + ETCD).json()['metadata'].get('annotations') or {}
-        assert 'cluster.steward.io/recover-quorum-loss' not in annotations
-    finally:
-        _kill_frozen(frozen)
-        controller.stop()
-        parts.stop(record)
-        Runtime(url, str(tmp_path), cidr).stop_all()
-        kube.stop()
+            # (b) all three hang and every PVC is deleted: from the store (a full snapshot taken after the writes)
+            pods = _pods(session, url)
+            second = ['k%02d' % i for i in range(20, 30)]
+            for key in second:
+                _etcdctl('put', key, 'v-' + key, endpoint='http://%s:2379' % pods['etcd-main-0']['status']['podIP'])
+            saved = requests.get('http://%s:8080/snapshot/full' % pods['etcd-main-0']['status']['podIP'], timeout=60)
+            assert saved.status_code == 200, saved.text
+            frozen = _freeze(session, url, sorted(pods))
+            for claim in [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']]:
+                session.delete(url + PVCS + '/' + claim)
+            _wait(session, url, lambda s: _condition(s, 'Ready') == 'False', 30, 'Ready=False (QuorumLost)')
+            answer = session.post(url + TASKS, json={
+                'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'EtcdOperatorTask',
+                'metadata': {'name': 'recover', 'namespace': NS},
+                'spec': {'type': 'QuorumLossRecoveryTask', 'ownerEtcdRefrence': {'name': 'etcd-main', 'namespace': NS}}})
+            assert answer.status_code == 201, answer.text
+            started = _wait_event(session, url, 'QuorumLossRecoveryStarted', 60, count=2)
+            assert any('verified full snapshot' in m and 'loss window' in m for m in started)
+            _wait_event(session, url, 'QuorumLossMembersStopped', 30, count=2)
+            _kill_frozen(frozen)
+            frozen = []
+            done = _wait_event(session, url, 'QuorumLossRecovered', 150, count=2)
+            assert any('the verified full snapshot' in m and 'loss window' in m for m in done)
+            status = _recovered(session, url, 60)
+            assert not [e for e in status.get('lastErrors') or [] if e['code'] == 'ERR_QUORUM_LOST']
+            assert status['lastOperation']['state'] in ('Succeeded', 'Processing')
+            _all_keys_everywhere(session, url, first + second)
+            end = time.monotonic() + 30
+            while (session.get(url + TASKS + '/recover').json().get('status') or {}).get('state') != 'Succeeded':
+                assert time.monotonic() < end, session.get(url + TASKS + '/recover').json().get('status')
+                time.sleep(0.5)
+            annotations = session.get(url + ETCD).json()['metadata'].get('annotations') or {}
+            assert 'cluster.steward.io/recover-quorum-loss' not in annotations
+        finally:
+            _kill_frozen(frozen)
