@@ -233,12 +233,12 @@ class EtcdDruidLoop:
             raise target.SourceNotSaved('the members\' client URLs use TLS (spec.etcd.clientUrlTls), which this loop '
                                         'does not speak yet: the source member\'s data cannot be read')
         store_spec = ((obj.get('spec') or {}).get('backup') or {}).get('store')
-        store = open_druid_store(self.runtime, spec.namespace, parse_store(store_spec, 'spec.backup.store',
-                                                                           local_root(self.runtime)), 'spec.backup.store')
+        where = parse_store(store_spec, 'spec.backup.store', local_root(self.runtime))
+        store = open_druid_store(self.runtime, spec.namespace, where, 'spec.backup.store')
         snap, member = take_member_snapshot(EtcdConnection(endpoints=(url,)), store, url, now=self.runtime.clock(),
                                             snapshot_timeout=SAVE_TIMEOUT)
-        return 'full snapshot %s of member %s (revision %d) saved to the store' % (snap.name, member.name or url,
-                                                                                  member.revision)
+        return 'full snapshot %s of member %s (revision %d) saved to the store' % (
+            snap.name, member.name or url, member.revision)
 
     def record_recovery(self, obj: Mapping[str, Any], step: r.Step) -> None:
         """The recovery's state after `step` on the Etcd (removed, with an operator's request, when it ends)."""
