@@ -28,8 +28,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import plan 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import recovery as r
 from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError, EtcdSpecError
-from ansible_collections.steward.cluster.plugins.module_utils.druid.status import READY, Thresholds, compute_status
-from ansible_collections.steward.cluster.plugins.module_utils.druid.status import condition_true
+from ansible_collections.steward.cluster.plugins.module_utils.druid.status import (
+    READY, Thresholds, compute_status, condition_true)
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -52,10 +52,6 @@ CRASH_WAIT = 5.0
 MAX_ERRORS = 10        # status.lastErrors keeps the newest this many
 SAVE_TIMEOUT = 600.0   # seconds for a recovery's source member's snapshot
 Key = Tuple[str, str]
-
-
-def st_ready(status: Mapping[str, Any]) -> bool:
-    return condition_true(status, READY)
 
 
 def register(registry: Any, runtime: Runtime) -> None:
@@ -222,7 +218,7 @@ class EtcdDruidLoop:
             if gate.decision == s.SKIP_SUSPENDED:
                 return p.Wait('%s; not started: %s' % (planned.message, gate.why))
             return r.start(spec, planned, now)
-        if r.REQUEST in annotations and st_ready(status):
+        if r.REQUEST in annotations and condition_true(status, READY):
             self.patch_metadata(obj, {'annotations': {r.REQUEST: None}})   # nothing to recover (any more)
         return planned
 
