@@ -11,6 +11,7 @@ on every member."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import random
@@ -49,8 +50,11 @@ def _wait(session, url, test, deadline, what):
     raise AssertionError('%s not reached within %ss: %s' % (what, deadline, json.dumps(status)[:1500]))
 
 
-def test_an_etcd_from_one_to_three_members_with_backups_in_s3(s3_server, tmp_path):
-    bucket = 'etcd-backups'
+@contextlib.contextmanager
+def druid_lab(s3_server, tmp_path, bucket, args):
+    """The lab's parts for a druid journey: an S3 bucket, the API emulator with the CRDs and the pod runtime, the
+    controller with `args`, and the druid backup Secret `etcd-backup-aws` as a druid user has it; yields the API
+    server and a session, and stops everything after."""
     boto3.client('s3', endpoint_url=s3_server, region_name='us-east-1').create_bucket(Bucket=bucket)
     kube = KubeServer(status_delay=0.2, pod_runtime=True).start()
     install_crds(_client(kube.url))
@@ -58,7 +62,7 @@ def test_an_etcd_from_one_to_three_members_with_backups_in_s3(s3_server, tmp_pat
     record = str(tmp_path / 'runtime.pid')
     parts.start(record, module_argv('lab.pods.runtime', 'run', '--kube-url', kube.url, '--state-dir', str(tmp_path),
                                     '--pod-cidr', cidr, '--interval', '0.2'), str(tmp_path / 'runtime.log'))
-    controller = ControllerProcess(kube, str(tmp_path / 'controller'), args=['--controllers', 'etcd']).start()
+    controller = ControllerProcess(kube, str(tmp_path / 'controller'), args=args).start()
     session = requests.Session()
     try:
         secret = {'accessKeyID': 'testing', 'secretAccessKey': 'testing', 'region': 'us-east-1',
@@ -66,6 +70,17 @@ def test_an_etcd_from_one_to_three_members_with_backups_in_s3(s3_server, tmp_pat
         session.post(kube.url + '/api/v1/namespaces/%s/secrets' % NS, json={
             'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': 'etcd-backup-aws', 'namespace': NS},
             'type': 'Opaque', 'data': {k: base64.b64encode(v.encode()).decode() for k, v in secret.items()}})
+        yield kube, session
+    finally:
+        controller.stop()
+        parts.stop(record)
+        Runtime(kube.url, str(tmp_path), cidr).stop_all()
+        kube.stop()
+
+
+def test_an_etcd_from_one_to_three_members_with_backups_in_s3(s3_server, tmp_path):
+    bucket = 'etcd-backups'
+    with druid_lab(s3_server, tmp_path, bucket, ['--controllers', 'etcd']) as (kube, session):
         answer = session.post(kube.url + api_path('druid.gardener.cloud/v1alpha1', 'etcds', NS), json={
             'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
             'metadata': {'name': 'etcd-main', 'namespace': NS, 'labels': {'role': 'main'}},
@@ -103,11 +118,6 @@ def test_an_etcd_from_one_to_three_members_with_backups_in_s3(s3_server, tmp_pat
                                     '--print-value-only', '--consistency=s'], check=True, capture_output=True,
                                    text=True, timeout=30).stdout
             assert value == 'v19\n', pod['metadata']['name']
-    finally:
-        controller.stop()
-        parts.stop(record)
-        Runtime(kube.url, str(tmp_path), cidr).stop_all()
-        kube.stop()
 
 
 def _client(url):

@@ -16,6 +16,7 @@ a timer, and a druid user's `Etcd` carries druid's finalizer only.
 from __future__ import annotations
 
 import logging
+import dataclasses
 import threading
 import time
 import uuid
@@ -24,9 +25,16 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import kopf
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid import recovery as r
 from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError, EtcdSpecError
-from ansible_collections.steward.cluster.plugins.module_utils.druid.status import Thresholds, compute_status
+from ansible_collections.steward.cluster.plugins.module_utils.druid.status import (
+    READY, Thresholds, compute_status, condition_true)
+from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_member_snapshot
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.druid_store import parse_store
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
@@ -35,12 +43,14 @@ from steward_controller.core.background import BackgroundLoop, register_backgrou
 from steward_controller.core.runtime import Runtime, resource_label
 from steward_controller.etcd_druid import DruidOptions
 from steward_controller.etcd_druid import target
+from steward_controller.core.druid_store import local_root, open_druid_store
 
 log = logging.getLogger('steward.etcd-druid')
 HEALTH_KEY = 'etcd-loop'
 ACT_GAP = 1.0          # seconds between two passes of an Etcd whose last pass changed something
 CRASH_WAIT = 5.0
 MAX_ERRORS = 10        # status.lastErrors keeps the newest this many
+SAVE_TIMEOUT = 600.0   # seconds for a recovery's source member's snapshot
 Key = Tuple[str, str]
 
 
@@ -138,27 +148,42 @@ class EtcdDruidLoop:
         observed, existing = target.read(self.client, spec)
         previous = obj.get('status') or {}
         status = compute_status(spec, observed, previous, now, self.thresholds)
-        plan = p.plan(spec, status, observed, existing, now, gate.decision == s.RECONCILE, self.plan_options)
-        action = plan.action
+        annotations = (obj.get('metadata') or {}).get('annotations') or {}
+        options = dataclasses.replace(self.plan_options, recovery_requested=r.REQUEST in annotations) \
+            if r.REQUEST in annotations else self.plan_options
+        plan = p.plan(spec, status, observed, existing, now, gate.decision == s.RECONCILE, options)
+        action = self.recovery_action(obj, spec, status, observed, plan.action, gate, now)
         changed = False
         if action.changes:
             try:
-                done = target.execute(self.client, spec, action, plan.desired, observed)
-            except (KubeError, DruidError) as exc:
+                done = target.execute(self.client, spec, action, plan.desired, observed,
+                                      save_source=lambda url: self.save_source(obj, spec, url))
+            except (KubeError, DruidError, EtcdError, InvalidInput) as exc:
                 message = '%s failed: %s' % (type(action).__name__, exc)
                 self.runtime.report(obj, 'ReconcileFailed', message, warning=True, kind=s.KIND, outcome='error')
                 status['lastOperation'] = self.operation(obj, 'Error', message, now)
                 status['lastErrors'] = self.errors(obj, 'ERR_%s' % type(exc).__name__.upper(), message, now)
                 self.write_status(obj, status)
                 return False
+            if isinstance(action, r.Step):
+                self.record_recovery(obj, action)
             log.info('%s: %s', action.event, '; '.join(done) or action.message, extra={'object': resource_label(obj)})
             self.runtime.report(obj, action.event, action.message, warning=action.warning, kind=s.KIND)
             self.forget_said(key)
             changed = True
         elif not isinstance(action, p.Nothing):
             self.say_once(key, obj, action.event, action.message, warning=action.warning)
-        if isinstance(action, (p.RecoverQuorum, p.NeedsRecovery)):
+        if isinstance(action, (p.RecoverQuorum, p.NeedsRecovery)) or (
+                isinstance(action, (r.Step, p.Wait)) and r.STATE in annotations and not isinstance(action, r.Recovered)):
             status['lastErrors'] = self.errors(obj, 'ERR_QUORUM_LOST', action.message, now)
+        if isinstance(action, (r.Step, p.Wait)) and (r.STATE in annotations or isinstance(action, r.Step)):
+            # a recovery in progress: lastOperation tells each step and wait; the spec is not reconciled meanwhile
+            done_ok = isinstance(action, r.Recovered)
+            status['lastOperation'] = self.operation(obj, 'Succeeded' if done_ok else 'Processing', action.message, now)
+            if done_ok:
+                status['lastErrors'] = [e for e in status.get('lastErrors') or [] if e.get('code') != 'ERR_QUORUM_LOST']
+            self.write_status(obj, status)
+            return changed
         reconciling = gate.decision == s.RECONCILE
         if reconciling and plan.spec_in_sync:
             status['observedGeneration'] = (obj.get('metadata') or {}).get('generation')
@@ -175,6 +200,48 @@ class EtcdDruidLoop:
                 self.runtime.report(obj, 'ReconcileSucceeded', 'generation %s reconciled' % (
                     (obj.get('metadata') or {}).get('generation')), kind=s.KIND)
         return changed
+
+    # ---- quorum-loss recovery (druid/recovery.py) ----
+    def recovery_action(self, obj: Mapping[str, Any], spec: s.EtcdSpec, status: Mapping[str, Any],
+                        observed: Any, planned: p.Action, gate: s.Gate, now: float) -> p.Action:
+        """A recovery in progress (the Etcd's annotation) takes the pass; a planned RecoverQuorum starts one unless
+        spec reconciliation is suspended (an operator is at work: druid's runbook sets that annotation)."""
+        annotations = (obj.get('metadata') or {}).get('annotations') or {}
+        try:
+            state = r.read_state(annotations)
+        except r.RecoveryStateError as exc:
+            return p.Wait('a quorum-loss recovery is recorded but cannot be read: %s; nothing is done until an '
+                          'operator fixes or removes the annotation' % exc)
+        if state is not None:
+            return r.next_step(spec, status, observed, state, now, self.plan_options)
+        if isinstance(planned, p.RecoverQuorum):
+            if gate.decision == s.SKIP_SUSPENDED:
+                return p.Wait('%s; not started: %s' % (planned.message, gate.why))
+            return r.start(spec, planned, now)
+        if r.REQUEST in annotations and condition_true(status, READY):
+            self.patch_metadata(obj, {'annotations': {r.REQUEST: None}})   # nothing to recover (any more)
+        return planned
+
+    def save_source(self, obj: Mapping[str, Any], spec: s.EtcdSpec, url: str) -> str:
+        """A recovery's source member's data, as it answers alone (no quorum), into the Etcd's store as a verified
+        full snapshot: the engine's snapshot path, with the store and Secret the member-side programs use."""
+        if spec.etcd.client_tls is not None:
+            raise target.SourceNotSaved('the members\' client URLs use TLS (spec.etcd.clientUrlTls), which this loop '
+                                        'does not speak yet: the source member\'s data cannot be read')
+        store_spec = ((obj.get('spec') or {}).get('backup') or {}).get('store')
+        where = parse_store(store_spec, 'spec.backup.store', local_root(self.runtime))
+        store = open_druid_store(self.runtime, spec.namespace, where, 'spec.backup.store')
+        snap, member = take_member_snapshot(EtcdConnection(endpoints=(url,)), store, url, now=self.runtime.clock(),
+                                            snapshot_timeout=SAVE_TIMEOUT)
+        return 'full snapshot %s of member %s (revision %d) saved to the store' % (
+            snap.name, member.name or url, member.revision)
+
+    def record_recovery(self, obj: Mapping[str, Any], step: r.Step) -> None:
+        """The recovery's state after `step` on the Etcd (removed, with an operator's request, when it ends)."""
+        if step.state is not None:
+            self.patch_metadata(obj, {'annotations': {r.STATE: step.state.to_json()}})
+        else:
+            self.patch_metadata(obj, {'annotations': {r.STATE: None, r.REQUEST: None}})
 
     def delete(self, obj: Mapping[str, Any], spec: s.EtcdSpec) -> bool:
         """ETCD-14: remove every managed component, then druid's finalizer (PVCs stay: they hold the data)."""

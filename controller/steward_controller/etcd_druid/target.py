@@ -9,10 +9,11 @@ ever patched or deleted. A same-named object that is not ours is a ComponentConf
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid import recovery as r
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import Observed
@@ -26,6 +27,10 @@ SINGLE = ('serviceaccount', 'role', 'rolebinding', 'configmap', 'peer-service', 
 
 class ComponentConflict(DruidError):
     """An object of a component's name exists and is not this Etcd's: nothing is written over it."""
+
+
+class SourceNotSaved(DruidError):
+    """A recovery's source member did not save its data to the store; the step is retried next pass."""
 
 
 def path_of(component: str, namespace: str, name: Optional[str] = None) -> str:
@@ -107,8 +112,9 @@ def delete_ours(client: KubeClient, spec: EtcdSpec, component: str, name: str) -
 
 
 def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mapping[Tuple[str, str], Any],
-            observed: Observed) -> List[str]:
-    """Do what `action` says; the objects written, as 'Kind name' lines (for the log)."""
+            observed: Observed, save_source: Optional[Callable[[str], str]] = None) -> List[str]:
+    """Do what `action` says; the objects written, as 'Kind name' lines (for the log). `save_source(client URL)`
+    saves one member's data to the Etcd's store (a recovery's SaveSource; the loop's, it holds the store)."""
     done: List[str] = []
     sts_key = ('statefulset', spec.name)
     if isinstance(action, p.ApplyComponents):
@@ -136,7 +142,64 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
         for name in action.names:
             if delete_ours(client, spec, 'member-lease', name):
                 done.append('Lease %s deleted' % name)
+    elif isinstance(action, r.Step):
+        done.extend(_recovery_step(client, spec, action, observed, save_source))
     return done
+
+
+def _replicas(client: KubeClient, spec: EtcdSpec, observed: Observed, to: int,
+              annotations: Optional[Dict[str, Any]] = None) -> str:
+    current = observed.statefulset
+    if current is None or not c.is_ours(spec, current):
+        raise ComponentConflict('StatefulSet %s/%s is not this Etcd\'s' % (spec.namespace, spec.name))
+    patch: Dict[str, Any] = {'spec': {'replicas': to}}
+    if annotations:
+        patch['metadata'] = {'annotations': annotations}
+    client.merge_patch(path_of('statefulset', spec.namespace, spec.name), patch)
+    return 'StatefulSet %s replicas %d' % (spec.name, to)
+
+
+def _recovery_step(client: KubeClient, spec: EtcdSpec, action: r.Step, observed: Observed,
+                   save_source: Optional[Callable[[str], str]]) -> List[str]:
+    """One step of a quorum-loss recovery (druid/recovery.py). Never deletes a PVC."""
+    if isinstance(action, r.SaveSource):
+        pod = observed.pods.get(action.pod)
+        if pod is None or not c.is_our_pod(spec, pod):
+            raise ComponentConflict('pod %s/%s is not a member pod of Etcd %s' % (spec.namespace, action.pod, spec.name))
+        ip = (pod.get('status') or {}).get('podIP')
+        if not ip or save_source is None:
+            raise SourceNotSaved('pod %s has no address to read its data from' % action.pod)
+        return [save_source('http://%s:%d' % (ip, spec.etcd.client_port))]
+    if isinstance(action, r.StopMembers):
+        return [_replicas(client, spec, observed, 0)]
+    if isinstance(action, r.RecreateLeases):
+        done = []
+        for name in action.delete:
+            if delete_ours(client, spec, 'member-lease', name):
+                done.append('Lease %s deleted' % name)
+        for name in action.create:
+            lease = c.member_lease(spec, name)
+            if name == action.first:
+                lease['metadata'].setdefault('annotations', {}).update(
+                    r.restore_marker_patch(action.state)['metadata']['annotations'])
+            done.append('Lease %s %s' % (name, apply_object(client, spec, 'member-lease', lease)))
+        return done
+    if isinstance(action, r.StartFirstMember):
+        return [_replicas(client, spec, observed, 1)]
+    if isinstance(action, r.RejoinMembers):
+        done = []
+        if action.first:
+            lease_path = path_of('member-lease', spec.namespace, action.first)
+            current = client.get_or_none(lease_path)
+            if current is not None and c.is_ours(spec, current):
+                client.merge_patch(lease_path, r.restore_marker_patch(None))
+                done.append('Lease %s: %s removed' % (action.first, r.RESTORE_MARKER))
+        for name in action.learners:
+            lease = c.member_lease(spec, name, learner=True)
+            done.append('Lease %s %s' % (name, apply_object(client, spec, 'member-lease', lease)))
+        done.append(_replicas(client, spec, observed, action.to, {c.SCALED_TO_MULTI_NODE: ''}))
+        return done
+    return []   # RecoveryStarted, Recovered, Aborted: the loop records the state and posts the Event
 
 
 def delete_all(client: KubeClient, spec: EtcdSpec) -> List[str]:

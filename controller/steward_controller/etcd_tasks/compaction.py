@@ -34,7 +34,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 
 from steward_controller.core.runtime import Runtime
-from steward_controller.etcd_tasks.copy_task import open_druid_store
+from steward_controller.core.druid_store import open_druid_store
 
 GROUP, VERSION = 'druid.gardener.cloud', 'v1alpha1'
 LEASES = 'coordination.k8s.io/v1'

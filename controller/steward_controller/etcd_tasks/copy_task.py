@@ -25,15 +25,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.copy import (
     CopyError, copy_backups, plan_copy, wait_for_final)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.druid_store import (
-    DruidStore, credentials, parse_store)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import SnapshotStore
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.stores import open_store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.druid_store import DruidStore, parse_store
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import FALSE, TRUE, set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
-from ansible_collections.steward.cluster.plugins.module_utils.kube.secrets import read_secret
 
+from steward_controller.core.druid_store import local_root, open_druid_store
 from steward_controller.core.runtime import Runtime, resource_label
 
 GROUP, VERSION, PLURAL = 'druid.gardener.cloud', 'v1alpha1', 'etcdcopybackupstasks'
@@ -65,20 +62,6 @@ def _uint32(value: Any, field: str) -> Optional[int]:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
         raise InvalidInput(field, 'uint32', 'expected a whole number from 0 to 4294967295, got %r' % (value,), value)
     return value
-
-
-def open_druid_store(runtime: Runtime, namespace: str, store: DruidStore, field: str) -> SnapshotStore:
-    """The store with its Secret's credentials (read by name, without the opt-in label: see above)."""
-    found = credentials(read_secret(runtime.client, namespace, store.secret, field + '.secretRef', opt_in=False)
-                        if store.secret else {})
-    return open_store(store.url, endpoint_url=found.endpoint, access_key=found.access_key,
-                      secret_key=found.secret_key, session_token=found.session_token, region=found.region)
-
-
-def local_root(runtime: Runtime) -> str:
-    """--local-store-root of the etcd-tasks loop (where druid's `local` containers live)."""
-    options = runtime.settings.loop_options.get('etcd-tasks')
-    return getattr(options, 'local_store_root', '') or ''
 
 
 def finished(body: Mapping[str, Any]) -> bool:

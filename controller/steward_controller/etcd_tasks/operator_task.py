@@ -16,7 +16,8 @@ The work per type:
   OnDemandSnapshotCompactionTask  the store's newest full snapshot and its deltas rebuilt into one full snapshot
                                   (etcd/backup/compaction.compact_chain)
   CopyBackupsTask                 etcd/backup/copy.py, as EtcdCopyBackupsTask
-  QuorumLossRecoveryTask          asks the `etcd` loop to recover now (the reconcile annotation) and waits, up to
+  QuorumLossRecoveryTask          asks the `etcd` loop to recover now (the reconcile annotation and
+                                  cluster.steward.io/recover-quorum-loss: no not-ready grace) and waits, up to
                                   --operator-task-timeout, for Ready=True: the recovery itself is the loop's
                                   (least destructive source, fresh verified backup), never a second copy here
 """
@@ -36,6 +37,7 @@ from prometheus_client import Counter, Histogram
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.times import format_rfc3339, parse_rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.druid import tasks as t
+from ansible_collections.steward.cluster.plugins.module_utils.druid.recovery import REQUEST as RECOVERY_REQUEST
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.compaction import compact_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.copy import copy_backups, plan_copy
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
@@ -49,7 +51,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
 
 from steward_controller.core.runtime import Runtime
-from steward_controller.etcd_tasks.copy_task import TaskSpec, local_root, open_druid_store
+from steward_controller.core.druid_store import local_root, open_druid_store
+from steward_controller.etcd_tasks.copy_task import TaskSpec
 
 GROUP, VERSION, PLURAL = 'druid.gardener.cloud', 'v1alpha1', 'etcdoperatortasks'
 API = GROUP + '/' + VERSION
@@ -169,7 +172,9 @@ def _copy(runtime: Runtime, task: t.OperatorTask, work_dir: str) -> str:
 
 def _recover(runtime: Runtime, task: t.OperatorTask, deadline: float) -> str:
     path = api_path(API, 'etcds', task.etcd[0], task.etcd[1])
-    runtime.client.merge_patch(path, {'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile'}}})
+    # the request lets the loop start at once instead of after the not-ready grace (an operator's evidence)
+    runtime.client.merge_patch(path, {'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile',
+                                                                   RECOVERY_REQUEST: task.name}}})
     while runtime.clock() < deadline:
         etcd = runtime.client.get_or_none(path)
         if etcd is not None and t.quorate(etcd) is True:

@@ -23,7 +23,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import aside_path
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import initialization as init
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import (
-    restore_member, restore_with_fallback, select_snapshot)
+    read_marker, restore_member, restore_with_fallback, select_snapshot)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import SnapshotStore
 
 
@@ -81,10 +81,14 @@ class Initializer:
     """Facts → decision → action, once per /initialization/start."""
 
     def __init__(self, options: MemberOptions, store: Optional[SnapshotStore], conn: EtcdConnection,
-                 learner_marker: Optional[Callable[[], bool]] = None):
-        """`learner_marker`: reads druid's create-as-learner annotation on this member's Lease (leases.py)."""
+                 learner_marker: Optional[Callable[[], bool]] = None,
+                 recovery_marker: Optional[Callable[[], Optional[str]]] = None):
+        """`learner_marker`: reads druid's create-as-learner annotation on this member's Lease (leases.py);
+        `recovery_marker`: reads the quorum-loss recovery's restore marker on it (druid/recovery.RESTORE_MARKER,
+        the recovery's start in unix seconds; None when absent)."""
         self.options, self.store, self.conn = options, store, conn
         self.learner_marker = learner_marker
+        self.recovery_marker = recovery_marker
         self.last: Dict[str, Any] = {}
 
     def facts(self, mode: str, fail_below_revision: int) -> init.MemberFacts:
@@ -102,7 +106,16 @@ class Initializer:
                                 learner_wanted=self.options.learner_wanted or bool(
                                     self.learner_marker and self.learner_marker()),
                                 allow_empty=self.options.allow_empty,
-                                never_started=never_started)
+                                never_started=never_started, recovery_restore=self._recovery_restore())
+
+    def _recovery_restore(self) -> bool:
+        """The recovery's marker is set and this data dir was not restored since that recovery started (a restart
+        after the restore keeps the restored data: the marker is removed only once the member is Ready)."""
+        text = (self.recovery_marker() if self.recovery_marker else None) or ''
+        if not text.isdigit():
+            return False
+        restored = (read_marker(self.options.data_dir) or {}).get('restored_at')
+        return not (isinstance(restored, int) and restored >= int(text))
 
     def run(self, mode: str = init.SANITY, fail_below_revision: int = 0) -> Dict[str, Any]:
         """Decide and act; returns {decision, facts, done}. Raises EtcdError when the decision is a refusal or

@@ -24,6 +24,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 from ansible_collections.steward.cluster.plugins.module_utils.druid.components import CREATE_AS_LEARNER
 from ansible_collections.steward.cluster.plugins.module_utils.druid.plan import MEMBER_REVISION
+from ansible_collections.steward.cluster.plugins.module_utils.druid.recovery import RESTORE_MARKER
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import VERIFIED_AT, VERIFIED_REVISION
 
 LEASES = 'coordination.k8s.io/v1'
@@ -68,13 +69,22 @@ class LeaseWriter:
         annotations = {VERIFIED_REVISION: str(revision), VERIFIED_AT: format_micro(now)} if verified else None
         return self._renew(self.full_lease if kind == 'full' else self.delta_lease, str(revision), now, annotations)
 
-    def learner_wanted(self) -> bool:
-        """druid's `druid.gardener.cloud/create-as-learner` on this member's Lease (ETCD-43): a scale-up's member."""
+    def _annotation(self, key: str) -> str:
+        """One annotation of this member's Lease ('' when absent or unreadable: the error is kept in last_error)."""
         if not self.member_lease:
-            return False
+            return ''
         try:
             lease = self.client.get_or_none(api_path(LEASES, 'leases', self.namespace, self.member_lease))
         except KubeError as exc:
             self.last_error = 'lease %s/%s: %s' % (self.namespace, self.member_lease, exc)
-            return False
-        return str(((lease or {}).get('metadata') or {}).get('annotations', {}).get(CREATE_AS_LEARNER, '')).lower() == 'true'
+            return ''
+        return str(((lease or {}).get('metadata') or {}).get('annotations', {}).get(key, ''))
+
+    def learner_wanted(self) -> bool:
+        """druid's `druid.gardener.cloud/create-as-learner` on this member's Lease (ETCD-43): a scale-up's member."""
+        return self._annotation(CREATE_AS_LEARNER).lower() == 'true'
+
+    def recovery_marker(self) -> Optional[str]:
+        """The `etcd` loop's quorum-loss recovery asks this (first) member to restore from the store before it
+        starts (druid/recovery.RESTORE_MARKER: the recovery's start, unix seconds); None when not asked."""
+        return self._annotation(RESTORE_MARKER) or None

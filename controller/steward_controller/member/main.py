@@ -243,7 +243,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     conn = EtcdConnection(endpoints=options.endpoints,
                           timeout=parse_duration(args.etcd_connection_timeout, '--etcd-connection-timeout') or 5.0)
     leases = lease_writer(args, options.name)
-    state = MemberState(Initializer(options, store, conn, leases.learner_wanted if leases else None), bootstrap)
+    state = MemberState(Initializer(options, store, conn, leases.learner_wanted if leases else None,
+                                    recovery_marker=leases.recovery_marker if leases else None), bootstrap)
     member_metrics.install(state)
     policy = backup_policy(args) if store is not None else None
     defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None

@@ -7,9 +7,10 @@ this pass, typed, each with the words of its Event (`event`: a CamelCase reason,
 Order, first match wins (the minimum action each pass; "nothing" is Nothing, and says why):
   1. quorum lost (a majority of the members that reported are not Ready)
        - for less than the not-ready grace, or a lost member's pod is still there and may come back: Wait
-       - for longer, with evidence: RecoverQuorum naming the source (the surviving member with the newest revision when it
-         is newer than the newest verified full snapshot, else that snapshot) and the loss window in revisions;
-         without a source: NeedsRecovery (nothing is destroyed)
+       - for longer (or at once when an operator asked, Options.recovery_requested), with evidence: RecoverQuorum
+         naming the source (the surviving member with the newest revision when it is newer than the newest verified
+         full snapshot, else that snapshot) and the loss window in revisions; without a source: NeedsRecovery
+         (nothing is destroyed). The loop executes a RecoverQuorum step by step with druid/recovery.py.
   2. quorate, members NotReady longer than the not-ready grace (row 9): DeletePod, one per pass, only while the
      remaining Ready members keep quorum without it, with a verified full snapshot younger than max_backup_age
      (when backups are enabled), and at most `max_unready_deletions` at once (druid: f < n/2)
@@ -40,7 +41,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import statu
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import plan as rolling
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import versions
-from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro, renewed_at
 
 # A member's sidecar writes its etcd revision on its Lease with every renewal (the member-side program's part):
 # the evidence of which surviving member holds the newest data.
@@ -50,11 +51,14 @@ MEMBER_REVISION = 'cluster.steward.io/revision'
 @dataclasses.dataclass(frozen=True)
 class Options:
     """notready_grace: --etcd-member-notready-threshold; max_backup_age: a verified full snapshot older than this does
-    not count as fresh for a destructive step; max_unready_deletions: NotReady pods deleted at once (druid: f < n/2)."""
+    not count as fresh for a destructive step; max_unready_deletions: NotReady pods deleted at once (druid: f < n/2);
+    recovery_requested: an operator asked for a quorum-loss recovery now (recovery.REQUEST, set by a
+    QuorumLossRecoveryTask): every member that is not Ready counts as lost without waiting for the not-ready grace."""
     unknown_grace: float = 60.0
     notready_grace: float = 300.0
     max_backup_age: float = 3600.0
     max_unready_deletions: int = 1
+    recovery_requested: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +164,7 @@ class RecoverQuorum(Action):
     snapshot_revision: int = 0
     newest_revision: int = 0
     loss_window: int = 0
-    event = 'QuorumLossRecoveryPlanned'
+    event = 'QuorumLossRecoveryPlanned'   # (the loop posts recovery.RecoveryStarted when it executes it)
     warning = True
 
 
@@ -202,6 +206,12 @@ def _fresh_verified(spec: EtcdSpec, observed: st.Observed, now: float, options: 
     return True, ''
 
 
+def _alive(lease: Optional[Mapping[str, Any]], now: float, options: Options) -> bool:
+    """The member's sidecar renewed its Lease within the unknown grace (it renews only while its etcd answers)."""
+    renewed = renewed_at(lease)
+    return renewed is not None and now - renewed <= options.unknown_grace
+
+
 def _not_ready_since(member: Mapping[str, Any], now: float) -> float:
     since = parse_micro(member.get('lastTransitionTime'))
     return now - since if since is not None else 0.0
@@ -213,18 +223,25 @@ def _quorum_loss(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
     size = int(status.get('clusterSize') or spec.replicas)
     ready = [m for m in members if m.get('status') == st.MEMBER_READY]
     lost = [m for m in members if m.get('status') != st.MEMBER_READY]
-    evidence = [m for m in lost if m.get('reason') == st.UNKNOWN_GRACE_EXCEEDED
-                or (m.get('status') == st.MEMBER_NOT_READY and _not_ready_since(m, now) >= options.notready_grace)]
+    # Evidence that a member is gone: its sidecar no longer renews its Lease (its etcd does not answer), past the
+    # grace. A member whose Lease is renewed is alive, only unready (a new cluster's pods before their readiness
+    # probe's first success, a partition): never evidence, whatever its pod says.
+    evidence = [m for m in lost if not _alive(observed.member_leases.get(m['name']), now, options) and (
+        options.recovery_requested or m.get('reason') == st.UNKNOWN_GRACE_EXCEEDED
+        or (m.get('status') == st.MEMBER_NOT_READY and _not_ready_since(m, now) >= options.notready_grace))]
     # Transient until so many members are gone for good that the rest can never form a quorum again.
     if size - len(evidence) >= size // 2 + 1:
         return Wait('quorum lost: %d of %d members Ready (%s); waiting for the lost members to come back or to be '
-                    'NotReady longer than %ds before any recovery' % (
+                    'NotReady (their Leases unrenewed) longer than %ds before any recovery' % (
                         len(ready), size, ', '.join('%s %s' % (m['name'], m.get('reason')) for m in lost) or 'none reporting',
                         int(options.notready_grace)))
-    # Survivors: members still Ready (their sidecars renew their Leases, so their revision is current). The newest
-    # revision ever reported counts the lost members' last reports too: that is what a recovery may lose.
+    # Survivors: members whose sidecar still renews their Lease, so their etcd answers and their revision is current.
+    # Not "Ready": without quorum druid's readiness probe (a linearizable read) fails on every member, so a survivor's
+    # pod turns NotReady too. The newest revision ever reported counts the lost members' last reports too: that is
+    # what a recovery may lose.
     revisions = {m['name']: _revision(observed.member_leases.get(m['name'])) for m in members}
-    survivors = [(revisions[m['name']], m['name']) for m in ready if revisions[m['name']] is not None]
+    survivors = [(revisions[m['name']], m['name']) for m in members if revisions[m['name']] is not None
+                 and _alive(observed.member_leases.get(m['name']), now, options)]
     best = max(survivors) if survivors else None
     verified = st.verified_backup(observed) if spec.backups_enabled else None
     known = [r for r in revisions.values() if r is not None] + ([verified['revision']] if verified else [])

@@ -40,3 +40,9 @@ def test_the_scale_up_marker_is_read_from_the_members_lease():
     assert LeaseWriter(Client(marked), 'shoot', 'etcd-main-2', '', '').learner_wanted()
     assert not LeaseWriter(Client({'etcd-main-2': {'metadata': {}}}), 'shoot', 'etcd-main-2', '', '').learner_wanted()
     assert not LeaseWriter(Client(), 'shoot', '', '', '').learner_wanted(), 'member lease renewal off: no marker read'
+
+
+def test_the_recovery_restore_marker_is_read_from_the_members_lease():
+    marked = {'etcd-main-0': {'metadata': {'annotations': {'cluster.steward.io/restore-from-store': '1800000000'}}}}
+    assert LeaseWriter(Client(marked), 'shoot', 'etcd-main-0', '', '').recovery_marker() == '1800000000'
+    assert LeaseWriter(Client({'etcd-main-0': {}}), 'shoot', 'etcd-main-0', '', '').recovery_marker() is None

@@ -76,6 +76,10 @@ class MemberFacts:
     allow_empty:    an operator accepted starting an existing cluster empty (never assumed)
     never_started:  the cluster lists this member but it has never published its client URLs: a member of
                     the cluster's own bootstrap that starts late (druid row 2 while the others already run)
+    recovery_restore: the controller's quorum-loss recovery asks this member (the first) to start a new
+                    single-member cluster from the store, whatever its data dir holds (the controller stopped
+                    every member first; valid data of the lost cluster would otherwise wait for peers that are
+                    gone, row 6). False once this member restored for that recovery.
     """
     cluster_size: int
     ordinal: int
@@ -87,6 +91,7 @@ class MemberFacts:
     learner_wanted: bool = False
     allow_empty: bool = False
     never_started: bool = False
+    recovery_restore: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +173,14 @@ def decide(facts: MemberFacts) -> Initialization:
         return Initialization(row, REJOIN_AS_LEARNER, EXISTING, 'the cluster has quorum and this member\'s data '
                               'is not usable (%s): removed and added back as a learner, with an empty data dir; '
                               'the leader sends it a snapshot' % data.reason)
+    if facts.recovery_restore and first:
+        if facts.backup_exists:
+            return Initialization(7, RESTORE_THEN_START, NEW, 'quorum-loss recovery: no quorum, and the controller '
+                                  'asks the first member to restore the newest full snapshot and its deltas (the '
+                                  'data dir, %s, is moved aside), start alone, upload a full snapshot, then the '
+                                  'others join' % data.reason, single_member=True, upload_full=True)
+        return Initialization(0, REFUSE, NEW, 'quorum-loss recovery asks for a restore from the store, and the '
+                              'store holds no verified full snapshot: nothing is touched')
     if valid:
         return Initialization(6, START, EXISTING if facts.cluster_size > 1 else NEW,
                               'restart without quorum, with valid data: the member keeps its data and waits '

@@ -88,6 +88,23 @@ def unix(now: Union[float, int, datetime.datetime]) -> int:
     return int(now)
 
 
+def _choice(gateway: Gateway, endpoint: str, status: Dict[str, Any], names: Dict[str, str]) -> MemberChoice:
+    header = status.get('header') or {}
+    member_id = member_id_hex(header.get('member_id') or header.get('memberId') or 0)
+    if not names:
+        try:
+            names.update({member_id_hex(m.get('ID', 0)): m.get('name', '') for m in gateway.member_list(endpoint)})
+        except EtcdError:
+            pass
+    return MemberChoice(
+        endpoint=endpoint, member_id=member_id, name=names.get(member_id, ''),
+        cluster_id=member_id_hex(header.get('cluster_id') or header.get('clusterId') or 0),
+        version=status.get('version', ''), revision=int(header.get('revision') or 0),
+        applied_index=int(status.get('raftAppliedIndex') or status.get('raftIndex') or 0),
+        is_leader=member_id_hex(status.get('leader') or 0) == member_id,
+        db_size=int(status.get('dbSize') or 0))
+
+
 def pick_member(conn: EtcdConnection, gateway: Gateway) -> MemberChoice:
     """The healthiest voting member: answers status and a linearizable read; highest applied
     index wins, a follower before the leader on ties (keeps load off the leader)."""
@@ -104,20 +121,7 @@ def pick_member(conn: EtcdConnection, gateway: Gateway) -> MemberChoice:
         except EtcdError as exc:
             problems.append(str(exc))
             continue
-        header = status.get('header') or {}
-        member_id = member_id_hex(header.get('member_id') or header.get('memberId') or 0)
-        if not names:
-            try:
-                names = {member_id_hex(m.get('ID', 0)): m.get('name', '') for m in gateway.member_list(endpoint)}
-            except EtcdError:
-                names = {}
-        candidates.append(MemberChoice(
-            endpoint=endpoint, member_id=member_id, name=names.get(member_id, ''),
-            cluster_id=member_id_hex(header.get('cluster_id') or header.get('clusterId') or 0),
-            version=status.get('version', ''), revision=int(header.get('revision') or 0),
-            applied_index=int(status.get('raftAppliedIndex') or status.get('raftIndex') or 0),
-            is_leader=member_id_hex(status.get('leader') or 0) == member_id,
-            db_size=int(status.get('dbSize') or 0)))
+        candidates.append(_choice(gateway, endpoint, status, names))
     if not candidates:
         raise EtcdUnavailable('no etcd member can serve a snapshot (none answered status and a quorum read): %s'
                               % '; '.join(problems))
@@ -235,6 +239,22 @@ def take_full_snapshot(conn: EtcdConnection, store: SnapshotStore, *, now: Union
                                       tool=tool, compression=compression, member=member,
                                       full_structure=full_structure)
     return {'changed': True, 'snapshot': final.to_dict(), 'member': member.to_dict()}
+
+
+def take_member_snapshot(conn: EtcdConnection, store: SnapshotStore, endpoint: str, *,
+                         now: Union[float, int, datetime.datetime], tmp_dir: Optional[str] = None,
+                         snapshot_timeout: float = 900) -> Tuple[Snapshot, MemberChoice]:
+    """A verified full snapshot of ONE member's data as it answers by itself (status only, no quorum read), into
+    the store: how a quorum-loss recovery keeps a surviving member's data, when its cluster has no quorum to answer
+    pick_member's linearizable read. Never for scheduled backups (a minority member's data may be stale): the
+    caller chose this member on evidence (druid/plan.py: the survivor with the newest revision)."""
+    with Gateway(conn.with_endpoints([endpoint])) as gateway:
+        status = gateway.status(endpoint)
+        if status.get('isLearner'):
+            raise EtcdUnavailable('%s is a learner: its data is not a voting member\'s' % endpoint)
+        member = _choice(gateway, endpoint, status, {})
+    return snapshot_to_store(conn.with_endpoints([endpoint]), store, now=now, tmp_dir=tmp_dir,
+                             snapshot_timeout=snapshot_timeout, member=member)
 
 
 def snapshot_to_store(conn: EtcdConnection, store: SnapshotStore, *, now: Union[float, int, datetime.datetime],

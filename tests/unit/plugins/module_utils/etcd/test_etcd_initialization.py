@@ -139,3 +139,20 @@ def test_validation_finds_garbage_a_missing_db_and_a_missing_wal(tmp_path):
 def test_an_unknown_mode_is_refused_naming_the_field(tmp_path):
     with pytest.raises(init.InitializationError, match='mode'):
         validate_data_dir(str(tmp_path), 'quick')
+
+
+@pytest.mark.parametrize('data', [VALID, CORRUPT, NONE])
+def test_a_quorum_loss_recovery_restores_the_first_member_over_whatever_it_holds(data):
+    got = decide(facts(quorate=False, data=data, recovery_restore=True))
+    assert (got.row, got.action, got.cluster_state) == (7, init.RESTORE_THEN_START, init.NEW)
+    assert got.single_member and got.upload_full and 'quorum-loss recovery' in got.reason
+
+
+def test_a_quorum_loss_recovery_without_a_backup_refuses():
+    got = decide(facts(quorate=False, data=VALID, recovery_restore=True, backup_exists=False))
+    assert (got.row, got.action) == (0, init.REFUSE) and 'no verified full snapshot' in got.reason
+
+
+def test_the_recovery_marker_is_ignored_by_other_members_and_in_a_quorate_cluster():
+    assert decide(facts(quorate=True, recovery_restore=True)).row == 3
+    assert decide(facts(quorate=False, ordinal=1, recovery_restore=True)).row == 6
