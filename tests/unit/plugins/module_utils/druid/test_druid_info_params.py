@@ -13,7 +13,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid.params impor
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import describe_etcd, etcd_report
 
 
-
 def params(**kw):
     return dict(dict(namespace=None, name=None, label_selectors=[]), **kw)
 
