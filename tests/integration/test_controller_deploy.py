@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from support.ansible import REPO, run_playbook
-from lab.kube.api import KubeServer, repo_path
+from lab.kube.api import repo_path
 
 from steward_controller.core.settings import environment_variables
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 PLAYBOOK = 'steward.cluster.controller_deploy'
 NS = 'steward-system'
@@ -60,16 +60,10 @@ def kubernetes_core():
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster(bare_kube, tmp_path):
     """A fresh emulator (no CRDs, no namespaces), a client for assertions and a kubeconfig for the playbook."""
-    import kubernetes
-    server = KubeServer().start()
-    configuration = kubernetes.client.Configuration()
-    configuration.host = server.url
-    client = KubeClient(configuration)
-    yield SimpleNamespace(server=server, client=client, kubeconfig=server.write_kubeconfig(str(tmp_path / 'kubeconfig')))
-    client.close()
-    server.stop()
+    return SimpleNamespace(server=bare_kube.server, client=bare_kube,
+                           kubeconfig=bare_kube.server.write_kubeconfig(str(tmp_path / 'kubeconfig')))
 
 
 def deploy(cluster, *, check=False, diff=False, **variables):

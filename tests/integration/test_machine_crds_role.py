@@ -3,27 +3,12 @@
 
 from __future__ import annotations
 
-import pytest
-
 from support.ansible import run_playbook
-from lab.kube.api import KubeServer
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 CRDS = ['machineclasses.machine.sapcloud.io', 'machinedeployments.machine.sapcloud.io', 'machines.machine.sapcloud.io',
         'machinesets.machine.sapcloud.io']
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    import kubernetes
-    server = KubeServer().start()
-    configuration = kubernetes.client.Configuration()
-    configuration.host = server.url
-    client = KubeClient(configuration)
-    yield client, server.write_kubeconfig(str(tmp_path / 'kubeconfig'))
-    client.close()
-    server.stop()
 
 
 def crds(client):
@@ -40,8 +25,8 @@ def run(kubeconfig, state, check=False):
     return result.changed()
 
 
-def test_apply_is_idempotent_and_removal_deletes_the_crds(cluster):
-    client, kubeconfig = cluster
+def test_apply_is_idempotent_and_removal_deletes_the_crds(bare_kube, tmp_path):
+    client, kubeconfig = bare_kube, bare_kube.server.write_kubeconfig(str(tmp_path / 'kubeconfig'))
     assert run(kubeconfig, 'present', check=True) == 1 and crds(client) == []
     assert run(kubeconfig, 'present') == 1 and crds(client) == CRDS
     assert run(kubeconfig, 'present') == 0

@@ -13,12 +13,12 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.prober_config import parse_prober_config
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog.weeder_config import parse_weeder_config
 
 from support.ansible import REPO, run_playbook
-from lab.kube.api import KubeServer, repo_path
+from lab.kube.api import repo_path
 
 from steward_controller.core.settings import environment_variables
 
@@ -39,16 +39,9 @@ def kubernetes_core():
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    import kubernetes
-    server = KubeServer().start()
-    configuration = kubernetes.client.Configuration()
-    configuration.host = server.url
-    client = KubeClient(configuration)
-    client.create(api_path('v1', 'namespaces'), {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': NS}})
-    yield SimpleNamespace(client=client, kubeconfig=server.write_kubeconfig(str(tmp_path / 'kubeconfig')))
-    client.close()
-    server.stop()
+def cluster(bare_kube, tmp_path):
+    bare_kube.create(api_path('v1', 'namespaces'), {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': NS}})
+    return SimpleNamespace(client=bare_kube, kubeconfig=bare_kube.server.write_kubeconfig(str(tmp_path / 'kubeconfig')))
 
 
 def deploy(cluster, **variables):
