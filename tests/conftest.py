@@ -100,22 +100,29 @@ def sabakan_server():
 
 
 @pytest.fixture
-def kube():
-    """The Kubernetes API emulator (lab/kube/api.py) over HTTP on 127.0.0.1, with the controller's
-    CRDs installed. Yields a KubeClient (module_utils/kube) bound to it; `.server` is the KubeServer."""
+def bare_kube():
+    """The Kubernetes API emulator (lab/kube/api.py) over HTTP on 127.0.0.1, empty (no CRDs, no namespaces: what the
+    roles that install CRDs start from). Yields a KubeClient (module_utils/kube) bound to it; `.server` is the
+    KubeServer."""
     import kubernetes
     from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
-    from lab.env.controller import install_crds
     from lab.kube.api import KubeServer
     server = KubeServer().start()
     configuration = kubernetes.client.Configuration()
     configuration.host = server.url
     client = KubeClient(configuration)
     client.server = server
-    install_crds(client)  # namespaces need not exist in the emulator
     yield client
     client.close()
     server.stop()
+
+
+@pytest.fixture
+def kube(bare_kube):
+    """The emulator of `bare_kube` with the controller's CRDs installed."""
+    from lab.env.controller import install_crds
+    install_crds(bare_kube)  # namespaces need not exist in the emulator
+    return bare_kube
 
 
 @pytest.fixture

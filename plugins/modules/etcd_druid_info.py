@@ -164,15 +164,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.steward.cluster.plugins.module_utils.common import shell
 from ansible_collections.steward.cluster.plugins.module_utils.common.argspec import argspec
 from ansible_collections.steward.cluster.plugins.module_utils.druid.params import parse_etcd_druid_info
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import API_VERSION
+from ansible_collections.steward.cluster.plugins.module_utils.druid.status import etcd_report
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC, client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
-
-API_VERSION = 'druid.gardener.cloud/v1alpha1'
-RECONCILE = ('gardener.cloud/operation', 'reconcile')
-SUSPEND = 'druid.gardener.cloud/suspend-etcd-spec-reconcile'
-# Conditions a healthy Etcd has True (BackupReady only with a backup store, as druid sets it only then).
-REQUIRED_CONDITIONS = ('Ready', 'AllMembersReady')
 
 SPEC = argspec(
     KUBE_CONNECTION_SPEC,
@@ -182,61 +178,6 @@ SPEC = argspec(
 )
 
 
-def _condition(cond):
-    return dict(status=cond.get('status'), reason=cond.get('reason'), message=cond.get('message'),
-                last_transition_time=cond.get('lastTransitionTime'), last_update_time=cond.get('lastUpdateTime'))
-
-
-def _problems(etcd, status, conditions):
-    """Why the Etcd is not healthy, in the order an operator looks: lifecycle, reconcile, readiness, conditions."""
-    md, spec = etcd.get('metadata') or {}, etcd.get('spec') or {}
-    found = []
-    if md.get('deletionTimestamp'):
-        found.append('being deleted')
-    if spec.get('replicas') == 0:
-        found.append('hibernated (replicas 0)')
-    observed, generation = status.get('observedGeneration'), md.get('generation')
-    if observed is None:
-        found.append('not reconciled yet')
-    elif generation is not None and observed < generation:
-        found.append('generation %s not reconciled yet (observed %s)' % (generation, observed))
-    if status.get('ready') is not True:
-        found.append('not ready (%s of %s replicas ready)' % (status.get('readyReplicas') or 0, spec.get('replicas')))
-    wanted = REQUIRED_CONDITIONS + (('BackupReady',) if ((spec.get('backup') or {}).get('store')) else ())
-    for kind in wanted:
-        cond = conditions.get(kind)
-        if cond is None:
-            found.append('%s not reported' % kind)
-        elif cond['status'] != 'True':
-            found.append('%s=%s (%s)' % (kind, cond['status'], cond['reason'] or 'no reason'))
-    return found
-
-
-def describe(etcd):
-    """One Etcd as the module reports it (plain data in, plain data out)."""
-    md, spec, status = etcd.get('metadata') or {}, etcd.get('spec') or {}, etcd.get('status') or {}
-    conditions = {c['type']: _condition(c) for c in status.get('conditions') or [] if c.get('type')}
-    members = [dict(name=m.get('name'), id=m.get('id'), role=m.get('role'), status=m.get('status'),
-                    reason=m.get('reason'), last_transition_time=m.get('lastTransitionTime'))
-               for m in status.get('members') or []]
-    last = status.get('lastOperation')
-    annotations = md.get('annotations') or {}
-    problems = _problems(etcd, status, conditions)
-    return dict(
-        name=md.get('name'), namespace=md.get('namespace'), replicas=spec.get('replicas'),
-        ready=status.get('ready') is True, cluster_size=status.get('clusterSize'),
-        current_replicas=status.get('currentReplicas'), ready_replicas=status.get('readyReplicas') or 0,
-        conditions=conditions, members=members,
-        leader=next((m['name'] for m in members if m['role'] == 'Leader'), None),
-        last_operation=dict(type=last.get('type'), state=last.get('state'), description=last.get('description'),
-                            last_update_time=last.get('lastUpdateTime'), run_id=last.get('runID')) if last else None,
-        last_errors=[dict(code=e.get('code'), description=e.get('description'), observed_at=e.get('observedAt'))
-                     for e in status.get('lastErrors') or []],
-        generation=md.get('generation'), observed_generation=status.get('observedGeneration'),
-        reconcile_requested=annotations.get(RECONCILE[0]) == RECONCILE[1], suspended=SUSPEND in annotations,
-        healthy=not problems, problems=problems)
-
-
 def act(p, check_mode):
     query = parse_etcd_druid_info(p)
     client = client_from_params(p)
@@ -244,10 +185,7 @@ def act(p, check_mode):
         found = client.list(api_path(API_VERSION, 'etcds', query['namespace']), label_selector=query['label_selector'])
     finally:
         client.close()
-    if query['name'] is not None:
-        found = [e for e in found if (e.get('metadata') or {}).get('name') == query['name']]
-    etcds = sorted((describe(e) for e in found), key=lambda e: (e['namespace'] or '', e['name'] or ''))
-    return dict(changed=False, etcds=etcds, healthy=bool(etcds) and all(e['healthy'] for e in etcds))
+    return dict(etcd_report(found, query['name']), changed=False)
 
 
 def main():

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from support.ansible import REPO, run_playbook
-from lab.kube.api import KubeServer, repo_path
+from lab.kube.api import repo_path
 
 from steward_controller.core.settings import environment_variables
 
-from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
 PLAYBOOK = 'steward.cluster.controller_deploy'
 NS = 'steward-system'
@@ -60,16 +60,10 @@ def kubernetes_core():
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster(bare_kube, tmp_path):
     """A fresh emulator (no CRDs, no namespaces), a client for assertions and a kubeconfig for the playbook."""
-    import kubernetes
-    server = KubeServer().start()
-    configuration = kubernetes.client.Configuration()
-    configuration.host = server.url
-    client = KubeClient(configuration)
-    yield SimpleNamespace(server=server, client=client, kubeconfig=server.write_kubeconfig(str(tmp_path / 'kubeconfig')))
-    client.close()
-    server.stop()
+    return SimpleNamespace(server=bare_kube.server, client=bare_kube,
+                           kubeconfig=bare_kube.server.write_kubeconfig(str(tmp_path / 'kubeconfig')))
 
 
 def deploy(cluster, *, check=False, diff=False, **variables):
@@ -86,9 +80,16 @@ def task(result, suffix):
     return found[-1]
 
 
+def object_results(result, suffix=APPLY_TASK):
+    """One result per object of a kubernetes.core.k8s task given a list of definitions (the role applies all its
+    objects in one module run): result.results, or the task result itself when the list had one object."""
+    found = task(result, suffix)
+    return found['result']['results'] if 'results' in found.get('result', {}) else [found]
+
+
 def changed_items(result, suffix=APPLY_TASK):
-    return sorted('%s %s' % (r['item']['kind'], r['item']['metadata']['name'])
-                  for r in task(result, suffix).get('results', []) if r.get('changed'))
+    return sorted('%s %s' % (r['result']['kind'], r['result']['metadata']['name'])
+                  for r in object_results(result, suffix) if r.get('changed'))
 
 
 def ok(result):
@@ -228,8 +229,11 @@ def test_deploy_is_idempotent_patches_changes_and_removes_all_but_the_crds(clust
     written = versions(cluster)
     preview = ok(deploy(cluster, check=True, diff=True, controller_replicas=3))
     assert changed_items(preview) == ['Deployment steward-controller']
-    (item,) = [r for r in task(preview, APPLY_TASK)['results'] if r.get('changed')]
+    (item,) = [r for r in object_results(preview) if r.get('changed')]
     assert item['diff']['after']['spec'] == {'replicas': 3} and item['diff']['before']['spec'] == {'replicas': 2}
+    # --diff prints it (the task returns `diff`, which Ansible's callbacks display), for the changed object only.
+    shown = task(preview, 'Show the changes of the CRDs and the controller')['results']
+    assert [r['diff']['after']['spec'] for r in shown] == [{'replicas': 3}]
     assert versions(cluster) == written
     assert get(cluster, 'apps/v1', 'deployments', NS, 'steward-controller')['spec']['replicas'] == 2
 

@@ -27,6 +27,7 @@ HOMES = {
     'client_context': 'common/tls.py', 'server_context': 'common/tls.py',
     'positive_duration': 'common/durations.py',
     'argspec': 'common/argspec.py',
+    'load_yaml': 'common/yaml_text.py',
     'merge_patch': 'kube/objects.py',
     'secret_data': 'kube/secrets.py', 'secret_text': 'kube/secrets.py', 'read_secret': 'kube/secrets.py',
     'lease_spec': 'kube/lease.py', 'seconds_left': 'kube/lease.py',

@@ -26,6 +26,7 @@ import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.yaml_text import load_yaml
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import API_VERSION, KIND, EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
 
@@ -229,8 +230,7 @@ MEMBERSHIP_KEYS = ('initial-cluster', 'initial-advertise-peer-urls', 'advertise-
 def config_checksum(cm: Mapping[str, Any]) -> str:
     """The pod template's checksum of the bootstrap config, without the membership keys: a scale-up rewrites the
     member list, and that must not roll the members that are running (only a real config change does)."""
-    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
-    config = yaml.safe_load((cm.get('data') or {}).get(CONFIG_KEY) or '{}') or {}
+    config = load_yaml((cm.get('data') or {}).get(CONFIG_KEY) or '{}', 'data.' + CONFIG_KEY) or {}
     kept = {k: v for k, v in config.items() if k not in MEMBERSHIP_KEYS}
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 

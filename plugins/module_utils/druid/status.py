@@ -28,6 +28,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import (
+    OPERATION_ANNOTATION, OPERATION_RECONCILE, SUSPEND_ANNOTATION)
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import (
     FALSE, TRUE, UNKNOWN, get_condition, rfc3339, set_condition)
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro, renewed_at
@@ -236,3 +238,72 @@ def compute_status(spec: EtcdSpec, observed: Observed, previous: Optional[Mappin
 def condition_true(status: Mapping[str, Any], type_: str) -> bool:
     cond = get_condition(status.get('conditions'), type_)
     return bool(cond and cond.get('status') == TRUE)
+
+
+# --- The read side: one Etcd's status as an operator reads it (steward.cluster.etcd_druid_info) ---------------------
+
+def _reported_condition(cond: Mapping[str, Any]) -> Dict[str, Any]:
+    return dict(status=cond.get('status'), reason=cond.get('reason'), message=cond.get('message'),
+                last_transition_time=cond.get('lastTransitionTime'), last_update_time=cond.get('lastUpdateTime'))
+
+
+def etcd_problems(etcd: Mapping[str, Any], status: Mapping[str, Any], conditions: Mapping[str, Any]) -> List[str]:
+    """Why an Etcd is not healthy, in the order an operator looks: lifecycle, reconcile, readiness, conditions.
+    Ready and AllMembersReady must be True, BackupReady too when the spec has a store (druid sets it only then)."""
+    md, spec = etcd.get('metadata') or {}, etcd.get('spec') or {}
+    found = []
+    if md.get('deletionTimestamp'):
+        found.append('being deleted')
+    if spec.get('replicas') == 0:
+        found.append('hibernated (replicas 0)')
+    observed, generation = status.get('observedGeneration'), md.get('generation')
+    if observed is None:
+        found.append('not reconciled yet')
+    elif generation is not None and observed < generation:
+        found.append('generation %s not reconciled yet (observed %s)' % (generation, observed))
+    if status.get('ready') is not True:
+        found.append('not ready (%s of %s replicas ready)' % (status.get('readyReplicas') or 0, spec.get('replicas')))
+    wanted = (READY, ALL_MEMBERS_READY) + ((BACKUP_READY,) if ((spec.get('backup') or {}).get('store')) else ())
+    for kind in wanted:
+        cond = conditions.get(kind)
+        if cond is None:
+            found.append('%s not reported' % kind)
+        elif cond['status'] != TRUE:
+            found.append('%s=%s (%s)' % (kind, cond['status'], cond['reason'] or 'no reason'))
+    return found
+
+
+def describe_etcd(etcd: Mapping[str, Any]) -> Dict[str, Any]:
+    """One Etcd object as the info module reports it (plain data in, plain data out), with the verdict `healthy`
+    and the `problems` behind it."""
+    md, spec, status = etcd.get('metadata') or {}, etcd.get('spec') or {}, etcd.get('status') or {}
+    conditions = {cond['type']: _reported_condition(cond) for cond in status.get('conditions') or [] if cond.get('type')}
+    reported = [dict(name=m.get('name'), id=m.get('id'), role=m.get('role'), status=m.get('status'),
+                     reason=m.get('reason'), last_transition_time=m.get('lastTransitionTime'))
+                for m in status.get('members') or []]
+    last = status.get('lastOperation')
+    annotations = md.get('annotations') or {}
+    problems = etcd_problems(etcd, status, conditions)
+    return dict(
+        name=md.get('name'), namespace=md.get('namespace'), replicas=spec.get('replicas'),
+        ready=status.get('ready') is True, cluster_size=status.get('clusterSize'),
+        current_replicas=status.get('currentReplicas'), ready_replicas=status.get('readyReplicas') or 0,
+        conditions=conditions, members=reported,
+        leader=next((m['name'] for m in reported if m['role'] == ROLE_LEADER), None),
+        last_operation=dict(type=last.get('type'), state=last.get('state'), description=last.get('description'),
+                            last_update_time=last.get('lastUpdateTime'), run_id=last.get('runID')) if last else None,
+        last_errors=[dict(code=e.get('code'), description=e.get('description'), observed_at=e.get('observedAt'))
+                     for e in status.get('lastErrors') or []],
+        generation=md.get('generation'), observed_generation=status.get('observedGeneration'),
+        reconcile_requested=annotations.get(OPERATION_ANNOTATION) == OPERATION_RECONCILE,
+        suspended=SUSPEND_ANNOTATION in annotations,
+        healthy=not problems, problems=problems)
+
+
+def etcd_report(found: Sequence[Mapping[str, Any]], name: Optional[str] = None) -> Dict[str, Any]:
+    """The info module's answer for the listed Etcd objects (only `name`, when given), sorted by namespace and
+    name: `etcds` described, `healthy` only when there is at least one and every one is healthy."""
+    if name is not None:
+        found = [e for e in found if (e.get('metadata') or {}).get('name') == name]
+    etcds = sorted((describe_etcd(e) for e in found), key=lambda e: (e['namespace'] or '', e['name'] or ''))
+    return dict(etcds=etcds, healthy=bool(etcds) and all(e['healthy'] for e in etcds))

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, input_errors_as
 from ansible_collections.steward.cluster.plugins.module_utils.common.times import parse_rfc3339
+from ansible_collections.steward.cluster.plugins.module_utils.common.yaml_text import load_yaml
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError
 
 PENDING, IN_PROGRESS, SUCCEEDED, FAILED, REJECTED = 'Pending', 'InProgress', 'Succeeded', 'Failed', 'Rejected'
@@ -61,7 +62,6 @@ class OperatorTask:
 
 @input_errors_as(TaskError)
 def _config(kind: str, text: Any) -> Dict[str, Any]:
-    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
     if text in (None, ''):
         if kind in (SNAPSHOT, COPY):
             raise TaskError('spec.config', 'required', 'a %s needs a config' % kind)
@@ -70,11 +70,7 @@ def _config(kind: str, text: Any) -> Dict[str, Any]:
         raise TaskError('spec.config', 'empty', 'a %s takes no config (got %r)' % (kind, text), text)
     if not isinstance(text, str):
         raise TaskError('spec.config', 'string', 'the config is a YAML document in a string, got %r' % (text,), text)
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise TaskError('spec.config', 'yaml', 'not YAML: %s' % str(exc).split('\n', maxsplit=1)[0], text) from None
-    config = validate.mapping(config, 'spec.config', required=True)
+    config = validate.mapping(load_yaml(text, 'spec.config'), 'spec.config', required=True)
     if kind == SNAPSHOT:
         if config.get('type') not in ('full', 'delta'):
             raise TaskError('spec.config.type', 'one-of', 'expected full or delta, got %r' % (config.get('type'),),

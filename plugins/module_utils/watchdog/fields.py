@@ -14,24 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from ansible_collections.steward.cluster.plugins.module_utils.common import validate
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
-
-
-def load_yaml(text: Any, field: str) -> Any:
-    """One YAML document (the config file's content); a syntax error names the line."""
-    if isinstance(text, bytes):
-        text = text.decode('utf-8', errors='replace')
-    if not isinstance(text, str):
-        return text  # already parsed (a module option given as a dict)
-    import yaml  # PyYAML (an ansible-core and controller dependency); only text needs it
-    try:
-        return validate.document_size(yaml.safe_load(text), field)   # a "billion laughs" document is refused
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, 'problem_mark', None)
-        where = ' at line %d, column %d' % (mark.line + 1, mark.column + 1) if mark is not None else ''
-        problem = getattr(exc, 'problem', None) or str(exc).splitlines()[0]
-        raise InvalidInput(field, 'yaml', 'is not valid YAML%s: %s' % (where, problem)) from None
 
 
 class Fields:

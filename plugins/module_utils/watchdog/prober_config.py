@@ -28,7 +28,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.durations i
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput, field_of, shown
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_subdomain
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.fields import Fields, boolean, listing, load_yaml
+from ansible_collections.steward.cluster.plugins.module_utils.common.yaml_text import load_yaml
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.fields import Fields, boolean, listing
 
 _GROUP_VERSION = re.compile(r'^(?:([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?([a-z0-9]+)$')
 _KIND = re.compile(r'^[A-Z][A-Za-z0-9]*$')

@@ -22,7 +22,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.common.names import dns_label
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string, validate_label_selector
 from ansible_collections.steward.cluster.plugins.module_utils.watchdog import constants as c
-from ansible_collections.steward.cluster.plugins.module_utils.watchdog.fields import Fields, listing, load_yaml
+from ansible_collections.steward.cluster.plugins.module_utils.common.yaml_text import load_yaml
+from ansible_collections.steward.cluster.plugins.module_utils.watchdog.fields import Fields, listing
 
 MAX_DELETIONS = 1000
 

@@ -47,6 +47,39 @@ class StoreCredentials:
     force_path_style: bool = False
 
 
+def store_prefix(prefix: Any, field: str = 'store') -> str:
+    """`<field>.prefix` of a druid StoreSpec: required, one line, no `..` component (snapshots go under
+    `<prefix>/v2/`, and a prefix must not climb out of its container). Returns it without surrounding slashes.
+    The one home of this rule: the Etcd spec (druid/spec.py), the member program and the operator tasks use it."""
+    text = validate.text(prefix, field + '.prefix') if prefix is not None else ''
+    clean = text.strip('/')
+    if not clean:
+        raise SpecError(field + '.prefix', 'required', 'required (snapshots go under <prefix>/v2/)')
+    if '..' in clean.split('/'):
+        raise SpecError(field + '.prefix', 'path-component', 'must not contain ".." (%r)' % (text,), text)
+    return clean
+
+
+def store_container(provider: Any, container: Any, field: str = 'store') -> str:
+    """`<field>.container` of a druid StoreSpec, by provider: a cloud provider's bucket is required and one name;
+    a local container is an absolute directory or one directory name (under the local store root), if given.
+    Returns the container ('' for a local store without one)."""
+    if provider not in LOCAL_PROVIDERS:
+        if not isinstance(container, str) or not container or '/' in container:
+            raise SpecError(field + '.container', 'required', 'the bucket name is required for provider %s, got %r' % (
+                provider, container), container)
+        return container
+    if container is None or container == '':
+        return ''
+    if isinstance(container, str) and container.startswith('/'):
+        return validate.absolute_path(container, field + '.container')
+    name = validate.text(container, field + '.container')
+    if '/' in name or name in ('.', '..'):
+        raise SpecError(field + '.container', 'directory-name', 'a local container is one directory name, got %r' % (
+            name,), name)
+    return name
+
+
 def store_location(provider: Any, container: Any, prefix: Any, field: str = 'store', local_root: str = '') -> str:
     """Our store URL for druid's provider/container/prefix; SpecError names `<field>.<key>`."""
     if provider in KNOWN_ELSEWHERE:
@@ -55,23 +88,14 @@ def store_location(provider: Any, container: Any, prefix: Any, field: str = 'sto
     if provider not in S3_PROVIDERS + LOCAL_PROVIDERS:
         raise SpecError(field + '.provider', 'one-of', 'expected one of %s, got %r' % (
             ', '.join(S3_PROVIDERS + LOCAL_PROVIDERS), provider), provider)
-    text = validate.text(prefix, field + '.prefix') if prefix is not None else ''
-    clean = text.strip('/')
-    if not clean:
-        raise SpecError(field + '.prefix', 'required', 'required (snapshots go under <prefix>/v2/)')
-    if '..' in clean.split('/'):
-        raise SpecError(field + '.prefix', 'path-component', 'must not contain ".." (%r)' % (text,), text)
+    clean = store_prefix(prefix, field)
     if provider in S3_PROVIDERS:
-        if not isinstance(container, str) or not container or '/' in container:
-            raise SpecError(field + '.container', 'required', 'the bucket name is required for provider %s, got %r' % (
-                provider, container), container)
-        return 's3://%s/%s' % (container, clean)
-    if isinstance(container, str) and container.startswith('/'):
-        return os.path.join(validate.absolute_path(container, field + '.container'), clean)
-    name = validate.text(container, field + '.container')
-    if '/' in name or name in ('.', '..'):
-        raise SpecError(field + '.container', 'directory-name', 'a local container is one directory name, got %r' % (
-            name,), name)
+        return 's3://%s/%s' % (store_container(provider, container, field), clean)
+    if container is None or container == '':
+        validate.text(container, field + '.container')   # a local store acted on needs its directory
+    name = store_container(provider, container, field)
+    if name.startswith('/'):
+        return os.path.join(name, clean)
     if not local_root:
         raise SpecError(field + '.container', 'local-root', 'the local container %r needs a local store root to live '
                         'under, and none is configured' % (name,), name)

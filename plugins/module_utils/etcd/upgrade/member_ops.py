@@ -28,6 +28,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.files impor
 from ansible_collections.steward.cluster.plugins.module_utils.common.commands import run_bounded
 from ansible_collections.steward.cluster.plugins.module_utils.common.deadline import DeadlineExceeded
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.common.yaml_text import load_yaml
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
     EtcdConnection, Gateway, member_id_hex)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import (
@@ -210,11 +211,10 @@ def _etcd_container(pod: Dict[str, Any]) -> Dict[str, Any]:
 
 def manifest_image(text: bytes, path: str) -> str:
     """The image of the manifest's etcd container (the container named etcd, else the first)."""
-    import yaml  # PyYAML (an ansible-core dependency), imported where it is used
     try:
-        pod = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ManifestError('%s is not YAML: %s' % (path, exc))
+        pod = load_yaml(text, path)
+    except InvalidInput as exc:
+        raise ManifestError('%s: %s' % (path, exc.detail)) from None
     image = _etcd_container(pod if isinstance(pod, dict) else {}).get('image')
     if not isinstance(image, str) or not image:
         raise ManifestError('%s: the etcd container names no image' % path)
@@ -236,7 +236,7 @@ def with_image(text: bytes, path: str, image: str) -> bytes:
         new = '\n'.join(lines).encode('utf-8')
         if manifest_image(new, path) == image:
             return new
-    pod = yaml.safe_load(text)
+    pod = load_yaml(text, path)   # read once already by manifest_image above
     _etcd_container(pod)['image'] = image
     return yaml.safe_dump(pod, default_flow_style=False, sort_keys=False).encode('utf-8')
 

@@ -1,18 +1,16 @@
 """etcd_druid_info: its options parsed before any request (druid/params.py) and the report of one Etcd
-(the module's `describe`): conditions by type, members, last operation and errors, and the healthy verdict with the
+(druid/status.describe_etcd, the module a thin shell over it): conditions by type, members, last operation and errors, and the healthy verdict with the
 problems that make it false."""
 
 from __future__ import annotations
 
 import copy
-import importlib
 
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.druid.params import parse_etcd_druid_info
-
-info = importlib.import_module('ansible_collections.steward.cluster.plugins.modules.etcd_druid_info')
+from ansible_collections.steward.cluster.plugins.module_utils.druid.status import describe_etcd, etcd_report
 
 
 def params(**kw):
@@ -74,7 +72,7 @@ def changed(**change):
 
 
 def test_a_healthy_etcd_is_reported_as_druid_writes_it():
-    report = info.describe(HEALTHY)
+    report = describe_etcd(HEALTHY)
     assert report['healthy'] is True and report['problems'] == []
     assert (report['name'], report['namespace'], report['replicas'], report['ready'], report['cluster_size'],
             report['ready_replicas'], report['current_replicas']) == ('etcd-main', 'shoot--dev', 3, True, 3, 3, 3)
@@ -106,17 +104,28 @@ def test_a_healthy_etcd_is_reported_as_druid_writes_it():
      ['hibernated (replicas 0)', 'not ready (0 of 0 replicas ready)']),
 ])
 def test_the_verdict_names_what_is_wrong(etcd, problems):
-    report = info.describe(etcd)
+    report = describe_etcd(etcd)
     assert report['healthy'] is False and report['problems'] == problems
 
 
 def test_backup_ready_is_required_only_with_a_store_and_a_new_etcd_is_not_reconciled_yet():
     no_store = changed(spec__backup={}, status__conditions=[cond('Ready', 'True', 'Quorate'),
                                                             cond('AllMembersReady', 'True', 'AllMembersReady')])
-    assert info.describe(no_store)['healthy'] is True
+    assert describe_etcd(no_store)['healthy'] is True
     new = {'metadata': {'name': 'e', 'namespace': 'n', 'generation': 1}, 'spec': {'replicas': 1}}
-    report = info.describe(new)
+    report = describe_etcd(new)
     assert report['problems'] == ['not reconciled yet', 'not ready (0 of 1 replicas ready)', 'Ready not reported',
                                   'AllMembersReady not reported']
     assert (report['ready'], report['cluster_size'], report['members'], report['last_operation'], report['leader']) == (
         False, None, [], None, None)
+
+
+def test_the_report_filters_by_name_sorts_and_is_healthy_only_with_every_etcd_healthy():
+    other = changed(metadata__namespace='shoot--a', metadata__name='etcd-events')
+    sick = changed(metadata__name='etcd-events', metadata__deletionTimestamp='2026-01-01T00:01:00Z')
+    report = etcd_report([HEALTHY, sick, other])
+    assert [(e['namespace'], e['name']) for e in report['etcds']] == [
+        ('shoot--a', 'etcd-events'), ('shoot--dev', 'etcd-events'), ('shoot--dev', 'etcd-main')]
+    assert report['healthy'] is False
+    assert etcd_report([HEALTHY, sick], 'etcd-main')['healthy'] is True
+    assert etcd_report([HEALTHY], 'nope') == {'etcds': [], 'healthy': False}

@@ -40,6 +40,13 @@ def test_minimal_object_takes_every_default():
     ({'backup': {'store': {'provider': 'aws', 'container': 'b'}}}, 'spec.backup.store.prefix', 'required'),
     ({'backup': {'store': {'prefix': 'p', 'provider': 'aws'}}}, 'spec.backup.store.container', 'required'),
     ({'backup': {'store': {'prefix': 'p', 'provider': 'ftp'}}}, 'spec.backup.store.provider', 'choice'),
+    # The store rules of etcd/store/druid_store (one home), recast to EtcdSpecError with the spec's field.
+    ({'backup': {'store': {'prefix': 'a/../b', 'provider': 'aws', 'container': 'b'}}}, 'spec.backup.store.prefix',
+     'path-component'),
+    ({'backup': {'store': {'prefix': 'p', 'provider': 'aws', 'container': 'b/c'}}}, 'spec.backup.store.container',
+     'required'),
+    ({'backup': {'store': {'prefix': 'p', 'provider': 'Local', 'container': 'a/b'}}}, 'spec.backup.store.container',
+     'directory-name'),
     ({'backup': {'fullSnapshotSchedule': '0 */24 * *'}}, 'spec.backup.fullSnapshotSchedule', 'cron'),
     ({'etcd': {'defragmentationSchedule': '61 * * * *'}}, 'spec.etcd.defragmentationSchedule', 'cron'),
     ({'etcd': {'quota': '8 gigs'}}, 'spec.etcd.quota', 'quantity'),

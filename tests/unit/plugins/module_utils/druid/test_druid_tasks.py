@@ -50,6 +50,13 @@ def test_bad_tasks_are_refused_naming_the_field(kind, config, field):
     assert refused.value.field == field
 
 
+def test_a_config_that_is_not_yaml_is_a_task_error_naming_the_line():
+    with pytest.raises(t.TaskError) as refused:
+        t.parse_task(task(kind=t.SNAPSHOT, config='type: full\nx: [1'))
+    assert (refused.value.field, refused.value.rule) == ('spec.config', 'yaml')
+    assert 'is not valid YAML at line' in str(refused.value)
+
+
 def test_a_bad_ttl_and_a_missing_owner_are_named():
     with pytest.raises(t.TaskError, match='ttlSecondsAfterFinished'):
         t.parse_task(task(ttlSecondsAfterFinished=-1))

@@ -110,3 +110,9 @@ def test_a_manifest_without_an_etcd_image_is_refused_and_not_written(tmp_path, t
     with pytest.raises(ManifestError):
         ManifestImageSwap(str(path), 'etcd:3.5.1', str(tmp_path / 'prev.yaml')).swap()
     assert path.read_text() == text and not (tmp_path / 'prev.yaml').exists()
+
+
+def test_a_manifest_that_is_not_yaml_names_the_file_and_the_line(tmp_path):
+    path = str(tmp_path / 'etcd.yaml')
+    with pytest.raises(ManifestError, match=r'etcd\.yaml: is not valid YAML at line 3'):
+        manifest_image(b'spec:\n  containers: [\n', path)
