@@ -217,6 +217,23 @@ def _not_ready_since(member: Mapping[str, Any], now: float) -> float:
     return now - since if since is not None else 0.0
 
 
+def _start_allowance(pod: Mapping[str, Any]) -> float:
+    """Seconds a new pod needs before it can be Ready at all: its containers' readiness probes' initialDelaySeconds
+    (the backup-restore container's, 15 s as druid renders it)."""
+    delays = [((ct.get('readinessProbe') or {}).get('initialDelaySeconds') or 0)
+              for ct in ((pod.get('spec') or {}).get('containers') or [])]
+    return float(max([d for d in delays if isinstance(d, (int, float)) and not isinstance(d, bool)] or [0]))
+
+
+def _pod_settled(pod: Mapping[str, Any], now: float, options: Options) -> bool:
+    """A pod has had its chance once it is older than its start allowance plus the not-ready grace. The member's
+    NotReady time counts from its last transition, which a recreated pod does not reset (a replacement member is
+    NotReady until it has joined and caught up): without this a pod would be deleted again and again while it
+    starts, and the member never rejoin."""
+    created = parse_micro((pod.get('metadata') or {}).get('creationTimestamp'))
+    return created is None or now - created >= _start_allowance(pod) + options.notready_grace
+
+
 def _quorum_loss(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, now: float,
                  options: Options) -> Action:
     members = status.get('members') or []
@@ -272,7 +289,8 @@ def _unready_pods(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observ
     ready = [m for m in members if m.get('status') == st.MEMBER_READY]
     long_unready = [m for m in members if m.get('status') == st.MEMBER_NOT_READY
                     and _not_ready_since(m, now) >= options.notready_grace and m['name'] in observed.pods
-                    and not ((observed.pods[m['name']].get('metadata') or {}).get('deletionTimestamp'))]
+                    and not ((observed.pods[m['name']].get('metadata') or {}).get('deletionTimestamp'))
+                    and _pod_settled(observed.pods[m['name']], now, options)]
     if not long_unready:
         return None
     deleting = [p for p in observed.pods.values() if (p.get('metadata') or {}).get('deletionTimestamp')]

@@ -216,6 +216,25 @@ def test_long_not_ready_member_pod_is_deleted_while_quorate():
     assert not isinstance(w.run(previous=prev_short), p.DeletePod)
 
 
+def test_a_recreated_pod_gets_its_start_and_the_grace_before_it_is_deleted_again():
+    """The member's NotReady time runs from its last transition, which a replacement pod does not reset: a pod
+    younger than its readiness probe's initial delay plus the grace is left to start (found on the lab: a member
+    that lost its disk was deleted every second and never rejoined)."""
+    w = world(ready=[True, True, False])
+    prev = {'members': [{'name': 'etcd-main-2', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 400)}]}
+    pod = w.pods['etcd-main-2']
+    pod.setdefault('spec', {})['containers'] = [{'name': 'etcd'}, {'name': 'backup-restore',
+                                                 'readinessProbe': {'initialDelaySeconds': 15}}]
+    pod['metadata']['creationTimestamp'] = rfc3339(NOW - 10)
+    assert not isinstance(w.run(previous=prev), p.DeletePod)
+    grace = p.Options().notready_grace
+    pod['metadata']['creationTimestamp'] = rfc3339(NOW - 15 - grace + 1)
+    assert not isinstance(w.run(previous=prev), p.DeletePod)
+    pod['metadata']['creationTimestamp'] = rfc3339(NOW - 15 - grace - 1)
+    action = w.run(previous=prev)
+    assert isinstance(action, p.DeletePod) and action.pod == 'etcd-main-2'
+
+
 def test_unready_pod_is_kept_without_a_verified_backup_or_over_the_limit():
     w = world(ready=[True, True, False], verified_ago=None)
     prev = {'members': [{'name': 'etcd-main-2', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 400)}]}
