@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import recovery as r
+from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import Observed
@@ -138,6 +139,15 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
             raise ComponentConflict('pod %s/%s is not a member pod of Etcd %s' % (spec.namespace, action.pod, spec.name))
         client.delete(api_path('v1', 'pods', spec.namespace, action.pod))
         done.append('Pod %s deleted' % action.pod)
+    elif isinstance(action, p.MarkLeaving):
+        marks = {sd.LEAVING: str(action.to), sd.REMOVED: None} if action.to is not None else {sd.LEAVING: None,
+                                                                                          sd.REMOVED: None}
+        for name in action.names:
+            if name not in observed.member_leases:
+                raise ComponentConflict('Lease %s/%s is not a member Lease of Etcd %s' % (spec.namespace, name, spec.name))
+            client.merge_patch(path_of('member-lease', spec.namespace, name), {'metadata': {'annotations': marks}})
+            done.append('Lease %s %s' % (name, 'leaving (replicas %d)' % action.to if action.to is not None
+                                         else 'leaving mark cleared'))
     elif isinstance(action, p.DeleteLeases):
         for name in action.names:
             if delete_ours(client, spec, 'member-lease', name):

@@ -16,6 +16,7 @@ import shutil
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.druid.scale_down import LEAVING
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import (
     ensure_member_absent, join_as_learner)
@@ -82,13 +83,15 @@ class Initializer:
 
     def __init__(self, options: MemberOptions, store: Optional[SnapshotStore], conn: EtcdConnection,
                  learner_marker: Optional[Callable[[], bool]] = None,
-                 recovery_marker: Optional[Callable[[], Optional[str]]] = None):
+                 recovery_marker: Optional[Callable[[], Optional[str]]] = None,
+                 leaving: Optional[Callable[[], bool]] = None):
         """`learner_marker`: reads druid's create-as-learner annotation on this member's Lease (leases.py);
         `recovery_marker`: reads the quorum-loss recovery's restore marker on it (druid/recovery.RESTORE_MARKER,
         the recovery's start in unix seconds; None when absent)."""
         self.options, self.store, self.conn = options, store, conn
         self.learner_marker = learner_marker
         self.recovery_marker = recovery_marker
+        self.leaving = leaving   # the loop's scale-down mark on this member's Lease (druid/scale_down.LEAVING)
         self.last: Dict[str, Any] = {}
 
     def facts(self, mode: str, fail_below_revision: int) -> init.MemberFacts:
@@ -121,6 +124,12 @@ class Initializer:
         """Decide and act; returns {decision, facts, done}. Raises EtcdError when the decision is a refusal or
         an action fails (the status turns Failed and etcd is not started)."""
         facts = self.facts(mode, fail_below_revision)
+        if facts.in_membership is False and self.leaving is not None and self.leaving():
+            # removed by the leading member in a scale-down: rows 4/5 would add it back as a learner
+            reason = ('this member left etcd in a scale-down (its Lease carries %s) and is not added back; its pod '
+                      'goes when the StatefulSet shrinks' % LEAVING)
+            self.last = {'decision': {'action': init.REFUSE, 'reason': reason}, 'data': facts.data.to_dict(), 'done': None}
+            raise EtcdError('initialization refused (%s)' % reason)
         decision = init.decide(facts)
         self.last = {'decision': decision.to_dict(), 'data': facts.data.to_dict(), 'done': None}
         if decision.action == init.REFUSE:

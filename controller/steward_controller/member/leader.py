@@ -10,10 +10,15 @@ backup loop stops here and starts beside the new leader, so only one member ever
 When the program is told to stop (SIGTERM: its pod is being deleted, e.g. a rolling restart) and its etcd leads,
 `hand_off()` first moves leadership to the most caught-up follower (etcd/upgrade's move_leadership_away, the same
 call steward.cluster.etcd_upgrade makes before it stops a member), so clients see one clean leader change instead of
-etcd's own transfer racing its shutdown."""
+etcd's own transfer racing its shutdown.
+
+On a scale-down the leader also removes the superfluous members (ETCD-18 row 13, ETCD-36): those whose member Lease
+the `etcd` loop marked leaving, one per heartbeat, while they still run, then marks each Lease removed so the loop
+shrinks the StatefulSet (druid/scale_down.py decides and says why it happens in that order)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -22,8 +27,11 @@ from typing import Any, Dict, Optional
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
     BackupListener, BackupPolicy, BackupRunner)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import CronSchedule
+from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
     EtcdConnection, Gateway, member_id_hex)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import ensure_member_absent, move_leader
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot, SnapshotStore
@@ -61,6 +69,9 @@ class Heartbeat:
         self._thread: Optional[threading.Thread] = None
         self.leader = False
         self.last_defrag: Optional[Dict[str, Any]] = None
+        self.last_removal: Optional[Dict[str, Any]] = None
+        self.removed_ids: Dict[str, str] = {}   # member name -> hex ID this program removed (for the REMOVED mark)
+        self.member_id = ''
         self._next_defrag: Optional[float] = None
 
     def beat(self) -> None:
@@ -70,7 +81,7 @@ class Heartbeat:
         except EtcdError:
             self._follow()  # etcd not serving: no lease renewal (the Lease expires, as druid reads it), no backups
             return
-        member = member_id_hex(status['header']['member_id'])
+        member = self.member_id = member_id_hex(status['header']['member_id'])
         self.leader = str(status.get('leader')) == str(status['header']['member_id'])
         if self.leases is not None:
             self.leases.member(member, self.leader, int(status['header'].get('revision') or 0))
@@ -94,6 +105,43 @@ class Heartbeat:
             elif now >= self._next_defrag:
                 self.last_defrag = rolling_defrag(self.cluster, defrag_timeout=self.defrag_timeout)
                 self._next_defrag = self.defrag_schedule.next_after(now)
+        self.remove_superfluous()
+
+    def remove_superfluous(self) -> Optional[sd.Removal]:
+        """One step of a scale-down's membership change (the leader's; druid/scale_down.plan_removal decides):
+        remove one superfluous member, or move leadership off this member when it is the superfluous one, and mark
+        the Leases of members etcd no longer lists. Nothing without a Lease marked leaving (no etcd call then)."""
+        leases = self.leases.member_leases() if self.leases is not None else None
+        if not leases or not any(sd.leaving_size(lease) is not None and not sd.is_removed(lease)
+                                 for lease in leases.values()):
+            return None
+        try:
+            info = cluster_info(self.cluster)
+        except EtcdError as exc:
+            print('superfluous members: the cluster cannot be read: %s' % exc, flush=True)
+            return None
+        step = sd.plan_removal(info['members'], self.member_id or str(info.get('leader') or ''), leases,
+                               self.removed_ids)
+        done = ''
+        try:
+            if step.action == sd.REMOVE:
+                ensure_member_absent(self.cluster, member_id=step.member_id, retry_timeout=30)
+                self.removed_ids[step.name] = step.member_id
+                step = dataclasses.replace(step, mark_removed=dict(step.mark_removed, **{step.name: step.member_id}))
+                done = 'removed'
+            elif step.action == sd.TRANSFER:
+                move_leader(self.cluster, step.target_id)
+                done = 'leadership moved'
+        except EtcdError as exc:
+            done = 'failed: %s' % exc
+        if step.action != sd.NOTHING or step.mark_removed:
+            print('superfluous members: %s%s' % (step.reason, ' - %s' % done if done else ''), flush=True)
+        for name, member_id in sorted(step.mark_removed.items()):
+            if self.leases is not None and self.leases.mark_removed(name, member_id):
+                print('superfluous members: Lease %s marked removed (%s)' % (name, member_id or 'not listed'),
+                      flush=True)
+        self.last_removal = {'action': step.action, 'reason': step.reason, 'result': done}
+        return step
 
     def _follow(self) -> None:
         if self._thread is not None:

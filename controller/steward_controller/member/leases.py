@@ -25,6 +25,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import 
 from ansible_collections.steward.cluster.plugins.module_utils.druid.components import CREATE_AS_LEARNER
 from ansible_collections.steward.cluster.plugins.module_utils.druid.plan import MEMBER_REVISION
 from ansible_collections.steward.cluster.plugins.module_utils.druid.recovery import RESTORE_MARKER
+from ansible_collections.steward.cluster.plugins.module_utils.druid.scale_down import LEAVING, REMOVED
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import VERIFIED_AT, VERIFIED_REVISION
 
 LEASES = 'coordination.k8s.io/v1'
@@ -38,8 +39,9 @@ class LeaseWriter:
     """Patches holderIdentity and renewTime of existing Leases in `namespace`; a missing Lease is reported,
     never created."""
 
-    def __init__(self, client: KubeClient, namespace: str, member_lease: str, full_lease: str, delta_lease: str):
-        self.client, self.namespace = client, namespace
+    def __init__(self, client: KubeClient, namespace: str, member_lease: str, full_lease: str, delta_lease: str,
+                 etcd: str = ''):
+        self.client, self.namespace, self.etcd = client, namespace, etcd
         self.member_lease, self.full_lease, self.delta_lease = member_lease, full_lease, delta_lease
         self.last_error = ''
 
@@ -88,3 +90,32 @@ class LeaseWriter:
         """The `etcd` loop's quorum-loss recovery asks this (first) member to restore from the store before it
         starts (druid/recovery.RESTORE_MARKER: the recovery's start, unix seconds); None when not asked."""
         return self._annotation(RESTORE_MARKER) or None
+
+    def leaving(self) -> bool:
+        """The `etcd` loop marked this member's Lease: a scale-down removes this member (druid/scale_down.LEAVING)."""
+        return bool(self._annotation(LEAVING))
+
+    def member_leases(self) -> Optional[Dict[str, Dict[str, Any]]]:
+        """This Etcd's member Leases `<etcd>-<ordinal>` by name; None when they cannot be read (nothing is decided
+        on a partial view)."""
+        if not self.etcd:
+            return None
+        prefix = self.etcd + '-'
+        try:
+            items = self.client.list(api_path(LEASES, 'leases', self.namespace))
+        except KubeError as exc:
+            self.last_error = 'leases in %s: %s' % (self.namespace, exc)
+            return None
+        return {i['metadata']['name']: i for i in items
+                if i['metadata']['name'].startswith(prefix) and i['metadata']['name'][len(prefix):].isdigit()}
+
+    def mark_removed(self, name: str, member_id: str) -> bool:
+        """Tell the `etcd` loop that etcd no longer lists member `name` (druid/scale_down.REMOVED): the StatefulSet
+        may shrink. Only an existing Lease is patched."""
+        try:
+            self.client.merge_patch(api_path(LEASES, 'leases', self.namespace, name),
+                                    {'metadata': {'annotations': {REMOVED: member_id}}})
+            return True
+        except KubeError as exc:   # NotFound included: the loop deleted it, nothing to tell
+            self.last_error = 'lease %s/%s: %s' % (self.namespace, name, exc)
+            return False

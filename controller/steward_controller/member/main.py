@@ -177,7 +177,8 @@ def lease_writer(args: argparse.Namespace, pod: str) -> Optional[LeaseWriter]:
     name = etcd_name(pod)
     return LeaseWriter(client, args.pod_namespace, pod if args.enable_member_lease_renewal else '',
                        (args.full_snapshot_lease_name or name + '-full-snap') if args.enable_snapshot_lease_renewal else '',
-                       (args.delta_snapshot_lease_name or name + '-delta-snap') if args.enable_snapshot_lease_renewal else '')
+                       (args.delta_snapshot_lease_name or name + '-delta-snap') if args.enable_snapshot_lease_renewal else '',
+                       etcd=name if args.enable_member_lease_renewal else '')
 
 
 def member_urls(value: object, name: str) -> List[str]:
@@ -244,7 +245,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                           timeout=parse_duration(args.etcd_connection_timeout, '--etcd-connection-timeout') or 5.0)
     leases = lease_writer(args, options.name)
     state = MemberState(Initializer(options, store, conn, leases.learner_wanted if leases else None,
-                                    recovery_marker=leases.recovery_marker if leases else None), bootstrap)
+                                    recovery_marker=leases.recovery_marker if leases else None,
+                                    leaving=leases.leaving if leases else None), bootstrap)
     member_metrics.install(state)
     policy = backup_policy(args) if store is not None else None
     defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None

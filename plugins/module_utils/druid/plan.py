@@ -17,8 +17,9 @@ Order, first match wins (the minimum action each pass; "nothing" is Nothing, and
   3. superfluous member Leases (ordinal >= spec.replicas once the StatefulSet has shrunk, row 13): DeleteLeases
   4. the spec (only when the gate allows it, spec.reconcile_gate):
        ApplyComponents (everything but the StatefulSet that is missing or differs),
-       CreateStatefulSet, ScaleUp (row 11: new ordinals join as learners, ETCD-42/43), ScaleDown (row 12: the
-       removed ordinals' Leases are deleted by row 3 afterwards), UpdateStatefulSet (a new pod template, written
+       CreateStatefulSet, ScaleUp (row 11: new ordinals join as learners, ETCD-42/43), ScaleDown (row 12: first
+       MarkLeaving on the going ordinals' Leases and AwaitRemoval until the leading member's program has removed
+       them from etcd (druid/scale_down.py says why), then replicas; their Leases are deleted by row 3 afterwards), UpdateStatefulSet (a new pod template, written
        with OnDelete: no pod restarts by itself), gated on AllMembersReady and BackupReady (ETCD-21)
   5. pods on an older template: RestartMember, one per pass, followers first and the leader last, each only while
      AllMembersReady and BackupReady hold and a verified full snapshot is fresh (beyond druid: druid rolls on its own)
@@ -37,6 +38,7 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import plan as rolling
@@ -123,6 +125,25 @@ class ScaleDown(Action):
     current: int = 0
     to: int = 0
     event = 'ScaledDown'
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkLeaving(Action):
+    """Mark the member Leases `names` with scale_down.LEAVING (`to`: the new replica count), so the leading member's
+    program removes those members from etcd while they still run; `to` None clears the marks of ordinals a later
+    spec keeps (a scale-down reverted before it finished)."""
+    names: Tuple[str, ...] = ()
+    to: Optional[int] = None
+    event = 'MembersLeaving'
+
+
+@dataclasses.dataclass(frozen=True)
+class AwaitRemoval(Action):
+    """A scale-down waits until the leading member's program has removed the going members from etcd (each
+    going Lease marked scale_down.REMOVED); then the StatefulSet shrinks."""
+    names: Tuple[str, ...] = ()
+    event = 'MembersRemoving'
+    changes = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +310,7 @@ def _unready_pods(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observ
     ready = [m for m in members if m.get('status') == st.MEMBER_READY]
     long_unready = [m for m in members if m.get('status') == st.MEMBER_NOT_READY
                     and _not_ready_since(m, now) >= options.notready_grace and m['name'] in observed.pods
+                    and c.ordinal_of(m['name']) < spec.replicas   # a going member is not brought back
                     and not ((observed.pods[m['name']].get('metadata') or {}).get('deletionTimestamp'))
                     and _pod_settled(observed.pods[m['name']], now, options)]
     if not long_unready:
@@ -393,6 +415,11 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
         return ApplyComponents('applying %s' % ', '.join('%s %s' % k for k in stale), keys=stale)
     sts = observed.statefulset
     want = desired[sts_key]
+    kept = tuple(sorted((n for n, lease in observed.member_leases.items() if 0 <= c.ordinal_of(n) < spec.replicas
+                         and sd.leaving_size(lease) is not None), key=c.ordinal_of))
+    if kept:
+        return MarkLeaving('%s stay (replicas %d): their leaving marks are cleared' % (', '.join(kept), spec.replicas),
+                           names=kept, to=None)
     if sts is None:
         return CreateStatefulSet('creating StatefulSet %s with %d replica(s)' % (spec.name, spec.replicas),
                                  replicas=spec.replicas)
@@ -411,6 +438,15 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
         elif not all_ready:
             return Postponed('scale-down %d -> %d waits for AllMembersReady' % (current, spec.replicas),
                              gate='AllMembersReady')
+        going = member_names(spec.name, current)[spec.replicas:]
+        gate = sd.scale_down_gate(going, observed.member_leases, spec.replicas)
+        if gate.to_mark:
+            return MarkLeaving('scaling down %d -> %d: %s leave etcd first, removed by the leading member while they '
+                               'still run (quorum is kept), then the StatefulSet shrinks' % (
+                                   current, spec.replicas, ', '.join(gate.to_mark)), names=gate.to_mark, to=spec.replicas)
+        if gate.waiting:
+            return AwaitRemoval('scale-down %d -> %d waits until the leading member has removed %s from etcd' % (
+                current, spec.replicas, ', '.join(gate.waiting)), names=gate.waiting)
         return ScaleDown('scaling down %d -> %d; the Leases of %s go once their pods are gone' % (
             current, spec.replicas, ', '.join(member_names(spec.name, current)[spec.replicas:]) or 'none'),
             current=current, to=spec.replicas)

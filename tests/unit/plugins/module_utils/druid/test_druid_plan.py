@@ -2,6 +2,7 @@
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import parse_etcd
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
@@ -140,11 +141,26 @@ def apply(w, action):
         w.existing[key] = desired[key]
 
 
+def mark(w, names, annotations):
+    for n in names:
+        w.leases[n]['metadata']['annotations'].update(annotations)
+
+
 def test_scale_down_and_then_the_superfluous_leases():
     w = world(replicas=3, spec_replicas=1)
     action = w.run()
     assert action.keys == (('configmap', c.configmap_name(w.spec)),)        # initial-cluster of 1 first
     apply(w, action)
+    # the going members leave etcd first (the leading member removes them while they run), then the StatefulSet shrinks
+    action = w.run()
+    assert isinstance(action, p.MarkLeaving) and action.names == ('etcd-main-1', 'etcd-main-2') and action.to == 1
+    mark(w, action.names, {sd.LEAVING: '1'})
+    action = w.run()
+    assert isinstance(action, p.AwaitRemoval) and action.names == ('etcd-main-1', 'etcd-main-2') and not action.changes
+    mark(w, ('etcd-main-2',), {sd.REMOVED: 'a2'})
+    action = w.run()
+    assert isinstance(action, p.AwaitRemoval) and action.names == ('etcd-main-1',)
+    mark(w, ('etcd-main-1',), {sd.REMOVED: 'a1'})
     action = w.run()
     assert isinstance(action, p.ScaleDown) and (action.current, action.to) == (3, 1)
     w.sts['spec']['replicas'] = 1
@@ -152,6 +168,28 @@ def test_scale_down_and_then_the_superfluous_leases():
         del w.pods[n]
     action = w.run()
     assert isinstance(action, p.DeleteLeases) and action.names == ('etcd-main-1', 'etcd-main-2')
+
+
+def test_a_reverted_scale_down_clears_the_marks_of_the_ordinals_kept():
+    w = world(replicas=3)
+    mark(w, ('etcd-main-1', 'etcd-main-2'), {sd.LEAVING: '1'})
+    mark(w, ('etcd-main-2',), {sd.REMOVED: 'a2'})
+    action = w.run()
+    assert isinstance(action, p.MarkLeaving) and action.names == ('etcd-main-1', 'etcd-main-2') and action.to is None
+
+
+def test_going_members_not_ready_are_not_restarted_by_the_unready_rule():
+    w = world(replicas=3, spec_replicas=1, ready=[True, False, False])
+    apply(w, w.run(previous=not_ready_for(600)))
+    action = w.run(previous=not_ready_for(600))
+    assert isinstance(action, p.MarkLeaving), action   # not DeletePod: ordinals 1 and 2 are going
+
+
+def test_scale_down_without_leases_for_the_going_ordinals_has_nothing_to_wait_for():
+    w = world(replicas=3, spec_replicas=1)
+    del w.leases['etcd-main-1'], w.leases['etcd-main-2']
+    apply(w, w.run())
+    assert isinstance(w.run(), p.ScaleDown)
 
 
 def test_scale_to_zero_needs_a_fresh_verified_backup():
@@ -293,7 +331,7 @@ def test_pdb_follows_all_members_ready():
 
 def test_every_action_kind_has_an_event_reason():
     kinds = [k for k in vars(p).values() if isinstance(k, type) and issubclass(k, p.Action) and k is not p.Action]
-    assert len(kinds) == 13
+    assert len(kinds) == 15
     assert len({k.event for k in kinds}) == len(kinds)
 
 
