@@ -21,6 +21,9 @@ class Client:
     def get_or_none(self, path):
         return self.leases.get(path.rsplit('/', 1)[-1])
 
+    def list(self, path):
+        return [dict(lease, metadata=dict(lease.get('metadata') or {}, name=name)) for name, lease in self.leases.items()]
+
 
 def test_member_and_snapshot_leases_carry_revisions_and_the_verified_full_snapshot():
     client = Client()
@@ -46,3 +49,16 @@ def test_the_recovery_restore_marker_is_read_from_the_members_lease():
     marked = {'etcd-main-0': {'metadata': {'annotations': {'cluster.steward.io/restore-from-store': '1800000000'}}}}
     assert LeaseWriter(Client(marked), 'shoot', 'etcd-main-0', '', '').recovery_marker() == '1800000000'
     assert LeaseWriter(Client({'etcd-main-0': {}}), 'shoot', 'etcd-main-0', '', '').recovery_marker() is None
+
+
+def test_a_scale_down_reads_this_etcds_member_leases_and_marks_a_removed_member():
+    leases = {'etcd-main-0': {}, 'etcd-main-2': {'metadata': {'annotations': {'cluster.steward.io/leaving': '1'}}},
+              'etcd-main-full-snap': {}, 'etcd-events-0': {}, 'etcd-main-x': {}}
+    client = Client(leases)
+    writer = LeaseWriter(client, 'shoot', 'etcd-main-0', '', '', etcd='etcd-main')
+    assert sorted(writer.member_leases()) == ['etcd-main-0', 'etcd-main-2']   # only `<etcd>-<ordinal>`
+    assert LeaseWriter(client, 'shoot', 'etcd-main-2', '', '').leaving()
+    assert not writer.leaving()
+    assert writer.mark_removed('etcd-main-2', 'a2')
+    assert client.patches == [('etcd-main-2', {'metadata': {'annotations': {'cluster.steward.io/member-removed': 'a2'}}})]
+    assert LeaseWriter(client, 'shoot', 'etcd-main-0', '', '').member_leases() is None   # no Etcd name: nothing read
