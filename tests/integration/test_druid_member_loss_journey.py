@@ -23,7 +23,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from lab.pods import images
 
 from test_druid_lab_journey import ETCD, NS, _condition, _wait, druid_lab   # the druid journey's helpers, one copy
-from test_druid_quorum_loss_journey import PODS, PVCS, _all_keys_everywhere, _etcd_pid, _etcdctl, _pods, _recovered
+from test_druid_quorum_loss_journey import (PODS, PVCS, _all_keys_everywhere, _create_etcd, _etcd_pid, _etcdctl, _pods,
+                                            _recovered)
 
 pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
 FLAGS = ['--controllers', 'etcd', '--etcd-status-sync-period', '1s', '--etcd-member-unknown-threshold', '5s',
@@ -50,15 +51,7 @@ def test_a_member_lost_with_its_disk_comes_back_as_a_new_member_and_deleting_the
         s3_server, tmp_path):
     with druid_lab(s3_server, tmp_path, BUCKET, FLAGS) as (kube, session):
         url = kube.url
-        answer = session.post(url + api_path('druid.gardener.cloud/v1alpha1', 'etcds', NS), json={
-            'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
-            'metadata': {'name': 'etcd-main', 'namespace': NS},
-            'spec': {'replicas': 3, 'labels': {'app': 'etcd-main'},
-                     'etcd': {'quota': '2Gi', 'heartbeatDuration': '2s'},
-                     'backup': {'fullSnapshotSchedule': '0 */24 * * *', 'deltaSnapshotPeriod': '60s',
-                                'store': {'provider': 'aws', 'container': BUCKET, 'prefix': 'demo--etcd-main',
-                                          'secretRef': {'name': 'etcd-backup-aws'}}}}})
-        assert answer.status_code == 201, answer.text
+        _create_etcd(session, url, BUCKET)
         _recovered(session, url, 120)
         _wait(session, url, lambda s: _condition(s, 'BackupReady') == 'True', 60, 'BackupReady')
         pods = _pods(session, url)

@@ -96,6 +96,19 @@ def _all_keys_everywhere(session, url, keys):
         assert set(keys) <= set(got), '%s misses %s' % (name, sorted(set(keys) - set(got)))
 
 
+def _create_etcd(session, url, bucket, replicas=3):
+    """A druid user's `Etcd` with `replicas` members, backups in the lab's S3 `bucket` (the journeys' one manifest)."""
+    answer = session.post(url + api_path('druid.gardener.cloud/v1alpha1', 'etcds', NS), json={
+        'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
+        'metadata': {'name': 'etcd-main', 'namespace': NS},
+        'spec': {'replicas': replicas, 'labels': {'app': 'etcd-main'},
+                 'etcd': {'quota': '2Gi', 'heartbeatDuration': '2s'},
+                 'backup': {'fullSnapshotSchedule': '0 */24 * * *', 'deltaSnapshotPeriod': '60s',
+                            'store': {'provider': 'aws', 'container': bucket, 'prefix': 'demo--etcd-main',
+                                      'secretRef': {'name': 'etcd-backup-aws'}}}}})
+    assert answer.status_code == 201, answer.text
+
+
 def _recovered(session, url, deadline):
     return _wait(session, url, lambda s: s.get('ready') and s.get('clusterSize') == 3 and s.get('readyReplicas') == 3
                  and _condition(s, 'AllMembersReady') == 'True' and 'cluster.steward.io/quorum-loss-recovery' not in (
@@ -108,15 +121,7 @@ def test_quorum_loss_of_two_members_and_of_all_three(s3_server, tmp_path):
     with druid_lab(s3_server, tmp_path, BUCKET, FLAGS) as (kube, session):
         url = kube.url
         try:
-            answer = session.post(url + api_path('druid.gardener.cloud/v1alpha1', 'etcds', NS), json={
-                'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
-                'metadata': {'name': 'etcd-main', 'namespace': NS},
-                'spec': {'replicas': 3, 'labels': {'app': 'etcd-main'},
-                         'etcd': {'quota': '2Gi', 'heartbeatDuration': '2s'},
-                         'backup': {'fullSnapshotSchedule': '0 */24 * * *', 'deltaSnapshotPeriod': '60s',
-                                    'store': {'provider': 'aws', 'container': BUCKET, 'prefix': 'demo--etcd-main',
-                                              'secretRef': {'name': 'etcd-backup-aws'}}}}})
-            assert answer.status_code == 201, answer.text
+            _create_etcd(session, url, BUCKET)
             _recovered(session, url, 120)
             _wait(session, url, lambda s: _condition(s, 'BackupReady') == 'True', 60, 'BackupReady')
             pods = _pods(session, url)

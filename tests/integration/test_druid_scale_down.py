@@ -16,7 +16,7 @@ import pytest
 from lab.pods import images
 
 from test_druid_lab_journey import ETCD, _condition, _wait, druid_lab   # the druid journeys' helpers, one copy
-from test_druid_quorum_loss_journey import _etcdctl, _pods, _recovered
+from test_druid_quorum_loss_journey import _create_etcd, _etcdctl, _pods, _recovered
 
 pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
 FLAGS = ['--controllers', 'etcd', '--etcd-status-sync-period', '1s']
@@ -32,15 +32,7 @@ def _member_names(endpoint):
 def test_scaling_from_three_to_one_removes_the_removed_ordinals_members(s3_server, tmp_path):
     with druid_lab(s3_server, tmp_path, BUCKET, FLAGS) as (kube, session):
         url = kube.url
-        answer = session.post(url + ETCD.rsplit('/', 1)[0], json={
-            'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
-            'metadata': {'name': 'etcd-main', 'namespace': 'demo'},
-            'spec': {'replicas': 3, 'labels': {'app': 'etcd-main'},
-                     'etcd': {'quota': '2Gi', 'heartbeatDuration': '2s'},
-                     'backup': {'fullSnapshotSchedule': '0 */24 * * *', 'deltaSnapshotPeriod': '60s',
-                                'store': {'provider': 'aws', 'container': BUCKET, 'prefix': 'demo--etcd-main',
-                                          'secretRef': {'name': 'etcd-backup-aws'}}}}})
-        assert answer.status_code == 201, answer.text
+        _create_etcd(session, url, BUCKET)
         _recovered(session, url, 120)
         survivor = 'http://%s:2379' % _pods(session, url)['etcd-main-0']['status']['podIP']
         keys = ['k%02d' % i for i in range(20)]
@@ -63,6 +55,7 @@ def test_scaling_from_three_to_one_removes_the_removed_ordinals_members(s3_serve
             time.sleep(1)
         assert names == ['etcd-main-0'], 'etcd still lists %s %.0f s after the scale-down' % (
             names, time.monotonic() - started)
+        print('scale-down 3 -> 1: one member listed and one pod left after %.1f s' % (time.monotonic() - started))
         # the going Leases are deleted once their pods are gone (row 3): status lists the one member left
         status = _wait(session, url, lambda s: s.get('ready') and s.get('clusterSize') == 1
                        and _condition(s, 'AllMembersReady') == 'True'
