@@ -19,8 +19,9 @@ Order, first match wins (the minimum action each pass; "nothing" is Nothing, and
        ApplyComponents (everything but the StatefulSet that is missing or differs),
        CreateStatefulSet, ScaleUp (row 11: new ordinals join as learners, ETCD-42/43), ScaleDown (row 12: first
        MarkLeaving on the going ordinals' Leases and AwaitRemoval until the leading member's program has removed
-       them from etcd (druid/scale_down.py says why), then replicas; their Leases are deleted by row 3 afterwards), UpdateStatefulSet (a new pod template, written
-       with OnDelete: no pod restarts by itself), gated on AllMembersReady and BackupReady (ETCD-21)
+       them from etcd (druid/scale_down.py says why), then replicas; their Leases are deleted by row 3 afterwards),
+       UpdateStatefulSet (a new pod template, written with OnDelete: no pod restarts by itself), gated on
+       AllMembersReady and BackupReady (ETCD-21)
   5. pods on an older template: RestartMember, one per pass, followers first and the leader last, each only while
      AllMembersReady and BackupReady hold and a verified full snapshot is fresh (beyond druid: druid rolls on its own)
   6. the PodDisruptionBudget's minAvailable follows AllMembersReady (ETCD-20): ApplyComponents of the PDB
