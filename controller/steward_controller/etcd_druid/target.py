@@ -140,8 +140,8 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
         client.delete(api_path('v1', 'pods', spec.namespace, action.pod))
         done.append('Pod %s deleted' % action.pod)
     elif isinstance(action, p.MarkLeaving):
-        marks = {sd.LEAVING: str(action.to), sd.REMOVED: None} if action.to is not None else {sd.LEAVING: None,
-                                                                                          sd.REMOVED: None}
+        # a new mark drops an older REMOVED (another scale-down's); clearing drops both
+        marks = {sd.LEAVING: str(action.to) if action.to is not None else None, sd.REMOVED: None}
         for name in action.names:
             if name not in observed.member_leases:
                 raise ComponentConflict('Lease %s/%s is not a member Lease of Etcd %s' % (spec.namespace, name, spec.name))

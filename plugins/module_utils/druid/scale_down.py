@@ -141,4 +141,3 @@ def plan_removal(members: Sequence[Mapping[str, Any]], leader_id: str,
     size = leaving_size(leases.get(victim['name']))
     return Removal(REMOVE, 'member %s (%s) is superfluous: the Etcd scales down to %d member(s)' % (
         victim['name'], victim['id'], size), member_id=victim['id'], name=victim['name'], mark_removed=mark)
-
