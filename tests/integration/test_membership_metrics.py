@@ -209,7 +209,7 @@ def test_the_member_programs_metrics_endpoint(tmp_path):
         _get(base + '/initialization/start?mode=full')
         wait_for(lambda: _get(base + '/initialization/status') == b'Successful', 30, 0.1, 'the initialization')
         assert _get(base + '/metrics'), ('GET /metrics is not answered: member/main.py must call metrics.install(state) '
-                                          'and member/server.py route /metrics (member/metrics.py says how)')
+                                         'and member/server.py route /metrics (member/metrics.py says how)')
         config = tmp_path / 'etcd.conf.yaml'
         config.write_bytes(_get(base + '/config'))
         with open(str(tmp_path / 'etcd.log'), 'ab') as log:

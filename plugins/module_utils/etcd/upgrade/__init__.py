@@ -9,8 +9,9 @@
                move leadership away, stop, swap binary or image, start, wait until caught up)
   run.py       walking the plan on a live cluster: observe, snapshot gate, per-member MemberOps (stop/swap/start/
                restore_previous), caught-up check (revision + HashKV), the run's record for resume, rollback
-  member_ops.py one member's turn (leadership moved away, caught up with the leader) and the MemberOps of hosts' members: a binary swapped in place (the etcd role), a static pod's image tag
-               rewritten in its manifest (provisioning)
+  member_ops.py one member's turn (leadership moved away, caught up with the leader) and the MemberOps of hosts'
+               members: a binary swapped in place (the etcd role), a static pod's image tag rewritten in its
+               manifest (provisioning)
   host.py      one member's part run from its host (the etcd_upgrade module's checks and run); the static-pod member
                and the certificate reader are provisioning/etcd_static_pod.py's (that area sits above this one)
 

@@ -261,8 +261,8 @@ def test_a_recreated_pod_gets_its_start_and_the_grace_before_it_is_deleted_again
     w = world(ready=[True, True, False])
     prev = {'members': [{'name': 'etcd-main-2', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 400)}]}
     pod = w.pods['etcd-main-2']
-    pod.setdefault('spec', {})['containers'] = [{'name': 'etcd'}, {'name': 'backup-restore',
-                                                 'readinessProbe': {'initialDelaySeconds': 15}}]
+    pod.setdefault('spec', {})['containers'] = [
+        {'name': 'etcd'}, {'name': 'backup-restore', 'readinessProbe': {'initialDelaySeconds': 15}}]
     pod['metadata']['creationTimestamp'] = rfc3339(NOW - 10)
     assert not isinstance(w.run(previous=prev), p.DeletePod)
     grace = p.Options().notready_grace
