@@ -264,6 +264,11 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
+def _events(session: requests.Session, url: str) -> int:
+    """Events in the namespace (the loop posts one for every action, and one per changed outcome that acts not)."""
+    return len(session.get(url + '/api/v1/namespaces/demo/events').json()['items'])
+
+
 def _etcd_object(name: str) -> Dict[str, Any]:
     return {'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
             'metadata': {'name': name, 'namespace': 'demo'},
@@ -309,9 +314,14 @@ def scale_run(count: int, steady_window: float, sweeps: int) -> Dict[str, Any]:
                 time.sleep(0.5)
             first_sweep = time.monotonic() - began
             time.sleep(SCALE_SYNC)
-            cpu0, t0 = _cpu_seconds(pid), time.monotonic()
+            cpu0, t0, events0, log0 = _cpu_seconds(pid), time.monotonic(), _events(session, kube.url), \
+                os.path.getsize(controller.log_path)
             time.sleep(steady_window)
             cpu_share = (_cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
+            with open(controller.log_path, errors='replace') as f:
+                f.seek(log0)
+                steady_log = [line for line in f.read().splitlines() if line.strip()]
+            steady_events = _events(session, kube.url) - events0
             loaded = _proc_status(pid)
             controller.stop()
             controller = None
@@ -338,6 +348,7 @@ def scale_run(count: int, steady_window: float, sweeps: int) -> Dict[str, Any]:
                 'controller_vmhwm_mib': round(loaded['VmHWM'] / 1024, 1),
                 'first_sweep_s': round(first_sweep, 1), 'steady_cpu_share': round(cpu_share, 3),
                 'steady_window_s': steady_window, 'sync_period_s': SCALE_SYNC,
+                'steady_events': steady_events, 'steady_log_lines': len(steady_log), 'steady_log_sample': steady_log[:3],
                 'in_process_sweep_s': [round(x, 2) for x in sweep_s],
                 'in_process_pass_median_ms': round(statistics.median(per_pass) * 1000, 1),
                 'in_process_pass_p90_ms': round(per_pass[int(len(per_pass) * 0.9)] * 1000, 1),
