@@ -10,7 +10,7 @@ The lab's parts, every piece real: the API emulator with the shipped CRDs and th
 The controller runs with the member-loss journey's flags (`--etcd-status-sync-period 1s
 --etcd-member-unknown-threshold 5s --etcd-member-notready-threshold 3s`; druid's defaults are 15s, 1m and 5m) and the
 `Etcd` with the journeys' `heartbeatDuration: 2s` (druid's default 10s): the figures say what the machinery takes,
-not how long druid's defaults wait before they act.
+not how long druid's defaults wait before they act; `--druid-defaults` runs the lifecycle with druid's defaults.
 
 - create: the `Etcd` posted -> `status.ready` and -> every member Ready (`ready`, `clusterSize`, `readyReplicas` and
   the AllMembersReady condition). Floor: the etcd container's readiness probe (initialDelaySeconds 15, period 5,
@@ -30,7 +30,7 @@ not how long druid's defaults wait before they act.
   write status) timed in this process over every object (EtcdDruidLoop.run_pass, the code the controller's pass
   thread runs; the emulator serves from this process too).
 
-    python bench/druid_lifecycle.py [--runs 3] [--scenarios one,three,scale] [--objects 100]
+    python bench/druid_lifecycle.py [--runs 3] [--scenarios one,three,scale] [--objects 100] [--druid-defaults]
 Writes bench/results/druid_lifecycle.json.
 """
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import logging
 import os
@@ -47,7 +48,7 @@ import subprocess
 import tempfile
 import time
 import types
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -67,6 +68,21 @@ from lab.pods import images  # noqa: E402
 
 FLAGS = ['--controllers', 'etcd,etcd-tasks', '--etcd-status-sync-period', '1s', '--etcd-member-unknown-threshold',
          '5s', '--etcd-member-notready-threshold', '3s']
+HEARTBEAT = '2s'
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """The controller's flags and the Etcd's member heartbeat a run uses; `slack`: seconds added to the waits for
+    what the thresholds bound (druid's defaults wait minutes before a member is NotReady)."""
+    name: str
+    flags: List[str]
+    heartbeat: Optional[str]
+    slack: float = 0.0
+
+
+JOURNEY = Profile('journey', FLAGS, HEARTBEAT)
+DRUID_DEFAULTS = Profile('druid-defaults', ['--controllers', 'etcd,etcd-tasks'], None, slack=480.0)
 SCALE_SYNC = 5.0      # the scale run's --etcd-status-sync-period (seconds)
 BUCKET = 'druid-lifecycle'
 RECOVERY = 'cluster.steward.io/quorum-loss-recovery'
@@ -104,12 +120,13 @@ def _condition(status: Dict[str, Any], kind: str) -> Any:
     return next((c for c in status.get('conditions') or [] if c['type'] == kind), {}).get('status')
 
 
-def _post_etcd(lab: DruidLab, replicas: int) -> None:
+def _post_etcd(lab: DruidLab, replicas: int, profile: Profile) -> None:
+    etcd = {'quota': '2Gi', 'heartbeatDuration': profile.heartbeat} if profile.heartbeat else {'quota': '2Gi'}
     answer = lab.session.post(lab.kube.url + api_path('druid.gardener.cloud/v1alpha1', 'etcds', lab.ns), json={
         'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
         'metadata': {'name': lab.name, 'namespace': lab.ns},
         'spec': {'replicas': replicas, 'labels': {'app': lab.name},
-                 'etcd': {'quota': '2Gi', 'heartbeatDuration': '2s'},
+                 'etcd': etcd,
                  'backup': {'fullSnapshotSchedule': '0 */24 * * *', 'deltaSnapshotPeriod': '60s',
                             'store': {'provider': 'aws', 'container': BUCKET, 'prefix': 'demo--' + lab.name,
                                       'secretRef': {'name': 'etcd-backup-aws'}}}}})
@@ -126,13 +143,13 @@ def _backup_secret(lab: DruidLab, s3_url: str) -> None:
     assert answer.status_code == 201, answer.text
 
 
-def _create(lab: DruidLab, replicas: int) -> Dict[str, float]:
+def _create(lab: DruidLab, replicas: int, profile: Profile) -> Dict[str, float]:
     """Post the Etcd; seconds to status.ready and to every member Ready."""
     began = time.monotonic()
-    _post_etcd(lab, replicas)
-    lab.wait(lambda: lab.status().get('ready'), 180, 'status.ready')
+    _post_etcd(lab, replicas, profile)
+    lab.wait(lambda: lab.status().get('ready'), 180 + profile.slack, 'status.ready')
     ready = time.monotonic() - began
-    lab.wait(lambda: lab.all_ready(replicas), 180, 'every member Ready')
+    lab.wait(lambda: lab.all_ready(replicas), 180 + profile.slack, 'every member Ready')
     return {'to_ready_s': round(ready, 1), 'to_all_members_ready_s': round(time.monotonic() - began, 1)}
 
 
@@ -165,7 +182,7 @@ def _delete(lab: DruidLab, path: str) -> None:
     assert answer.status_code in (200, 202), answer.text
 
 
-def _member_loss(lab: DruidLab) -> Dict[str, Any]:
+def _member_loss(lab: DruidLab, profile: Profile) -> Dict[str, Any]:
     """Member 1 lost with its disk: etcd killed, its PVC and pod deleted -> a new member, then AllMembersReady."""
     pods = {p['metadata']['name']: p for p in lab.pods()}
     survivor = _endpoint(pods[lab.name + '-0'])
@@ -176,20 +193,20 @@ def _member_loss(lab: DruidLab) -> Dict[str, Any]:
     for claim in [c for c in _pvcs(lab) if c.endswith(lost)]:
         _delete(lab, '/api/v1/namespaces/%s/persistentvolumeclaims/%s' % (lab.ns, claim))
     _delete(lab, '/api/v1/namespaces/%s/pods/%s' % (lab.ns, lost))
-    noticed = lab.wait(lambda: not lab.all_ready(3) and time.monotonic(), 60, 'the loss seen in the status', every=0.2)
+    noticed = lab.wait(lambda: not lab.all_ready(3) and time.monotonic(), 60 + profile.slack, 'the loss seen in the status', every=0.2)
 
     def replaced():
         ids = _member_ids(survivor)
         return len(ids) == 3 and ids.get(lost) not in (None, before.get(lost)) and ids
-    after = lab.wait(replaced, 180, 'a new member for %s' % lost)
+    after = lab.wait(replaced, 180 + profile.slack, 'a new member for %s' % lost)
     new_member = time.monotonic() - began
-    lab.wait(lambda: lab.all_ready(3), 180, 'every member Ready after the member loss')
+    lab.wait(lambda: lab.all_ready(3), 180 + profile.slack, 'every member Ready after the member loss')
     return {'seen_in_status_s': round(noticed - began, 1), 'to_new_member_s': round(new_member, 1),
             'to_all_members_ready_s': round(time.monotonic() - began, 1),
             'others_kept_ids': all(after[n] == before[n] for n in before if n != lost)}
 
 
-def _total_loss(lab: DruidLab) -> Dict[str, Any]:
+def _total_loss(lab: DruidLab, profile: Profile) -> Dict[str, Any]:
     """All three frozen and every PVC deleted -> Ready False, then a QuorumLossRecoveryTask -> serving again."""
     pods = {p['metadata']['name']: p for p in lab.pods()}
     keys = ['k%02d' % i for i in range(20, 30)]
@@ -204,7 +221,7 @@ def _total_loss(lab: DruidLab) -> Dict[str, Any]:
         _signal(frozen, signal.SIGSTOP)
         for claim in _pvcs(lab):
             _delete(lab, '/api/v1/namespaces/%s/persistentvolumeclaims/%s' % (lab.ns, claim))
-        lab.wait(lambda: _condition(lab.status(), 'Ready') == 'False', 60, 'Ready=False', every=0.2)
+        lab.wait(lambda: _condition(lab.status(), 'Ready') == 'False', 60 + profile.slack, 'Ready=False', every=0.2)
         detected = time.monotonic() - began
         tasks = api_path('druid.gardener.cloud/v1alpha1', 'etcdoperatortasks', lab.ns)
         answer = lab.session.post(lab.kube.url + tasks, json={
@@ -213,11 +230,13 @@ def _total_loss(lab: DruidLab) -> Dict[str, Any]:
             'spec': {'type': 'QuorumLossRecoveryTask', 'ownerEtcdRefrence': {'name': lab.name, 'namespace': lab.ns}}})
         assert answer.status_code == 201, answer.text
         asked = time.monotonic()
-        lab.wait(lambda: len(lab.events('QuorumLossMembersStopped')) > stopped_before, 120, 'members stopped',
+        lab.wait(lambda: len(lab.events('QuorumLossMembersStopped')) > stopped_before, 120 + profile.slack,
+                 'members stopped',
                  every=0.2)
         _signal(frozen, signal.SIGKILL)   # what a kubelet does to a container that does not stop
         frozen = []
-        lab.wait(lambda: len(lab.events('QuorumLossRecovered')) > recovered_before, 240, 'QuorumLossRecovered')
+        lab.wait(lambda: len(lab.events('QuorumLossRecovered')) > recovered_before, 240 + profile.slack,
+                 'QuorumLossRecovered')
         lab.wait(lambda: lab.all_ready(3) and RECOVERY not in (
             lab.session.get(lab.kube.url + lab.etcd_path).json()['metadata'].get('annotations') or {}), 120,
             'every member Ready after the recovery')
@@ -230,17 +249,17 @@ def _total_loss(lab: DruidLab) -> Dict[str, Any]:
         _signal(frozen, signal.SIGKILL)
 
 
-def lifecycle_run(replicas: int, s3_url: str) -> Dict[str, Any]:
+def lifecycle_run(replicas: int, s3_url: str, profile: Profile) -> Dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix='bench-druid-lifecycle-') as work:
-        lab = DruidLab(work, controller_args=FLAGS).start()
+        lab = DruidLab(work, controller_args=profile.flags).start()
         try:
             _backup_secret(lab, s3_url)
-            out: Dict[str, Any] = {'replicas': replicas, 'create': _create(lab, replicas)}
+            out: Dict[str, Any] = {'replicas': replicas, 'profile': profile.name, 'create': _create(lab, replicas, profile)}
             if replicas == 3:
                 lab.wait(lambda: _condition(lab.status(), 'BackupReady') == 'True', 120, 'BackupReady')
                 _put_keys(_endpoint(lab.pods()[0]), ['k%02d' % i for i in range(20)])
-                out['member_loss'] = _member_loss(lab)
-                out['total_loss'] = _total_loss(lab)
+                out['member_loss'] = _member_loss(lab, profile)
+                out['total_loss'] = _total_loss(lab, profile)
             return out
         finally:
             lab.stop()
@@ -381,6 +400,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--runs', type=int, default=3, help='runs of each lifecycle scenario (medians reported)')
     parser.add_argument('--scenarios', default='one,three,scale', help='comma-separated: one, three, scale')
+    parser.add_argument('--druid-defaults', action='store_true',
+                        help="the lifecycle runs with druid's default flags and heartbeat (15s, 1m, 5m; 10s) instead of "
+                             "the member-loss journey's (1s, 5s, 3s; 2s)")
     parser.add_argument('--objects', type=int, default=100, help='Etcd objects in the scale run')
     parser.add_argument('--steady-window', type=float, default=30.0, help='seconds the steady CPU share is read over')
     parser.add_argument('--sweeps', type=int, default=3, help='in-process sweeps over every object')
@@ -391,7 +413,9 @@ def main() -> None:
     if images.etcd_binary('3.5') is None:
         raise SystemExit('needs the etcd 3.5 binaries (make all)')
     scenarios = args.scenarios.split(',')
-    summary: Dict[str, Any] = {'date': time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), 'flags': FLAGS,
+    profile = DRUID_DEFAULTS if args.druid_defaults else JOURNEY
+    summary: Dict[str, Any] = {'date': time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), 'profile': profile.name,
+                               'flags': profile.flags, 'heartbeat': profile.heartbeat,
                                'runs': {}, 'medians': {}}
     if 'one' in scenarios or 'three' in scenarios:
         for key, value in (('AWS_ACCESS_KEY_ID', 'testing'), ('AWS_SECRET_ACCESS_KEY', 'testing'),
@@ -407,7 +431,7 @@ def main() -> None:
                     continue
                 runs = summary['runs'][name] = []
                 for _run in range(args.runs):
-                    runs.append(lifecycle_run(replicas, s3_url))
+                    runs.append(lifecycle_run(replicas, s3_url, profile))
                     print('%-5s %s' % (name, json.dumps(runs[-1])), flush=True)
         finally:
             s3.stop()
