@@ -193,7 +193,8 @@ def _member_loss(lab: DruidLab, profile: Profile) -> Dict[str, Any]:
     for claim in [c for c in _pvcs(lab) if c.endswith(lost)]:
         _delete(lab, '/api/v1/namespaces/%s/persistentvolumeclaims/%s' % (lab.ns, claim))
     _delete(lab, '/api/v1/namespaces/%s/pods/%s' % (lab.ns, lost))
-    noticed = lab.wait(lambda: not lab.all_ready(3) and time.monotonic(), 60 + profile.slack, 'the loss seen in the status', every=0.2)
+    noticed = lab.wait(lambda: not lab.all_ready(3) and time.monotonic(), 60 + profile.slack,
+                       'the loss seen in the status', every=0.2)
 
     def replaced():
         ids = _member_ids(survivor)
@@ -254,7 +255,8 @@ def lifecycle_run(replicas: int, s3_url: str, profile: Profile) -> Dict[str, Any
         lab = DruidLab(work, controller_args=profile.flags).start()
         try:
             _backup_secret(lab, s3_url)
-            out: Dict[str, Any] = {'replicas': replicas, 'profile': profile.name, 'create': _create(lab, replicas, profile)}
+            out: Dict[str, Any] = {'replicas': replicas, 'profile': profile.name,
+                                   'create': _create(lab, replicas, profile)}
             if replicas == 3:
                 lab.wait(lambda: _condition(lab.status(), 'BackupReady') == 'True', 120, 'BackupReady')
                 _put_keys(_endpoint(lab.pods()[0]), ['k%02d' % i for i in range(20)])
@@ -372,9 +374,11 @@ def scale_run(count: int, steady_window: float, sweeps: int) -> Dict[str, Any]:
                 'controller_rss_idle_mib': round(idle['VmRSS'] / 1024, 1),
                 'controller_rss_mib': round(loaded['VmRSS'] / 1024, 1),
                 'controller_vmhwm_mib': round(loaded['VmHWM'] / 1024, 1),
-                'first_sweep_s': round(first_sweep, 1), 'settled_s': round(settled_s, 1), 'steady_cpu_share': round(cpu_share, 3),
+                'first_sweep_s': round(first_sweep, 1), 'settled_s': round(settled_s, 1),
+                'steady_cpu_share': round(cpu_share, 3),
                 'steady_window_s': steady_window, 'sync_period_s': SCALE_SYNC,
-                'steady_events': steady_events, 'steady_log_lines': len(steady_log), 'steady_log_sample': steady_log[:3],
+                'steady_events': steady_events, 'steady_log_lines': len(steady_log),
+                'steady_log_sample': steady_log[:3],
                 'in_process_sweep_s': [round(x, 2) for x in sweep_s],
                 'in_process_pass_median_ms': round(statistics.median(per_pass) * 1000, 1),
                 'in_process_pass_p90_ms': round(per_pass[int(len(per_pass) * 0.9)] * 1000, 1),
@@ -401,8 +405,8 @@ def main() -> None:
     parser.add_argument('--runs', type=int, default=3, help='runs of each lifecycle scenario (medians reported)')
     parser.add_argument('--scenarios', default='one,three,scale', help='comma-separated: one, three, scale')
     parser.add_argument('--druid-defaults', action='store_true',
-                        help="the lifecycle runs with druid's default flags and heartbeat (15s, 1m, 5m; 10s) instead of "
-                             "the member-loss journey's (1s, 5s, 3s; 2s)")
+                        help="the lifecycle runs with druid's default flags and heartbeat (15s, 1m, 5m; 10s) "
+                             "instead of the member-loss journey's (1s, 5s, 3s; 2s)")
     parser.add_argument('--objects', type=int, default=100, help='Etcd objects in the scale run')
     parser.add_argument('--steady-window', type=float, default=30.0, help='seconds the steady CPU share is read over')
     parser.add_argument('--sweeps', type=int, default=3, help='in-process sweeps over every object')

@@ -1,7 +1,8 @@
 """A druid `Etcd` on the lab's parts for a rolling-update scenario (the test test_druid_rolling_upgrade.py and the
-benches bench/druid_rolling.py and bench/druid_lifecycle.py): the API emulator with the shipped CRDs, the pod runtime on a random loopback /24 (so
-runs in parallel never meet; no lab lock), the controller's `etcd` loop, and helpers to read pods, Events and the
-members' etcd versions the way a druid user would (pod IPs, the API's Events). It imports no engine code the scenario
+bench bench/druid_rolling.py) and for bench/druid_lifecycle.py: the API emulator with the shipped CRDs, the pod
+runtime on a random loopback /24 (so runs in parallel never meet; no lab lock), the controller's `etcd` loop (or the
+loops and flags a caller names), and helpers to read pods, Events and the members' etcd versions the way a druid user
+would (pod IPs, the API's Events). It imports no engine code the scenario
 exercises: only the lab's parts and the collection's Kubernetes path helper."""
 
 from __future__ import annotations
