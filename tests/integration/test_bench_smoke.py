@@ -16,7 +16,8 @@ SEPARATE = {'etcd_recover'}
 def test_every_benchmark_is_covered():
     # a new bench/*.py is picked up by the glob; this names the ones known today, so a lost file is noticed too
     assert {'etcd_snapshot', 'delta_snapshot', 'etcd_recover', 'sabakan_generator', 'maintenance', 'lab_cloud',
-            'watchdog', 'provisioning', 'machines', 'etcd_upgrade', 'k8s_upgrade'} <= set(benchmarks())
+            'watchdog', 'provisioning', 'machines', 'etcd_upgrade', 'k8s_upgrade', 'druid_rolling',
+            'druid_lifecycle'} <= set(benchmarks())
 
 
 @pytest.mark.parametrize('name', [b for b in benchmarks() if b not in SEPARATE])

@@ -1,7 +1,8 @@
 """A druid `Etcd` on the lab's parts for a rolling-update scenario (the test test_druid_rolling_upgrade.py and the
-bench bench/druid_rolling.py): the API emulator with the shipped CRDs, the pod runtime on a random loopback /24 (so
-runs in parallel never meet; no lab lock), the controller's `etcd` loop, and helpers to read pods, Events and the
-members' etcd versions the way a druid user would (pod IPs, the API's Events). It imports no engine code the scenario
+bench bench/druid_rolling.py) and for bench/druid_lifecycle.py: the API emulator with the shipped CRDs, the pod
+runtime on a random loopback /24 (so runs in parallel never meet; no lab lock), the controller's `etcd` loop (or the
+loops and flags a caller names), and helpers to read pods, Events and the members' etcd versions the way a druid user
+would (pod IPs, the API's Events). It imports no engine code the scenario
 exercises: only the lab's parts and the collection's Kubernetes path helper."""
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def _client(url: str):
 class DruidLab:
     """start() brings the parts up; stop() takes every process it started down (by its records)."""
 
-    def __init__(self, work_dir: str, namespace: str = 'demo', name: str = 'etcd-main', sync_period: str = '2s'):
+    def __init__(self, work_dir: str, namespace: str = 'demo', name: str = 'etcd-main', sync_period: str = '2s',
+                 controller_args: Optional[List[str]] = None):
+        """`controller_args`: the controller's arguments instead of `--controllers etcd` with `sync_period`."""
         self.work_dir = work_dir
+        self.controller_args = controller_args
         self.ns, self.name = namespace, name
         self.cidr = '127.0.%d.0/24' % random.randint(101, 199)
         self.record = work_dir + '/runtime.pid'
@@ -62,7 +66,7 @@ class DruidLab:
         return self
 
     def start_controller(self) -> None:
-        self.controller = ControllerProcess(self.kube, self.work_dir + '/controller', args=[
+        self.controller = ControllerProcess(self.kube, self.work_dir + '/controller', args=self.controller_args or [
             '--controllers', 'etcd', '--etcd-status-sync-period', self.sync_period]).start()
 
     def stop_controller(self) -> None:
