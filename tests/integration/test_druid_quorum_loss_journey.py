@@ -156,6 +156,11 @@ def test_quorum_loss_of_two_members_and_of_all_three(s3_server, tmp_path):
                 _etcdctl('put', key, 'v-' + key, endpoint='http://%s:2379' % pods['etcd-main-0']['status']['podIP'])
             saved = requests.get('http://%s:8080/snapshot/full' % pods['etcd-main-0']['status']['podIP'], timeout=60)
             assert saved.status_code == 200, saved.text
+            # the on-demand snapshot is verified and counts: the full-snap Lease names its revision (what the
+            # recovery below plans from), as for the backup runner's own
+            full_lease = session.get(url + api_path('coordination.k8s.io/v1', 'leases', NS, 'etcd-main-full-snap')).json()
+            assert full_lease['metadata']['annotations']['cluster.steward.io/verified-revision'] == str(
+                saved.json()['end_revision']), (full_lease['metadata'], saved.json())
             frozen = _freeze(session, url, sorted(pods))
             for claim in [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']]:
                 session.delete(url + PVCS + '/' + claim)

@@ -29,7 +29,7 @@ import threading
 import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 from urllib.parse import parse_qs, urlparse
 
 import yaml
@@ -68,6 +68,16 @@ class MemberState:
         self.caught_up = False
         self.last_catch_up: Dict[str, Any] = {}
         self.stopping = False           # SIGTERM: the pod is going away, so it is no longer ready
+
+    def full_published(self, snapshot: Mapping[str, Any]) -> Dict[str, Any]:
+        """A full snapshot this program took outside the backup runner (GET /snapshot/full, the upload after a
+        restore) was verified before it was published: the full-snap Lease says so, as for the runner's own, so
+        the loop's gates and a quorum-loss plan see the newest verified revision, not an older one."""
+        leases = getattr(self.heartbeat, 'leases', None)
+        revision = snapshot.get('end_revision')
+        if leases is not None and isinstance(revision, int):
+            leases.snapshot('full', revision, verified=True)
+        return dict(snapshot)
 
     def start(self, mode: str, fail_below: int) -> bool:
         with self.lock:
@@ -114,6 +124,7 @@ class MemberState:
         while time.monotonic() < deadline:
             try:
                 self.uploaded = take_full_snapshot(conn, self.initializer.store, now=time.time())
+                self.full_published(self.uploaded['snapshot'])
                 return
             except EtcdError:
                 time.sleep(1)
@@ -242,7 +253,8 @@ def _handler(state: MemberState):
             try:
                 if path == '/snapshot/full':
                     conn = state.initializer.conn.with_endpoints([state.initializer.options.client_url])
-                    return self._send(200, take_full_snapshot(conn, store, now=time.time())['snapshot'])
+                    return self._send(200, state.full_published(
+                        take_full_snapshot(conn, store, now=time.time())['snapshot']))
                 chain = plan_chain(store.list())   # the engine's chain: what a restore would use
                 return self._send(200, {'fullSnapshot': chain.base.to_dict() if chain.base else None,
                                         'deltaSnapshots': [d.to_dict() for d in chain.deltas]})
