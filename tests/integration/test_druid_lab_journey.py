@@ -14,7 +14,6 @@ import base64
 import contextlib
 import json
 import os
-import random
 import subprocess
 import time
 
@@ -28,7 +27,7 @@ from lab import parts
 from lab.env.controller import ControllerProcess, install_crds
 from lab.kube.api import KubeServer
 from lab.paths import module_argv
-from lab.pods import images
+from lab.pods import images, network
 from lab.pods.runtime import Runtime
 
 pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
@@ -58,7 +57,8 @@ def druid_lab(s3_server, tmp_path, bucket, args):
     boto3.client('s3', endpoint_url=s3_server, region_name='us-east-1').create_bucket(Bucket=bucket)
     kube = KubeServer(status_delay=0.2, pod_runtime=True).start()
     install_crds(_client(kube.url))
-    cidr = '127.0.%d.0/24' % random.randint(101, 199)
+    pod_network = network.reserve()
+    cidr = pod_network.cidr
     record = str(tmp_path / 'runtime.pid')
     parts.start(record, module_argv('lab.pods.runtime', 'run', '--kube-url', kube.url, '--state-dir', str(tmp_path),
                                     '--pod-cidr', cidr, '--interval', '0.2'), str(tmp_path / 'runtime.log'))
@@ -76,6 +76,7 @@ def druid_lab(s3_server, tmp_path, bucket, args):
         parts.stop(record)
         Runtime(kube.url, str(tmp_path), cidr).stop_all()
         kube.stop()
+        pod_network.close()
 
 
 def test_an_etcd_from_one_to_three_members_with_backups_in_s3(s3_server, tmp_path):

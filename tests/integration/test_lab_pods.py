@@ -6,7 +6,6 @@ network, and stops every process it started."""
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import time
 from typing import Any, Dict, List
@@ -18,7 +17,7 @@ from lab import parts
 from lab.env.controller import wait_for
 from lab.kube.api import KubeServer
 from lab.paths import REPO, module_argv
-from lab.pods import images
+from lab.pods import images, network
 from lab.pods.runtime import Runtime
 
 ETCDCTL = os.path.join(REPO, '.build', 'etcd-3.5', 'etcdctl')
@@ -31,7 +30,8 @@ class Lab:
 
     def __init__(self, state_dir: str) -> None:
         self.state = state_dir
-        self.cidr = '127.0.%d.0/24' % random.randint(101, 199)
+        self.network = network.reserve()
+        self.cidr = self.network.cidr
         self.kube = KubeServer(status_delay=0.2, pod_runtime=True).start()
         self.record = os.path.join(state_dir, 'pods-runtime.pid')
         self.log = os.path.join(state_dir, 'pods-runtime.log')
@@ -52,6 +52,7 @@ class Lab:
         parts.stop(self.record)
         Runtime(self.kube.url, self.state, self.cidr).stop_all()   # anything the runtime left (it stops them itself)
         self.kube.stop()
+        self.network.close()
 
     def get(self, path: str) -> Dict[str, Any]:
         return requests.get(self.kube.url + path, timeout=10).json()

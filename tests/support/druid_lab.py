@@ -1,15 +1,14 @@
 """A druid `Etcd` on the lab's parts for a rolling-update scenario (the test test_druid_rolling_upgrade.py and the
 bench bench/druid_rolling.py) and for bench/druid_lifecycle.py: the API emulator with the shipped CRDs, the pod
-runtime on a random loopback /24 (so runs in parallel never meet; no lab lock), the controller's `etcd` loop (or the
-loops and flags a caller names), and helpers to read pods, Events and the members' etcd versions the way a druid user
-would (pod IPs, the API's Events). It imports no engine code the scenario
+runtime on a loopback /24 reserved for it (lab/pods/network.py: runs in parallel never meet; no lab lock), the
+controller's `etcd` loop (or the loops and flags a caller names), and helpers to read pods, Events and the members'
+etcd versions the way a druid user would (pod IPs, the API's Events). It imports no engine code the scenario
 exercises: only the lab's parts and the collection's Kubernetes path helper."""
 
 from __future__ import annotations
 
 import base64
 import json
-import random
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -21,6 +20,7 @@ from lab import parts
 from lab.env.controller import ControllerProcess, install_crds
 from lab.kube.api import KubeServer
 from lab.paths import module_argv
+from lab.pods import network
 from lab.pods.runtime import Runtime
 
 WRAPPER = 'europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:'
@@ -44,7 +44,8 @@ class DruidLab:
         self.work_dir = work_dir
         self.controller_args = controller_args
         self.ns, self.name = namespace, name
-        self.cidr = '127.0.%d.0/24' % random.randint(101, 199)
+        self.network = network.reserve()
+        self.cidr = self.network.cidr
         self.record = work_dir + '/runtime.pid'
         self.sync_period = sync_period
         self.kube: Optional[KubeServer] = None
@@ -80,6 +81,7 @@ class DruidLab:
         if self.kube is not None:
             Runtime(self.kube.url, self.work_dir, self.cidr).stop_all()
             self.kube.stop()
+        self.network.close()
 
     # --- the Etcd ----------------------------------------------------------------------------------------------
     def create(self, replicas: int, tag: str) -> None:
