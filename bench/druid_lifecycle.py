@@ -275,7 +275,7 @@ def _proc_status(pid: int) -> Dict[str, int]:
     out = {}
     with open('/proc/%d/status' % pid) as f:
         for line in f:
-            key, _, value = line.partition(':')
+            key, _sep, value = line.partition(':')
             if key in ('VmRSS', 'VmHWM'):
                 out[key] = int(value.split()[0])
     return out

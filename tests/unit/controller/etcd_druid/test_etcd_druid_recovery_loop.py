@@ -71,7 +71,7 @@ def test_the_state_is_written_after_a_step_and_removed_at_the_end():
     state = r.State(phase=r.START_ONE, source='snapshot', revision=100, started=int(NOW))
     lp.record_recovery(obj, r.StartFirstMember('m', state=state))
     lp.record_recovery(obj, r.Recovered('done', state=None))
-    (_, first), (_, last) = lp.client.patches
+    (_path1, first), (_path2, last) = lp.client.patches
     assert first == {'metadata': {'annotations': {r.STATE: state.to_json()}}}
     assert last == {'metadata': {'annotations': {r.STATE: None, r.REQUEST: None}}}
 
