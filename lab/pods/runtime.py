@@ -192,6 +192,9 @@ class Runtime:
         for action, ordinal in podspec.sts_actions(sts, mine):
             if action == 'delete':
                 self.say('statefulset %s/%s: deleting pod %s-%d' % (ns, name, name, ordinal))
+                # as a kubelet does: the containers stop before the pod object goes, so nothing that watches the
+                # API (a scale to 0 waiting for "no pod") sees the pod gone while its processes still run
+                self._stop_orphans(set(), only=(ns, '%s-%d' % (name, ordinal)))
                 self._call('DELETE', ns_path('/api/v1/pods', ns, '%s-%d' % (name, ordinal)))
                 continue
             for template in (sts.get('spec') or {}).get('volumeClaimTemplates') or []:
@@ -542,11 +545,14 @@ class Runtime:
             self._call('PATCH', ns_path('/api/v1/pods', md['namespace'], md['name']),
                        [{'op': 'add', 'path': '/status', 'value': status}], JSON_PATCH)
 
-    def _stop_orphans(self, live_uids: set) -> None:
-        """Stop the processes of pods that are gone (deleted, or replaced by a new pod of the same name)."""
+    def _stop_orphans(self, live_uids: set, only: Optional[Tuple[str, str]] = None) -> None:
+        """Stop the processes of pods that are gone (deleted, or replaced by a new pod of the same name); with
+        `only` (namespace, pod name), just that pod's."""
         run = os.path.join(self.base, 'run')
         for ns in os.listdir(run):
             for pod in os.listdir(os.path.join(run, ns)):
+                if only is not None and (ns, pod) != only:
+                    continue
                 pod_dir = os.path.join(run, ns, pod)
                 uids = set()
                 for name in os.listdir(pod_dir):
