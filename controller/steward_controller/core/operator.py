@@ -17,6 +17,9 @@ from steward_controller.core.runtime import Runtime
 log = logging.getLogger('steward.operator')
 
 
+CANCELLATION_POLLING = 1.0   # seconds between two checks that a stopped timer of a deleted object has exited
+
+
 def connection_info(configuration: Any, trust_env: bool = False) -> kopf.ConnectionInfo:
     """kopf's credentials from the kubernetes client Configuration our own client was built from (as kopf's
     login_via_client reads the client library's default one)."""
@@ -57,6 +60,10 @@ def build_registry(runtime: Runtime) -> kopf.OperatorRegistry:
         settings.networking.request_timeout = 30
         settings.process.ultimate_exiting_timeout = 10
         settings.scanning.disabled = not scanning
+        # A timer (kopf puts its finalizer on every object a timer watches) that is mid-tick when its object is
+        # deleted -- the EtcdOperatorTask loop deletes a finished task from its own tick -- is checked again only
+        # after `cancellation_polling`, kopf's default a minute: the object stayed Terminating that long.
+        settings.background.cancellation_polling = CANCELLATION_POLLING
         logging.getLogger('kopf.objects').setLevel(logging.WARNING)
 
     for loop in loops:
