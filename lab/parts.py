@@ -38,6 +38,8 @@ from lab import prometheus
 from lab.paths import REPO, module_argv, venv_python
 from lab.provisioning.supervisor import cmdline  # the static-pod supervisor's: one reader of /proc/<pid>/cmdline in the lab
 
+LAB_BUCKET = 'etcd-backups'   # made by `make lab` on its S3: the bucket docs/etcd-druid.md's Etcd names
+
 PARTS = ('kube', 'ec2', 'nodes', 'pods', 'controller', 'prometheus')
 CRDS_DIR = os.path.join(REPO, 'controller', 'deploy', 'crds')
 LEADER_NAMESPACE = 'steward-system'
@@ -177,6 +179,15 @@ def aws_env(url: str, region: str) -> Dict[str, str]:
             'AWS_SECRET_ACCESS_KEY': LAB_SECRET_ACCESS_KEY, 'AWS_DEFAULT_REGION': region}
 
 
+def ensure_bucket(url: str, bucket: str = LAB_BUCKET, timeout: float = 10.0) -> None:
+    """Create the lab's backup bucket on its S3 (a path-style PUT; again is a no-op). druid and etcd-backup-restore
+    never create the bucket a store names (the platform does), so without it a druid user's first `Etcd` would wait
+    in `initialization failed: bucket does not exist`."""
+    request = urllib.request.Request('%s/%s' % (url.rstrip('/'), bucket), method='PUT', data=b'')
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        answer.read()
+
+
 def write_aws_env(path: str, env: Dict[str, str]) -> None:
     tmp = '%s.%d.tmp' % (path, os.getpid())
     with open(tmp, 'w') as f:
@@ -229,6 +240,8 @@ def up(state_dir: str, settings: CloudSettings = CloudSettings(), parts: Optiona
             _remove(f['ec2_url'])
             _wait_file(f['ec2_url'], record, f['ec2_log'], 'the EC2 server', timeout)
         url = read_url(f['ec2_url'])
+        if url:
+            ensure_bucket(url)
         write_aws_env(f['aws_env'], aws_env(url or '', settings.region))
         result['ec2'] = dict(record, url=url)
     kube_url, ec2_url = read_url(f['kube_url']), read_url(f['ec2_url'])

@@ -55,7 +55,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import json
 import random
+import time
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -69,9 +71,11 @@ from lab.kube import cel as kube_cel
 from lab.kube import eviction as kube_eviction
 from lab.kube.discovery import STRATEGIC_MERGE_PATCH, fixed_resource_list, openapi_v2, strategic_merge
 from lab.kube.index import IndexedObjects, objects_for
-from lab.kube.objects import merge, now, replace_patch, structural
+from lab.kube.objects import fold_string_data, merge, now, replace_patch, structural
 from lab.kube.rules import RequestRefused, bad_request, check_write, invalid, replicas_causes
 from lab.kube.selectors import SelectorError, parse_field_selector, parse_label_selector
+from lab.kube import protobuf as kube_protobuf
+from lab.kube import tables as kube_tables
 from lab.kube.tokenreview import is_token_review, token_review
 from lab.kube.workloads import (BUILTIN_SCALE, BUILTIN_SCALED, DEFAULT_STATUS_DELAY, MOVED_KINDS, ScalePaths,
                                 crd_scale_paths, default_replicas, moved_status, scale_of, with_replicas)
@@ -142,6 +146,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        self._printer_columns: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}   # CRD versions' columns
         self._objects = IndexedObjects()       # lists by resource (kube_index.py); `list_index = False`: kmock's scan
         self.list_index = True
         self._schemas: Dict[Tuple[str, str, str], Any] = {}
@@ -183,6 +188,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 rules = kube_cel.validator(schema)
                 if rules is not None:
                     self._cel[key] = rules
+            self._printer_columns[key] = version.get('additionalPrinterColumns') or []
             if 'status' in subresources:
                 self._status_sub.add(key)
             if 'scale' in subresources:
@@ -255,6 +261,22 @@ class FidelityEmulator(kmock.KubernetesEmulator):
 
     def _is_status(self, request: kmock.Request) -> bool:
         return getattr(request, 'subresource', None) == 'status' or str(request.url.path).endswith('/status')
+
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        """kubectl's typed clients write protobuf (lab/kube/protobuf.py); kmock reads JSON (and fails on a body
+        that is not UTF-8): such a body is decoded here, before kmock parses the request, into the JSON the same
+        command would send; a kind without a schema is answered 415, a broken body 400."""
+        if kube_protobuf.is_protobuf(raw_request.headers.get('Content-Type', '')):
+            try:
+                decoded = kube_protobuf.decode(await raw_request.read())
+            except kube_protobuf.ProtobufError as exc:
+                status, reason = (415, 'UnsupportedMediaType') if exc.unsupported else (400, 'BadRequest')
+                return aiohttp.web.json_response({'kind': 'Status', 'apiVersion': 'v1', 'metadata': {},
+                                                  'status': 'Failure', 'message': str(exc), 'reason': reason,
+                                                  'code': status}, status=status)
+            # the body kmock reads (aiohttp caches it here; a request cannot be cloned once read)
+            raw_request._read_bytes = json.dumps(decoded).encode('utf-8')  # pylint: disable=protected-access
+        return await super().__call__(raw_request)
 
     async def _handle(self, request: kmock.Request):
         if self.audit is not None:
@@ -335,6 +357,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if unchanged is not None:  # as the API server: a write that changes nothing is not stored or announced
             return aiohttp.web.json_response(unchanged)
         resp = await super()._handle(request)
+        if request.action in (enums.action.LIST, enums.action.FETCH) and resp.status == 200 and \
+                kube_tables.wants_table(request.headers.get('Accept', '')):
+            return self._as_table(request, resp)
         if request.action == enums.action.CREATE and resp.status == 200 and not resp.prepared:
             resp.set_status(201)
             if request.resource == CRD_RESOURCE and isinstance(request.data, dict):
@@ -344,6 +369,21 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             key = (request.resource, request.namespace or md.get('namespace'), request.name or md.get('name'))
             self._after_write(key)
         return resp
+
+    def _as_table(self, request: kmock.Request, resp: Any) -> aiohttp.web.Response:
+        """The answer as the meta.k8s.io/v1 Table kubectl asked for (lab/kube/tables.py)."""
+        try:
+            body = json.loads(resp.body)
+        except (TypeError, ValueError):
+            return resp
+        res = request.resource
+        key = (res.group or '', res.version or '', res.plural or '')
+        if key in self._printer_columns:
+            columns = kube_tables.crd_columns(self._printer_columns[key])
+        else:
+            columns = kube_tables.BUILTIN.get((res.group or '', res.plural or '')) or kube_tables.default_columns()
+        answer = kube_tables.table(body, columns, time.time(), request.params.get('includeObject') or 'Metadata')
+        return aiohttp.web.json_response(answer)
 
     def _dry_run(self, request: kmock.Request, current: Optional[Dict[str, Any]]) -> aiohttp.web.Response:
         """Answer a `dryRun=All` request (already completed and validated by _prepare) without storing it."""
@@ -399,6 +439,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 raise bad_request('the namespace of the provided object does not match the namespace sent on the '
                                   'request')
             default_replicas(request.resource.group, request.resource.plural, data)
+            fold_string_data(request.resource.group, request.resource.plural, data)
             self._validate(request, data)
         elif action == enums.action.UPDATE and request.name is not None:
             current = self._current(request)
@@ -461,6 +502,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                 md[key] = cur_md[key]
         md['resourceVersion'] = str(next(_RV))
         default_replicas(request.resource.group, request.resource.plural, after)
+        fold_string_data(request.resource.group, request.resource.plural, after)
         generation = int(cur_md.get('generation') or 1)
         if after.get('spec') != current.get('spec'):
             generation += 1

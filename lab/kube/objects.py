@@ -3,6 +3,7 @@ kmock patch, CRD schemas as JSON Schema, and the API server's timestamp format."
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime
 from typing import Any, Dict
@@ -59,3 +60,14 @@ def replace_patch(current: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, A
         elif current.get(key, object()) != after[key] or key not in current:
             patch[key] = after[key]
     return patch
+
+
+def fold_string_data(group: str, plural: str, obj: Dict[str, Any]) -> None:
+    """A Secret's `stringData` is write-only on the API server: merged into `data` (base64, its keys winning)
+    and never stored. Clients that read `data` (kubectl's DATA column, `-o jsonpath={.data.x}`) see the keys."""
+    if group or plural != 'secrets' or not isinstance(obj.get('stringData'), dict):
+        return
+    data = obj.get('data') if isinstance(obj.get('data'), dict) else {}
+    for key, value in obj.pop('stringData').items():
+        data[key] = base64.b64encode(str(value).encode('utf-8')).decode('ascii')
+    obj['data'] = data

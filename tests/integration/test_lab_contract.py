@@ -117,6 +117,10 @@ def test_the_lab_contract(state):
     assert set(env) == {'AWS_ENDPOINT_URL', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_DEFAULT_REGION'}
     ec2 = boto3.client('ec2', endpoint_url=env['AWS_ENDPOINT_URL'], region_name=env['AWS_DEFAULT_REGION'],
                        aws_access_key_id=env['AWS_ACCESS_KEY_ID'], aws_secret_access_key=env['AWS_SECRET_ACCESS_KEY'])
+    # S3 from the same file: the bucket a druid user's Etcd names (docs/etcd-druid.md) is there
+    s3 = boto3.client('s3', endpoint_url=env['AWS_ENDPOINT_URL'], region_name=env['AWS_DEFAULT_REGION'],
+                      aws_access_key_id=env['AWS_ACCESS_KEY_ID'], aws_secret_access_key=env['AWS_SECRET_ACCESS_KEY'])
+    assert 'etcd-backups' in {b['Name'] for b in s3.list_buckets()['Buckets']}
     vpc = ec2.create_vpc(CidrBlock='10.0.0.0/16')['Vpc']['VpcId']
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock='10.0.1.0/24')['Subnet']['SubnetId']
     instance = ec2.run_instances(ImageId='ami-0f1a5f5ada0e7da53', MinCount=1, MaxCount=1, InstanceType='t3.medium',

@@ -4,6 +4,7 @@ strategic merge patches good enough for `kubectl apply -k controller/deploy`, `g
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -90,3 +91,73 @@ def test_kubectl_applies_gets_describes_scales_and_deletes_the_collections_manif
     assert gone.returncode != 0 and 'NotFound' in gone.stderr
     kubectl('delete', '-f', 'controller/deploy/service.yaml')
     assert 'No resources found' in kubectl('-n', 'steward-system', 'get', 'svc').stderr
+
+
+ETCD = '''apiVersion: druid.gardener.cloud/v1alpha1
+kind: Etcd
+metadata: {name: etcd-main, namespace: demo}
+spec:
+  replicas: 3
+  labels: {app: etcd-main}
+  etcd: {}
+  backup:
+    store: {provider: aws, container: etcd-backups, prefix: demo--etcd-main, secretRef: {name: etcd-backup-aws}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: etcd-main-0, namespace: demo, labels: {app: etcd-main}}
+spec:
+  containers: [{name: etcd, image: "etcd-wrapper:v3.5.21"}, {name: backup-restore, image: "etcdbrctl:v0.30.1"}]
+---
+apiVersion: v1
+kind: Event
+metadata: {name: etcd-main.1, namespace: demo}
+involvedObject: {apiVersion: druid.gardener.cloud/v1alpha1, kind: Etcd, name: etcd-main, namespace: demo}
+reason: ScaledUp
+message: scaling up 1 -> 3
+type: Normal
+'''
+
+
+def test_kubectl_create_and_get_print_what_the_api_server_prints(kubectl, tmp_path):
+    # the imperative commands write protobuf: namespace, secret (a binary file too), configmap, serviceaccount
+    binary = tmp_path / 'blob'
+    binary.write_bytes(bytes(range(256)))
+    assert 'namespace/demo created' in kubectl('create', 'namespace', 'demo').stdout
+    kubectl('-n', 'demo', 'create', 'secret', 'generic', 'etcd-backup-aws', '--from-literal=region=eu-west-1',
+            '--from-file=blob=%s' % binary)
+    kubectl('-n', 'demo', 'create', 'configmap', 'settings', '--from-literal=a=b')
+    kubectl('-n', 'demo', 'create', 'serviceaccount', 'etcd')
+    secret = json.loads(kubectl('-n', 'demo', 'get', 'secret', 'etcd-backup-aws', '-o', 'json').stdout)
+    assert base64.b64decode(secret['data']['blob']) == bytes(range(256))
+    assert base64.b64decode(secret['data']['region']) == b'eu-west-1'
+    refused = kubectl('-n', 'demo', 'create', 'deployment', 'web', '--image=nginx', check=False)
+    assert refused.returncode != 0 and 'send it as JSON' in refused.stderr, refused.stderr
+
+    # a Secret applied with stringData is stored as data, as on a real API server
+    manifest = tmp_path / 'secret.yaml'
+    manifest.write_text('apiVersion: v1\nkind: Secret\nmetadata: {name: plain, namespace: demo}\n'
+                        'stringData: {accessKeyID: AKID}\n')
+    kubectl('apply', '-f', str(manifest))
+    plain = json.loads(kubectl('-n', 'demo', 'get', 'secret', 'plain', '-o', 'json').stdout)
+    assert 'stringData' not in plain and base64.b64decode(plain['data']['accessKeyID']) == b'AKID'
+
+    # server-side printing: the API server's columns, a CRD's additionalPrinterColumns
+    objects = tmp_path / 'etcd.yaml'
+    objects.write_text(ETCD)
+    kubectl('apply', '-f', str(objects))
+    header = kubectl('-n', 'demo', 'get', 'etcd').stdout.splitlines()[0].split()
+    assert header[:2] == ['NAME', 'READY'] and 'QUORATE' in header and 'AGE' in header, header
+    wide = kubectl('-n', 'demo', 'get', 'etcd', '-o', 'wide').stdout.splitlines()
+    assert 'CLUSTER SIZE' in wide[0] and wide[1].split()[0] == 'etcd-main', wide
+    assert '3' in wide[1].split()[1:], wide   # spec.replicas under CLUSTER SIZE
+    pods = kubectl('-n', 'demo', 'get', 'pods').stdout.splitlines()
+    assert pods[0].split() == ['NAME', 'READY', 'STATUS', 'RESTARTS', 'AGE'], pods
+    assert pods[1].split()[:4] == ['etcd-main-0', '0/2', 'Pending', '0'], pods
+    secrets = kubectl('-n', 'demo', 'get', 'secrets').stdout.splitlines()
+    assert secrets[0].split() == ['NAME', 'TYPE', 'DATA', 'AGE'] and \
+        [line.split()[:3] for line in secrets[1:]] == [['etcd-backup-aws', 'Opaque', '2'], ['plain', 'Opaque', '1']]
+    events = kubectl('-n', 'demo', 'get', 'events').stdout
+    assert 'ScaledUp' in events and 'etcd/etcd-main' in events and 'scaling up 1 -> 3' in events, events
+    assert kubectl('get', 'namespaces').stdout.splitlines()[0].split() == ['NAME', 'STATUS', 'AGE']
+    assert 'etcd-main-0' in kubectl('-n', 'demo', 'get', 'pods', '-l', 'app=etcd-main', '-o', 'name').stdout

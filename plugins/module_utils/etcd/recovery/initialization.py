@@ -167,7 +167,10 @@ def decide(facts: MemberFacts) -> Initialization:
                                   'listed, never started, no data')
         if valid and facts.in_membership is not False:
             return Initialization(3, START, EXISTING, 'restart of a member of a quorate cluster with valid data')
-        if facts.learner_wanted and not data.exists:
+        # a scale-up's member (its Lease keeps the create-as-learner marker) that lost its disk later is still
+        # listed under its old id: joining "again" would start etcd on an empty log under that id (etcd panics:
+        # "tocommit out of range"); it is removed and added back instead (rows 4/5)
+        if facts.learner_wanted and not data.exists and facts.in_membership is not True:
             return Initialization(9, JOIN_AS_LEARNER, EXISTING, 'a new member of a running cluster (scale-up)')
         row = 4 if data.metadata_valid else 5
         return Initialization(row, REJOIN_AS_LEARNER, EXISTING, 'the cluster has quorum and this member\'s data '

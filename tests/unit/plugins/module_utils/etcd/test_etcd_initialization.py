@@ -89,6 +89,15 @@ def test_scale_up_joins_as_a_learner_of_the_running_cluster():
     assert bootstrapped.action == init.JOIN_AS_LEARNER
 
 
+def test_a_scale_up_member_that_lost_its_disk_later_is_removed_and_added_back_not_joined_under_its_old_id():
+    # found on the lab: the Lease keeps the create-as-learner marker after the scale-up; the member lost its PVC;
+    # joining "again" let etcd start under its old id with an empty log, and the leader's heartbeat panicked it
+    got = decide(facts(data=NONE, ordinal=1, learner_wanted=True, in_membership=True))
+    assert (got.row, got.action, got.cluster_state) == (5, init.REJOIN_AS_LEARNER, init.EXISTING)
+    unknown = decide(facts(data=NONE, ordinal=1, learner_wanted=True, in_membership=None))
+    assert unknown.action == init.JOIN_AS_LEARNER   # nobody listed it: a plain scale-up join
+
+
 def test_a_cluster_size_below_one_is_refused_naming_the_field():
     with pytest.raises(init.InitializationError, match='cluster_size'):
         decide(facts(cluster_size=0))
