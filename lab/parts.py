@@ -72,13 +72,8 @@ def files(state_dir: str) -> Dict[str, str]:
 # --- processes that are provably ours --------------------------------------------------------------------------
 def _start_time(pid: int) -> Optional[str]:
     """Field 22 of /proc/<pid>/stat (clock ticks since boot): with the pid, it names one process for good."""
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            text = f.read()
-    except OSError:
-        return None
-    fields = text[text.rfind(')') + 2:].split()
-    return fields[19] if len(fields) > 19 and fields[0] != 'Z' else None
+    fields = _stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 and fields[0] != 'Z' else None
 
 
 def read_record(path: str) -> Optional[Dict[str, Any]]:
@@ -143,6 +138,39 @@ def stop(path: str, timeout: float = 15.0) -> bool:
     if os.path.exists(path):
         os.unlink(path)
     return record is not None
+
+
+def _stat(pid: int) -> Optional[List[str]]:
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text[text.rfind(')') + 2:].split()
+
+
+def stop_remnants(record: Dict[str, Any]) -> List[int]:
+    """SIGKILL what a part's main process left in its session when it died (a container's children: a kubelet
+    ends them with the container; the lab's etcd-wrapper runs etcd as a child, which a `kill -9` of the container's
+    pid left serving on the pod's ports). Only processes of the session the record's pid led that started after it;
+    nothing while a process with that pid runs (the part itself, or by now another process)."""
+    pid, started = record['pid'], int(record.get('start_time') or 0)
+    if _start_time(pid) is not None:
+        return []
+    killed = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit() or int(entry) == pid:
+            continue
+        fields = _stat(int(entry))
+        if fields is None or len(fields) < 20 or fields[0] == 'Z' or int(fields[3]) != pid or \
+                int(fields[19]) < started:
+            continue
+        try:
+            os.kill(int(entry), signal.SIGKILL)
+            killed.append(int(entry))
+        except ProcessLookupError:
+            pass
+    return killed
 
 
 def _wait_file(path: str, record: Dict[str, Any], log_path: str, what: str, timeout: float) -> str:

@@ -446,6 +446,9 @@ class Runtime:
         old = parts.read_record(record_path)
         if old is None:
             return
+        left = parts.stop_remnants(old)   # as a kubelet: the container ends with its main process
+        if left:
+            self.say('container of pid %d exited: killed what it left running: %s' % (old['pid'], left))
         code = self.exit_codes.pop(old['pid'], None)
         if code is not None and code < 0:
             code = 128 - code   # killed by a signal: 128 + its number, as a container runtime reports it

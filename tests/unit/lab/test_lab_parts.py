@@ -4,6 +4,9 @@ signalled. Real processes (`sleep`); the whole lab is in tests/integration/test_
 
 import json
 import os
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -55,3 +58,37 @@ def test_stop_signals_only_the_recorded_process(pid_file):
         os.unlink(pid_file)
         bystander.kill()
         bystander.wait()
+
+
+def _alive(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
+def test_what_a_dead_part_left_in_its_session_is_killed_and_nothing_else(tmp_path):
+    # a container whose main process is killed: its children (the lab's etcd under etcd-wrapper) go with it
+    path = str(tmp_path / 'c.json')
+    child_file = tmp_path / 'child.pid'
+    record = parts.start(path, ['sh', '-c', 'sleep 300 & echo $! > %s; wait' % child_file], str(tmp_path / 'log'))
+    outsider = subprocess.Popen(['sleep', '300'], start_new_session=True)   # not of the part's session
+    try:
+        deadline = time.monotonic() + 10
+        while not child_file.exists() or not child_file.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        child = int(child_file.read_text())
+        assert parts.stop_remnants(record) == [] and _alive(child)   # the part still runs: nothing is touched
+        os.kill(record['pid'], signal.SIGKILL)
+        os.waitpid(record['pid'], 0)
+        assert _alive(child), 'a SIGKILL of the main process leaves the child running (what the runtime must end)'
+        assert parts.stop_remnants(record) == [child]
+        deadline = time.monotonic() + 5
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(child) and outsider.poll() is None
+    finally:
+        outsider.kill()
+        outsider.wait()
