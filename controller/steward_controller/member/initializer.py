@@ -24,7 +24,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.member.local_member import aside_path
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import initialization as init
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.restore import (
-    read_marker, restore_member, restore_with_fallback, select_snapshot)
+    read_marker, restore_with_fallback)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import SnapshotStore
 
 
@@ -154,11 +154,9 @@ class Initializer:
             raise EtcdError('the decision (%s) needs the snapshot store, and none is configured' % decision.action)
         member = dict(name=o.name, data_dir=o.data_dir, initial_cluster_token=o.token,
                       initial_advertise_peer_urls=list(o.peer_urls), force=True, now=time.time())
-        if decision.action == init.RESTORE_THEN_START:
-            result = restore_with_fallback(self.store, initial_cluster=_self_only(o.name, o.peer_urls), **member)
-        else:  # RESTORE_FULL_EXISTING: the newest full snapshot only (druid row 8)
-            result = restore_member(self.store, select_snapshot(self.store), initial_cluster=o.initial_cluster,
-                                    apply_deltas=False, **member)
+        if decision.action != init.RESTORE_THEN_START:
+            raise EtcdError('initialization: no way to carry out the decision %r' % decision.action)
+        result = restore_with_fallback(self.store, initial_cluster=_self_only(o.name, o.peer_urls), **member)
         return {'action': decision.action, 'snapshot': result.get('snapshot', {}).get('name'),
                 'revision': result.get('revision'), 'moved_aside': result.get('moved_aside'),
                 'upload_full': decision.upload_full}

@@ -16,6 +16,8 @@ Where druid hurts its users we are stricter, and each refusal says why:
   * a minority member whose data is invalid (rows 4/5) rejoins as a learner with an EMPTY data dir: the
     leader ships it a snapshot. druid's row 4 text restores the newest full snapshot first, but the newer
     ETCD-34 says not to (member-id mismatch); the learner path is both safe and quorum-neutral.
+  * a following member without quorum or data (row 8) waits for the first member instead of restoring the
+    newest full snapshot on its own: two members doing that form a second cluster on older data.
   * data that is older than `fail_below_revision` (druid's `failbelowrevision`) is invalid, as druid's
     validator treats it: a member never serves an older history than the cluster already acknowledged.
 """
@@ -38,7 +40,6 @@ START = 'start'                                  # use the data dir as it is (fr
 RESTORE_THEN_START = 'restore-then-start'        # restore newest full + deltas, single member, then upload
 REJOIN_AS_LEARNER = 'rejoin-as-learner'          # MemberRemove the old id, empty data dir, MemberAddAsLearner
 JOIN_AS_LEARNER = 'join-as-learner'              # a new member (scale-up): MemberAddAsLearner, empty data dir
-RESTORE_FULL_EXISTING = 'restore-full-existing'  # druid row 8: newest full snapshot only, state existing
 REFUSE = 'refuse'                                # nothing is touched; `reason` says why
 
 NEW, EXISTING = 'new', 'existing'
@@ -199,8 +200,11 @@ def decide(facts: MemberFacts) -> Initialization:
                                   'restore a backup, or allow an empty start explicitly' % data.reason)
         return Initialization(7, START, NEW, 'no quorum, no data and no backup: an empty start, allowed'
                               if facts.bootstrapped else 'first start of a new cluster')
-    if facts.backup_exists:
-        return Initialization(8, RESTORE_FULL_EXISTING, EXISTING, 'no quorum and no valid data (%s): the newest '
-                              'full snapshot, then join the first member as existing' % data.reason)
-    return Initialization(8, START, EXISTING, 'no quorum and no valid data (%s), and no backup: join the first '
-                          'member with an empty data dir; it sends a snapshot' % data.reason)
+    # druid's row 8 restores the newest FULL snapshot here and starts `existing` with every member in its
+    # initial cluster: two such members hold a majority of that membership and elect a leader of their own, on
+    # data older than the deltas the first member restored (found on the lab: a total loss came back as two
+    # clusters, the one the client Service reached empty). A following member waits instead: once the first
+    # member serves from the store, the cluster is quorate and this member joins it as a learner (rows 4/5, 9).
+    return Initialization(8, REFUSE, EXISTING, 'no quorum and no valid data (%s): waiting for the first member to '
+                          'restore from the store and lead; this member then joins it as a learner (restoring on '
+                          'its own would start a second cluster)' % data.reason)
