@@ -31,12 +31,16 @@ class Recorder(BackupListener):
     def __init__(self):
         self.taken = []
         self.failed = []
+        self.idle = []
 
     def snapshot_taken(self, kind, snapshot, duration, reason):
         self.taken.append((kind, str(snapshot.name), reason))
 
     def snapshot_failed(self, kind, error, duration):
         self.failed.append((kind, error))
+
+    def delta_idle(self, tip):
+        self.idle.append(tip)
 
 
 def policy(**kw):
@@ -125,6 +129,22 @@ def test_loop_takes_full_then_deltas_and_restore_has_every_key(etcd1, tmp_path, 
     assert result['deltas'] == [str(d.name) for d in chain.deltas]
     assert result['revision'] == chain.tip
     assert restored == expected and restored['last'] == 'written'
+
+
+def test_a_quiet_period_is_reported_current_at_the_tip_and_writes_nothing(etcd1, tmp_path):
+    store = LocalStore(str(tmp_path / 'store'))
+    etcd1.put_many({'k/%d' % i: 'v' for i in range(5)})
+    with Loop(etcd1, store, str(tmp_path)) as loop:
+        wait_until(lambda: plan_chain(store.list()).tip >= current_revision(etcd1), what='the chain at the tip')
+        written = len(store.list())
+        wait_until(lambda: len(loop.listener.idle) >= 2, what='two quiet delta periods')
+        assert set(loop.listener.idle) == {current_revision(etcd1)} and len(store.list()) == written
+        etcd1.put_many({'after': 'quiet'})
+        wait_until(lambda: plan_chain(store.list()).tip >= current_revision(etcd1), what='a delta of the new write')
+        quiet = len(loop.listener.idle)
+        wait_until(lambda: len(loop.listener.idle) > quiet, what='a quiet period after it')
+        assert loop.listener.idle[-1] == current_revision(etcd1)
+    assert loop.listener.failed == []
 
 
 def current_revision(cluster):

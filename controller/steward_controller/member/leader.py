@@ -52,6 +52,12 @@ class _SnapshotLeases(BackupListener):
         if self.leases is not None:   # a full snapshot is verified before it is published (see leases.py)
             self.leases.snapshot(kind, snapshot.name.end_revision, verified=kind == 'full')
 
+    def delta_idle(self, tip: int) -> None:
+        # no event in the period: the delta Lease is renewed at the chain's tip, so BackupReady stays true on a
+        # quiet cluster (it read "no delta snapshot since ..." three periods after the last write)
+        if self.leases is not None:
+            self.leases.snapshot('delta', tip)
+
 
 class Heartbeat:
     """`beat()` once per heartbeat period (the caller's loop): reads the member's status, renews its Lease,

@@ -99,6 +99,10 @@ class BackupListener:
     def snapshot_failed(self, kind: str, error: str, duration: float) -> None:
         log.warning('%s snapshot failed: %s', kind, error)
 
+    def delta_idle(self, tip: int) -> None:
+        """A delta period passed with the watch healthy and no event to write: the chain is current at `tip`
+        (a quiet cluster is backed up, not failing to be; druid's BackupReady reads the delta Lease's age)."""
+
     def garbage_collected(self, result: Dict[str, Any]) -> None:
         log.info('garbage collection deleted %d snapshot(s)', len(result['deleted']))
 
@@ -274,6 +278,10 @@ class BackupRunner:
             backlog = self._backlog_read()
             with self._lock:
                 asked = list(self._delta_requests)
+            idle = (now >= self.next_delta and not len(self.buffer) and not asked and self.watcher is not None
+                    and self._watch_failed_since is None and self.chain is not None)
+            if idle:
+                self.listener.delta_idle(self.chain.tip)
             if (now >= self.next_delta or overflow or backlog or asked) and len(self.buffer):
                 written = self.flush('memory limit reached' if overflow else 'the backlog is read' if backlog
                                      else 'requested' if asked else 'delta period elapsed')
