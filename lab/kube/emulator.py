@@ -276,6 +276,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                                                   'code': status}, status=status)
             # the body kmock reads (aiohttp caches it here; a request cannot be cloned once read)
             raw_request._read_bytes = json.dumps(decoded).encode('utf-8')  # pylint: disable=protected-access
+        if raw_request.query.get('watch', '').lower() in ('1', 't', 'true'):
+            _json_stream(raw_request)
         return await super().__call__(raw_request)
 
     async def _handle(self, request: kmock.Request):
@@ -760,6 +762,20 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             elif seen:
                 in_view.discard(key)
                 yield {'type': 'DELETED', 'object': obj}
+
+
+def _json_stream(raw_request: aiohttp.web.BaseRequest) -> None:
+    """A watch streams JSON events: kmock's stream goes out as aiohttp's default application/octet-stream, for
+    which client-go has no stream decoder (`kubectl get -w` and the wait of `kubectl delete` failed with "no
+    stream serializers registered for application/octet-stream"). The content type is set as the response is
+    prepared (aiohttp's per-request prepare hook; kmock prepares the stream itself)."""
+    original = raw_request._prepare_hook  # pylint: disable=protected-access
+
+    async def hook(response: aiohttp.web.StreamResponse) -> None:
+        if response.content_type == 'application/octet-stream':
+            response.content_type = 'application/json'
+        await original(response)
+    raw_request._prepare_hook = hook  # pylint: disable=protected-access
 
 
 def _not_found(request: kmock.Request) -> k8s.KubernetesError:

@@ -161,3 +161,7 @@ def test_kubectl_create_and_get_print_what_the_api_server_prints(kubectl, tmp_pa
     assert 'ScaledUp' in events and 'etcd/etcd-main' in events and 'scaling up 1 -> 3' in events, events
     assert kubectl('get', 'namespaces').stdout.splitlines()[0].split() == ['NAME', 'STATUS', 'AGE']
     assert 'etcd-main-0' in kubectl('-n', 'demo', 'get', 'pods', '-l', 'app=etcd-main', '-o', 'name').stdout
+
+    # kubectl delete waits on a watch: its JSON stream is decoded (it was served as application/octet-stream)
+    deleted = kubectl('-n', 'demo', 'delete', 'configmap', 'settings', '--timeout=20s')
+    assert 'deleted' in deleted.stdout and 'stream serializers' not in deleted.stderr, deleted.stderr
