@@ -159,3 +159,48 @@ def test_a_pool_rolls_onto_a_new_class_after_the_control_plane_and_a_second_run_
     after = entry.cluster_upgrade(params(), True)
     assert after['plan']['done'], after['plan']['steps']
     print('pool rollout of 2 machines: %.1f s waited by the second run, %d samples' % (took, sampler.samples))
+
+
+@pytest.mark.timeout(900)
+def test_the_playbook_shows_the_pool_in_check_mode_and_rolls_it(bench, tmp_path):
+    """`ansible-playbook steward.cluster.cluster_upgrade` with cluster_upgrade_machine_deployments, as a user runs it:
+    check mode lists the pool and changes nothing; the run rolls it (the control plane already at the target, as a
+    stand-in for the control-plane plays, which test_provisioning_upgrade.py exercises); a second run changes
+    nothing."""
+    from support.ansible import run_playbook
+    kube = bench.kube
+    bench.create_class('nodes')
+    bench.create_deployment(replicas=2)
+    bench.controller()
+    bench.wait_running(2)
+    control_plane(kube, 'v1.32.0')
+    kubeconfig = kube.server.write_kubeconfig(str(tmp_path / 'kubeconfig.json'))
+    inventory = tmp_path / 'inventory.ini'
+    inventory.write_text('[control_plane]\ncp1 ansible_connection=local provisioning_root=%s\n[workers]\n'
+                         % (tmp_path / 'root'))
+    pool = '%s/pool' % bench.namespace
+    extra = {'cluster_upgrade_version': 'v1.32.0', 'cluster_upgrade_machine_deployments': [pool],
+             'cluster_upgrade_etcd_check': False, 'cluster_upgrade_kubeconfig': kubeconfig,
+             'cluster_upgrade_machine_class_patches': {pool: {'nodeTemplate': {'capacity': {'cpu': '2'}}}},
+             'cluster_upgrade_rollout_timeout': 300}
+    class_path = bench.path('machineclasses', 'nodes-v1-32-0')
+
+    shown = run_playbook('steward.cluster.cluster_upgrade', inventory=str(inventory), extra_vars=extra, check=True)
+    assert shown.rc == 0, shown.stdout[-3000:] + shown.stderr[-3000:]
+    planned = shown.result('Plan', 'cp1')
+    assert planned['plan']['pools'] == [pool]
+    assert kube.get_or_none(class_path) is None
+
+    run = run_playbook('steward.cluster.cluster_upgrade', inventory=str(inventory), extra_vars=extra)
+    assert run.rc == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rolled = run.result('Cloud pools, one MachineDeployment rollout at a time', 'cp1')['results']
+    assert [r['item'] for r in rolled] == [pool] and rolled[0]['changed']
+    cls = kube.get(class_path)
+    assert cls['nodeTemplate'] == {'capacity': {'cpu': '2'}}
+    machines = bench.machines()
+    assert {m['spec']['class']['name'] for m in machines} == {'nodes-v1-32-0'} and len(machines) == 2
+    assert set(kubelets(kube).values()) == {'v1.32.0'}
+
+    again = run_playbook('steward.cluster.cluster_upgrade', inventory=str(inventory), extra_vars=extra)
+    assert again.rc == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.changed('cp1') == 0
