@@ -54,10 +54,33 @@ TAINT_CRITICAL_COMPONENTS_NOT_READY = 'node.gardener.cloud/critical-components-n
 # dependency-watchdog marks the targets it scaled down; while any carries it, machines are not replaced.
 ANNOTATION_WATCHDOG_MELTDOWN = 'dependency-watchdog.gardener.cloud/meltdown-protection-active'
 
+# MCM's in-place update (MachineDeployment strategy.type InPlaceUpdate; MCM's pkg/apis/machine/v1alpha1/constants.go)
+STRATEGY_IN_PLACE = 'InPlaceUpdate'
+ORCHESTRATION_AUTO = 'Auto'                           # the controller selects nodes, maxUnavailable at a time
+ORCHESTRATION_MANUAL = 'Manual'                       # the operator selects nodes (LABEL_SELECTED_FOR_UPDATE)
+LABEL_CANDIDATE_FOR_UPDATE = 'node.machine.sapcloud.io/candidate-for-update'    # Node: runs the old template
+LABEL_SELECTED_FOR_UPDATE = 'node.machine.sapcloud.io/selected-for-update'      # Node: update it now
+LABEL_UPDATE_RESULT = 'node.machine.sapcloud.io/update-result'                  # Node (and Machine): the outcome
+UPDATE_SUCCESSFUL = 'successful'
+UPDATE_FAILED = 'failed'
+ANNOTATION_UPDATE_FAILED_REASON = 'node.machine.sapcloud.io/update-failed-reason'
+LABEL_SCALE_UP_DISABLED = 'node.machine.sapcloud.io/scale-up-disabled'           # MachineSet: old set, no creation
+NODE_CONDITION_IN_PLACE = 'InPlaceUpdate'             # Node condition; reasons below, in MCM's order
+REASON_CANDIDATE = 'CandidateForUpdate'
+REASON_SELECTED = 'SelectedForUpdate'
+REASON_DRAIN_SUCCESSFUL = 'DrainSuccessful'
+REASON_READY_FOR_UPDATE = 'ReadyForUpdate'
+REASON_UPDATE_SUCCESSFUL = 'UpdateSuccessful'
+REASON_UPDATE_FAILED = 'UpdateFailed'
+
 # Ours
 OWNER_TAG = 'machine.steward.io/owner-uid'            # cloud tag: the Machine's UID (positive evidence of ownership)
 CLASS_TAG = 'machine.steward.io/class-uid'            # cloud tag: the MachineClass's UID (which API server made it)
 SABAKAN_SERIAL_LABEL = 'machine.steward.io/sabakan-serial'
+# The kubelet a MachineClass names (a label on the class; for AWS also a cloud tag), written by the Kubernetes
+# upgrade (provisioning/upgrade/pools.py); on a sabakan claim, the kubelet its last in-place update applied.
+KUBELET_VERSION_LABEL = 'machine.steward.io/kubelet-version'
+APPLIED_CLASS_ANNOTATION = 'machine.steward.io/applied-class'      # sabakan claim: the class UpdateMachine applied
 SABAKAN_ADDRESS_ANNOTATION = 'machine.steward.io/sabakan-address'
 SABAKAN_CLAIM_PREFIX = 'sabakan-claim-'
 
@@ -80,6 +103,8 @@ class Phase(str, enum.Enum):
     FAILED = 'Failed'
     CRASH_LOOP_BACK_OFF = 'CrashLoopBackOff'
     TERMINATING = 'Terminating'
+    IN_PLACE_UPDATING = 'InPlaceUpdating'                # MCM: drained, its driver updating it where it stands
+    IN_PLACE_UPDATE_FAILED = 'InPlaceUpdateFailed'       # MCM: the update failed; left for the operator
 
     @classmethod
     def of(cls, value: object) -> 'Phase':
@@ -100,6 +125,7 @@ class OpType(str, enum.Enum):
     UPDATE = 'Update'
     HEALTH_CHECK = 'HealthCheck'
     DELETE = 'Delete'
+    IN_PLACE_UPDATE = 'InPlaceUpdate'
 
 
 class OpState(str, enum.Enum):

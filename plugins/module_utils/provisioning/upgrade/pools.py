@@ -30,7 +30,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.objects import merge_patch
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
-    API_VERSION, KIND_CLASS, KIND_DEPLOYMENT, KIND_MACHINE, LABEL_NODE, PLURALS,
+    API_VERSION, KIND_CLASS, KIND_DEPLOYMENT, KIND_MACHINE, KUBELET_VERSION_LABEL, LABEL_NODE, PLURALS,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import readiness
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
@@ -42,7 +42,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgra
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import Version, parse
 
-VERSION_LABEL = 'machine.steward.io/kubelet-version'
+VERSION_LABEL = KUBELET_VERSION_LABEL
 CLASS_FIELDS_KEPT = ('provider', 'providerSpec', 'secretRef', 'credentialsSecretRef', 'nodeTemplate')
 
 
