@@ -21,6 +21,8 @@ KUBELET_VERSION = 'v1.31.4'
 # The kubelet an instance runs: the tag the cluster upgrade puts on a pool's new MachineClass (AWS providerSpec.tags,
 # copied to the instance; plugins/module_utils/provisioning/upgrade/pools.py), else KUBELET_VERSION. A real image
 # runs the kubelet its AMI or user data installs; the lab has no kubelet to install, so the tag stands in for it.
+# A sabakan claim carries the same key as an annotation once an in-place update applied a class naming it
+# (plugins/module_utils/machines/sabakan_driver.py UpdateMachine): the kubelet restarts at that version.
 KUBELET_VERSION_TAG = 'machine.steward.io/kubelet-version'
 EC2_STATES = ['running', 'stopping', 'stopped', 'shutting-down', 'terminated']
 PRESSURE = (('MemoryPressure', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
@@ -87,7 +89,8 @@ def sabakan_targets(claims: Iterable[Dict[str, Any]]) -> Dict[str, Target]:
                         ADDRESS_ANNOTATION, address)
             continue
         targets[address] = Target(name=address, provider_id='sabakan:///%s' % serial, address=address, alive=True,
-                                  gone=False)
+                                  gone=False, kubelet_version=(md.get('annotations') or {}).get(KUBELET_VERSION_TAG)
+                                  or KUBELET_VERSION)
     return targets
 
 
