@@ -147,6 +147,9 @@ def test_auto_updates_one_node_at_a_time_without_a_new_machine_then_manual_waits
     assert {m['spec']['providerID'] for m in after.values()} == servers  # ... on the same servers
     assert watch.counts == {3} and watch.providers == servers           # never a new machine or server
     assert watch.unusable <= 1, watch.unusable                          # maxUnavailable 1
+    selected = [e['message'] for e in kube.list(api_path('v1', 'events', bench.namespace))
+                if e.get('reason') == 'SelectedForUpdate']
+    assert len(selected) == 3 and all(m.count(',') == 0 for m in selected), selected   # one Node per selection
     evicted = [path for _agent, method, path, _q in list(audit) if method == 'POST' and path.endswith('/eviction')]
     assert sorted(p.split('/pods/')[1].split('/')[0] for p in evicted) == ['web-0', 'web-1', 'web-2']   # once each
     claims = kube.list(api_path('coordination.k8s.io/v1', 'leases', bench.namespace),
