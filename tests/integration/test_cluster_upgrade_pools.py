@@ -204,3 +204,40 @@ def test_the_playbook_shows_the_pool_in_check_mode_and_rolls_it(bench, tmp_path)
     again = run_playbook('steward.cluster.cluster_upgrade', inventory=str(inventory), extra_vars=extra)
     assert again.rc == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.changed('cp1') == 0
+
+
+@pytest.mark.timeout(600)
+def test_a_bare_metal_pool_with_the_in_place_strategy_gets_the_new_kubelet_on_the_same_machines(
+        bench, sabakan_server, tmp_path):
+    """The same step on a sabakan pool whose MachineDeployment has `strategy.type: InPlaceUpdate`: the class switch
+    starts MCM's in-place update in the machines loop (one drain per node, the driver updating each server where it
+    stands), and the step's gate passes with the same machines on the same servers."""
+    from lab.cloud.nodes import NodeEmulator
+    kube = bench.kube
+    emulator = NodeEmulator(kube.server.url, None, renew_interval=1.0, grace=20.0, delete_after=5.0,
+                            state_dir=str(tmp_path / 'nodes')).start()
+    try:
+        bench.create_class('metal', provider='Sabakan', spec={'sabakanURL': sabakan_server.url, 'role': 'cs'})
+        bench.create_deployment(name='metal', replicas=2, cls='metal', strategy={
+            'type': 'InPlaceUpdate', 'inPlaceUpdate': {'maxUnavailable': 1, 'orchestrationType': 'Auto'}})
+        bench.controller('--sabakan-url', sabakan_server.url)
+        wait_for(lambda: [((m.get('status') or {}).get('currentStatus') or {}).get('phase') for m in bench.machines()]
+                 == ['Running'] * 2, 120, 0.5, what='2 Running sabakan machines')
+        before = {m['metadata']['name']: m['spec']['providerID'] for m in bench.machines()}
+        wait_for(lambda: sorted(v for n, v in kubelets(kube).items() if n != 'cp1') == ['v1.31.4'] * 2, 60, 0.5,
+                 what='2 Nodes reporting v1.31.4')
+        control_plane(kube, 'v1.32.0')
+        kubeconfig = kube.server.write_kubeconfig(str(tmp_path / 'kubeconfig.json'))
+        pool = '%s/metal' % bench.namespace
+        done = entry.cluster_upgrade({'version': 'v1.32.0', 'control_plane': ['cp1'], 'stage': 'machine-deployment',
+                                      'machine_deployments': [pool], 'machine_deployment': pool, 'etcd_check': False,
+                                      'kubeconfig': kubeconfig, 'request_timeout': 30.0, 'rollout_timeout': 300}, False)
+        assert done['machine_class'] == 'metal-v1-32-0'
+        after = {m['metadata']['name']: m['spec']['providerID'] for m in bench.machines()}
+        assert after == before                                             # the same machines, the same servers
+        assert sorted(v for n, v in kubelets(kube).items() if n != 'cp1') == ['v1.32.0'] * 2
+        again = entry.cluster_upgrade({'version': 'v1.32.0', 'control_plane': ['cp1'], 'machine_deployments': [pool],
+                                       'etcd_check': False, 'kubeconfig': kubeconfig, 'request_timeout': 30.0}, True)
+        assert again['plan']['done']
+    finally:
+        emulator.stop()
