@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import enum
 
-GROUP = 'machine.sapcloud.io'
-VERSION = 'v1alpha1'
-API_VERSION = GROUP + '/' + VERSION
-
-KIND_CLASS = 'MachineClass'
-KIND_MACHINE = 'Machine'
-KIND_SET = 'MachineSet'
-KIND_DEPLOYMENT = 'MachineDeployment'
-PLURALS = {KIND_CLASS: 'machineclasses', KIND_MACHINE: 'machines', KIND_SET: 'machinesets',
-           KIND_DEPLOYMENT: 'machinedeployments'}
+# The API's names live in kube/mcm.py (the Kubernetes upgrade's cloud pools read them too); re-exported here.
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (  # noqa: F401 pylint: disable=unused-import
+    API_VERSION,
+    GROUP,
+    KIND_CLASS,
+    KIND_DEPLOYMENT,
+    KIND_MACHINE,
+    KIND_SET,
+    KUBELET_VERSION_LABEL,
+    LABEL_NODE,
+    PLURALS,
+    VERSION,
+)
 
 FINALIZER = 'machine.sapcloud.io/operator'
 
 # Machine labels
-LABEL_NODE = 'node'                                   # the Node backing the machine
 LABEL_FORCE_DELETION = 'force-deletion'               # "True": no drain
 LABEL_TEMPLATE_HASH = 'machine-template-hash'         # MachineSet and Machine: which template revision
 LABEL_FREEZE = 'freeze'                               # MachineSet / MachineDeployment frozen by overshoot
@@ -77,9 +79,6 @@ REASON_UPDATE_FAILED = 'UpdateFailed'
 OWNER_TAG = 'machine.steward.io/owner-uid'            # cloud tag: the Machine's UID (positive evidence of ownership)
 CLASS_TAG = 'machine.steward.io/class-uid'            # cloud tag: the MachineClass's UID (which API server made it)
 SABAKAN_SERIAL_LABEL = 'machine.steward.io/sabakan-serial'
-# The kubelet a MachineClass names (a label on the class; for AWS also a cloud tag), written by the Kubernetes
-# upgrade (provisioning/upgrade/pools.py); on a sabakan claim, the kubelet its last in-place update applied.
-KUBELET_VERSION_LABEL = 'machine.steward.io/kubelet-version'
 APPLIED_CLASS_ANNOTATION = 'machine.steward.io/applied-class'      # sabakan claim: the class UpdateMachine applied
 SABAKAN_ADDRESS_ANNOTATION = 'machine.steward.io/sabakan-address'
 SABAKAN_CLAIM_PREFIX = 'sabakan-claim-'

@@ -29,10 +29,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.names impor
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.objects import merge_patch
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
-    API_VERSION, KIND_CLASS, KIND_DEPLOYMENT, KIND_MACHINE, KUBELET_VERSION_LABEL, LABEL_NODE, PLURALS,
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (
+    API_VERSION, KIND_CLASS, KIND_DEPLOYMENT, KIND_MACHINE, KUBELET_VERSION_LABEL, LABEL_NODE, PLURALS, readiness,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import readiness
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.installed import (
     node_kubelet_version, node_ready,
