@@ -100,6 +100,18 @@ def parse_spec(cls: ClassContext, default_url: str) -> Dict[str, Any]:
             'retire': spec.get('setRetiring') is True, 'timeout': float(timeout)}
 
 
+def class_query(spec: Mapping[str, Any]) -> Dict[str, Any]:
+    """The sabakan MachineParams a class's servers must have (role, labels, racks); {} when it names none."""
+    having: Dict[str, Any] = {}
+    if spec['role']:
+        having['roles'] = [spec['role']]
+    if spec['labels']:
+        having['labels'] = [{'name': k, 'value': v} for k, v in sorted(spec['labels'].items())]
+    if spec['racks'] is not None:
+        having['racks'] = list(spec['racks'])
+    return having
+
+
 def claim_name(serial: str) -> str:
     return SABAKAN_CLAIM_PREFIX + serial.lower()
 
@@ -183,13 +195,7 @@ class SabakanDriver(Driver):
         own = [c for c in every if self._holder(c) == machine.uid and (c.get('metadata') or {}).get('namespace') == machine.namespace]
         if own:
             return self._result(own[0])
-        having: Dict[str, Any] = {'states': ['HEALTHY']}
-        if spec['role']:
-            having['roles'] = [spec['role']]
-        if spec['labels']:
-            having['labels'] = [{'name': k, 'value': v} for k, v in sorted(spec['labels'].items())]
-        if spec['racks'] is not None:
-            having['racks'] = list(spec['racks'])
+        having = dict(class_query(spec), states=['HEALTHY'])
         try:
             candidates = self._sabakan(spec).search_machines(having, {'roles': ['boot']})
         except SabakanError as exc:
@@ -274,13 +280,7 @@ class SabakanDriver(Driver):
                               Call.UPDATE)
         claim = claims[0]
         serial = self._serial(claim)
-        having: Dict[str, Any] = {}
-        if spec['role']:
-            having['roles'] = [spec['role']]
-        if spec['labels']:
-            having['labels'] = [{'name': k, 'value': v} for k, v in sorted(spec['labels'].items())]
-        if spec['racks'] is not None:
-            having['racks'] = list(spec['racks'])
+        having = class_query(spec)
         if having:
             try:
                 matching = {m['spec']['serial'] for m in self._sabakan(spec).search_machines(having, None)}
