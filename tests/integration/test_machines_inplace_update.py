@@ -172,7 +172,9 @@ def test_auto_updates_one_node_at_a_time_without_a_new_machine_then_manual_waits
     assert {kubelet(node_of(bench, m)) for m in bench.machines()} == {'v1.32.0'}
     chosen = sorted(after)[0]
     kube.merge_patch(api_path('v1', 'nodes', name=nodes[chosen]), {'metadata': {'labels': {SELECTED: 'true'}}})
-    new_name = lambda: (sets(bench).get('metal-v1-33-0') or {}).get('metadata', {}).get('name')   # noqa: E731
+
+    def new_name():
+        return (sets(bench).get('metal-v1-33-0') or {}).get('metadata', {}).get('name')
     wait_for(lambda: owner(bench.machine_named(chosen)) == [new_name()]
              and kubelet(node_of(bench, bench.machine_named(chosen))) == 'v1.33.0', 120, 0.5,
              what='the selected machine updated and moved')

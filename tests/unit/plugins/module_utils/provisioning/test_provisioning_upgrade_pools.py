@@ -180,8 +180,8 @@ def test_the_pool_as_found_takes_its_selected_machines_nodes_that_report_a_kubel
 def test_an_inventory_worker_that_is_a_pool_machine_becomes_the_pool_s():
     inventory = (NodeInstalled('cp1', True, V('v1.32.0')), NodeInstalled('n1', False, V('v1.31.4')),
                  NodeInstalled('w1', False, V('v1.31.4')))
-    pool_nodes = [NodeInstalled('n1', False, V('v1.31.4'), pool=POOL), NodeInstalled('n2', False, V('v1.31.4'),
-                                                                                      pool=POOL)]
+    pool_nodes = [NodeInstalled('n1', False, V('v1.31.4'), pool=POOL),
+                  NodeInstalled('n2', False, V('v1.31.4'), pool=POOL)]
     merged = pools.with_pools(inventory, pool_nodes)
     assert [(n.name, n.pool) for n in merged] == [('cp1', None), ('n1', POOL), ('w1', None), ('n2', POOL)]
 
