@@ -264,7 +264,9 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
         in_place, new_set = index.in_place_new_set(m)
         if in_place:
             node = o.node_of(m, world.nodes.get)
-            if new_set is not None and needs_update(m, node, True):
+            # no drain while a freeze says the network or the API failed rather than the machines
+            frozen = world.api_freeze or fleet.freeze or watchdog.get(o.namespace(m))
+            if new_set is not None and frozen is None and needs_update(m, node, True):
                 plan.in_place.append(InPlaceJob(uid, o.key(m), o.name(node),
                                                 o.class_name((o.spec(new_set).get('template') or {}).get('spec') or {})))
                 continue

@@ -248,3 +248,40 @@ def test_a_refused_update_labels_the_node_failed_with_the_reason_and_a_transient
     with pytest.raises(DriverError):
         run_in_place(transient, mach('m0', 'n0'), 'n0', 'class-new', _timeouts(), lambda: T0)
     assert RESULT not in transient.nodes['n0']['metadata']['labels']     # no result: the next pass tries again
+
+
+# --- the pass: which machines get an update job, and not during a freeze ----------------------------------------
+def _world(api_freeze=None):
+    from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import World
+    md = {'metadata': {'name': 'pool', 'namespace': 'ns', 'uid': 'md', 'generation': 2,
+                       'finalizers': ['machine.sapcloud.io/operator']},
+          'spec': {'replicas': 1, 'selector': {'matchLabels': {'pool': 'p'}},
+                   'strategy': {'type': 'InPlaceUpdate', 'inPlaceUpdate': {'maxUnavailable': 1}},
+                   'template': {'metadata': {'labels': {'pool': 'p'}},
+                                'spec': {'class': {'kind': 'MachineClass', 'name': 'class-new'}}}}}
+    sets = []
+    for name in ('old', 'new'):
+        ms = mset(name, 1 if name == 'old' else 0)
+        ms['metadata']['ownerReferences'] = [{'uid': 'md', 'name': 'pool', 'controller': True}]
+        ms['metadata']['finalizers'] = ['machine.sapcloud.io/operator']
+        ms['spec']['template']['metadata'] = {'labels': {'pool': 'p', 'machine-template-hash': name}}
+        sets.append(ms)
+    sets[1]['spec']['template'] = dict(md['spec']['template'])      # the new set carries the deployment's template
+    m = mach('m0', 'n0')
+    m['metadata']['finalizers'] = ['machine.sapcloud.io/operator']
+    m['spec'] = {'class': {'kind': 'MachineClass', 'name': 'class-old'}, 'providerID': 'sabakan:///S0'}
+    n = node('n0', **{CANDIDATE: 'true', SELECTED: 'true'})
+    n['spec'] = {'providerID': 'sabakan:///S0'}
+    n['status'] = {'conditions': [{'type': 'Ready', 'status': 'True'}]}
+    return World(deployments=[md], sets=sets, machines=[m], classes={}, nodes={'n0': n}, api_freeze=api_freeze)
+
+
+def test_a_selected_machine_gets_an_update_job_to_the_new_set_s_class_but_not_while_frozen():
+    from ansible_collections.steward.cluster.plugins.module_utils.machines import safety
+    from ansible_collections.steward.cluster.plugins.module_utils.machines.config import Settings
+    from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import Memory, plan_pass
+    plan = plan_pass(_world(), Memory(), Settings(), T0 + 60)
+    assert [(j.key, j.node, j.class_name) for j in plan.in_place] == [('ns/m0', 'n0', 'class-new')]
+    assert not [p for p in plan.machines if p.key == 'ns/m0']     # not health-planned meanwhile
+    frozen = plan_pass(_world(safety.Freeze('ApiServerUnreachable', 'probes failed')), Memory(), Settings(), T0 + 60)
+    assert frozen.in_place == []
