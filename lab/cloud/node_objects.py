@@ -18,6 +18,12 @@ SERIAL_LABEL = 'machine.steward.io/sabakan-serial'
 ADDRESS_ANNOTATION = 'machine.steward.io/sabakan-address'
 UNREACHABLE = 'node.kubernetes.io/unreachable'
 KUBELET_VERSION = 'v1.31.4'
+# The kubelet an instance runs: the tag the cluster upgrade puts on a pool's new MachineClass (AWS providerSpec.tags,
+# copied to the instance; plugins/module_utils/provisioning/upgrade/pools.py), else KUBELET_VERSION. A real image
+# runs the kubelet its AMI or user data installs; the lab has no kubelet to install, so the tag stands in for it.
+# A sabakan claim carries the same key as an annotation once an in-place update applied a class naming it
+# (plugins/module_utils/machines/sabakan_driver.py UpdateMachine): the kubelet restarts at that version.
+KUBELET_VERSION_TAG = 'machine.steward.io/kubelet-version'
 EC2_STATES = ['running', 'stopping', 'stopped', 'shutting-down', 'terminated']
 PRESSURE = (('MemoryPressure', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
             ('DiskPressure', 'KubeletHasNoDiskPressure', 'kubelet has no disk pressure'),
@@ -42,6 +48,13 @@ class Target:
     region: str = ''
     zone: str = ''
     arch: str = 'amd64'
+    kubelet_version: str = KUBELET_VERSION
+
+
+def instance_kubelet_version(instance: Dict[str, Any]) -> str:
+    """The kubelet version an EC2 instance's kubelet reports (KUBELET_VERSION_TAG, else KUBELET_VERSION)."""
+    tags = {t.get('Key'): t.get('Value') for t in instance.get('Tags') or []}
+    return tags.get(KUBELET_VERSION_TAG) or KUBELET_VERSION
 
 
 def ec2_targets(instances: Iterable[Dict[str, Any]], region: str) -> Dict[str, Target]:
@@ -56,7 +69,8 @@ def ec2_targets(instances: Iterable[Dict[str, Any]], region: str) -> Dict[str, T
             address=inst.get('PrivateIpAddress', ''), alive=state == 'running', gone=state == 'terminated',
             instance_type=inst.get('InstanceType', ''), region=region,
             zone=(inst.get('Placement') or {}).get('AvailabilityZone', ''),
-            arch='arm64' if inst.get('Architecture') == 'arm64' else 'amd64')
+            arch='arm64' if inst.get('Architecture') == 'arm64' else 'amd64',
+            kubelet_version=instance_kubelet_version(inst))
     return targets
 
 
@@ -75,7 +89,8 @@ def sabakan_targets(claims: Iterable[Dict[str, Any]]) -> Dict[str, Target]:
                         ADDRESS_ANNOTATION, address)
             continue
         targets[address] = Target(name=address, provider_id='sabakan:///%s' % serial, address=address, alive=True,
-                                  gone=False)
+                                  gone=False, kubelet_version=(md.get('annotations') or {}).get(KUBELET_VERSION_TAG)
+                                  or KUBELET_VERSION)
     return targets
 
 
@@ -150,7 +165,7 @@ def node_object(target: Target, now: float) -> Dict[str, Any]:
         'status': {'capacity': dict(resources), 'allocatable': dict(resources), 'addresses': addresses,
                    'conditions': ready_conditions(now, []),
                    'daemonEndpoints': {'kubeletEndpoint': {'Port': 10250}},
-                   'nodeInfo': {'kubeletVersion': KUBELET_VERSION, 'kubeProxyVersion': KUBELET_VERSION,
+                   'nodeInfo': {'kubeletVersion': target.kubelet_version, 'kubeProxyVersion': target.kubelet_version,
                                 'operatingSystem': 'linux', 'architecture': target.arch,
                                 'containerRuntimeVersion': 'containerd://1.7.24', 'osImage': 'Lab Linux',
                                 'kernelVersion': '6.6.0-lab', 'machineID': '', 'systemUUID': '', 'bootID': ''}}}

@@ -355,6 +355,12 @@ class NodeEmulator:
         elif is_ready(node) != 'True' or len(taints_without_unreachable(node)) != len((node.get('spec') or {}).get(
                 'taints') or []):
             self._post_ready(node, now)
+        if node is not None and ((node.get('status') or {}).get('nodeInfo') or {}).get('kubeletVersion') \
+                != target.kubelet_version:
+            # updated where it stands (an in-place update): the kubelet came back at another version
+            self.api.merge_patch('%s/%s/status' % (NODES, quote(target.name)), {'status': {'nodeInfo': {
+                'kubeletVersion': target.kubelet_version, 'kubeProxyVersion': target.kubelet_version}}})
+            LOG.info('node %s: kubelet %s', target.name, target.kubelet_version)
         if lease is None:
             self._create_lease(node, now)
         elif now - self._renewed.get(target.name, 0.0) >= self.renew_interval - self.tick / 2:

@@ -1,7 +1,8 @@
 """A machines test bench over real parts: the Kubernetes API emulator, moto EC2 over HTTP, the real controller
 process (`--controllers machines`, fast timings through its flags) and kubelets that register a Node for every
-running instance (name = PrivateDnsName, providerID aws:///<region>/<id>, Ready True; partitioned ones turn
-Ready=Unknown as the node lifecycle controller would).
+running instance (name = PrivateDnsName, providerID aws:///<region>/<id>, Ready True, the kubelet version its
+`machine.steward.io/kubelet-version` tag names, else v1.31.4; partitioned ones turn Ready=Unknown as the node
+lifecycle controller would).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Dict, List, Optional, Set
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 
+from lab.cloud.node_objects import instance_kubelet_version
 from lab.env.controller import ControllerProcess, wait_for
 from lab.env.machines_aws import KEYS, ec2_client, instances, make_network, provider_spec, secret_data
 
@@ -133,7 +135,7 @@ class Kubelets:
                     'metadata': {'name': name, 'labels': {'kubernetes.io/hostname': name}},
                     'spec': dict({'providerID': provider_id},
                                  **({'taints': [dict(t) for t in self.register_taints]} if self.register_taints else {})),
-                    'status': {'conditions': [ready]}})
+                    'status': {'conditions': [ready], 'nodeInfo': {'kubeletVersion': instance_kubelet_version(inst)}}})
                 continue
             current = next((c for c in (node.get('status') or {}).get('conditions') or [] if c.get('type') == 'Ready'), {})
             if current.get('status') != status:

@@ -30,6 +30,12 @@ description:
   - The kubelet step records its phase in the Node annotation C(cluster.steward.io/upgrade); a run killed at any
     point and started again does not drain a node twice. A step whose earlier wave is not done is not run
     (C(blocked) in the result; with O(strict_order) it fails with rule C(order)).
+  - Cloud pools (O(machine_deployments), MachineDeployments of the machines area, MCM's API) are not upgraded in
+    place - O(stage=machine-deployment) writes a new MachineClass naming the target kubelet (label and, for AWS, tag
+    C(machine.steward.io/kubelet-version); O(class_patch) changes what else differs, such as the image) and points
+    the MachineDeployment at it; the machines controller's rolling update replaces the machines; the step waits
+    until the rollout is complete and every Node of the pool reports the kubelet (up to O(rollout_timeout)). A
+    second run finds the class in place and only waits.
   - The C(steward.cluster.cluster_upgrade) playbook runs the stages in order on every node.
 options:
   version:
@@ -43,13 +49,36 @@ options:
     elements: str
     default: []
   stage:
-    description: C(plan), or the kind of step to run on O(node_name).
+    description: C(plan), or the kind of step to run on O(node_name) (C(machine-deployment) - on the pool
+      O(machine_deployment)).
     type: str
-    choices: [plan, kube-apiserver, controller-manager-scheduler, kube-proxy, kubelet]
+    choices: [plan, kube-apiserver, controller-manager-scheduler, kube-proxy, kubelet, machine-deployment]
     default: plan
   node_name:
-    description: This node's name (required unless O(stage=plan)); its manifests below O(root) are read and written.
+    description: This node's name (required unless O(stage=plan) or O(stage=machine-deployment)); its manifests below
+      O(root) are read and written.
     type: str
+  machine_deployments:
+    description: The cloud pools, as C(namespace/name) of their MachineDeployments - their machines' Nodes are
+      planned as workers of the pool (skew-checked, never in the kubelet steps) and the pool rolled onto a new
+      MachineClass after the control plane (and in a hop's first wave when a chain of several minors needs it).
+    type: list
+    elements: str
+    default: []
+  machine_deployment:
+    description: The pool O(stage=machine-deployment) acts on (C(namespace/name), one of O(machine_deployments)).
+    type: str
+  class_patch:
+    description:
+      - A JSON merge patch (RFC 7386, MCM's field names) applied to the copy of the pool's current MachineClass that
+        becomes the new one, for example a new image in C(providerSpec.ami) or another Secret in C(secretRef.name)
+        (user data that installs the new kubelet).
+      - C(metadata), C(apiVersion) and C(kind) are set by the upgrade.
+    type: dict
+  rollout_timeout:
+    description: Seconds a pool's rollout may take, from the class switch to every Node reporting the kubelet.
+    type: float
+    default: 1800.0
   control_plane:
     description: The control-plane nodes' names, in the order they are upgraded.
     type: list
@@ -168,6 +197,16 @@ EXAMPLES = r'''
     workers: [w1, w2]
     kubelet_install_command: [apt-get, install, -y, "kubelet={semver}-1.1"]
     kubeconfig: /etc/kubernetes/admin.conf
+
+- name: Roll a cloud pool onto a MachineClass naming v1.32.4 (after the control plane)
+  steward.cluster.cluster_upgrade:
+    version: v1.32.4
+    stage: machine-deployment
+    machine_deployment: shoot--demo/workers
+    machine_deployments: [shoot--demo/workers]
+    class_patch: {providerSpec: {ami: ami-0a1b2c3d4e5f60718}}
+    control_plane: [cp1, cp2, cp3]
+    kubeconfig: /etc/kubernetes/admin.conf
 '''
 
 RETURN = r'''
@@ -177,7 +216,8 @@ target:
   type: str
 plan:
   description: C(target), C(current) (the oldest kube-apiserver), C(hops), C(steps) (C(kind), C(nodes), C(version),
-    C(drain), C(hop); the C(etcd) step also C(image)), C(refusals), C(done) and C(etcd) (the etcd step, or null).
+    C(drain), C(hop); the C(etcd) step also C(image), a C(machine-deployment) step C(pool)), C(refusals), C(done),
+    C(etcd) (the etcd step, or null) and C(pools) (the MachineDeployments with a step to do).
   returned: always
   type: dict
 status:
@@ -202,6 +242,10 @@ blocked:
   description: An earlier wave is not done, so this node's step was not run.
   returned: always
   type: bool
+machine_class:
+  description: The MachineClass a C(machine-deployment) step rolls its pool onto.
+  returned: when a pool's step ran
+  type: str
 drain:
   description: The pods evicted and skipped, and whether this run cordoned the node (kubelet steps).
   returned: when a node was drained
@@ -223,8 +267,13 @@ SPEC = argspec(
     version={'type': 'str', 'required': True},
     via={'type': 'list', 'elements': 'str', 'default': []},
     stage={'type': 'str', 'default': 'plan',
-           'choices': ['plan', 'kube-apiserver', 'controller-manager-scheduler', 'kube-proxy', 'kubelet']},
+           'choices': ['plan', 'kube-apiserver', 'controller-manager-scheduler', 'kube-proxy', 'kubelet',
+                       'machine-deployment']},
     node_name={'type': 'str'},
+    machine_deployments={'type': 'list', 'elements': 'str', 'default': []},
+    machine_deployment={'type': 'str'},
+    class_patch={'type': 'dict'},
+    rollout_timeout={'type': 'float', 'default': 1800.0},
     control_plane={'type': 'list', 'elements': 'str', 'required': True},
     workers={'type': 'list', 'elements': 'str', 'default': []},
     root={'type': 'path', 'default': '/'},

@@ -83,13 +83,21 @@ options:
   strategy:
     description: How a template change rolls out.
     type: str
-    choices: [RollingUpdate, Recreate]
+    choices: [RollingUpdate, Recreate, InPlaceUpdate]
+  orchestration_type:
+    description: With O(strategy=InPlaceUpdate) (MCM's in-place update - the machines' driver updates each machine where
+      it stands, one drain per node), who selects the nodes - C(Auto) the controller, O(max_unavailable) at a time;
+      C(Manual) the operator, by labelling a Node C(node.machine.sapcloud.io/selected-for-update=true).
+    type: str
+    choices: [Auto, Manual]
+    default: Auto
   max_surge:
     description: With O(strategy=RollingUpdate), machines above O(replicas) during a rollout (integer or percentage, rounded up).
     type: raw
     default: 1
   max_unavailable:
-    description: With O(strategy=RollingUpdate), machines below O(replicas) during a rollout (integer or percentage, rounded down).
+    description: With O(strategy=RollingUpdate) or O(strategy=InPlaceUpdate), machines below O(replicas) during a rollout
+      (integer or percentage, rounded down).
     type: raw
     default: 1
   min_ready_seconds:
@@ -237,7 +245,8 @@ SPEC = argspec(
     max_evict_retries=dict(type='int'),
     node_conditions=dict(type='list', elements='str'),
     disable_health_timeout=dict(type='bool'),
-    strategy=dict(type='str', choices=['RollingUpdate', 'Recreate']),
+    strategy=dict(type='str', choices=['RollingUpdate', 'Recreate', 'InPlaceUpdate']),
+    orchestration_type=dict(type='str', choices=['Auto', 'Manual'], default='Auto'),
     max_surge=dict(type='raw', default=1),
     max_unavailable=dict(type='raw', default=1),
     min_ready_seconds=dict(type='int'),

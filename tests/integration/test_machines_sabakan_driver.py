@@ -113,3 +113,25 @@ def test_a_bad_class_or_an_unreachable_sabakan(kube, sabakan_server):
         driver.create_machine(cls_context(sabakan_server), machine(0))
     assert info.value.code == Code.UNAVAILABLE
     assert claims(kube) == []
+
+
+def test_update_in_place_keeps_the_server_records_the_class_and_refuses_a_server_the_class_does_not_match(
+        kube, sabakan_server):
+    driver = SabakanDriver(kube)
+    made = driver.create_machine(cls_context(sabakan_server), machine(0))
+    newer = ClassContext(NS, 'metal-v1-32-0', 'class-uid-2', 'Sabakan', {'sabakanURL': sabakan_server.url, 'role': 'cs'},
+                         {}, labels={'machine.steward.io/kubelet-version': 'v1.32.0'})
+    context = MachineContext(NS, 'metal-0', 'uid-0', provider_id=made.provider_id)
+    driver.update_machine(newer, context)
+    (claim,) = claims(kube)
+    annotations = claim['metadata']['annotations']
+    assert annotations['machine.steward.io/applied-class'] == 'metal-v1-32-0'
+    assert annotations['machine.steward.io/kubelet-version'] == 'v1.32.0'
+    assert annotations['machine.steward.io/class-uid'] == 'class-uid-1'      # still listed under its class
+    other_role = ClassContext(NS, 'metal-ss', 'class-uid-3', 'Sabakan', {'sabakanURL': sabakan_server.url, 'role': 'ss'}, {})
+    with pytest.raises(DriverError) as info:
+        driver.update_machine(other_role, context)
+    assert info.value.code == Code.PRECONDITION_FAILED and 'RollingUpdate' in str(info.value)
+    with pytest.raises(DriverError) as info:
+        driver.update_machine(newer, MachineContext(NS, 'metal-9', 'uid-9'))
+    assert info.value.code == Code.NOT_FOUND

@@ -14,7 +14,12 @@ from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import Conflict, KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
-from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import run_deployment, run_machine, run_set
+from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import (
+    run_deployment,
+    run_in_place,
+    run_machine,
+    run_set,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import retry_delay
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import machine_timeouts
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import KIND_DEPLOYMENT, KIND_SET, Phase
@@ -25,6 +30,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.machine i
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import MachinePlan
 from ansible_collections.steward.cluster.plugins.module_utils.machines.reconcile import (
     ClassState,
+    InPlaceJob,
     PassPlan,
     World,
     class_key,
@@ -64,6 +70,10 @@ class Dispatch:
                 continue     # no slot free: a finishing job wakes the scheduler, and this machine is planned again
             if not self.submit(mp.uid, self._machine_job, m, mp) and slot is not None:
                 self.cloud_slots.release(slot, mp.uid)
+        for job in plan.in_place:
+            m = machines.get(job.uid)
+            if m is not None:
+                self.submit(job.uid, self._in_place_job, m, job)
         sets = {o.key(s): s for s in world.sets}
         for key, patch in plan.set_freezes.items():
             ms = sets[key]
@@ -152,6 +162,11 @@ class Dispatch:
         else:
             with self.lock:
                 self.not_before.pop(o.uid(machine), None)
+
+    def _in_place_job(self, machine: Mapping[str, Any], job: InPlaceJob) -> None:
+        """Drain the machine's Node and have its driver update it where it stands (apply.run_in_place)."""
+        timeouts = machine_timeouts(o.spec(machine), self.settings)
+        run_in_place(self.target, machine, job.node, job.class_name, timeouts, self.runtime.clock)
 
     def _set_freeze_job(self, ms: Mapping[str, Any], patch: Dict[str, Any]) -> None:
         self.target.patch(KIND_SET, o.namespace(ms), o.name(ms), {'metadata': patch['metadata']})

@@ -35,9 +35,15 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.drain imp
     plan_round,
     record_eviction,
 )
-from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import ClassContext, CreateResult, Driver
-from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import ClassNotReady
+from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import (
+    ClassContext,
+    CreateResult,
+    Driver,
+    machine_context,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import ClassNotReady, DriverError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
+from ansible_collections.steward.cluster.plugins.module_utils.kube import drain as kube_drain
 from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import eviction_body, pod_ref
 
 from steward_controller.machines.caches import Caches
@@ -152,7 +158,8 @@ class KubeTarget(Target):
                                     o.key(cls), field, 'exists')
             data.update(secret)
         return ClassContext(namespace=ns, name=o.name(cls), uid=o.uid(cls), provider=str(cls.get('provider') or ''),
-                            provider_spec=cls.get('providerSpec') or {}, secret=data, node_template=cls.get('nodeTemplate') or {})
+                            provider_spec=cls.get('providerSpec') or {}, secret=data, node_template=cls.get('nodeTemplate') or {},
+                            labels=dict(o.labels(cls)))
 
     def driver(self, machine: Mapping[str, Any]) -> Tuple[Driver, ClassContext]:
         cls = self.caches.get('MachineClass', o.namespace(machine), o.class_name(o.spec(machine)))
@@ -221,6 +228,28 @@ class KubeTarget(Target):
             except Exception:    # GetVolumeIDs unimplemented or failing: wait for the pod alone
                 out[pod_ref(pod)] = []
         return out
+
+    def drain_node(self, name: str, timeout: float) -> Dict[str, Any]:
+        """An in-place update's drain: the collection's one drain (kube/drain.py: cordon once, evictions through
+        the Eviction API, PodDisruptionBudgets respected, DaemonSet and mirror pods left) within the machine's
+        drainTimeout; a DrainError propagates (the next pass runs the update again)."""
+        done = kube_drain.drain(self.client, name, timeout=timeout, eviction_timeout=timeout, protected_namespaces=(),
+                                force=False)
+        return {'evicted': list(done.evicted), 'skipped': list(done.skipped), 'cordoned': done.cordoned}
+
+    def update_machine(self, machine: Mapping[str, Any], class_name: str) -> None:
+        cls = self.caches.get('MachineClass', o.namespace(machine), class_name)
+        if cls is None:
+            raise ClassNotReady('MachineClass %s/%s not found' % (o.namespace(machine), class_name))
+        driver, context = self.driver_for_class(cls)
+        code = Code.OK
+        try:
+            driver.update_machine(context, machine_context(machine))
+        except DriverError as exc:
+            code = exc.code
+            raise
+        finally:
+            self.driver_call(Call.UPDATE, code, context.provider)
 
     def drain_round(self, machine: Mapping[str, Any], node: Mapping[str, Any], force: str, timeouts: MachineTimeouts,
                     memory: DrainMemory, settings: Settings, now: float) -> DrainPlan:

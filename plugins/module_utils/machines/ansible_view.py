@@ -129,15 +129,21 @@ def desired_deployment(params: Mapping[str, Any]) -> Dict[str, Any]:
                            'RollingUpdate (the default strategy)', 0)
     if params.get('strategy') is not None:
         strategy: Dict[str, Any] = {'type': params['strategy']}
-        if params['strategy'] == 'RollingUpdate':
-            strategy['rollingUpdate'] = {'maxSurge': _int_or_percent(params.get('max_surge', 1)),
-                                         'maxUnavailable': _int_or_percent(params.get('max_unavailable', 1))}
+        if params['strategy'] in ('RollingUpdate', 'InPlaceUpdate'):
+            key = 'rollingUpdate' if params['strategy'] == 'RollingUpdate' else 'inPlaceUpdate'
+            strategy[key] = {'maxSurge': _int_or_percent(params.get('max_surge', 1)),
+                             'maxUnavailable': _int_or_percent(params.get('max_unavailable', 1))}
+            if key == 'inPlaceUpdate':
+                strategy[key]['orchestrationType'] = params.get('orchestration_type') or 'Auto'
         try:
             rollout.strategy_values(strategy)
         except InvalidInput as exc:
             raise InvalidInput({'spec.strategy.rollingUpdate': 'max_surge', 'spec.strategy.rollingUpdate.maxSurge': 'max_surge',
-                                'spec.strategy.rollingUpdate.maxUnavailable': 'max_unavailable'}.get(exc.field, 'strategy'),
-                               exc.rule, exc.detail, exc.value) from None
+                                'spec.strategy.rollingUpdate.maxUnavailable': 'max_unavailable',
+                                'spec.strategy.inPlaceUpdate': 'max_surge', 'spec.strategy.inPlaceUpdate.maxSurge': 'max_surge',
+                                'spec.strategy.inPlaceUpdate.maxUnavailable': 'max_unavailable',
+                                'spec.strategy.inPlaceUpdate.orchestrationType': 'orchestration_type',
+                                }.get(exc.field, 'strategy'), exc.rule, exc.detail, exc.value) from None
         spec['strategy'] = strategy
     for option, field in (('min_ready_seconds', 'minReadySeconds'), ('revision_history_limit', 'revisionHistoryLimit'),
                           ('progress_deadline_seconds', 'progressDeadlineSeconds')):

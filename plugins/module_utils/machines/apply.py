@@ -22,15 +22,28 @@ import dataclasses
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import set_condition
 from ansible_collections.steward.cluster.plugins.module_utils.kube.objects import merge_patch
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
-from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
+from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, Next, next_step
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import MachineTimeouts, Settings
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
+    ANNOTATION_UPDATE_FAILED_REASON,
     FINALIZER,
     KIND_DEPLOYMENT,
     KIND_MACHINE,
     KIND_SET,
+    LABEL_UPDATE_RESULT,
+    NODE_CONDITION_IN_PLACE,
+    REASON_READY_FOR_UPDATE,
+    REASON_SELECTED,
+    REASON_UPDATE_FAILED,
+    REASON_UPDATE_SUCCESSFUL,
+    UPDATE_FAILED,
+    UPDATE_SUCCESSFUL,
+    OpState,
+    OpType,
+    Phase,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion import (
     DeletionView,
@@ -52,7 +65,13 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.driver im
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import ClassNotReady, DriverError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import after_call
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machineset import SetPlan
-from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import ClusterAction, Event, MachinePlan
+from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import (
+    ClusterAction,
+    Event,
+    MachinePlan,
+    current_status,
+    last_operation,
+)
 
 log = logging.getLogger('steward.machines')
 Obj = Mapping[str, Any]
@@ -101,6 +120,15 @@ class Target:
         raise NotImplementedError
 
     def delete_volume_attachments(self, node_name: str) -> None:
+        raise NotImplementedError
+
+    def drain_node(self, name: str, timeout: float) -> Dict[str, Any]:
+        """Cordon the node and evict its pods (PodDisruptionBudgets respected) within `timeout`, for an in-place
+        update; raises on a drain that does not finish."""
+        raise NotImplementedError
+
+    def update_machine(self, machine: Obj, class_name: str) -> None:
+        """The driver's UpdateMachine to the class `class_name` (MCM's hot-update call); raises DriverError."""
         raise NotImplementedError
 
     def created(self, machine: Obj, result: CreateResult) -> None:
@@ -404,6 +432,30 @@ def run_deployment(t: Target, md: Obj, plan: DeploymentPlan) -> List[str]:
             t.patch(KIND_SET, ns, name, patch)
         except Exception as exc:
             errors.append('patch machine set %s: %s' % (name, exc))
+    moved: Dict[str, int] = {}
+    planned: Dict[str, int] = {}
+    for transfer in plan.transfers:       # the machine first, then its old set's replicas (inplace.Transfer)
+        planned[transfer.from_set] = transfer.from_replicas
+        try:
+            t.patch(KIND_MACHINE, ns, transfer.machine, transfer.patch)
+            moved[transfer.from_set] = moved.get(transfer.from_set, 0) + 1
+        except Exception as exc:
+            errors.append('move machine %s: %s' % (transfer.machine, exc))
+    for name, count in moved.items():
+        try:
+            t.patch(KIND_SET, ns, name, {'spec': {'replicas': max(0, planned[name] - count)}})
+        except Exception as exc:
+            errors.append('scale machine set %s: %s' % (name, exc))
+    for name, patch in plan.machine_patches.items():
+        try:
+            t.patch(KIND_MACHINE, ns, name, patch)
+        except Exception as exc:
+            errors.append('patch machine %s: %s' % (name, exc))
+    for name, patch in plan.node_patches.items():
+        try:
+            t.patch_node(name, patch)
+        except Exception as exc:
+            errors.append('patch node %s: %s' % (name, exc))
     for name in plan.delete_sets:
         try:
             t.delete(KIND_SET, ns, name)
@@ -422,3 +474,58 @@ def run_deployment(t: Target, md: Obj, plan: DeploymentPlan) -> List[str]:
     if errors:
         t.event(md, Event('MachineDeploymentError', '; '.join(errors)[:1000], warning=True))
     return errors
+
+
+# --- in-place updates ------------------------------------------------------------------------------
+
+def _node_condition(t: Target, node_name: str, reason: str, message: str, now: float) -> None:
+    node = t.node(node_name) or {}
+    conditions = set_condition((node.get('status') or {}).get('conditions'), NODE_CONDITION_IN_PLACE, 'True', reason,
+                               message, now)
+    t.patch_node(node_name, {'status': {'conditions': conditions}}, status=True)
+
+
+def run_in_place(t: Target, machine: Obj, node_name: str, class_name: str, timeouts: MachineTimeouts,
+                 clock: Callable[[], float]) -> bool:
+    """Update one machine where it stands (MCM's in-place flow, with our driver in the node agent's place):
+    phase InPlaceUpdating, the Node's InPlaceUpdate condition SelectedForUpdate, drain (cordon, evictions,
+    PodDisruptionBudgets; the machine's drainTimeout), DrainSuccessful / ReadyForUpdate, the driver's
+    UpdateMachine to `class_name`, then the Node's `update-result` label: successful (condition UpdateSuccessful,
+    phase Running) or failed (the reason in `update-failed-reason`, condition UpdateFailed, phase
+    InPlaceUpdateFailed, left for the operator). A drain that does not finish raises: the machine stays
+    InPlaceUpdating and the next pass runs this again (the drain then evicts only what is left). True on success."""
+    ns, name = o.namespace(machine), o.name(machine)
+    t.patch(KIND_MACHINE, ns, name, {'status': {
+        'currentStatus': current_status(Phase.IN_PLACE_UPDATING, clock()),
+        'lastOperation': last_operation(OpType.IN_PLACE_UPDATE, OpState.PROCESSING,
+                                        'Machine %s is undergoing an in-place update' % name, clock())}}, status=True)
+    _node_condition(t, node_name, REASON_SELECTED, 'Node is selected for in-place update', clock())
+    drained = t.drain_node(node_name, timeouts.drain)
+    _node_condition(t, node_name, REASON_READY_FOR_UPDATE, 'Node drained (%d pod(s) evicted); ready for in-place '
+                    'update' % len(drained.get('evicted') or []), clock())
+    try:
+        t.update_machine(machine, class_name)
+    except (DriverError, ClassNotReady) as exc:
+        if isinstance(exc, DriverError) and next_step(Call.UPDATE, exc.code)[0] == Next.RETRY:
+            raise      # transient (unavailable, throttled, ...): the next pass runs the update again
+        reason = str(exc)[:1000]
+        t.patch_node(node_name, {'metadata': {'labels': {LABEL_UPDATE_RESULT: UPDATE_FAILED},
+                                              'annotations': {ANNOTATION_UPDATE_FAILED_REASON: reason}}})
+        _node_condition(t, node_name, REASON_UPDATE_FAILED, 'Node in-place update failed: %s' % reason, clock())
+        t.patch(KIND_MACHINE, ns, name, {'status': {
+            'currentStatus': current_status(Phase.IN_PLACE_UPDATE_FAILED, clock()),
+            'lastOperation': last_operation(OpType.IN_PLACE_UPDATE, OpState.FAILED,
+                                            'in-place update to class %s failed: %s' % (class_name, reason), clock(),
+                                            error_code=getattr(getattr(exc, 'code', None), 'mcm_name', ''))}},
+                status=True)
+        t.event(machine, Event('InPlaceUpdateFailed', 'in-place update to class %s failed: %s' % (class_name, reason),
+                               warning=True))
+        return False
+    t.patch_node(node_name, {'metadata': {'labels': {LABEL_UPDATE_RESULT: UPDATE_SUCCESSFUL}}})
+    _node_condition(t, node_name, REASON_UPDATE_SUCCESSFUL, 'Node in-place update successful', clock())
+    t.patch(KIND_MACHINE, ns, name, {'status': {
+        'currentStatus': current_status(Phase.RUNNING, clock()),
+        'lastOperation': last_operation(OpType.IN_PLACE_UPDATE, OpState.SUCCESSFUL,
+                                        'updated in place to class %s' % class_name, clock())}}, status=True)
+    t.event(machine, Event('InPlaceUpdateSuccessful', 'updated in place to class %s' % class_name))
+    return True

@@ -61,6 +61,7 @@ class Call(str, enum.Enum):
     STATUS = 'GetMachineStatus'
     LIST = 'ListMachines'
     VOLUMES = 'GetVolumeIDs'
+    UPDATE = 'UpdateMachine'        # MCM's hot-update proposal: update the machine where it stands
 
 
 class Retry(str, enum.Enum):

@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import enum
 
-GROUP = 'machine.sapcloud.io'
-VERSION = 'v1alpha1'
-API_VERSION = GROUP + '/' + VERSION
-
-KIND_CLASS = 'MachineClass'
-KIND_MACHINE = 'Machine'
-KIND_SET = 'MachineSet'
-KIND_DEPLOYMENT = 'MachineDeployment'
-PLURALS = {KIND_CLASS: 'machineclasses', KIND_MACHINE: 'machines', KIND_SET: 'machinesets',
-           KIND_DEPLOYMENT: 'machinedeployments'}
+# The API's names live in kube/mcm.py (the Kubernetes upgrade's cloud pools read them too); re-exported here.
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (  # noqa: F401 pylint: disable=unused-import
+    API_VERSION,
+    GROUP,
+    KIND_CLASS,
+    KIND_DEPLOYMENT,
+    KIND_MACHINE,
+    KIND_SET,
+    KUBELET_VERSION_LABEL,
+    LABEL_NODE,
+    PLURALS,
+    VERSION,
+)
 
 FINALIZER = 'machine.sapcloud.io/operator'
 
 # Machine labels
-LABEL_NODE = 'node'                                   # the Node backing the machine
 LABEL_FORCE_DELETION = 'force-deletion'               # "True": no drain
 LABEL_TEMPLATE_HASH = 'machine-template-hash'         # MachineSet and Machine: which template revision
 LABEL_FREEZE = 'freeze'                               # MachineSet / MachineDeployment frozen by overshoot
@@ -54,10 +56,30 @@ TAINT_CRITICAL_COMPONENTS_NOT_READY = 'node.gardener.cloud/critical-components-n
 # dependency-watchdog marks the targets it scaled down; while any carries it, machines are not replaced.
 ANNOTATION_WATCHDOG_MELTDOWN = 'dependency-watchdog.gardener.cloud/meltdown-protection-active'
 
+# MCM's in-place update (MachineDeployment strategy.type InPlaceUpdate; MCM's pkg/apis/machine/v1alpha1/constants.go)
+STRATEGY_IN_PLACE = 'InPlaceUpdate'
+ORCHESTRATION_AUTO = 'Auto'                           # the controller selects nodes, maxUnavailable at a time
+ORCHESTRATION_MANUAL = 'Manual'                       # the operator selects nodes (LABEL_SELECTED_FOR_UPDATE)
+LABEL_CANDIDATE_FOR_UPDATE = 'node.machine.sapcloud.io/candidate-for-update'    # Node: runs the old template
+LABEL_SELECTED_FOR_UPDATE = 'node.machine.sapcloud.io/selected-for-update'      # Node: update it now
+LABEL_UPDATE_RESULT = 'node.machine.sapcloud.io/update-result'                  # Node (and Machine): the outcome
+UPDATE_SUCCESSFUL = 'successful'
+UPDATE_FAILED = 'failed'
+ANNOTATION_UPDATE_FAILED_REASON = 'node.machine.sapcloud.io/update-failed-reason'
+LABEL_SCALE_UP_DISABLED = 'node.machine.sapcloud.io/scale-up-disabled'           # MachineSet: old set, no creation
+NODE_CONDITION_IN_PLACE = 'InPlaceUpdate'             # Node condition; reasons below, in MCM's order
+REASON_CANDIDATE = 'CandidateForUpdate'
+REASON_SELECTED = 'SelectedForUpdate'
+REASON_DRAIN_SUCCESSFUL = 'DrainSuccessful'
+REASON_READY_FOR_UPDATE = 'ReadyForUpdate'
+REASON_UPDATE_SUCCESSFUL = 'UpdateSuccessful'
+REASON_UPDATE_FAILED = 'UpdateFailed'
+
 # Ours
 OWNER_TAG = 'machine.steward.io/owner-uid'            # cloud tag: the Machine's UID (positive evidence of ownership)
 CLASS_TAG = 'machine.steward.io/class-uid'            # cloud tag: the MachineClass's UID (which API server made it)
 SABAKAN_SERIAL_LABEL = 'machine.steward.io/sabakan-serial'
+APPLIED_CLASS_ANNOTATION = 'machine.steward.io/applied-class'      # sabakan claim: the class UpdateMachine applied
 SABAKAN_ADDRESS_ANNOTATION = 'machine.steward.io/sabakan-address'
 SABAKAN_CLAIM_PREFIX = 'sabakan-claim-'
 
@@ -80,6 +102,8 @@ class Phase(str, enum.Enum):
     FAILED = 'Failed'
     CRASH_LOOP_BACK_OFF = 'CrashLoopBackOff'
     TERMINATING = 'Terminating'
+    IN_PLACE_UPDATING = 'InPlaceUpdating'                # MCM: drained, its driver updating it where it stands
+    IN_PLACE_UPDATE_FAILED = 'InPlaceUpdateFailed'       # MCM: the update failed; left for the operator
 
     @classmethod
     def of(cls, value: object) -> 'Phase':
@@ -100,6 +124,7 @@ class OpType(str, enum.Enum):
     UPDATE = 'Update'
     HEALTH_CHECK = 'HealthCheck'
     DELETE = 'Delete'
+    IN_PLACE_UPDATE = 'InPlaceUpdate'
 
 
 class OpState(str, enum.Enum):

@@ -39,7 +39,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     KIND_DEPLOYMENT,
     KIND_SET,
     LABEL_TEMPLATE_HASH,
+    STRATEGY_IN_PLACE,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.machines.inplace import Transfer, plan_deployment_inplace
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
 
 Obj = Mapping[str, Any]
@@ -58,12 +60,26 @@ class DeploymentPlan:
     status: Optional[Dict[str, Any]] = None
     remove_finalizer: bool = False
     events: List[Event] = dataclasses.field(default_factory=list)
+    # InPlaceUpdate (inplace.py): machines moving to the new set, Machine and Node patches
+    transfers: List[Transfer] = dataclasses.field(default_factory=list)
+    machine_patches: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+    node_patches: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+    waiting: str = ''
 
     @property
     def has_work(self) -> bool:
         """Whether applying the plan writes anything (otherwise no job is started for the deployment)."""
         return bool(self.create_set or self.set_patches or self.delete_sets or self.adopt_sets or self.patch
-                    or self.status or self.remove_finalizer or self.events)
+                    or self.status or self.remove_finalizer or self.events or self.transfers or self.machine_patches
+                    or self.node_patches)
+
+
+@dataclasses.dataclass
+class InPlaceView:
+    """What an InPlaceUpdate deployment plans over besides its sets: each set's machines (by set name) and the
+    Nodes (by name)."""
+    machines_by_set: Mapping[str, Sequence[Obj]]
+    nodes: Mapping[str, Obj]
 
 
 def rollout_template(template: Mapping[str, Any]) -> Dict[str, Any]:
@@ -155,10 +171,11 @@ def _merge(plan: DeploymentPlan, name: str, patch: Optional[Dict[str, Any]]) -> 
 
 
 def plan_deployment(md: Obj, sets: Sequence[Obj], orphan_sets: Sequence[Obj], old_machines_left: int,
-                    now: float) -> DeploymentPlan:
+                    now: float, in_place: Optional[InPlaceView] = None) -> DeploymentPlan:
     """`sets`: the deployment's own MachineSets; `orphan_sets`: sets without a controller its selector matches;
-    `old_machines_left`: machines of old sets still existing (Recreate waits for 0). Raises InvalidInput for a
-    bad spec (strategy, selector), naming the field."""
+    `old_machines_left`: machines of old sets still existing (Recreate waits for 0); `in_place`: the machines and
+    Nodes an InPlaceUpdate deployment needs (inplace.py). Raises InvalidInput for a bad spec (strategy, selector),
+    naming the field."""
     plan = DeploymentPlan(key=o.key(md), uid=o.uid(md))
     spec = o.spec(md)
     if o.deleting(md):
@@ -195,8 +212,8 @@ def plan_deployment(md: Obj, sets: Sequence[Obj], orphan_sets: Sequence[Obj], ol
     states = [_set_state(s) for s in live]
     new_state = next((s for s in states if new is not None and s.name == o.name(new)), None)
     old_states = [s for s in states if new_state is None or s.name != new_state.name]
-    scaling = any(o.annotations_of(s).get(ANNOTATION_DESIRED_REPLICAS) != str(desired)
-                  for s in live if o.replicas(s) > 0)
+    scaling = kind != STRATEGY_IN_PLACE and any(o.annotations_of(s).get(ANNOTATION_DESIRED_REPLICAS) != str(desired)
+                                                for s in live if o.replicas(s) > 0)
 
     if new is None and not paused and not scaling:
         collisions = o.int_field(o.status(md), 'collisionCount')
@@ -208,6 +225,9 @@ def plan_deployment(md: Obj, sets: Sequence[Obj], orphan_sets: Sequence[Obj], ol
             plan.create_set['metadata']['name'], replicas)))
     elif paused or scaling:
         _scale(plan, live, states, new_state, desired, surge, kind == 'RollingUpdate', o.int_field(o.status(md), 'replicas'))
+    elif kind == STRATEGY_IN_PLACE:
+        if new is not None and in_place is not None:
+            _in_place_update(plan, md, new, [s for s in live if o.uid(s) != o.uid(new)], in_place, desired, max_unavail)
     elif kind == 'Recreate':
         for name, count in r.recreate_plan(desired, old_states, new_state, old_machines_left).items():
             ms = next(s for s in live if o.name(s) == name)
@@ -220,6 +240,24 @@ def plan_deployment(md: Obj, sets: Sequence[Obj], orphan_sets: Sequence[Obj], ol
         plan.patch = {'metadata': meta_patch}
     plan.status = _status(md, live, new, states, desired, max_unavail, paused, now, plan)
     return plan
+
+
+def _in_place_update(plan: DeploymentPlan, md: Obj, new: Obj, old: Sequence[Obj], view: InPlaceView, desired: int,
+                     max_unavail: int) -> None:
+    step = plan_deployment_inplace(md, old, new, view.machines_by_set, view.nodes, desired, max_unavail,
+                                   r.orchestration(o.spec(md).get('strategy')))
+    for name, patch in step.set_patches.items():
+        _merge(plan, name, patch)
+    plan.transfers = step.transfers
+    plan.machine_patches = step.machine_patches
+    plan.node_patches = step.node_patches
+    plan.waiting = step.waiting
+    if step.selected:
+        plan.events.append(Event('SelectedForUpdate', 'nodes selected for an in-place update: %s'
+                                 % ', '.join(step.selected)))
+    if step.transfers:
+        plan.events.append(Event('MachinesUpdatedInPlace', 'moved to machine set %s after an in-place update: %s'
+                                 % (o.name(new), ', '.join(t.machine for t in step.transfers))))
 
 
 def _in_place(plan: DeploymentPlan, md: Obj, new: Obj) -> None:

@@ -49,6 +49,7 @@ class ClassContext:
     provider_spec: Mapping[str, Any]
     secret: Mapping[str, str]
     node_template: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)     # the class's labels
 
     @property
     def key(self) -> str:
@@ -119,6 +120,13 @@ class Driver:
 
     def get_volume_ids(self, pv_specs: Sequence[Mapping[str, Any]]) -> List[str]:
         raise DriverError(Code.UNIMPLEMENTED, 'GetVolumeIDs is not implemented', Call.VOLUMES)
+
+    def update_machine(self, cls: ClassContext, machine: MachineContext) -> None:
+        """MCM's hot-update proposal (UpdateMachine): bring the machine's VM to `cls` where it stands, for
+        MachineDeployments with `strategy.type: InPlaceUpdate`. A driver that cannot answers UNIMPLEMENTED, and
+        the machine's in-place update fails with that message."""
+        raise DriverError(Code.UNIMPLEMENTED, 'UpdateMachine is not implemented by this provider: it cannot update a '
+                          'machine where it stands (use strategy RollingUpdate)', Call.UPDATE)
 
 
 def machine_context(machine: Mapping[str, Any]) -> MachineContext:

@@ -31,8 +31,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     FINALIZER,
     IN_PLACE_FIELDS,
     LABEL_FREEZE,
+    LABEL_SCALE_UP_DISABLED,
+    LABEL_UPDATE_RESULT,
     PHASE_DELETE_RANK,
     PRIORITY_MARKED,
+    UPDATE_SUCCESSFUL,
     Phase,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
@@ -154,6 +157,15 @@ def plan_set(ms: Obj, machines: Sequence[Obj], orphans: Sequence[Obj], now: floa
     live = [m for m in machines if not o.deleting(m) and o.phase(m) != Phase.TERMINATING]
     wanted = o.replicas(ms)
     diff = len(live) - wanted
+    # In-place updates (inplace.py): a machine that moved in carries update-result=successful until this set's
+    # replicas count it; it is not a surplus to delete (MCM's manageReplicas)
+    deletable = [m for m in live if o.labels(m).get(LABEL_UPDATE_RESULT) != UPDATE_SUCCESSFUL]
+    if diff > 0:
+        diff = max(0, min(diff, len(deletable) - wanted))
+    if diff < 0 and LABEL_SCALE_UP_DISABLED in o.labels(ms):
+        # an old set of an in-place update: its machines leave it before its replicas drop; it creates none
+        plan.waiting = 'scale-up disabled (%s): an in-place update moves its machines' % LABEL_SCALE_UP_DISABLED
+        diff = 0
     if replace_failed:
         for m in live:
             if o.phase(m) == Phase.FAILED:
@@ -165,7 +177,7 @@ def plan_set(ms: Obj, machines: Sequence[Obj], orphans: Sequence[Obj], now: floa
         else:
             plan.create = min(-diff, burst)
     elif diff > 0:
-        for m in victim_order(live)[:min(diff, burst)]:
+        for m in victim_order(deletable)[:min(diff, burst)]:
             if o.name(m) not in plan.delete:
                 plan.delete.append(o.name(m))
                 plan.delete_reasons[o.name(m)] = 'scale down to %d' % wanted

@@ -29,14 +29,17 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     COND_FROZEN,
     FREEZE_OVERSHOOT,
     LABEL_FREEZE,
+    STRATEGY_IN_PLACE,
     Phase,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion import DeletionView, plan_deletion
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deployment import (
     DeploymentPlan,
+    InPlaceView,
     find_new_set,
     plan_deployment,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.machines.inplace import needs_update
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import VM, machine_context
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Inventory, Lookup
 from ansible_collections.steward.cluster.plugins.module_utils.machines.machine import MachineView, plan_machine
@@ -99,6 +102,17 @@ class PassPlan:
     invalid: Dict[str, InvalidInput] = dataclasses.field(default_factory=dict)             # object key -> error
     events: List[Tuple[Obj, Event]] = dataclasses.field(default_factory=list)
     fleet: Optional[safety.FleetView] = None
+    in_place: List['InPlaceJob'] = dataclasses.field(default_factory=list)                # machines to update
+
+
+@dataclasses.dataclass(frozen=True)
+class InPlaceJob:
+    """A machine of an InPlaceUpdate deployment's old set whose Node is selected: drain it and have its driver
+    update it to `class_name` (the new set's class); apply.run_in_place."""
+    uid: str
+    key: str
+    node: str
+    class_name: str
 
 
 def class_key(machine: Obj) -> str:
@@ -125,10 +139,23 @@ class _Index:
                 self.sets_by_md.setdefault(owner, []).append(s)
             elif not owner:
                 self.orphan_sets.setdefault(o.namespace(s), []).append(s)
+        self._new_sets: Dict[str, Optional[Obj]] = {}
 
     def deployment_of(self, machine: Obj) -> Optional[Obj]:
         ms = self.sets_by_uid.get(o.owner_uid(machine))
         return self.mds_by_uid.get(o.owner_uid(ms)) if ms is not None else None
+
+    def in_place_new_set(self, machine: Obj) -> Tuple[bool, Optional[Obj]]:
+        """(whether the machine's deployment updates in place, its new set when the machine is in an old one)."""
+        ms = self.sets_by_uid.get(o.owner_uid(machine))
+        md = self.mds_by_uid.get(o.owner_uid(ms)) if ms is not None else None
+        if md is None or (o.spec(md).get('strategy') or {}).get('type') != STRATEGY_IN_PLACE:
+            return False, None
+        uid = o.uid(md)
+        if uid not in self._new_sets:
+            self._new_sets[uid] = find_new_set(md, self.sets_by_md.get(uid, []))
+        new = self._new_sets[uid]
+        return True, new if new is not None and o.uid(new) != o.uid(ms) else None
 
     def gate_key(self, machine: Obj) -> str:
         """The meltdown limit's scope: the deployment, else the set, else the machine itself."""
@@ -234,6 +261,17 @@ def plan_pass(world: World, memory: Memory, settings: Settings, now: float) -> P
                 'currentStatus': current_status(Phase.UNKNOWN, now, timeout_active=True)}, retry=Retry.SHORT,
                 waiting='health clock restarted after a freeze ended'))
             continue
+        in_place, new_set = index.in_place_new_set(m)
+        if in_place:
+            node = o.node_of(m, world.nodes.get)
+            # no drain while a freeze says the network or the API failed rather than the machines
+            frozen = world.api_freeze or fleet.freeze or watchdog.get(o.namespace(m))
+            if new_set is not None and frozen is None and needs_update(m, node, True):
+                plan.in_place.append(InPlaceJob(uid, o.key(m), o.name(node),
+                                                o.class_name((o.spec(new_set).get('template') or {}).get('spec') or {})))
+                continue
+            if o.phase(m) == Phase.IN_PLACE_UPDATE_FAILED:
+                continue       # left for the operator (docs/machines.md): no health check replaces it meanwhile
         gate_key = index.gate_key(m)
         frozen_by = fleet.freeze or watchdog.get(o.namespace(m))
         may_fail = progress.get(gate_key, 0) < settings.max_replacements and frozen_by is None
@@ -342,7 +380,7 @@ def _plan_deployments(world: World, index: _Index, now: float, plan: PassPlan, f
                 if o.key(ms) in plan.invalid:
                     raise InvalidInput('MachineSet %s' % o.name(ms), plan.invalid[o.key(ms)].rule,
                                        'owned set is invalid: %s' % plan.invalid[o.key(ms)])
-            dplan = _deployment(md, sets, index, now)
+            dplan = _deployment(md, sets, index, now, world.nodes)
         except InvalidInput as exc:
             plan.invalid[o.key(md)] = exc
             continue
@@ -358,14 +396,17 @@ def _plan_deployments(world: World, index: _Index, now: float, plan: PassPlan, f
         plan.deployments.append(dplan)
 
 
-def _deployment(md: Obj, sets: Sequence[Obj], index: _Index, now: float) -> DeploymentPlan:
+def _deployment(md: Obj, sets: Sequence[Obj], index: _Index, now: float, nodes: Mapping[str, Obj]) -> DeploymentPlan:
     old_left = 0
     if (o.spec(md).get('strategy') or {}).get('type') == 'Recreate':
         new = find_new_set(md, sets)
         for s in sets:
             if new is None or o.uid(s) != o.uid(new):
                 old_left += len(index.machines_by_set.get(o.uid(s), []))
-    return plan_deployment(md, sets, index.orphan_sets.get(o.namespace(md), []), old_left, now)
+    view = None
+    if (o.spec(md).get('strategy') or {}).get('type') == STRATEGY_IN_PLACE:
+        view = InPlaceView({o.name(s): index.machines_by_set.get(o.uid(s), []) for s in sets}, nodes)
+    return plan_deployment(md, sets, index.orphan_sets.get(o.namespace(md), []), old_left, now, view)
 
 
 def _frozen_condition(md: Obj, dplan: DeploymentPlan, freeze: Optional[safety.Freeze], now: float) -> None:

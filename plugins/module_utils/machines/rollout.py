@@ -68,20 +68,23 @@ def strategy_values(strategy: Optional[dict]) -> Tuple[str, Any, Any]:
     """(type, maxSurge, maxUnavailable) with MCM's defaults; raises InvalidInput for a bad strategy."""
     strategy = strategy or {}
     kind = strategy.get('type') or 'RollingUpdate'
-    if kind not in ('RollingUpdate', 'Recreate'):
-        raise InvalidInput('spec.strategy.type', 'one-of', 'must be RollingUpdate or Recreate, got %r' % (kind,), kind)
-    rolling = strategy.get('rollingUpdate') or {}
+    if kind not in ('RollingUpdate', 'Recreate', 'InPlaceUpdate'):
+        raise InvalidInput('spec.strategy.type', 'one-of', 'must be RollingUpdate, Recreate or InPlaceUpdate, got %r'
+                           % (kind,), kind)
+    rolling = strategy.get('inPlaceUpdate' if kind == 'InPlaceUpdate' else 'rollingUpdate') or {}
     surge = rolling.get('maxSurge', DEFAULT_MAX_SURGE)
     unavailable = rolling.get('maxUnavailable', DEFAULT_MAX_UNAVAILABLE)
     if surge is None:
         surge = DEFAULT_MAX_SURGE
     if unavailable is None:
         unavailable = DEFAULT_MAX_UNAVAILABLE
-    s, _surge_is_percent = parse_int_or_percent(surge, 'spec.strategy.rollingUpdate.maxSurge')
-    u, _unavailable_is_percent = parse_int_or_percent(unavailable, 'spec.strategy.rollingUpdate.maxUnavailable')
-    if kind == 'RollingUpdate' and s == 0 and u == 0:
-        raise InvalidInput('spec.strategy.rollingUpdate', 'not-both-zero', 'maxSurge and maxUnavailable cannot both be 0',
-                           rolling)
+    where = 'spec.strategy.' + ('inPlaceUpdate' if kind == 'InPlaceUpdate' else 'rollingUpdate')
+    s, _surge_is_percent = parse_int_or_percent(surge, where + '.maxSurge')
+    u, _unavailable_is_percent = parse_int_or_percent(unavailable, where + '.maxUnavailable')
+    if kind in ('RollingUpdate', 'InPlaceUpdate') and s == 0 and u == 0:
+        raise InvalidInput(where, 'not-both-zero', 'maxSurge and maxUnavailable cannot both be 0', rolling)
+    if kind == 'InPlaceUpdate':
+        orchestration(strategy)
     return kind, surge, unavailable
 
 
@@ -97,10 +100,24 @@ def max_surge(kind: str, surge: Any, unavailable: Any, desired: int) -> int:
     return resolve_fenceposts(surge, unavailable, desired)[0] if kind == 'RollingUpdate' else 0
 
 
+def orchestration(strategy: Optional[dict]) -> str:
+    """An InPlaceUpdate strategy's `inPlaceUpdate.orchestrationType`: Auto (default) or Manual."""
+    value = ((strategy or {}).get('inPlaceUpdate') or {}).get('orchestrationType') or 'Auto'
+    if value not in ('Auto', 'Manual'):
+        raise InvalidInput('spec.strategy.inPlaceUpdate.orchestrationType', 'one-of', 'must be Auto or Manual, got %r'
+                           % (value,), value)
+    return value
+
+
 def max_unavailable(kind: str, surge: Any, unavailable: Any, desired: int) -> int:
-    if kind != 'RollingUpdate' or desired == 0:
+    if kind not in ('RollingUpdate', 'InPlaceUpdate') or desired == 0:
         return 0
-    return min(resolve_fenceposts(surge, unavailable, desired)[1], desired)
+    unavailable_count = resolve_fenceposts(surge, unavailable, desired)[1]
+    if kind == 'InPlaceUpdate':
+        # no surge machine is made for an in-place update (docs/machines.md): a node being updated is the only
+        # way to move, so at least one may be unavailable
+        unavailable_count = max(1, unavailable_count)
+    return min(unavailable_count, desired)
 
 
 def new_set_replicas(desired: int, surge: int, sets: Sequence[SetState], new: SetState) -> int:

@@ -23,6 +23,8 @@ CreateMachine: the machine's own claim if it has one (idempotent), else the firs
 query that nobody claims, rack-spread; providerID `sabakan:///<serial>`, node name = its first IPv4 address
 (as CKE names nodes). DeleteMachine releases the claim (only one the machine holds) and optionally sets the
 server RETIRING. list_vms: the class's claims with the servers' sabakan states (RETIRING/RETIRED = gone).
+UpdateMachine (in-place updates): the same server, checked against the new class's query; the claim records the
+applied class and kubelet version.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
+    APPLIED_CLASS_ANNOTATION,
     CLASS_TAG,
+    KUBELET_VERSION_LABEL,
     SABAKAN_ADDRESS_ANNOTATION,
     SABAKAN_CLAIM_PREFIX,
     SABAKAN_SERIAL_LABEL,
@@ -94,6 +98,18 @@ def parse_spec(cls: ClassContext, default_url: str) -> Dict[str, Any]:
         raise InvalidInput('providerSpec.timeout', 'positive', 'must be a positive number of seconds', timeout)
     return {'url': url, 'role': role, 'labels': dict(labels), 'racks': racks, 'spread': spec.get('spreadRacks', True) is not False,
             'retire': spec.get('setRetiring') is True, 'timeout': float(timeout)}
+
+
+def class_query(spec: Mapping[str, Any]) -> Dict[str, Any]:
+    """The sabakan MachineParams a class's servers must have (role, labels, racks); {} when it names none."""
+    having: Dict[str, Any] = {}
+    if spec['role']:
+        having['roles'] = [spec['role']]
+    if spec['labels']:
+        having['labels'] = [{'name': k, 'value': v} for k, v in sorted(spec['labels'].items())]
+    if spec['racks'] is not None:
+        having['racks'] = list(spec['racks'])
+    return having
 
 
 def claim_name(serial: str) -> str:
@@ -179,13 +195,7 @@ class SabakanDriver(Driver):
         own = [c for c in every if self._holder(c) == machine.uid and (c.get('metadata') or {}).get('namespace') == machine.namespace]
         if own:
             return self._result(own[0])
-        having: Dict[str, Any] = {'states': ['HEALTHY']}
-        if spec['role']:
-            having['roles'] = [spec['role']]
-        if spec['labels']:
-            having['labels'] = [{'name': k, 'value': v} for k, v in sorted(spec['labels'].items())]
-        if spec['racks'] is not None:
-            having['racks'] = list(spec['racks'])
+        having = dict(class_query(spec), states=['HEALTHY'])
         try:
             candidates = self._sabakan(spec).search_machines(having, {'roles': ['boot']})
         except SabakanError as exc:
@@ -255,6 +265,38 @@ class SabakanDriver(Driver):
                           state=vm_state(sabakan_state), launched=parse_micro(md.get('creationTimestamp')),
                           last_known_state=sabakan_state or 'missing from sabakan'))
         return vms
+
+    def update_machine(self, cls: ClassContext, machine: MachineContext) -> None:
+        """In-place update (MachineDeployment strategy InPlaceUpdate): the server stays the machine's; it must match
+        the new class's query (role, labels, racks: an update cannot move a machine to another server, that is a
+        RollingUpdate), and its claim records what was applied: `machine.steward.io/applied-class` (the class
+        name) and, when the class names one, `machine.steward.io/kubelet-version`. What runs on the server follows
+        from there (the lab's node emulator reports that kubelet; on real hardware the server's provisioning reads
+        the claim, or CKE / the kubelet install does the rest)."""
+        spec = self._spec(cls, Call.UPDATE)
+        claims = [c for c in self._claims(machine.namespace, Call.UPDATE) if self._holder(c) == machine.uid]
+        if not claims:
+            raise DriverError(Code.NOT_FOUND, 'machine %s/%s holds no sabakan claim' % (machine.namespace, machine.name),
+                              Call.UPDATE)
+        claim = claims[0]
+        serial = self._serial(claim)
+        having = class_query(spec)
+        if having:
+            try:
+                matching = {m['spec']['serial'] for m in self._sabakan(spec).search_machines(having, None)}
+            except SabakanError as exc:
+                raise self._sabakan_error(exc, Call.UPDATE) from None
+            if serial not in matching:
+                raise DriverError(Code.PRECONDITION_FAILED, 'sabakan machine %s does not match the query of MachineClass %s '
+                                  '(%s): an in-place update keeps the server; use strategy RollingUpdate to move to '
+                                  'other servers' % (serial, cls.key, having), Call.UPDATE, cls.key)
+        annotations = {APPLIED_CLASS_ANNOTATION: cls.name, KUBELET_VERSION_LABEL: cls.labels.get(KUBELET_VERSION_LABEL)}
+        try:
+            self.kube.merge_patch(api_path(LEASES, 'leases', machine.namespace, claim['metadata']['name']),
+                                  {'metadata': {'annotations': annotations}})
+        except KubeError as exc:
+            raise DriverError(Code.UNAVAILABLE, 'cannot record the update on the claim of %s: %s' % (serial, exc),
+                              Call.UPDATE) from None
 
     def get_volume_ids(self, pv_specs: List[Mapping[str, Any]]) -> List[str]:
         """Local and TopoLVM volumes die with the server: nothing to wait for."""

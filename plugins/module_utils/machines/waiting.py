@@ -11,30 +11,14 @@ wait early with the reason, instead of letting the task sit until its timeout.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Mapping, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient
-from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import readiness
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import WaitTimeout
 
 POLL_START = 1.0
 POLL_MAX = 5.0
-
-
-def readiness(md: Mapping[str, Any]) -> Dict[str, Any]:
-    """What `wait` waits for: the controller has seen this generation, every machine is updated and available,
-    no old machine is left (MCM: DeploymentComplete)."""
-    spec, status = o.spec(md), o.status(md)
-    desired = o.replicas(md)
-    seen = o.int_field(status, 'observedGeneration') >= o.generation(md)
-    ready = (seen and o.int_field(status, 'updatedReplicas') == desired and o.int_field(status, 'replicas') == desired
-             and o.int_field(status, 'availableReplicas') == desired)
-    frozen = next((c for c in status.get('conditions') or [] if c.get('type') == 'Frozen' and c.get('status') == 'True'), None)
-    deadline = next((c for c in status.get('conditions') or [] if c.get('reason') == 'ProgressDeadlineExceeded'), None)
-    return {'ready': ready, 'desired': desired, 'replicas': o.int_field(status, 'replicas'),
-            'updated': o.int_field(status, 'updatedReplicas'), 'available': o.int_field(status, 'availableReplicas'),
-            'observed': seen, 'paused': bool(spec.get('paused')), 'frozen': dict(frozen) if frozen else None,
-            'progress_deadline_exceeded': deadline is not None}
 
 
 def wait_ready(client: KubeClient, path: str, timeout: float, clock: Callable[[], float] = time.monotonic,

@@ -15,10 +15,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versi
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import image_version as etcd_version
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import host, run
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import host, pools, run
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    KINDS, KUBELET, etcd_wanted, plan_upgrade,
+    KINDS, KUBELET, MACHINE_DEPLOYMENT, etcd_wanted, plan_upgrade,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.pools import parse_key
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import parse_option
 
 PLAN = 'plan'
@@ -71,8 +72,31 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
     both = set(control_plane) & set(workers)
     if both:
         raise InvalidInput('workers', 'unique', '%s named in control_plane too' % ', '.join(sorted(both)), sorted(both))
+    pools = [parse_key(v, field_of('machine_deployments', i)) for i, v in enumerate(
+        _strings(params.get('machine_deployments') or [], 'machine_deployments'))]
+    pool_keys = ['%s/%s' % p for p in pools]
+    if len(set(pool_keys)) != len(pool_keys):
+        raise InvalidInput('machine_deployments', 'unique', 'a MachineDeployment is named twice: %s' % shown(pool_keys),
+                           pool_keys)
+    pool = params.get('machine_deployment')
+    if pool is not None:
+        pool = '%s/%s' % parse_key(pool, 'machine_deployment')
+    if stage == MACHINE_DEPLOYMENT:
+        if not pool:
+            raise InvalidInput('machine_deployment', 'required', 'stage %s acts on one pool: name its '
+                               'MachineDeployment (namespace/name)' % stage, pool)
+        if pool not in pool_keys:
+            raise InvalidInput('machine_deployment', 'member', '%s is not in machine_deployments' % pool, pool)
+    class_patch = params.get('class_patch')
+    if class_patch is not None and not isinstance(class_patch, dict):
+        raise InvalidInput('class_patch', 'mapping', 'a JSON merge patch of the MachineClass (MCM field names, e.g. '
+                           '{"providerSpec": {"ami": "ami-..."}}), got %s' % shown(class_patch), class_patch)
+    for forbidden in ('metadata', 'apiVersion', 'kind'):
+        if class_patch and forbidden in class_patch:
+            raise InvalidInput('class_patch', 'fields', '%s is set by the upgrade (name and version label), not by '
+                               'the patch' % forbidden, class_patch)
     node_name = params.get('node_name')
-    if stage != PLAN or node_name:
+    if stage != MACHINE_DEPLOYMENT and (stage != PLAN or node_name):
         if not node_name:
             raise InvalidInput('node_name', 'required', 'stage %s runs on one node: name it' % stage, node_name)
         dns_subdomain(node_name, 'node_name')
@@ -90,6 +114,8 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
         'etcd_image': _etcd_image(params.get('etcd_image')),
         'max_unavailable': validate.integer(params.get('max_unavailable', 1), 'max_unavailable', minimum=1),
         'timeout': validate.timeout(params.get('timeout', 300.0), 'timeout'),
+        'machine_deployments': pool_keys, 'machine_deployment': pool, 'class_patch': class_patch or {},
+        'rollout_timeout': validate.timeout(params.get('rollout_timeout', 1800.0), 'rollout_timeout'),
         'drain': host.DrainOptions(
             timeout=validate.timeout(params.get('drain_timeout', 600.0), 'drain_timeout'),
             eviction_timeout=validate.timeout(params.get('eviction_timeout', 120.0), 'eviction_timeout'),
@@ -102,7 +128,8 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
     p = parse(params)
     client = client_from_params(params)
     installed, nodes = host.read_installed(client, p['control_plane'], p['workers'], local_node=p['node_name'],
-                                           root=p['root'], kubelet_binary=p['kubelet_binary'], run=runner)
+                                           root=p['root'], kubelet_binary=p['kubelet_binary'], run=runner,
+                                           machine_deployments=p['machine_deployments'])
     plan = plan_upgrade(installed, p['target'], p['via'], p['max_unavailable'],
                         etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'])
     result: Dict[str, Any] = {
@@ -130,11 +157,16 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
                              ', '.join('%s on %s' % (s['kind'], ','.join(s['nodes']) or 'the cluster')
                                        for s in result['status']['next'])))
         return result
-    ops = host.HostOps(node_name=p['node_name'], root=p['root'], client=client, kubelet_binary=p['kubelet_binary'],
-                       install_command=p['install_command'], manage_kubelet=bool(params.get('manage_kubelet', True)),
-                       drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance')))
+    ops: Any
+    if p['stage'] == MACHINE_DEPLOYMENT:
+        ops, timeout = pools.PoolOps(client, p['machine_deployment'], p['class_patch']), p['rollout_timeout']
+    else:
+        ops, timeout = host.HostOps(
+            node_name=p['node_name'], root=p['root'], client=client, kubelet_binary=p['kubelet_binary'],
+            install_command=p['install_command'], manage_kubelet=bool(params.get('manage_kubelet', True)),
+            drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance'))), p['timeout']
     try:
-        done = run.run_step(plan, p['stage'], ops, check_mode=check_mode, timeout=p['timeout'])
+        done = run.run_step(plan, p['stage'], ops, check_mode=check_mode, timeout=timeout)
     except Refused as exc:
         if exc.rule != 'order' or params.get('strict_order'):
             raise

@@ -24,6 +24,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning impor
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.render import from_yaml, to_yaml
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import installed as inst
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import pools
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import Installed
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.record import ANNOTATION, Record
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
@@ -75,8 +76,10 @@ def binary_version(root: str, binary: str, run: Runner) -> Optional[Version]:
 
 def read_installed(client: KubeClient, control_plane: Sequence[str], workers: Sequence[str], *,
                    local_node: Optional[str] = None, root: Optional[str] = None,
-                   kubelet_binary: str = '/usr/bin/kubelet', run: Runner = default_runner) -> Tuple[Installed, Dict]:
-    """The Installed view and the Node objects (by name) it was read from."""
+                   kubelet_binary: str = '/usr/bin/kubelet', run: Runner = default_runner,
+                   machine_deployments: Sequence[str] = ()) -> Tuple[Installed, Dict]:
+    """The Installed view and the Node objects (by name) it was read from; `machine_deployments` (namespace/name)
+    are the cloud pools (pools.py): their machines' Nodes join the view as workers of their pool."""
     nodes = {}
     for name in list(control_plane) + list(workers):
         obj = client.get_or_none(api_path('v1', 'nodes', name=name))
@@ -88,6 +91,10 @@ def read_installed(client: KubeClient, control_plane: Sequence[str], workers: Se
     local_kubelet = binary_version(root, kubelet_binary, run) if root is not None and local_node else None
     view = inst.installed_from(control_plane, workers, nodes=nodes, mirror_pods=pods, local_node=local_node,
                                local_images=local_images, local_kubelet=local_kubelet, kube_proxy=proxy)
+    if machine_deployments:
+        found, pool_nodes, objects = pools.read_pools(client, machine_deployments)
+        view = Installed(pools.with_pools(view.nodes, pool_nodes), view.kube_proxy, tuple(found))
+        nodes.update(objects)
     return view, nodes
 
 

@@ -20,7 +20,12 @@ only at the end):
   then, after the last hop:
     3. kube-proxy (the DaemonSet, when there is one);
     4. kubelets of the control-plane nodes, one at a time, each drained first;
-    5. kubelets of the workers, in batches of at most `max_unavailable`, each node drained first.
+    5. kubelets of the workers, in batches of at most `max_unavailable`, each node drained first;
+    6. cloud pools (workers that are machines of a MachineDeployment named in `machine_deployments`), one pool at a
+       time: a new MachineClass naming the target kubelet, the MachineDeployment pointed at it, and the machines
+       controller's rolling update (maxSurge/maxUnavailable) replaces the machines (pools.py). A pool's nodes are
+       never in the kubelet steps: they are replaced, not upgraded where they stand. On chains of several minors a
+       pool that would fall too far behind rolls in wave 0 of a hop, like a kubelet.
 
 kubeadm upgrades the three control-plane components of one node together and the kubelet right after, so a new
 controller-manager or kubelet briefly talks to an old apiserver; this order does not, and drains each node once.
@@ -46,8 +51,9 @@ APISERVER = 'kube-apiserver'
 COMPONENTS = 'controller-manager-scheduler'   # kube-controller-manager and kube-scheduler, one step per node
 KUBE_PROXY = 'kube-proxy'
 KUBELET = 'kubelet'
+MACHINE_DEPLOYMENT = 'machine-deployment'   # a cloud pool: a MachineDeployment rolled onto a new MachineClass
 ETCD = 'etcd'             # run by steward.cluster.etcd_upgrade (the etcd engine), not by a stage of this module
-KINDS = (APISERVER, COMPONENTS, KUBE_PROXY, KUBELET)
+KINDS = (APISERVER, COMPONENTS, KUBE_PROXY, KUBELET, MACHINE_DEPLOYMENT)
 ETCD_WAVE = (-1, 0)       # before every wave of every hop
 CONTROL_PLANE_COMPONENTS = ('kube-apiserver', 'kube-controller-manager', 'kube-scheduler')
 
@@ -78,12 +84,27 @@ class NodeInstalled:
     scheduler: Optional[Version] = None
     etcd: Optional[Tuple[int, int, int]] = None   # from the etcd manifest's image tag; None: no etcd of ours here
     etcd_image: Optional[str] = None              # that image, whole (its repository names the etcd step's image)
+    pool: Optional[str] = None                    # `namespace/name` of the MachineDeployment whose machine it is
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolInstalled:
+    """A cloud pool as found: a MachineDeployment named in `machine_deployments`, the kubelet version its current
+    MachineClass names (pools.VERSION_LABEL; None: the class names none, e.g. the pool's first class), the Nodes of
+    its machines (also in Installed.nodes, with `pool` set) and whether its rollout is complete (the controller saw
+    the generation; every machine updated and available, no old one left: MCM's DeploymentComplete)."""
+    key: str                                # namespace/name
+    class_name: str
+    class_version: Optional[Version]
+    nodes: Tuple[str, ...]
+    complete: bool
 
 
 @dataclasses.dataclass(frozen=True)
 class Installed:
     nodes: Tuple[NodeInstalled, ...]        # control plane in its order, then the workers in theirs
     kube_proxy: Optional[Version] = None    # the kube-proxy DaemonSet's image tag; None when there is none
+    pools: Tuple[PoolInstalled, ...] = ()   # cloud pools (their nodes are in `nodes` too)
 
     def node(self, name: str) -> Optional[NodeInstalled]:
         return next((n for n in self.nodes if n.name == name), None)
@@ -119,12 +140,15 @@ class Step:
     version: Version
     drain: bool = False
     image: Optional[str] = None             # the etcd step: the etcd image every member moves to
+    pool: Optional[str] = None              # a machine-deployment step: namespace/name of the MachineDeployment
 
     def as_dict(self) -> Dict[str, Any]:
         out = {'kind': self.kind, 'nodes': list(self.nodes), 'version': str(self.version), 'drain': self.drain,
                'hop': self.wave[0]}
         if self.image is not None:
             out['image'] = self.image
+        if self.pool is not None:
+            out['pool'] = self.pool
         return out
 
 
@@ -145,6 +169,11 @@ class Plan:
         """The etcd step (etcd first), when the target wants a newer etcd than a member runs."""
         return next((s for s in self.steps if s.kind == ETCD), None)
 
+    @property
+    def pools(self) -> List[str]:
+        """The MachineDeployments (namespace/name) with a step to do, in the plan's order."""
+        return list(dict.fromkeys(s.pool for s in self.steps if s.kind == MACHINE_DEPLOYMENT and s.pool))
+
     def node_steps(self, node: str, kinds: Iterable[str]) -> List[Step]:
         kinds = tuple(kinds)
         return [s for s in self.steps if node in s.nodes and s.kind in kinds]
@@ -157,7 +186,7 @@ class Plan:
         return {'target': str(self.target), 'current': str(self.current) if self.current else None,
                 'hops': [str(h) for h in self.hops], 'steps': [s.as_dict() for s in self.steps],
                 'refusals': [r.as_dict() for r in self.refusals], 'done': self.done,
-                'etcd': self.etcd.as_dict() if self.etcd else None}
+                'etcd': self.etcd.as_dict() if self.etcd else None, 'pools': self.pools}
 
     def check(self) -> None:
         """Raise UpgradeRefused when there is any refusal (nothing has been changed)."""
@@ -205,6 +234,12 @@ def skew_violations(installed: Installed) -> List[Refusal]:
     agents = [('kubelet', n.name, n.kubelet) for n in installed.nodes]
     if installed.kube_proxy is not None:
         agents.append(('kube-proxy', None, installed.kube_proxy))
+    for pool in installed.pools:
+        # the kubelet a pool's class names is what its next machine runs: never newer than the oldest apiserver
+        if pool.class_version is not None and pool.class_version.minors_after(oldest) > 0:
+            out.append(Refusal('kubelet-newer-than-apiserver', 'MachineClass %s/%s of the MachineDeployment %s names '
+                               'kubelet %s, newer than kube-apiserver %s' % (
+                                   pool.key.split('/')[0], pool.class_name, pool.key, pool.class_version, oldest)))
     for what, name, version in agents:
         if version is None:
             continue
@@ -242,6 +277,10 @@ def _downgrades(installed: Installed, target: Version) -> List[Refusal]:
                 out.append(Refusal('downgrade', message, node.name))
     if installed.kube_proxy is not None and installed.kube_proxy > target:
         out.append(Refusal('downgrade', 'kube-proxy runs %s, newer than the target %s' % (installed.kube_proxy, target)))
+    for pool in installed.pools:
+        if pool.class_version is not None and pool.class_version > target:
+            out.append(Refusal('downgrade', 'the MachineClass %s of the MachineDeployment %s names kubelet %s, newer '
+                               'than the target %s' % (pool.class_name, pool.key, pool.class_version, target)))
     return out
 
 
@@ -306,7 +345,8 @@ def _etcd_step(installed: Installed, chain: Sequence[Version],
 
 def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] = (), max_unavailable: int = 1,
                  etcd_check: bool = True, etcd_image: Optional[str] = None) -> Plan:
-    """The plan from `installed` to `target` (see the module docstring for the order). Refusals are collected, not
+    """The plan from `installed` to `target` (see the module docstring for the order; `installed.pools` are the cloud
+    pools, rolled onto a new MachineClass in wave 6, never in the kubelet steps). Refusals are collected, not
     raised: `Plan.check()` raises them; check mode shows them with the plan. `etcd_check: False` plans no etcd step;
     `etcd_image` (its tag names the version) replaces kubeadm's table as what etcd must reach."""
     if not installed.control_plane:
@@ -336,7 +376,7 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
     proxy = installed.kube_proxy
     steps: List[Step] = [etcd_step] if etcd_step else []
     cps = [n.name for n in installed.control_plane]
-    workers = [n.name for n in installed.workers]
+    workers = [n.name for n in installed.workers if n.pool is None]
     for hop, version in enumerate(chain):
         floor = min(api.values())
         lag = kubelet_skew(version.minor)
@@ -344,6 +384,10 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
         for name in behind:
             steps.append(Step((hop, 0), KUBELET, (name,), floor, drain=True))
             kubelets[name] = floor
+        for pool in installed.pools:
+            if any(version.minors_after(kubelets[name]) > lag for name in pool.nodes if name in kubelets):
+                steps.append(Step((hop, 0), MACHINE_DEPLOYMENT, pool.nodes, floor, pool=pool.key))
+                kubelets.update((name, floor) for name in pool.nodes)
         if proxy is not None and version.minors_after(proxy) > lag:
             steps.append(Step((hop, 0), KUBE_PROXY, (), floor))
             proxy = floor
@@ -365,6 +409,13 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
     for start in range(0, len(pending), max(1, max_unavailable)):
         steps.append(Step((last, 5), KUBELET, tuple(pending[start:start + max(1, max_unavailable)]), target,
                           drain=True))
+    for pool in installed.pools:
+        # a pool is done when no node of it runs an older kubelet and, once its class names the target, its rollout
+        # is complete (while old machines are being deleted and new ones not yet joined, every Node present may
+        # already be new)
+        behind = [name for name in pool.nodes if kubelets.get(name) is not None and kubelets[name] < target]
+        if behind or (pool.class_version == target and not pool.complete):
+            steps.append(Step((last, 6), MACHINE_DEPLOYMENT, pool.nodes, target, pool=pool.key))
     return Plan(target, tuple(chain), tuple(steps), (), min(apis))
 
 

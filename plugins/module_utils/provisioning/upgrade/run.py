@@ -17,6 +17,12 @@ kubelet step, resumable at any point (record.py holds the phase on the Node):
   node may go (approval, maxMaintenance, stagger, time windows) and usually drained and cordoned it; the drain here
   then evicts nothing new and, the node being cordoned before, it is not uncordoned here (the profile's way back
   does that).
+
+machine-deployment step (a cloud pool, pools.py), resumable the same way without a record: the new MachineClass
+and the deployment's template say how far it got. Create the class naming the version (unless it exists) -> point
+the MachineDeployment at it (unless it does) -> wait until the rollout is complete and every Node of its machines
+reports the kubelet. The machines controller drains and replaces the machines (its maxSurge / maxUnavailable); a
+second run finds the class in place and only waits.
 """
 
 from __future__ import annotations
@@ -26,12 +32,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE, STATE_LABEL
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import NotReady, Refused
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import pools
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import record as records
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.installed import (
     node_kubelet_version, node_ready,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    APISERVER, COMPONENTS, ETCD, KINDS, KUBE_PROXY, Plan, Step,
+    APISERVER, COMPONENTS, ETCD, KINDS, KUBE_PROXY, MACHINE_DEPLOYMENT, Plan, Step,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
     Version, image_version,
@@ -43,7 +50,8 @@ POLL_START, POLL_MAX = 0.2, 2.0
 def pending_step(plan: Plan, kind: str, node: Optional[str]) -> Optional[Step]:
     """This node's first step of `kind` (kube-proxy: the cluster's), refused with `order` while an earlier wave
     is not done; None when there is nothing to do."""
-    steps = [s for s in plan.steps if s.kind == kind and (kind == KUBE_PROXY or node in s.nodes)]
+    steps = [s for s in plan.steps if s.kind == kind and (
+        kind == KUBE_PROXY or (s.pool == node if kind == MACHINE_DEPLOYMENT else node in s.nodes))]
     if not steps:
         return None
     step = steps[0]
@@ -109,6 +117,8 @@ def run_step(plan: Plan, kind: str, ops: Any, *, check_mode: bool, timeout: floa
             ops.set_kube_proxy(step.version)
             _wait('kube-proxy rolled out at %s' % step.version, lambda: ops.kube_proxy_rolled(step.version),
                   timeout, clock, sleep, 'kube-proxy')
+    elif kind == MACHINE_DEPLOYMENT:
+        _pool(ops, step, check_mode, timeout, clock, sleep, result)
     else:
         _kubelet(ops, step, check_mode, timeout, clock, sleep, result)
     result['msg'] = '; '.join(result['actions'])
@@ -131,6 +141,41 @@ def _control_plane(ops: Any, components: Tuple[str, ...], version: Version, chec
         _wait('kube-apiserver /readyz answering ok', lambda: (ops.apiserver_ready(), 'not ready'), timeout, clock, sleep,
               ops.node_name)
     result['actions'].append('gated: %s on %s report %s' % (', '.join(components), ops.node_name, version))
+
+
+def _pool(ops: Any, step: Step, check_mode: bool, timeout: float, clock: Callable[[], float],
+          sleep: Callable[[float], None], result: Dict[str, Any]) -> None:
+    version = step.version
+    body = ops.wanted_class(version)
+    name = body['metadata']['name']
+    existing = ops.get_class(name)
+    named = (((existing or {}).get('metadata') or {}).get('labels') or {}).get(pools.VERSION_LABEL)
+    if existing is not None and named != str(version):
+        raise Refused('the MachineClass %s/%s exists and names kubelet %s, not %s (label %s): it is not the upgrade\'s; '
+                      'rename or delete it; nothing was changed' % (ops.namespace, name, named, version,
+                                                                    pools.VERSION_LABEL), 'machine-class-conflict',
+                      ops.key)
+    result['machine_class'] = name
+    if existing is None:
+        result['actions'].append('create the MachineClass %s/%s naming kubelet %s' % (ops.namespace, name, version))
+    else:
+        result['actions'].append('the MachineClass %s/%s names kubelet %s already' % (ops.namespace, name, version))
+    pointed = pools.template_class(ops.deployment()) == name
+    if pointed:
+        result['actions'].append('the MachineDeployment %s names it already: wait for its rollout' % ops.key)
+    else:
+        result['actions'].append('point the MachineDeployment %s at it (the machines controller replaces the '
+                                 'machines, maxSurge/maxUnavailable of its strategy)' % ops.key)
+    result['actions'].append('wait until the rollout is complete and every Node of %s reports kubelet %s'
+                             % (ops.key, version))
+    if check_mode:
+        return
+    if existing is None:
+        ops.create_class(body)
+    if not pointed:
+        ops.point_at(name)
+    _wait('MachineDeployment %s rolled out on %s' % (ops.key, name), lambda: ops.rolled(name, version), timeout, clock,
+          sleep, ops.key)
 
 
 def in_maintenance(node: Dict[str, Any]) -> bool:

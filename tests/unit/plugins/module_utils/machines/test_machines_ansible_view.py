@@ -155,3 +155,13 @@ def test_documented_options_match_the_argspec(name):
     documented = set(yaml.safe_load(doc)['options']) | set(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)['options'])
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, 'id', '') == 'argspec')
     assert documented == {kw.arg for kw in call.keywords} | set(KUBE_CONNECTION_SPEC)
+
+
+def test_the_in_place_strategy_carries_its_own_fields_and_orchestration():
+    body = desired_deployment(params(class_name='c1', replicas=3, strategy='InPlaceUpdate', max_surge=0,
+                                     max_unavailable=1, orchestration_type='Manual'))
+    assert body['spec']['strategy'] == {'type': 'InPlaceUpdate', 'inPlaceUpdate': {
+        'maxSurge': 0, 'maxUnavailable': 1, 'orchestrationType': 'Manual'}}
+    with pytest.raises(InvalidInput) as info:
+        desired_deployment(params(class_name='c1', strategy='InPlaceUpdate', orchestration_type='Later'))
+    assert info.value.field == 'orchestration_type'
