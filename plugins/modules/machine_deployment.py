@@ -222,7 +222,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.argspec imp
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import Wait, apply_change, plan_change
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import API_VERSION
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import MachinesError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.params import parse_machine_deployment
 

@@ -144,8 +144,9 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.argspec imp
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import describe_machine
-from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import readiness
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, Phase
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import readiness
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Phase
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import API_VERSION
 from ansible_collections.steward.cluster.plugins.module_utils.machines.params import parse_machine_info
 
 PHASE_CHOICES = ['Creating'] + [p.value for p in Phase if p.value]

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 import kopf
 
 from ansible_collections.steward.cluster.plugins.module_utils.machines import safety
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import GROUP, PLURALS, VERSION
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import GROUP, PLURALS, VERSION
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import DrainMemory
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import Driver
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Inventory

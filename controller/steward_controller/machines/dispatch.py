@@ -22,7 +22,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.apply imp
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import retry_delay
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import machine_timeouts
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import KIND_DEPLOYMENT, KIND_SET, Phase
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import Phase
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import KIND_DEPLOYMENT, KIND_SET
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion import DeletionView
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import DrainMemory
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import machine_context

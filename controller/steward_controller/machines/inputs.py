@@ -15,8 +15,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
-    ANNOTATION_WATCHDOG_MELTDOWN,
+from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import ANNOTATION_WATCHDOG_MELTDOWN
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (
     API_VERSION,
     KIND_DEPLOYMENT,
     KIND_MACHINE,

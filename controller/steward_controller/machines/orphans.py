@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines import safety
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, KIND_MACHINE
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import API_VERSION, KIND_MACHINE
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import MachineContext
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event
 

@@ -26,7 +26,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines import ob
 from ansible_collections.steward.cluster.plugins.module_utils.machines.apply import Target
 from ansible_collections.steward.cluster.plugins.module_utils.machines.codes import Call, Code, is_failure
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import MachineTimeouts, Settings
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, PLURALS
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import API_VERSION, PLURALS
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import (
     DrainInputs,
     DrainMemory,

@@ -24,7 +24,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines import rollout
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import parse_node_conditions
-from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import API_VERSION, KIND_DEPLOYMENT
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import API_VERSION, KIND_DEPLOYMENT
 from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import wait_gone, wait_ready
 
 # module option -> Machine spec field (MCM's MachineConfiguration, inlined in the template's spec)

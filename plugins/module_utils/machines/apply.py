@@ -30,9 +30,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.config im
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     ANNOTATION_UPDATE_FAILED_REASON,
     FINALIZER,
-    KIND_DEPLOYMENT,
-    KIND_MACHINE,
-    KIND_SET,
     LABEL_UPDATE_RESULT,
     NODE_CONDITION_IN_PLACE,
     REASON_READY_FOR_UPDATE,
@@ -44,6 +41,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     OpState,
     OpType,
     Phase,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (
+    KIND_DEPLOYMENT,
+    KIND_MACHINE,
+    KIND_SET,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.deletion import (
     DeletionView,

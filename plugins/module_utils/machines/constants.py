@@ -12,19 +12,7 @@ from __future__ import annotations
 
 import enum
 
-# The API's names live in kube/mcm.py (the Kubernetes upgrade's cloud pools read them too); re-exported here.
-from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (  # noqa: F401 pylint: disable=unused-import
-    API_VERSION,
-    GROUP,
-    KIND_CLASS,
-    KIND_DEPLOYMENT,
-    KIND_MACHINE,
-    KIND_SET,
-    KUBELET_VERSION_LABEL,
-    LABEL_NODE,
-    PLURALS,
-    VERSION,
-)
+# MCM's API names (group, kinds, plurals, the node label) are in kube/mcm.py: the upgrade's cloud pools read them too.
 
 FINALIZER = 'machine.sapcloud.io/operator'
 

@@ -27,7 +27,6 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.codes imp
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import MachineTimeouts, Settings
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     LABEL_FORCE_DELETION,
-    LABEL_NODE,
     NODE_READY,
     NODE_TERMINATING,
     READONLY_FILESYSTEM,
@@ -38,6 +37,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     Phase,
     Step,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import LABEL_NODE
 from ansible_collections.steward.cluster.plugins.module_utils.machines.drain import DrainPlan
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Lookup

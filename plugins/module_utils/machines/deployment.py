@@ -30,16 +30,18 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.constants
     ANNOTATION_DESIRED_REPLICAS,
     ANNOTATION_MAX_REPLICAS,
     ANNOTATION_REVISION,
-    API_VERSION,
     COND_AVAILABLE,
     ANNOTATION_SCALER_CHANGE_TIME,
     COND_PROGRESSING,
     FINALIZER,
     IN_PLACE_FIELDS,
-    KIND_DEPLOYMENT,
-    KIND_SET,
     LABEL_TEMPLATE_HASH,
     STRATEGY_IN_PLACE,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (
+    API_VERSION,
+    KIND_DEPLOYMENT,
+    KIND_SET,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inplace import Transfer, plan_deployment_inplace
 from ansible_collections.steward.cluster.plugins.module_utils.machines.plan import Event

@@ -25,15 +25,17 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
-    KIND_SET,
     LABEL_CANDIDATE_FOR_UPDATE,
-    LABEL_NODE,
     LABEL_SCALE_UP_DISABLED,
     LABEL_SELECTED_FOR_UPDATE,
     LABEL_UPDATE_RESULT,
     ORCHESTRATION_MANUAL,
     UPDATE_SUCCESSFUL,
     Phase,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (
+    KIND_SET,
+    LABEL_NODE,
 )
 
 Obj = Mapping[str, Any]

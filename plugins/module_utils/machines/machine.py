@@ -33,12 +33,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.config im
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     ANNOTATION_TRIGGER_DELETION,
     FINALIZER,
-    LABEL_NODE,
     OpState,
     OpType,
     Phase,
     Step,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import LABEL_NODE
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import CreateResult, VM
 from ansible_collections.steward.cluster.plugins.module_utils.machines.errors import DriverError
 from ansible_collections.steward.cluster.plugins.module_utils.machines.inventory import Lookup

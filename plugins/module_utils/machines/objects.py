@@ -15,11 +15,13 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions im
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     ANNOTATION_PRIORITY,
-    API_VERSION,
     DEFAULT_PRIORITY,
     FINALIZER,
-    LABEL_NODE,
     Phase,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import (
+    API_VERSION,
+    LABEL_NODE,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
 

@@ -41,11 +41,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.machines.codes imp
 from ansible_collections.steward.cluster.plugins.module_utils.machines.constants import (
     APPLIED_CLASS_ANNOTATION,
     CLASS_TAG,
-    KUBELET_VERSION_LABEL,
     SABAKAN_ADDRESS_ANNOTATION,
     SABAKAN_CLAIM_PREFIX,
     SABAKAN_SERIAL_LABEL,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import KUBELET_VERSION_LABEL
 from ansible_collections.steward.cluster.plugins.module_utils.machines.driver import (
     VM,
     ClassContext,

@@ -12,7 +12,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.errors impo
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import KUBE_CONNECTION_SPEC
 from ansible_collections.steward.cluster.plugins.module_utils.machines.ansible_view import (
     desired_deployment, describe_machine, plan_change)
-from ansible_collections.steward.cluster.plugins.module_utils.machines.waiting import readiness
+from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import readiness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 
