@@ -119,8 +119,11 @@ $(KUBERNETES_CORE_STAMP): $(VENV)/.stamp
 # --- tests ------------------------------------------------------------------------------------
 test: all unit integration sanity lint
 
+# Two workers, a test at a time (worksteal: an idle worker takes pending tests from the busy one). The unit suite
+# mostly waits (the bad-input sweep's endpoint cases wait out a module's 1 s timeout, deadline tests wait out theirs):
+# serially it used a third of one core. A test that needs a fixed address has one of its own (no two tests share).
 unit: all
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/unit $(PYTEST_ARGS)
 
 # Two workers, a file at a time: tests/support/schedule.py starts the slowest files first and keeps the files that
 # bring up the lab on one worker.
