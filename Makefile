@@ -121,7 +121,11 @@ $(KUBERNETES_CORE_STAMP): $(VENV)/.stamp
 # beside the unit and integration suites, which mostly wait (probes' delays, deadlines, polls: the integration suite
 # keeps 2 cores about half busy); their output goes to STATIC_LOG and is printed when the tests end, so the two
 # never interleave. `make test` fails when either failed. One after the other: `make unit integration sanity lint`.
+# `make -n test` (the README test runs it while a real `make test` may be running) only prints the commands: it never
+# writes STATIC_LOG, which the real run's background checks are writing.
 STATIC_LOG := $(BUILD)/static-checks.log
+DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+ifeq ($(DRY_RUN),)
 test: all
 	@echo "make test: sanity and lint run beside the tests; their output ($(STATIC_LOG)) follows the tests'"
 	@$(MAKE) --no-print-directory sanity lint > $(STATIC_LOG) 2>&1 & static=$$!; \
@@ -130,6 +134,11 @@ test: all
 	echo "--- make sanity lint (ran beside the tests; rc=$$checks):"; cat $(STATIC_LOG); \
 	echo "make test: unit and integration rc=$$tests, sanity and lint rc=$$checks"; \
 	[ $$tests -eq 0 ] && [ $$checks -eq 0 ]
+else
+test: all
+	$(MAKE) --no-print-directory sanity lint
+	$(MAKE) --no-print-directory unit integration
+endif
 
 # Two workers, a test at a time (worksteal: an idle worker takes pending tests from the busy one). The unit suite
 # mostly waits (the bad-input sweep's endpoint cases wait out a module's 1 s timeout, deadline tests wait out theirs):
