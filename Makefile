@@ -128,8 +128,8 @@ DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 ifeq ($(DRY_RUN),)
 test: all
 	@echo "make test: sanity and lint run beside the tests; their output ($(STATIC_LOG)) follows the tests'"
-	@$(MAKE) --no-print-directory sanity lint > $(STATIC_LOG) 2>&1 & static=$$!; \
-	$(MAKE) --no-print-directory unit integration; tests=$$?; \
+	@$(MAKE) --no-print-directory -j1 sanity lint > $(STATIC_LOG) 2>&1 & static=$$!; \
+	$(MAKE) --no-print-directory -j1 unit integration; tests=$$?; \
 	wait $$static; checks=$$?; \
 	echo "--- make sanity lint (ran beside the tests; rc=$$checks):"; cat $(STATIC_LOG); \
 	echo "make test: unit and integration rc=$$tests, sanity and lint rc=$$checks"; \
