@@ -117,10 +117,34 @@ $(KUBERNETES_CORE_STAMP): $(VENV)/.stamp
 	rm -f $(BUILD)/.kubernetes-core-*.stamp && touch $@
 
 # --- tests ------------------------------------------------------------------------------------
-test: all unit integration sanity lint
+# The static checks (ansible-test sanity, ansible-lint: one core each, ~6 min on 2 idle cores, pylint most of it) run
+# beside the unit and integration suites, which mostly wait (probes' delays, deadlines, polls: the integration suite
+# keeps 2 cores about half busy); their output goes to STATIC_LOG and is printed when the tests end, so the two
+# never interleave. `make test` fails when either failed. One after the other: `make unit integration sanity lint`.
+# `make -n test` (the README test runs it while a real `make test` may be running) only prints the commands: it never
+# writes STATIC_LOG, which the real run's background checks are writing.
+STATIC_LOG := $(BUILD)/static-checks.log
+DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+ifeq ($(DRY_RUN),)
+test: all
+	@echo "make test: sanity and lint run beside the tests; their output ($(STATIC_LOG)) follows the tests'"
+	@$(MAKE) --no-print-directory -j1 sanity lint > $(STATIC_LOG) 2>&1 & static=$$!; \
+	$(MAKE) --no-print-directory -j1 unit integration; tests=$$?; \
+	wait $$static; checks=$$?; \
+	echo "--- make sanity lint (ran beside the tests; rc=$$checks):"; cat $(STATIC_LOG); \
+	echo "make test: unit and integration rc=$$tests, sanity and lint rc=$$checks"; \
+	[ $$tests -eq 0 ] && [ $$checks -eq 0 ]
+else
+test: all
+	$(MAKE) --no-print-directory sanity lint
+	$(MAKE) --no-print-directory unit integration
+endif
 
+# Two workers, a test at a time (worksteal: an idle worker takes pending tests from the busy one). The unit suite
+# mostly waits (the bad-input sweep's endpoint cases wait out a module's 1 s timeout, deadline tests wait out theirs):
+# serially it used a third of one core. A test that needs a fixed address has one of its own (no two tests share).
 unit: all
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/unit $(PYTEST_ARGS)
 
 # Two workers, a file at a time: tests/support/schedule.py starts the slowest files first and keeps the files that
 # bring up the lab on one worker.

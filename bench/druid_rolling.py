@@ -13,6 +13,11 @@ client fails over as etcd's clientv3 does: tests/support/etcd_rolling.py), ackno
 upgrade's total time, the order pods restarted in and which one led. The lab's parts: tests/support/druid_lab.py
 (API emulator, pod runtime on a random loopback /24, the controller's `etcd` loop; no lab lock).
 
+Each run also records what tests/integration/test_druid_rolling_upgrade.py checks on this benchmark's `--smoke` run
+(one run of ours at 60 requests/s; `make test` runs the scenario once, as the test and as the smoke run): the versions
+before, the acknowledged keys missing on every member, the MemberRestarted Events and the old leader's sidecar lines
+on leadership, and the time each stage took.
+
     python bench/druid_rolling.py [--rate 60] [--runs 1]
 Writes bench/results/druid_rolling.json.
 """
@@ -81,9 +86,12 @@ def one_run(kind: str, rate: float) -> Dict[str, Any]:
         lab = DruidLab(work).start()
         load = None
         try:
+            created = time.monotonic()
             lab.create(3, OLD)
             lab.wait(lambda: lab.all_ready(3), 120, 'three members Ready on 3.4')
+            ready_before = time.monotonic() - created
             urls = lab.client_urls()
+            versions_before = lab.versions(urls)
             leader = next(m['name'] for m in lab.status()['members'] if m['role'] == 'Leader')
             load = LoadClient(urls, rate=rate, prefix='load/').start()
             time.sleep(2.0)
@@ -93,13 +101,20 @@ def one_run(kind: str, rate: float) -> Dict[str, Any]:
             else:
                 plain_rolling_update(lab)
             lab.wait(lambda: all(v.startswith('3.5.') for v in lab.versions(urls).values()), 300, 'all on 3.5')
+            to_new_version = time.monotonic() - began
             lab.wait(lambda: _pods_ready(lab) and (kind != 'ours' or lab.all_ready(3)), 120, 'all pods Ready')
             total = time.monotonic() - began
             time.sleep(2.0)
             load.stop()
-            found = lab.read_prefix(urls[0], 'load/')
-            missing = [k for k, v in load.written.items() if found.get(k) != v]
+            missing_per_member = {}
+            for url in urls:
+                found = lab.read_prefix(url, 'load/')
+                missing_per_member[url] = sorted(k for k, v in load.written.items() if found.get(k) != v)
+            missing = missing_per_member[urls[0]]
             latencies = sorted(load.latencies)
+            sidecar_log = os.path.join(work, 'pods', 'logs', lab.ns, leader, 'backup-restore.log')
+            with open(sidecar_log, errors='replace') as f:
+                leadership = [line.rstrip('\n') for line in f if 'leadership' in line or 'hand-off' in line]
             return {
                 'kind': kind, 'seconds_total': round(total, 1), 'requests_ok': load.ok,
                 'requests_failed': len(load.failed), 'failures': load.failed[:5],
@@ -109,6 +124,13 @@ def one_run(kind: str, rate: float) -> Dict[str, Any]:
                 'acknowledged_keys_missing': len(missing), 'leader_before': leader,
                 'restart_order': _restart_order(lab, os.path.join(work, 'runtime.log')),
                 'versions_after': sorted(set(lab.versions(urls).values())),
+                # what tests/integration/test_druid_rolling_upgrade.py checks on the smoke run
+                'seconds_to_ready_before': round(ready_before, 1), 'seconds_to_new_version': round(to_new_version, 1),
+                'versions_before': sorted(versions_before.values()),
+                'acknowledged_keys_missing_per_member': {u: len(m) for u, m in missing_per_member.items()},
+                'missing_examples': {u: m[:3] for u, m in missing_per_member.items() if m},
+                'restart_events': [e['message'] for e in lab.events('MemberRestarted')],
+                'leader_sidecar_leadership_lines': leadership,
             }
         finally:
             if load is not None:
@@ -122,7 +144,8 @@ def main() -> None:
     parser.add_argument('--runs', type=int, default=1)
     parser.add_argument('--kinds', default='ours,plain-restart', help='which variants, comma-separated')
     parser.add_argument('--output', default=os.path.join(HERE, 'results', 'druid_rolling.json'))
-    args = _env.parse_args(parser, 'druid_rolling', {'rate': 20.0, 'runs': 1, 'kinds': 'ours'})
+    # the smoke run is the integration test's scenario (test_druid_rolling_upgrade.py): its rate, ours only
+    args = _env.parse_args(parser, 'druid_rolling', {'rate': 60.0, 'runs': 1, 'kinds': 'ours'})
     _env.announce(args)
     if images.etcd_binary('3.4') is None or images.etcd_binary('3.5') is None:
         sys.exit('needs etcd 3.4 and 3.5 binaries (make all)')

@@ -45,7 +45,7 @@ def _wait(session, url, test, deadline, what):
         status = session.get(url + ETCD).json().get('status') or {}
         if test(status):
             return status
-        time.sleep(1)
+        time.sleep(0.25)   # a poll (one GET): no longer than it must be, the journeys wait here a dozen times
     raise AssertionError('%s not reached within %ss: %s' % (what, deadline, json.dumps(status)[:1500]))
 
 

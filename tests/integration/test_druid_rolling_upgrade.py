@@ -10,54 +10,48 @@ followers first, the leader last, the next member only once every pod is Ready a
 Ready only once it has caught up with the leader (revision and HashKV, the sidecar's /healthz), and a leader's
 sidecar hands leadership to a caught-up follower when its pod is deleted. A client writing and reading through every
 member's client URL (as etcd's clientv3 with all endpoints) sees no failed request, and every acknowledged key is
-there afterwards."""
+there afterwards.
+
+The scenario runs once in `make test`: as bench/druid_rolling.py's `--smoke` run (the benchmark from a clean shell,
+tests/support/bench_smoke.py: ours at this test's 60 requests/s), whose summary records everything checked here. It
+was run twice before (this test in-process, and the benchmark's smoke run in test_bench_smoke.py), ~90 s each."""
 
 from __future__ import annotations
 
-import pytest
+from support.bench_smoke import run_smoke
 
-from lab.pods import images
-from support.druid_lab import DruidLab
-from support.etcd_rolling import LoadClient
-
-pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None or images.etcd_binary('3.4') is None,
-                                reason='needs etcd 3.4 and 3.5 binaries: run make all')
+RATE = 60.0          # bench/druid_rolling.py's --smoke rate
+LOAD_AROUND = 4.0    # the benchmark's load runs 2 s before the image change and 2 s after every pod is Ready
 
 
 def test_image_tag_3_4_to_3_5_rolls_leader_last_without_a_failed_request(tmp_path):
-    lab = DruidLab(str(tmp_path)).start()
-    load = None
-    try:
-        lab.create(3, 'v3.4.34')
-        lab.wait(lambda: lab.all_ready(3), 90, 'three members Ready on 3.4')
-        urls = lab.client_urls()
-        assert len(urls) == 3 and all(v.startswith('3.4.') for v in lab.versions(urls).values()), lab.versions(urls)
-        leader = next(m['name'] for m in lab.status()['members'] if m['role'] == 'Leader')
+    summary = run_smoke('druid_rolling', str(tmp_path))
+    (run,) = summary['runs']
+    assert summary['rate'] == RATE and run['kind'] == 'ours', (summary['rate'], run['kind'])
+    # the deadlines this test waited with when it drove the lab itself: 90 s, 100 s, then 40 s
+    assert run['seconds_to_ready_before'] <= 90, 'three members Ready on 3.4: %ss' % run['seconds_to_ready_before']
+    versions = run['versions_before']
+    assert len(versions) == 3 and all(v.startswith('3.4.') for v in versions), versions
+    assert run['seconds_to_new_version'] <= 100, 'all members on 3.5: %ss' % run['seconds_to_new_version']
+    assert run['seconds_total'] - run['seconds_to_new_version'] <= 40, 'three members Ready on 3.5: %ss after' % (
+        run['seconds_total'] - run['seconds_to_new_version'])
+    assert run['versions_after'] and all(v.startswith('3.5.') for v in run['versions_after']), run['versions_after']
+    leader = run['leader_before']
 
-        load = LoadClient(urls, rate=60.0, prefix='load/').start()
-        lab.set_image('v3.5.17')
-        lab.wait(lambda: all(v.startswith('3.5.') for v in lab.versions(urls).values()), 100, 'all members on 3.5')
-        lab.wait(lambda: lab.all_ready(3), 40, 'three members Ready on 3.5')
-        load.stop()
-
-        assert load.failed == [], load.failed[:5]
-        assert load.ok > 60 * 30, 'the client ran through the upgrade: %d requests' % load.ok
-        for url in urls:
-            found = lab.read_prefix(url, 'load/')
-            missing = [k for k in load.written if found.get(k) != load.written[k]]
-            assert not missing, '%s lacks %d acknowledged keys, e.g. %s' % (url, len(missing), missing[:3])
-        restarts = [e['message'] for e in lab.events('MemberRestarted')]
-        names = [m.split()[1] for m in restarts]
-        assert sorted(names) == ['etcd-main-0', 'etcd-main-1', 'etcd-main-2'], restarts
-        assert names[-1] == leader and 'the leader last' in restarts[-1], (leader, restarts)
-        assert not any('the leader last' in m for m in restarts[:-1]), restarts
-        # the old leader's sidecar moved leadership before its etcd stopped (the lab signals the pod's containers one
-        # after the other, the sidecar's first on this file system; else etcd's own transfer on stop applies)
-        with open(str(tmp_path / 'pods' / 'logs' / 'demo' / leader / 'backup-restore.log'), errors='replace') as f:
-            sidecar = f.read()
-        assert 'stopping: leadership handed to' in sidecar or 'hand-off' not in sidecar, sidecar[-2000:]
-        print('old leader %s: %s' % (leader, [line for line in sidecar.splitlines() if 'leadership' in line]))
-    finally:
-        if load is not None:
-            load.stop()
-        lab.stop()
+    assert run['requests_failed'] == 0, run['failures']
+    assert run['requests_ok'] > RATE * (30 + LOAD_AROUND), \
+        'the client ran through the upgrade: %d requests' % run['requests_ok']
+    missing = run['acknowledged_keys_missing_per_member']
+    assert len(missing) == 3 and not any(missing.values()), (missing, run['missing_examples'])
+    restarts = run['restart_events']
+    names = [m.split()[1] for m in restarts]
+    assert sorted(names) == ['etcd-main-0', 'etcd-main-1', 'etcd-main-2'], restarts
+    assert names[-1] == leader and 'the leader last' in restarts[-1], (leader, restarts)
+    assert not any('the leader last' in m for m in restarts[:-1]), restarts
+    # the old leader's sidecar moved leadership before its etcd stopped (the lab signals the pod's containers one
+    # after the other, the sidecar's first on this file system; else etcd's own transfer on stop applies); the
+    # benchmark keeps the lines of its log that name leadership or the hand-off
+    sidecar = '\n'.join(run['leader_sidecar_leadership_lines'])
+    assert 'stopping: leadership handed to' in sidecar or 'hand-off' not in sidecar, sidecar[-2000:]
+    print('old leader %s: %s' % (leader, [line for line in run['leader_sidecar_leadership_lines']
+                                          if 'leadership' in line]))

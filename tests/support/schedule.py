@@ -25,17 +25,25 @@ from xdist.scheduler import LoadFileScheduling
 GROUPS = {
     'lab': ('test_readme_commands.py', 'test_machines_walkthrough.py'),
 }
-# Units by their file or group name, slowest first. The figures: their slowest tests in CI's last run (2 cores,
-# 2 workers), the ten slowest of the suite.
+# Units by their file or group name, slowest first: every unit of a minute or more, so that none starts late and
+# leaves one worker running alone at the end. The figures: the unit's whole time (all its tests) where measured alone
+# (2026-11-28, load 3.5-5), else its slowest tests in CI's runs (2 cores, 2 workers).
 SLOWEST_FIRST = (
-    'lab',                                   # README `make demo` 217 s, the machines walk-through 170 s
-    'test_controller_deploy.py',             # the role's playbook runs: 138 s + 72 s + 48 s, and more
+    'lab',                                   # README `make demo` 206-222 s, the machines walk-through 159-166 s,
+                                             # the README's `make lab` blocks: ~430 s in all
+    'test_machines_safety_freezes.py',       # 8 tests, 291 s alone (the slowest 49 s)
+    'test_bench_smoke.py',                   # 13 benchmarks at smoke scale, 185 s alone (druid_lifecycle 47 s)
+    'test_druid_quorum_loss_journey.py',     # 133-197 s, one test (two recoveries)
+    'test_controller_deploy.py',             # the role's playbook runs, 135 s alone
+    'test_alerts_drills.py',                 # 50 s + 48 s
+    'test_druid_rolling_upgrade.py',         # 81 s: bench/druid_rolling.py --smoke (the one rolling run)
+    'test_druid_lab_journey.py',             # 75 s
     'test_cluster_upgrade_etcd.py',          # 60-75 s, one test (etcd static pods and three playbook runs)
+    'test_bench_smoke_recover.py',           # 52-55 s, one test
     'test_watchdog_deploy.py',               # 54 s
-    'test_machines_safety_freezes.py',       # 46 s
-    'test_bench_smoke_recover.py',           # 43 s, one test
+    'test_druid_member_loss_journey.py',     # 49 s
     'test_machines_crash_budget.py',         # 41 s
-    'test_machines_drain.py',                # 34 s
+    'test_machines_drain.py',                # 34 s, and more
 )
 _GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
 

@@ -47,7 +47,7 @@ def test_only_loadfile_gets_this_scheduler():
 def test_the_listed_slow_units_start_first_and_a_group_stays_on_one_worker():
     collection = (['tests/integration/test_many.py::t%d' % i for i in range(6)]
                   + ['tests/integration/test_readme_commands.py::t%d' % i for i in range(3)]
-                  + ['tests/integration/test_controller_deploy.py::t%d' % i for i in range(3)]
+                  + ['tests/integration/test_machines_safety_freezes.py::t%d' % i for i in range(3)]
                   + ['tests/integration/test_machines_walkthrough.py::t%d' % i for i in range(2)]
                   + ['tests/integration/test_few.py::t0'])
     sched = SlowestFirstScheduling(config())
@@ -56,9 +56,9 @@ def test_the_listed_slow_units_start_first_and_a_group_stays_on_one_worker():
         sched.add_node(node)
         sched.add_node_collection(node, collection)
     sched.schedule()
-    # a: the lab group (README and walk-through, 5 tests) first; b: the controller role's file (3 tests) first.
+    # a: the lab group (README and walk-through, 5 tests) first; b: the next listed file (3 tests) first.
     assert [collection[i] for i in a.sent] == [n for n in collection if 'readme' in n or 'walkthrough' in n]
-    assert [collection[i] for i in b.sent][:3] == [n for n in collection if 'controller_deploy' in n]
+    assert [collection[i] for i in b.sent][:3] == [n for n in collection if 'safety_freezes' in n]
     # the rest as xdist orders them (most tests first), each file whole on one worker
     assert list(sched.workqueue) == ['tests/integration/test_many.py', 'tests/integration/test_few.py']
 

@@ -10,7 +10,9 @@ import pytest
 
 from lab import manager
 
-HOST = '127.0.0.231'   # a loopback address of its own: the member URL's port is etcd's fixed 2379
+# Loopback addresses of their own (the member URL's port is etcd's fixed 2379): one per test, so the unit suite's
+# two workers (`make unit`: -n 2) can run this file's tests at once - one test's server never answers another's.
+HOSTS = {'healthy': '127.0.0.231', 'unhealthy': '127.0.0.232', 'silent': '127.0.0.233'}
 
 
 class Health(http.server.BaseHTTPRequestHandler):
@@ -27,40 +29,48 @@ class Health(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def hostvars(tmp_path):
-    return {'ansible_host': HOST, 'etcd_pid_file': str(tmp_path / 'etcd.pid'), 'etcd_binary': '/nonexistent/etcd',
+def hostvars(tmp_path, host):
+    return {'ansible_host': host, 'etcd_pid_file': str(tmp_path / 'etcd.pid'), 'etcd_binary': '/nonexistent/etcd',
             'etcd_config_dir': str(tmp_path / 'conf')}
 
 
-@pytest.fixture
-def member():
+def serve(host):
+    """A /health server on host:2379 with its own answer (a subclass per server: tests never share one)."""
+    handler = type('Health', (Health,), {})
     try:
-        server = http.server.ThreadingHTTPServer((HOST, 2379), Health)
+        server = http.server.ThreadingHTTPServer((host, 2379), handler)
     except OSError as exc:
-        pytest.skip('cannot listen on %s:2379: %s' % (HOST, exc))
+        pytest.skip('cannot listen on %s:2379: %s' % (host, exc))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield Health
+    return server, handler
+
+
+@pytest.fixture
+def member(request):
+    server, handler = serve(HOSTS[request.param])
+    yield handler
     server.shutdown()
     server.server_close()
-    Health.answer = (200, b'{"health":"true","reason":""}')
 
 
+@pytest.mark.parametrize('member', ['healthy'], indirect=True)
 def test_a_healthy_member(member, tmp_path):
-    status = manager.member_status(hostvars(tmp_path))
-    assert status == {'client_url': 'http://%s:2379' % HOST, 'pid': None, 'healthy': True}
+    status = manager.member_status(hostvars(tmp_path, HOSTS['healthy']))
+    assert status == {'client_url': 'http://%s:2379' % HOSTS['healthy'], 'pid': None, 'healthy': True}
 
 
+@pytest.mark.parametrize('member', ['unhealthy'], indirect=True)
 def test_an_unhealthy_member_shows_what_health_said(member, tmp_path):
     member.answer = (503, b'{"health":"false","reason":"RAFT NO LEADER"}\n')
-    status = manager.member_status(hostvars(tmp_path))
+    status = manager.member_status(hostvars(tmp_path, HOSTS['unhealthy']))
     assert status['healthy'] is False
     assert status['error'] == '/health answered 503'
     member.answer = (200, b'{"health":"false"}')
-    status = manager.member_status(hostvars(tmp_path))
+    status = manager.member_status(hostvars(tmp_path, HOSTS['unhealthy']))
     assert status['healthy'] is False and status['error'] == '/health answered 200 {"health":"false"}'
 
 
 def test_a_member_not_answering(tmp_path):
-    status = manager.member_status(hostvars(tmp_path))
+    status = manager.member_status(hostvars(tmp_path, HOSTS['silent']))
     assert status['healthy'] is False and status['error'] == 'no answer from /health within 2s'
