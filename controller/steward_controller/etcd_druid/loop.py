@@ -39,6 +39,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 
+from steward_controller.core import member_api
 from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime, resource_label
 from steward_controller.etcd_druid import DruidOptions
@@ -51,6 +52,7 @@ ACT_GAP = 1.0          # seconds between two passes of an Etcd whose last pass c
 CRASH_WAIT = 5.0
 MAX_ERRORS = 10        # status.lastErrors keeps the newest this many
 SAVE_TIMEOUT = 600.0   # seconds for a recovery's source member's snapshot
+ERR_UPDATE_SNAPSHOT = 'ERR_PRE_UPDATE_SNAPSHOT'
 Key = Tuple[str, str]
 
 
@@ -76,7 +78,9 @@ class EtcdDruidLoop:
         self.thresholds = Thresholds(opts.unknown_threshold, opts.notready_threshold)
         self.plan_options = p.Options(unknown_grace=opts.unknown_threshold, notready_grace=opts.notready_threshold,
                                       max_backup_age=opts.backup_max_age,
-                                      max_unready_deletions=opts.max_unready_deletions)
+                                      max_unready_deletions=opts.max_unready_deletions,
+                                      update_snapshot_timeout=opts.update_snapshot_timeout)
+        self.snapshots: Dict[Key, p.SnapshotRequest] = {}   # Etcd -> its pre-update full snapshot request
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -94,6 +98,7 @@ class EtcdDruidLoop:
         with self.lock:
             if event_type == 'DELETED':
                 self.due.pop(key, None)
+                self.snapshots.pop(key, None)
                 self.forget_said(key)
                 return
             self.due[key] = 0.0
@@ -151,13 +156,16 @@ class EtcdDruidLoop:
         annotations = (obj.get('metadata') or {}).get('annotations') or {}
         options = dataclasses.replace(self.plan_options, recovery_requested=r.REQUEST in annotations) \
             if r.REQUEST in annotations else self.plan_options
-        plan = p.plan(spec, status, observed, existing, now, gate.decision == s.RECONCILE, options)
+        with self.lock:
+            request = self.snapshots.get(key)
+        plan = p.plan(spec, status, observed, existing, now, gate.decision == s.RECONCILE, options, request)
         action = self.recovery_action(obj, spec, status, observed, plan.action, gate, now)
         changed = False
         if action.changes:
             try:
                 done = target.execute(self.client, spec, action, plan.desired, observed,
-                                      save_source=lambda url: self.save_source(obj, spec, url))
+                                      save_source=lambda url: self.save_source(obj, spec, url),
+                                      request_snapshot=lambda urls: self.request_snapshot(key, action, urls))
             except (KubeError, DruidError, EtcdError, InvalidInput) as exc:
                 message = '%s failed: %s' % (type(action).__name__, exc)
                 self.runtime.report(obj, 'ReconcileFailed', message, warning=True, kind=s.KIND, outcome='error')
@@ -192,6 +200,14 @@ class EtcdDruidLoop:
             status['lastErrors'] = []
         elif reconciling or changed:
             status['lastOperation'] = self.operation(obj, 'Processing', action.message, now)
+        if isinstance(action, p.Postponed) and action.gate == p.PRE_UPDATE_SNAPSHOT:
+            # no restart without the snapshot: said in lastErrors, and the snapshot is asked for again next pass
+            status['lastErrors'] = self.errors(obj, ERR_UPDATE_SNAPSHOT, action.message, now)
+            with self.lock:
+                if self.snapshots.get(key) is request:
+                    self.snapshots.pop(key, None)
+        elif isinstance(action, (p.TakeSnapshot, p.AwaitSnapshot, p.RestartMember)):
+            status['lastErrors'] = [e for e in status.get('lastErrors') or [] if e.get('code') != ERR_UPDATE_SNAPSHOT]
         self.write_status(obj, status)
         if reconciling and plan.spec_in_sync:
             if gate.remove_annotation:
@@ -221,6 +237,33 @@ class EtcdDruidLoop:
         if r.REQUEST in annotations and condition_true(status, READY):
             self.patch_metadata(obj, {'annotations': {r.REQUEST: None}})   # nothing to recover (any more)
         return planned
+
+    # ---- the full snapshot before a rolling change (plan.TakeSnapshot) ----
+    def request_snapshot(self, key: Key, action: p.Action, urls: List[Tuple[str, str]]) -> None:
+        """Ask the member programs for the full snapshot beside the passes (a large database takes minutes): the
+        planner sees the request in flight and waits, and the answer wakes this Etcd's next pass."""
+        request = p.SnapshotRequest(template=getattr(action, 'template', ''),
+                                    requested_at=getattr(action, 'requested_at', 0.0) or self.runtime.clock())
+        with self.lock:
+            self.snapshots[key] = request
+        self.background.spawn(lambda: self.snapshot_answer(key, request, urls), 'etcd-update-snapshot')
+
+    def snapshot_answer(self, key: Key, request: p.SnapshotRequest, urls: List[Tuple[str, str]]) -> None:
+        try:
+            pod, body = member_api.request_snapshot(urls, self.opts.update_snapshot_timeout)
+            revision = body.get('end_revision') if isinstance(body, dict) else None
+            done = dataclasses.replace(request, revision=revision if isinstance(revision, int) else None)
+            log.info('full snapshot before the update: %s through %s', body.get('name') if isinstance(body, dict)
+                     else body, pod, extra={'object': '%s/%s' % key})
+        except member_api.SnapshotRequestFailed as exc:
+            done = dataclasses.replace(request, error=str(exc))
+        with self.lock:
+            if self.snapshots.get(key) is not request:
+                return   # given up on (its deadline passed) or replaced meanwhile
+            self.snapshots[key] = done
+            if key in self.due:
+                self.due[key] = 0.0
+        self.background.wake()
 
     def save_source(self, obj: Mapping[str, Any], spec: s.EtcdSpec, url: str) -> str:
         """A recovery's source member's data, as it answers alone (no quorum), into the Etcd's store as a verified

@@ -34,6 +34,10 @@ class SourceNotSaved(DruidError):
     """A recovery's source member did not save its data to the store; the step is retried next pass."""
 
 
+class SnapshotNotRequested(DruidError):
+    """No member pod has an address to ask for the pre-update full snapshot; asked again next pass."""
+
+
 def path_of(component: str, namespace: str, name: Optional[str] = None) -> str:
     api_version, _kind, plural = c.KINDS[component]
     return api_path(api_version, plural, namespace, name)
@@ -113,16 +117,28 @@ def delete_ours(client: KubeClient, spec: EtcdSpec, component: str, name: str) -
 
 
 def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mapping[Tuple[str, str], Any],
-            observed: Observed, save_source: Optional[Callable[[str], str]] = None) -> List[str]:
+            observed: Observed, save_source: Optional[Callable[[str], str]] = None,
+            request_snapshot: Optional[Callable[[List[Tuple[str, str]]], None]] = None) -> List[str]:
     """Do what `action` says; the objects written, as 'Kind name' lines (for the log). `save_source(client URL)`
-    saves one member's data to the Etcd's store (a recovery's SaveSource; the loop's, it holds the store)."""
+    saves one member's data to the Etcd's store (a recovery's SaveSource; the loop's, it holds the store);
+    `request_snapshot([(pod, URL of its /snapshot/full)])` starts a TakeSnapshot's request (the loop's: it waits for
+    the answer beside the passes)."""
     done: List[str] = []
     sts_key = ('statefulset', spec.name)
     if isinstance(action, p.ApplyComponents):
         for key in action.keys:
             done.append('%s %s %s' % (c.KINDS[key[0]][1], key[1], apply_object(client, spec, key[0], desired[key])))
-    elif isinstance(action, (p.CreateStatefulSet, p.UpdateStatefulSet)):
+    elif isinstance(action, p.CreateStatefulSet):
         done.append('StatefulSet %s %s' % (spec.name, apply_object(client, spec, 'statefulset', desired[sts_key])))
+    elif isinstance(action, p.UpdateStatefulSet):
+        sts = desired[sts_key]
+        if action.template:   # the change's start: a full snapshot verified after it is what the restarts need
+            meta = dict(sts['metadata'], annotations=dict(sts['metadata'].get('annotations') or {}, **{
+                p.UPDATE_SNAPSHOT: p.update_snapshot_annotation(action.template, action.at)}))
+            sts = dict(sts, metadata=meta)
+        done.append('StatefulSet %s %s' % (spec.name, apply_object(client, spec, 'statefulset', sts)))
+    elif isinstance(action, p.TakeSnapshot):
+        done.extend(_take_snapshot(client, spec, action, observed, request_snapshot))
     elif isinstance(action, (p.ScaleUp, p.ScaleDown)):
         sts = desired[sts_key]
         patch: Dict[str, Any] = {'spec': {'replicas': action.to}}
@@ -155,6 +171,25 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
     elif isinstance(action, r.Step):
         done.extend(_recovery_step(client, spec, action, observed, save_source))
     return done
+
+
+def _take_snapshot(client: KubeClient, spec: EtcdSpec, action: p.TakeSnapshot, observed: Observed,
+                   request_snapshot: Optional[Callable[[List[Tuple[str, str]]], None]]) -> List[str]:
+    """Record the request on the StatefulSet, then hand the member programs' URLs to the loop."""
+    current = observed.statefulset
+    if current is None or not c.is_ours(spec, current):
+        raise ComponentConflict('StatefulSet %s/%s is not this Etcd\'s' % (spec.namespace, spec.name))
+    urls = [(name, 'http://%s:%d/snapshot/full' % ((observed.pods[name].get('status') or {}).get('podIP'),
+                                                   spec.backup.port))
+            for name in action.pods if name in observed.pods and c.is_our_pod(spec, observed.pods[name])
+            and (observed.pods[name].get('status') or {}).get('podIP')]
+    if not urls or request_snapshot is None:
+        raise SnapshotNotRequested('no member pod of %s has an address to ask for a full snapshot' % ', '.join(
+            action.pods or ('Etcd %s' % spec.name,)))
+    client.merge_patch(path_of('statefulset', spec.namespace, spec.name), {'metadata': {'annotations': {
+        p.UPDATE_SNAPSHOT: p.update_snapshot_annotation(action.template, action.requested_at)}}})
+    request_snapshot(urls)
+    return ['StatefulSet %s: %s recorded; full snapshot asked of %s' % (spec.name, p.UPDATE_SNAPSHOT, urls[0][0])]
 
 
 def _replicas(client: KubeClient, spec: EtcdSpec, observed: Observed, to: int,

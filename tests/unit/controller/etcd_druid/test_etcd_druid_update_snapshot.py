@@ -1,0 +1,186 @@
+"""The `etcd` loop's side of the full snapshot a rolling change takes first (plan.TakeSnapshot): the request is
+recorded on the StatefulSet and asked of the member programs' /snapshot/full (the leader's first) beside the passes,
+over real HTTP to a stand-in of the program's endpoint; its answer (revision or error) is what the planner sees next,
+and a request past its deadline or answered with an error ends as given up."""
+
+import json
+import threading
+import time
+import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
+from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
+
+from support.druid_samples import sample
+from steward_controller.core import member_api
+from steward_controller.etcd_druid import DruidOptions
+from steward_controller.etcd_druid import target
+from steward_controller.etcd_druid.loop import EtcdDruidLoop
+
+NOW = 1_800_000_000.0
+KEY = ('shoot', 'etcd-main')
+
+
+class Member:
+    """/snapshot/full as the member program answers it (status and JSON body chosen by the test; `delay` seconds
+    before the answer)."""
+
+    def __init__(self, code=200, body=None, delay=0.0):
+        self.code, self.body, self.delay, self.asked = code, body or {}, delay, []
+        member = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_):
+                return
+
+            def do_GET(self):  # noqa: N802
+                member.asked.append(self.path)
+                time.sleep(member.delay)
+                data = json.dumps(member.body).encode()
+                try:
+                    self.send_response(member.code)
+                    self.send_header('Content-Length', str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = 'http://127.0.0.1:%d/snapshot/full' % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def members():
+    started = []
+
+    def make(**kw):
+        started.append(Member(**kw))
+        return started[-1]
+    yield make
+    for m in started:
+        m.close()
+
+
+class Client:
+    def __init__(self):
+        self.patches = []
+
+    def merge_patch(self, path, body, resource_version=None):
+        self.patches.append((path, body))
+        return body
+
+
+def loop(timeout=600.0):
+    runtime = types.SimpleNamespace(client=Client(), health=types.SimpleNamespace(beat=lambda k: None),
+                                    clock=lambda: NOW, report=lambda *a, **k: None)
+    return EtcdDruidLoop(runtime, DruidOptions(update_snapshot_timeout=timeout))
+
+
+def answered(lp, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        request = lp.snapshots.get(KEY)
+        if request is not None and (request.revision is not None or request.error):
+            return request
+        time.sleep(0.02)
+    raise AssertionError('no answer: %r' % lp.snapshots.get(KEY))
+
+
+ACTION = p.TakeSnapshot('a full snapshot first', template='8050e0e03621798d', pods=('etcd-main-0',),
+                        requested_at=NOW - 2)
+
+
+def test_the_answer_is_the_snapshots_revision_and_wakes_the_etcds_pass(members):
+    member = members(body={'name': 'Full-00000000-00000130-1800000000.gz', 'end_revision': 130})
+    lp = loop()
+    lp.due[KEY] = time.monotonic() + 60
+    lp.request_snapshot(KEY, ACTION, [('etcd-main-0', member.url)])
+    request = answered(lp)
+    assert (request.template, request.requested_at, request.revision, request.error) == (
+        '8050e0e03621798d', NOW - 2, 130, '')
+    assert lp.due[KEY] == 0.0 and lp.background.woken.is_set() and member.asked == ['/snapshot/full']
+
+
+def test_a_failing_member_is_passed_over_and_every_failure_named(members):
+    broken = members(code=500, body={'error': 'store unreachable'})
+    good = members(body={'end_revision': 131})
+    lp = loop()
+    lp.request_snapshot(KEY, ACTION, [('etcd-main-0', broken.url), ('etcd-main-1', good.url)])
+    assert answered(lp).revision == 131
+    lp = loop()
+    lp.request_snapshot(KEY, ACTION, [('etcd-main-0', broken.url)])
+    request = answered(lp)
+    assert request.revision is None and 'etcd-main-0: HTTP 500' in request.error and 'store unreachable' in request.error
+
+
+def test_the_deadline_covers_every_try(members):
+    slow = members(delay=1.5, body={'end_revision': 1})
+    started = time.monotonic()
+    with pytest.raises(member_api.SnapshotRequestFailed) as err:
+        member_api.request_snapshot([('etcd-main-0', slow.url), ('etcd-main-1', slow.url)], 0.5)
+    assert time.monotonic() - started < 1.4
+    assert 'etcd-main-0' in str(err.value) and 'etcd-main-1: not tried, the 0s deadline passed' in str(err.value)
+
+
+def test_an_answer_to_a_request_given_up_on_is_dropped(members):
+    member = members(delay=0.3, body={'end_revision': 130})
+    lp = loop()
+    lp.request_snapshot(KEY, ACTION, [('etcd-main-0', member.url)])
+    lp.snapshots.pop(KEY)          # the planner's deadline passed: the loop gave up on it
+    time.sleep(0.8)
+    assert KEY not in lp.snapshots
+
+
+def _observed(ip='10.0.0.5'):
+    spec = s.parse_etcd(sample(replicas=3))
+    sts = c.statefulset(spec, 3, 'checksum')
+    pods = {'etcd-main-%d' % i: {
+        'metadata': {'name': 'etcd-main-%d' % i, 'labels': dict(sts['spec']['template']['metadata']['labels']),
+                     'ownerReferences': [{'kind': 'StatefulSet', 'name': 'etcd-main', 'apiVersion': 'apps/v1'}]},
+        'status': {'podIP': ip} if ip else {}} for i in range(3)}
+    return spec, st.Observed(statefulset=sts, pods=pods)
+
+
+def test_target_records_the_request_then_asks_the_leaders_program_first():
+    spec, observed = _observed()
+    client, asked = Client(), []
+    action = p.TakeSnapshot('first', template='8050e0e03621798d', pods=('etcd-main-2', 'etcd-main-0'),
+                            requested_at=NOW)
+    done = target.execute(client, spec, action, {}, observed, request_snapshot=asked.append)
+    assert asked == [[('etcd-main-2', 'http://10.0.0.5:%d/snapshot/full' % spec.backup.port),
+                      ('etcd-main-0', 'http://10.0.0.5:%d/snapshot/full' % spec.backup.port)]]
+    ((path, patch),) = client.patches
+    assert path.endswith('/statefulsets/etcd-main')
+    record = p.update_snapshot_record({'metadata': patch['metadata']})
+    assert record == {'template': '8050e0e03621798d', 'after': NOW} and 'etcd-main-2' in done[0]
+    spec, observed = _observed(ip=None)
+    client = Client()
+    with pytest.raises(target.SnapshotNotRequested, match='etcd-main-2, etcd-main-0'):
+        target.execute(client, spec, action, {}, observed, request_snapshot=asked.append)
+    assert client.patches == []     # nothing recorded for a request that was not made
+
+
+def test_the_update_records_the_changes_start_on_the_statefulset(monkeypatch):
+    obj = sample(replicas=3)
+    spec = s.parse_etcd(obj)
+    desired = {('statefulset', 'etcd-main'): {'metadata': {'name': 'etcd-main', 'annotations': {'a': 'b'}},
+                                               'spec': {'replicas': 3}}}
+    written = []
+    monkeypatch.setattr(target, 'apply_object', lambda client, spec_, component, obj_: written.append(obj_) or 'x')
+    target.execute(Client(), spec, p.UpdateStatefulSet('new template', template='abc', at=NOW), desired, st.Observed())
+    target.execute(Client(), spec, p.UpdateStatefulSet('labels'), desired, st.Observed())
+    assert p.update_snapshot_record(written[0]) == {'template': 'abc', 'after': NOW}
+    assert written[0]['metadata']['annotations']['a'] == 'b'
+    assert p.UPDATE_SNAPSHOT not in written[1]['metadata']['annotations']
+    assert p.UPDATE_SNAPSHOT not in desired[('statefulset', 'etcd-main')]['metadata']['annotations']
