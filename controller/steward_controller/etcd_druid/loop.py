@@ -206,7 +206,7 @@ class EtcdDruidLoop:
             with self.lock:
                 if self.snapshots.get(key) is request:
                     self.snapshots.pop(key, None)
-        elif isinstance(action, (p.TakeSnapshot, p.AwaitSnapshot, p.RestartMember)):
+        elif isinstance(action, p.RestartMember):   # (kept while asked again: the last try failed)
             status['lastErrors'] = [e for e in status.get('lastErrors') or [] if e.get('code') != ERR_UPDATE_SNAPSHOT]
         self.write_status(obj, status)
         if reconciling and plan.spec_in_sync:
