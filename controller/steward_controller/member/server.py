@@ -19,7 +19,11 @@
   GET /snapshot/delta          the backup leader writes its buffered events as a delta now and answers with it
                                (405 elsewhere: ask the leader's member, as druid's tasks do the leading sidecar)
 Ours beside druid's: GET /initialization/decision, the last decision with its reason (JSON), so a Failed
-status can be explained without reading logs.
+status can be explained without reading logs; GET /leader/handoff, the etcd container's preStop hook (the `etcd`
+loop renders it): the member stops being ready and, when its etcd leads, moves leadership to a caught-up follower
+within --leader-handoff-timeout before the kubelet signals etcd, so the hand-off comes first on a real cluster too
+(Kubernetes signals a pod's containers at the same time); 200 {"handedTo": <member id or null>} either way (a
+preStop hook's failure stops nothing).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from urllib.parse import parse_qs, urlparse
 
 import yaml
 
+from ansible_collections.steward.cluster.plugins.module_utils.druid.components import HANDOFF_PATH
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import Gateway
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import promote_learner
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -67,7 +72,11 @@ class MemberState:
         self.max_lag = READY_MAX_LAG    # --readiness-max-lag
         self.caught_up = False
         self.last_catch_up: Dict[str, Any] = {}
-        self.stopping = False           # SIGTERM: the pod is going away, so it is no longer ready
+        self.stopping = False           # SIGTERM or the preStop hook: the pod is going away, so it is no longer ready
+        self.handoff = True             # --leader-handoff
+        self.handoff_timeout = 10.0     # --leader-handoff-timeout
+        self._stop_lock = threading.Lock()
+        self._handed_off = False
 
     def full_published(self, snapshot: Mapping[str, Any]) -> Dict[str, Any]:
         """A full snapshot this program took outside the backup runner (GET /snapshot/full, the upload after a
@@ -78,6 +87,18 @@ class MemberState:
         if leases is not None and isinstance(revision, int):
             leases.snapshot('full', revision, verified=True)
         return dict(snapshot)
+
+    def prepare_stop(self) -> Optional[str]:
+        """The pod is being stopped (its preStop hook, or SIGTERM): no longer ready, and leadership moved off this
+        member when its etcd leads (the new leader's id; None when it did not lead or could not move it). Once: the
+        hook and SIGTERM come at about the same time (a kubelet signals the containers without a hook at once), and
+        the second waits for the first's hand-off instead of racing it with a MoveLeader of its own."""
+        self.stopping = True
+        with self._stop_lock:
+            if self._handed_off or not (self.handoff and self.initialized and self.heartbeat is not None):
+                return None
+            self._handed_off = True
+            return self.heartbeat.hand_off(self.handoff_timeout)
 
     def start(self, mode: str, fail_below: int) -> bool:
         with self.lock:
@@ -232,6 +253,11 @@ def _handler(state: MemberState):
             if url.path == '/healthz':
                 healthy = state.healthy()
                 return self._send(200 if healthy else 503, {'health': healthy, 'caughtUp': state.last_catch_up})
+            if url.path == HANDOFF_PATH:
+                moved = state.prepare_stop()
+                if moved:
+                    print('stopping: leadership handed to %s (the preStop hook)' % moved, flush=True)
+                return self._send(200, {'handedTo': moved})
             if url.path in ('/snapshot/latest', '/snapshot/full'):
                 return self._snapshot(url.path)
             if url.path == '/snapshot/delta':
