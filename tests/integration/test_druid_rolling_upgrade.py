@@ -57,6 +57,8 @@ def test_image_tag_3_4_to_3_5_rolls_leader_last_without_a_failed_request(tmp_pat
             sidecar = f.read()
         assert 'stopping: leadership handed to' in sidecar or 'hand-off' not in sidecar, sidecar[-2000:]
         print('old leader %s: %s' % (leader, [line for line in sidecar.splitlines() if 'leadership' in line]))
+        with open(str(tmp_path / 'runtime.log'), errors='replace') as f:
+            assert 'pod demo/%s container etcd: preStop GET' % leader in f.read()   # the hook ran before etcd's SIGTERM
     finally:
         if load is not None:
             load.stop()
