@@ -67,13 +67,16 @@ class Options:
     not count as fresh for a destructive step; max_unready_deletions: NotReady pods deleted at once (druid: f < n/2);
     recovery_requested: an operator asked for a quorum-loss recovery now (recovery.REQUEST, set by a
     QuorumLossRecoveryTask): every member that is not Ready counts as lost without waiting for the not-ready grace;
-    update_snapshot_timeout: the deadline, from its request, of the full snapshot a rolling change takes first."""
+    update_snapshot_timeout: the deadline, from its request, of the full snapshot a rolling change takes first;
+    removal_timeout: how long a scale-down waits for the leading member's program to remove the going members
+    before the loop says so and removes them itself (RemoveMembers)."""
     unknown_grace: float = 60.0
     notready_grace: float = 300.0
     max_backup_age: float = 3600.0
     max_unready_deletions: int = 1
     recovery_requested: bool = False
     update_snapshot_timeout: float = 600.0
+    removal_timeout: float = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,9 +159,11 @@ class ScaleDown(Action):
 class MarkLeaving(Action):
     """Mark the member Leases `names` with scale_down.LEAVING (`to`: the new replica count), so the leading member's
     program removes those members from etcd while they still run; `to` None clears the marks of ordinals a later
-    spec keeps (a scale-down reverted before it finished)."""
+    spec keeps (a scale-down reverted before it finished). `at`: when (scale_down.LEAVING_SINCE, the removal's
+    deadline counts from it)."""
     names: Tuple[str, ...] = ()
     to: Optional[int] = None
+    at: float = 0.0
     event = 'MembersLeaving'
 
 
@@ -169,6 +174,18 @@ class AwaitRemoval(Action):
     names: Tuple[str, ...] = ()
     event = 'MembersRemoving'
     changes = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoveMembers(Action):
+    """The leading member's program did not remove the going members `names` within the removal timeout (`waited`
+    seconds since they were marked): the loop says so and takes one removal step itself, with the program's
+    decision (scale_down.plan_removal over etcd's member list), on the members it can prove are the going pods'
+    (scale_down.provable_leases); it refuses, naming why, when that step would break quorum or nothing is provable."""
+    names: Tuple[str, ...] = ()
+    waited: float = 0.0
+    event = 'MemberRemovalOverdue'
+    warning = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -468,7 +485,7 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
                          and sd.leaving_size(lease) is not None), key=c.ordinal_of))
     if kept:
         return MarkLeaving('%s stay (replicas %d): their leaving marks are cleared' % (', '.join(kept), spec.replicas),
-                           names=kept, to=None)
+                           names=kept, to=None, at=now)
     if sts is None:
         return CreateStatefulSet('creating StatefulSet %s with %d replica(s)' % (spec.name, spec.replicas),
                                  replicas=spec.replicas)
@@ -488,11 +505,18 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
             return Postponed('scale-down %d -> %d waits for AllMembersReady' % (current, spec.replicas),
                              gate='AllMembersReady')
         going = member_names(spec.name, current)[spec.replicas:]
-        gate = sd.scale_down_gate(going, observed.member_leases, spec.replicas)
+        gate = sd.scale_down_gate(going, observed.member_leases, spec.replicas, now, options.removal_timeout)
         if gate.to_mark:
             return MarkLeaving('scaling down %d -> %d: %s leave etcd first, removed by the leading member while they '
                                'still run (quorum is kept), then the StatefulSet shrinks' % (
-                                   current, spec.replicas, ', '.join(gate.to_mark)), names=gate.to_mark, to=spec.replicas)
+                                   current, spec.replicas, ', '.join(gate.to_mark)), names=gate.to_mark,
+                               to=spec.replicas, at=now)
+        if gate.overdue:
+            return RemoveMembers('scale-down %d -> %d: the leading member\'s program has not removed %s from etcd %ds '
+                                 'after they were marked leaving (timeout %ds); the loop removes them itself, one per '
+                                 'pass, where safe' % (current, spec.replicas, ', '.join(gate.overdue), int(gate.waited),
+                                                       int(options.removal_timeout)),
+                                 names=gate.overdue, waited=gate.waited)
         if gate.waiting:
             return AwaitRemoval('scale-down %d -> %d waits until the leading member has removed %s from etcd' % (
                 current, spec.replicas, ', '.join(gate.waiting)), names=gate.waiting)

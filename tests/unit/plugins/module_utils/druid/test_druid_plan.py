@@ -154,7 +154,8 @@ def test_scale_down_and_then_the_superfluous_leases():
     # the going members leave etcd first (the leading member removes them while they run), then the StatefulSet shrinks
     action = w.run()
     assert isinstance(action, p.MarkLeaving) and action.names == ('etcd-main-1', 'etcd-main-2') and action.to == 1
-    mark(w, action.names, {sd.LEAVING: '1'})
+    assert action.at == NOW
+    mark(w, action.names, {sd.LEAVING: '1', sd.LEAVING_SINCE: format_micro(action.at)})
     action = w.run()
     assert isinstance(action, p.AwaitRemoval) and action.names == ('etcd-main-1', 'etcd-main-2') and not action.changes
     mark(w, ('etcd-main-2',), {sd.REMOVED: 'a2'})
@@ -168,6 +169,20 @@ def test_scale_down_and_then_the_superfluous_leases():
         del w.pods[n]
     action = w.run()
     assert isinstance(action, p.DeleteLeases) and action.names == ('etcd-main-1', 'etcd-main-2')
+
+
+def test_a_scale_down_the_leading_program_does_not_carry_out_is_overdue_after_the_timeout():
+    w = world(replicas=3, spec_replicas=1)
+    apply(w, w.run())
+    mark(w, ('etcd-main-1', 'etcd-main-2'), {sd.LEAVING: '1', sd.LEAVING_SINCE: format_micro(NOW - 301)})
+    action = w.run()
+    assert isinstance(action, p.RemoveMembers) and action.changes and action.warning
+    assert action.names == ('etcd-main-1', 'etcd-main-2') and int(action.waited) == 301
+    assert 'etcd-main-1, etcd-main-2' in action.message and '301s' in action.message and 'timeout 300s' in action.message
+    assert isinstance(w.run(options=p.Options(removal_timeout=600.0)), p.AwaitRemoval)
+    mark(w, ('etcd-main-2',), {sd.REMOVED: 'a2'})
+    action = w.run()
+    assert isinstance(action, p.RemoveMembers) and action.names == ('etcd-main-1',)
 
 
 def test_a_reverted_scale_down_clears_the_marks_of_the_ordinals_kept():
@@ -422,7 +437,7 @@ def test_pdb_follows_all_members_ready():
 
 def test_every_action_kind_has_an_event_reason():
     kinds = [k for k in vars(p).values() if isinstance(k, type) and issubclass(k, p.Action) and k is not p.Action]
-    assert len(kinds) == 17
+    assert len(kinds) == 18
     assert len({k.event for k in kinds}) == len(kinds)
 
 

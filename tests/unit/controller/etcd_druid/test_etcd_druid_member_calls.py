@@ -1,7 +1,8 @@
-"""The `etcd` loop's side of the full snapshot a rolling change takes first (plan.TakeSnapshot): the request is
+"""The `etcd` loop's calls that reach the members: the full snapshot a rolling change takes first (plan.TakeSnapshot):
 recorded on the StatefulSet and asked of the member programs' /snapshot/full (the leader's first) beside the passes,
 over real HTTP to a stand-in of the program's endpoint; its answer (revision or error) is what the planner sees next,
-and a request past its deadline or answered with an error ends as given up."""
+and a request past its deadline or answered with an error ends as given up; and an overdue scale-down's removal
+step (plan.RemoveMembers) through the pods' client URLs, marking only this Etcd's Leases."""
 
 import json
 import threading
@@ -13,6 +14,7 @@ import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
+from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 
@@ -184,3 +186,28 @@ def test_the_update_records_the_changes_start_on_the_statefulset(monkeypatch):
     assert written[0]['metadata']['annotations']['a'] == 'b'
     assert p.UPDATE_SNAPSHOT not in written[1]['metadata']['annotations']
     assert p.UPDATE_SNAPSHOT not in desired[('statefulset', 'etcd-main')]['metadata']['annotations']
+
+
+def test_an_overdue_removal_goes_through_the_pods_client_urls_and_marks_only_our_leases():
+    spec, observed = _observed()
+    ours = c.member_lease(spec, 'etcd-main-2')
+    observed = st.Observed(statefulset=observed.statefulset, pods=observed.pods,
+                           member_leases={'etcd-main-2': ours, 'etcd-main-1': {'metadata': {'name': 'etcd-main-1'}}})
+    client, seen = Client(), []
+
+    def remove(urls, mark):
+        seen.append(urls)
+        return ['marked %s' % mark('etcd-main-2', 'a2'), 'marked %s' % mark('etcd-main-1', 'a1')]
+    action = p.RemoveMembers('overdue', names=('etcd-main-1', 'etcd-main-2'), waited=400.0)
+    done = target.execute(client, spec, action, {}, observed, remove_members=remove)
+    assert seen == [('http://10.0.0.5:%d' % spec.etcd.client_port,) * 3] and done == ['marked True', 'marked False']
+    ((path, patch),) = client.patches          # etcd-main-1's Lease is not this Etcd's: not written
+    assert path.endswith('/leases/etcd-main-2') and patch == {'metadata': {'annotations': {sd.REMOVED: 'a2'}}}
+    spec, observed = _observed(ip=None)
+    with pytest.raises(target.RemovalRefused, match='no member pod has an address'):
+        target.execute(Client(), spec, action, {}, observed, remove_members=remove)
+    obj = sample(replicas=3)
+    obj['spec']['etcd']['clientUrlTls'] = {'tlsCASecretRef': {'name': 'ca'}, 'serverTLSSecretRef': {'name': 's'},
+                                           'clientTLSSecretRef': {'name': 'c'}}
+    with pytest.raises(target.RemovalRefused, match='clientUrlTls'):
+        target.execute(Client(), s.parse_etcd(obj), action, {}, observed, remove_members=remove)
