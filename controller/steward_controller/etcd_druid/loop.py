@@ -174,8 +174,11 @@ class EtcdDruidLoop:
                                       request_snapshot=lambda urls: self.request_snapshot(key, action, urls),
                                       remove_members=lambda urls, mark: self.remove_members(observed, urls, mark))
             except target.RemovalRefused as exc:   # said once until it changes, not every pass
+                # the Event without the growing wait (said once until the reason changes), lastErrors with it
+                self.say_once(key, obj, action.event, 'the leading member\'s program did not remove %s from etcd within '
+                              '%ds; the loop did not remove them: %s' % (', '.join(action.names), int(action.timeout),
+                                                                          exc), warning=True)
                 message = '%s; the loop did not remove them: %s' % (action.message, exc)
-                self.say_once(key, obj, action.event, message, warning=True)
                 status['lastErrors'] = self.errors(obj, ERR_REMOVAL_OVERDUE, message, now)
                 self.write_status(obj, status)
                 return False

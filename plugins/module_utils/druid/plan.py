@@ -184,6 +184,7 @@ class RemoveMembers(Action):
     (scale_down.provable_leases); it refuses, naming why, when that step would break quorum or nothing is provable."""
     names: Tuple[str, ...] = ()
     waited: float = 0.0
+    timeout: float = 0.0
     event = 'MemberRemovalOverdue'
     warning = True
 
@@ -516,7 +517,7 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
                                  'after they were marked leaving (timeout %ds); the loop removes them itself, one per '
                                  'pass, where safe' % (current, spec.replicas, ', '.join(gate.overdue), int(gate.waited),
                                                        int(options.removal_timeout)),
-                                 names=gate.overdue, waited=gate.waited)
+                                 names=gate.overdue, waited=gate.waited, timeout=options.removal_timeout)
         if gate.waiting:
             return AwaitRemoval('scale-down %d -> %d waits until the leading member has removed %s from etcd' % (
                 current, spec.replicas, ', '.join(gate.waiting)), names=gate.waiting)
