@@ -84,7 +84,7 @@ class Client:
 
 
 def loop(timeout=600.0):
-    runtime = types.SimpleNamespace(client=Client(), health=types.SimpleNamespace(beat=lambda k: None),
+    runtime = types.SimpleNamespace(client=Client(), health=types.SimpleNamespace(beat=lambda k: None, api_ok=lambda: None),
                                     clock=lambda: NOW, report=lambda *a, **k: None)
     return EtcdDruidLoop(runtime, DruidOptions(update_snapshot_timeout=timeout))
 
@@ -211,3 +211,50 @@ def test_an_overdue_removal_goes_through_the_pods_client_urls_and_marks_only_our
                                            'clientTLSSecretRef': {'name': 'c'}}
     with pytest.raises(target.RemovalRefused, match='clientUrlTls'):
         target.execute(Client(), s.parse_etcd(obj), action, {}, observed, remove_members=remove)
+
+
+class Kube(Client):
+    """The Etcd as the API holds it, and the status writes."""
+
+    def __init__(self, obj):
+        super().__init__()
+        self.obj = obj
+
+    def get_or_none(self, path):
+        return self.obj
+
+
+def _pass_with(monkeypatch, action, execute):
+    """One run_pass whose planner says `action` and whose target does `execute` (the glue under test: Events and
+    lastErrors of an overdue removal)."""
+    obj = sample(replicas=3)
+    obj['metadata']['finalizers'] = [s.FINALIZER]
+    obj['status'] = {'observedGeneration': obj['metadata']['generation']}
+    spec = s.parse_etcd(obj)
+    posted = []
+    lp = loop()
+    lp.client = Kube(obj)
+    lp.runtime.report = lambda body, reason, message, warning=False, **kw: posted.append((reason, message, warning))
+    monkeypatch.setattr(target, 'read', lambda client, spec_: (st.Observed(statefulset=c.statefulset(spec, 3, 'x')), {}))
+    monkeypatch.setattr(p, 'plan', lambda *a, **k: p.Plan(action, {}))
+    monkeypatch.setattr(target, 'execute', execute)
+    lp.run_pass(KEY)
+    statuses = [body['status'] for path, body in lp.client.patches if path.endswith('/status')]
+    return posted, statuses[-1]
+
+
+def test_an_overdue_removal_is_said_in_an_event_and_last_errors(monkeypatch):
+    action = p.RemoveMembers('scale-down 3 -> 1: not removed etcd-main-2 400s after', names=('etcd-main-2',),
+                             waited=400.0, timeout=300.0)
+    posted, status = _pass_with(monkeypatch, action, lambda *a, **k: ['superfluous members: etcd-main-2 removed'])
+    assert posted == [('MemberRemovalOverdue', action.message + ': superfluous members: etcd-main-2 removed', True)]
+    (error,) = [e for e in status['lastErrors'] if e['code'] == 'ERR_MEMBER_REMOVAL_OVERDUE']
+    assert 'etcd-main-2' in error['description'] and '400s' in error['description']
+
+    def refuse(*a, **k):
+        raise target.RemovalRefused('not provably the going pods\' own: etcd-main-2')
+    posted, status = _pass_with(monkeypatch, action, refuse)
+    assert posted == [('MemberRemovalOverdue', "the leading member's program did not remove etcd-main-2 from etcd "
+                       "within 300s; the loop did not remove them: not provably the going pods' own: etcd-main-2", True)]
+    (error,) = [e for e in status['lastErrors'] if e['code'] == 'ERR_MEMBER_REMOVAL_OVERDUE']
+    assert '400s' in error['description'] and 'not provably' in error['description']
