@@ -258,6 +258,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     state.catch_up, state.max_lag = args.readiness_catch_up, args.readiness_max_lag
     state.handoff = args.leader_handoff
     state.handoff_timeout = parse_duration(args.leader_handoff_timeout, '--leader-handoff-timeout')
+    state.proxy_timeout = parse_duration(args.etcd_snapshot_timeout, '--etcd-snapshot-timeout')
     server = serve(state, args.server_host, args.server_port)
     print('steward-etcd-member %s serving on %s:%d' % (options.name, args.server_host, server.server_address[1]),
           flush=True)
