@@ -605,7 +605,10 @@ def _update_snapshot(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Obs
         return None
     verified = st.verified_backup(observed)
     record = update_snapshot_record(observed.statefulset)
-    ours = request if request is not None and request.template == target else None
+    # the loop's request counts for this change only: the same template, asked after the change's recorded start (a
+    # request of an earlier change to the same template, A -> B -> A, is older than the record UpdateStatefulSet wrote)
+    ours = request if request is not None and request.template == target and (
+        record is None or record['template'] != target or request.requested_at >= record['after']) else None
     if verified is not None:
         if ours is not None and ours.revision is not None and verified['revision'] >= ours.revision:
             return None

@@ -1,5 +1,7 @@
 """druid/plan.py: druid's decision table (ETCD-18) as one typed action per pass, with the gates beyond druid."""
 
+import dataclasses
+
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
@@ -306,6 +308,12 @@ def test_a_failed_or_late_pre_update_snapshot_restarts_nothing_and_says_why():
     # a request for an older template is not this change's: asked again
     other = p.SnapshotRequest(template='0123456789abcdef', requested_at=NOW - 5, revision=130)
     assert isinstance(w.run(request=other), p.TakeSnapshot)
+    # nor one for this template asked before the change's recorded start (an earlier change to it: A -> B -> A)
+    w.snaps['full-snap'] = lease('130', 1.0, {st.VERIFIED_REVISION: '130', st.VERIFIED_AT: format_micro(NOW - 60)})
+    w.sts['metadata'].setdefault('annotations', {})[p.UPDATE_SNAPSHOT] = p.update_snapshot_annotation(target, NOW - 10)
+    earlier = p.SnapshotRequest(template=target, requested_at=NOW - 900, revision=120)
+    assert isinstance(w.run(request=earlier), p.TakeSnapshot)
+    assert isinstance(w.run(request=dataclasses.replace(earlier, requested_at=NOW - 10)), p.RestartMember)
 
 
 def test_a_resumed_rolling_change_takes_no_second_snapshot_when_a_newer_one_exists():
