@@ -23,6 +23,7 @@ from steward_controller.core import member_api
 from steward_controller.etcd_druid import DruidOptions
 from steward_controller.etcd_druid import target
 from steward_controller.etcd_druid.loop import EtcdDruidLoop
+from test_etcd_druid_recovery_loop import Client     # the loop tests' recording client, one copy
 
 NOW = 1_800_000_000.0
 KEY = ('shoot', 'etcd-main')
@@ -72,15 +73,6 @@ def members():
     yield make
     for m in started:
         m.close()
-
-
-class Client:
-    def __init__(self):
-        self.patches = []
-
-    def merge_patch(self, path, body, resource_version=None):
-        self.patches.append((path, body))
-        return body
 
 
 def loop(timeout=600.0):
