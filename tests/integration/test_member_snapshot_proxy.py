@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not etcd_bin_dirs(), reason='no etcd binary: run
 
 
 def _free_port_on(hosts):
-    for _ in range(50):
+    for _attempt in range(50):
         with socket.socket() as probe:
             probe.bind((hosts[0], 0))
             port = probe.getsockname()[1]

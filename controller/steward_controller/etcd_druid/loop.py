@@ -175,9 +175,9 @@ class EtcdDruidLoop:
                                       remove_members=lambda urls, mark: self.remove_members(observed, urls, mark))
             except target.RemovalRefused as exc:   # said once until it changes, not every pass
                 # the Event without the growing wait (said once until the reason changes), lastErrors with it
-                self.say_once(key, obj, action.event, 'the leading member\'s program did not remove %s from etcd within '
-                              '%ds; the loop did not remove them: %s' % (', '.join(action.names), int(action.timeout),
-                                                                          exc), warning=True)
+                said = 'the leading member\'s program did not remove %s from etcd within %ds; the loop did not ' \
+                       'remove them: %s' % (', '.join(action.names), int(action.timeout), exc)
+                self.say_once(key, obj, action.event, said, warning=True)
                 message = '%s; the loop did not remove them: %s' % (action.message, exc)
                 status['lastErrors'] = self.errors(obj, ERR_REMOVAL_OVERDUE, message, now)
                 self.write_status(obj, status)

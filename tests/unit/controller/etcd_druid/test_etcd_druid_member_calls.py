@@ -168,8 +168,8 @@ def test_target_records_the_request_then_asks_the_leaders_program_first():
 def test_the_update_records_the_changes_start_on_the_statefulset(monkeypatch):
     obj = sample(replicas=3)
     spec = s.parse_etcd(obj)
-    desired = {('statefulset', 'etcd-main'): {'metadata': {'name': 'etcd-main', 'annotations': {'a': 'b'}},
-                                               'spec': {'replicas': 3}}}
+    sts = {'metadata': {'name': 'etcd-main', 'annotations': {'a': 'b'}}, 'spec': {'replicas': 3}}
+    desired = {('statefulset', 'etcd-main'): sts}
     written = []
     monkeypatch.setattr(target, 'apply_object', lambda client, spec_, component, obj_: written.append(obj_) or 'x')
     target.execute(Client(), spec, p.UpdateStatefulSet('new template', template='abc', at=NOW), desired, st.Observed())
