@@ -47,7 +47,7 @@ from steward_controller.core.runtime import Runtime, resource_label
 from steward_controller.etcd_druid import DruidOptions
 from steward_controller.etcd_druid import target
 from steward_controller.core.druid_store import local_root, open_druid_store
-from steward_controller.member.removal import carry_out
+from steward_controller.core.member_removal import carry_out
 
 log = logging.getLogger('steward.etcd-druid')
 HEALTH_KEY = 'etcd-loop'
@@ -265,7 +265,7 @@ class EtcdDruidLoop:
     def remove_members(observed: Any, urls: Tuple[str, ...], mark: Any) -> List[str]:
         """One step of the leading member's removal, by the loop: druid/scale_down's decision over etcd's member list
         and only the Leases provably the going pods' own, carried out as the member program carries it out
-        (member/removal.py). target.RemovalRefused when the step does nothing."""
+        (core/member_removal.py). target.RemovalRefused when the step does nothing."""
         conn = EtcdConnection(endpoints=urls)
         try:
             info = cluster_info(conn)

@@ -36,7 +36,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store i
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import move_leadership_away
 
 from steward_controller.member.leases import LeaseWriter
-from steward_controller.member.removal import carry_out
+from steward_controller.core.member_removal import carry_out
 
 
 class _SnapshotLeases(BackupListener):

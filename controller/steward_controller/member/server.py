@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, urlparse
 
 import yaml
 
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
 from ansible_collections.steward.cluster.plugins.module_utils.druid.components import HANDOFF_PATH
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import Gateway, member_id_hex
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import members_from_raw
@@ -127,7 +128,7 @@ class MemberState:
         host = urlparse(((found or {}).get('client_urls') or [''])[0]).hostname
         if not host:
             raise EtcdUnavailable('the leader %s has no client URL in the member list' % leader)
-        return 'http://%s:%d' % ('[%s]' % host if ':' in host else host, self.server_port)
+        return 'http://%s:%d' % (url_host(host), self.server_port)
 
     def start(self, mode: str, fail_below: int) -> bool:
         with self.lock:
