@@ -81,6 +81,12 @@ def _restart_order(lab: DruidLab, log: str) -> List[str]:
     return list(dict.fromkeys(order))
 
 
+def _ran_prestop(lab: DruidLab, pod: str, log: str) -> bool:
+    """The runtime ran `pod`'s etcd container preStop hook (its log: `pod ns/name container etcd: preStop GET`)."""
+    with open(log, errors='replace') as f:
+        return any('pod %s/%s container etcd: preStop GET' % (lab.ns, pod) in line for line in f)
+
+
 def one_run(kind: str, rate: float) -> Dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix='bench-druid-rolling-') as work:
         lab = DruidLab(work).start()
@@ -131,6 +137,7 @@ def one_run(kind: str, rate: float) -> Dict[str, Any]:
                 'missing_examples': {u: m[:3] for u, m in missing_per_member.items() if m},
                 'restart_events': [e['message'] for e in lab.events('MemberRestarted')],
                 'leader_sidecar_leadership_lines': leadership,
+                'leader_prestop_ran': _ran_prestop(lab, leader, os.path.join(work, 'runtime.log')),
             }
         finally:
             if load is not None:

@@ -16,6 +16,11 @@ Every `--interval` seconds it lists the emulator's StatefulSets, pods, PVCs, Ser
   restartCount one higher;
 * runs readiness probes (httpGet, tcpSocket, exec against the pod IP) and writes pod status: podIP, phase,
   conditions, containerStatuses with `containerID: lab://<pid>`;
+* stops a pod's containers as a kubelet does, all at once, each after its own preStop hook (httpGet against the pod
+  IP, or sleep; other handlers are logged and skipped): SIGTERM once the hook returned, SIGKILL at the end of the
+  pod's terminationGracePeriodSeconds (default 30) counted from the start, hooks included, and at least 2 s after
+  SIGTERM. The hooks and the grace are kept in the container's record, so a pod whose object is already gone from
+  the API (the emulator deletes a pod at once) is still stopped by its own rules;
 * writes Endpoints and an EndpointSlice for each Service that selects its pods;
 * removes a deleted PVC's directory, and lets the PVC go (drops the kubernetes.io/pvc-protection finalizer), once
   no pod uses it; until then the PVC stays with its deletionTimestamp, as Kubernetes keeps it Terminating.
@@ -43,7 +48,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import requests
 
@@ -53,6 +58,8 @@ from lab.pods import images, spec as podspec
 
 DEFAULT_POD_CIDR = '127.0.100.0/24'
 BACKOFF_START, BACKOFF_MAX = 1.0, 10.0
+DEFAULT_GRACE = 30.0        # a pod's terminationGracePeriodSeconds when it sets none (Kubernetes' default)
+MIN_KILL_GRACE = 2.0        # seconds between SIGTERM and SIGKILL when the hooks used up the grace (a kubelet's)
 STS_PATH = '/apis/apps/v1/statefulsets'
 JSON_PATCH = {'Content-Type': 'application/json-patch+json'}
 
@@ -435,7 +442,7 @@ class Runtime:
             if record is None:
                 self._exited(record_path, state, policy)
                 if time.monotonic() >= state.next_start:
-                    record = self._start(pod, container, volumes, record_path, state)
+                    record = self._start(pod, container, volumes, record_path, state, ip)
             if record is not None and state.waiting is None:
                 self._probe(pod, container, state, ip)
             statuses.append(self._container_status(container, state, record))
@@ -469,7 +476,7 @@ class Runtime:
         state.backoff = min(state.backoff * 2, BACKOFF_MAX)
 
     def _start(self, pod: Dict[str, Any], container: Dict[str, Any], volumes: Tuple[Dict, Dict], record_path: str,
-               state: Container) -> Optional[Dict[str, Any]]:
+               state: Container, ip: Optional[str] = None) -> Optional[Dict[str, Any]]:
         try:
             argv, env = self._argv(pod, container, volumes)
         except images.UnknownImage as exc:
@@ -483,7 +490,8 @@ class Runtime:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
         os.makedirs(os.path.dirname(record_path), mode=0o700, exist_ok=True)
         record = parts.start(record_path, argv, os.path.join(log_dir, container['name'] + '.log'), env,
-                             {'uid': pod['metadata'].get('uid', ''), 'restarts': str(state.restarts)})
+                             dict(stop_rules(pod, container, ip), uid=pod['metadata'].get('uid', ''),
+                                  restarts=str(state.restarts)))
         self.say('pod %s/%s container %s: started pid %d: %s' % (pod['metadata']['namespace'], pod['metadata']['name'],
                                                                  container['name'], record['pid'], ' '.join(argv)))
         state.waiting = None
@@ -550,24 +558,24 @@ class Runtime:
 
     def _stop_orphans(self, live_uids: set, only: Optional[Tuple[str, str]] = None) -> None:
         """Stop the processes of pods that are gone (deleted, or replaced by a new pod of the same name); with
-        `only` (namespace, pod name), just that pod's."""
+        `only` (namespace, pod name), just that pod's. Each pod as a kubelet stops it (stop_pod)."""
         run = os.path.join(self.base, 'run')
         for ns in os.listdir(run):
             for pod in os.listdir(os.path.join(run, ns)):
                 if only is not None and (ns, pod) != only:
                     continue
                 pod_dir = os.path.join(run, ns, pod)
-                uids = set()
+                uids, going = set(), []
                 for name in os.listdir(pod_dir):
                     record = parts.read_record(os.path.join(pod_dir, name))
                     uid = ((record or {}).get('peers') or {}).get('uid')
                     if uid in live_uids:
                         continue
-                    if parts.stop(os.path.join(pod_dir, name)):
-                        self.say('pod %s/%s (uid %s) is gone: stopped pid %s' % (ns, pod, uid, record['pid']))
-                    elif os.path.exists(os.path.join(pod_dir, name)):
-                        os.unlink(os.path.join(pod_dir, name))
+                    going.append(os.path.join(pod_dir, name))
                     uids.add(uid)
+                for path, record in stop_pod(going, lambda text, pod=pod, ns=ns: self.say('pod %s/%s %s' % (ns, pod, text))):
+                    uid = ((record or {}).get('peers') or {}).get('uid')
+                    self.say('pod %s/%s (uid %s) is gone: stopped pid %s' % (ns, pod, uid, record['pid']))
                 for uid in uids:
                     shutil.rmtree(os.path.join(self.base, 'volumes', ns, uid or '-'), ignore_errors=True)
                     for key in [k for k in self.containers if k[0] == uid]:
@@ -657,6 +665,79 @@ class Runtime:
         return 0
 
 
+def stop_rules(pod: Dict[str, Any], container: Dict[str, Any], ip: Optional[str]) -> Dict[str, str]:
+    """What stopping this container takes, kept in its record (the pod object may be gone by then): the pod's
+    terminationGracePeriodSeconds and the container's preStop hook with the pod IP and the container's ports."""
+    grace = (pod.get('spec') or {}).get('terminationGracePeriodSeconds')
+    rules = {'grace': str(float(grace) if isinstance(grace, (int, float)) and grace >= 0 else DEFAULT_GRACE)}
+    hook = (container.get('lifecycle') or {}).get('preStop')
+    if hook:
+        rules['preStop'] = json.dumps({'hook': hook, 'ip': ip or '127.0.0.1', 'ports': container.get('ports') or []},
+                                      sort_keys=True)
+    return rules
+
+
+def container_port(value: Any, ports: List[Dict[str, Any]]) -> int:
+    """A probe's or hook's port: a number, or the name of one of the container's ports."""
+    if isinstance(value, int) or str(value).isdigit():
+        return int(value)
+    for cport in ports:
+        if cport.get('name') == value:
+            return int(cport['containerPort'])
+    raise ValueError('no container port named %r' % value)
+
+
+def run_pre_stop(rules: Dict[str, Any], deadline: float) -> str:
+    """One container's preStop hook, before `deadline` (time.monotonic()): what happened, for the log. httpGet
+    (any answer counts: a kubelet only logs a failed hook and stops the container anyway) and sleep run; exec and
+    tcpSocket are not run here (said in the answer)."""
+    spec = json.loads(rules['preStop'])
+    hook, left = spec['hook'], max(0.0, deadline - time.monotonic())
+    started = time.monotonic()
+    if 'httpGet' in hook:
+        get = hook['httpGet']
+        try:
+            url = '%s://%s:%d%s' % (str(get.get('scheme', 'HTTP')).lower(), get.get('host') or spec['ip'],
+                                    container_port(get['port'], spec['ports']), get.get('path', '/'))
+            headers = {h['name']: h['value'] for h in get.get('httpHeaders') or []}
+            answer = requests.get(url, timeout=left or 0.001, headers=headers, verify=False, allow_redirects=False)
+            return 'preStop GET %s: HTTP %d after %.1fs' % (url, answer.status_code, time.monotonic() - started)
+        except (requests.RequestException, ValueError) as exc:
+            return 'preStop hook failed after %.1fs (FailedPreStopHook): %s' % (time.monotonic() - started, exc)
+    if 'sleep' in hook:
+        time.sleep(min(left, float((hook['sleep'] or {}).get('seconds') or 0)))
+        return 'preStop sleep %.1fs' % (time.monotonic() - started)
+    return 'preStop %s not run by the lab' % ', '.join(sorted(hook))
+
+
+def stop_pod(paths: List[str], say: Callable[[str], None]) -> List[Tuple[str, Dict[str, Any]]]:
+    """Stop one pod's containers (their records `paths`) as a kubelet does: all at once, each running its preStop
+    hook first, then SIGTERM, then SIGKILL at the end of the pod's grace (from the start, hooks included; at least
+    MIN_KILL_GRACE after SIGTERM). Records of processes that no longer run are removed. The (path, record) pairs of
+    the processes stopped."""
+    records = {path: parts.running(path) for path in paths}
+    for path in [p for p, r in records.items() if r is None and os.path.exists(p)]:
+        os.unlink(path)
+    running = {p: r for p, r in records.items() if r is not None}
+    grace = max([float((r.get('peers') or {}).get('grace') or DEFAULT_GRACE) for r in running.values()] or [0.0])
+    deadline = time.monotonic() + grace
+    stopped: List[Tuple[str, Dict[str, Any]]] = []
+
+    def one(path: str, record: Dict[str, Any]) -> None:
+        rules = record.get('peers') or {}
+        name = os.path.basename(path)[:-len('.json')]
+        if rules.get('preStop'):
+            say('container %s: %s' % (name, run_pre_stop(rules, deadline)))
+        if parts.stop(path, max(MIN_KILL_GRACE, deadline - time.monotonic())):
+            stopped.append((path, record))
+    threads = [threading.Thread(target=one, args=item, daemon=True) for item in sorted(running.items())]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(stopped, key=lambda item: item[0])
+
+
 def stop_recorded(state_dir: str) -> List[str]:
     """Stop every pod process the records under `<state_dir>/pods/run` name, all at once (SIGTERM, then SIGKILL
     after 8 s; only while pid, start time and argv match), and remove their records; the records stopped. The runtime
@@ -681,12 +762,7 @@ def probe_once(probe: Dict[str, Any], ip: str, container: Dict[str, Any], timeou
     """One readiness probe against the pod's IP: httpGet (2xx/3xx), tcpSocket (connects) or exec (exit 0; the
     command rewritten as the container's args, by the Rewriter `rewriter()` makes)."""
     def port_of(value: Any) -> int:
-        if isinstance(value, int) or str(value).isdigit():
-            return int(value)
-        for cport in container.get('ports') or []:
-            if cport.get('name') == value:
-                return int(cport['containerPort'])
-        raise ValueError('no container port named %r' % value)
+        return container_port(value, container.get('ports') or [])
     try:
         if 'httpGet' in probe:
             get = probe['httpGet']

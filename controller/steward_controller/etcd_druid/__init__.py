@@ -36,6 +36,12 @@ FLAGS = (
     Flag('etcd-backup-max-age', 'duration', 3600.0,
          'a destructive step (pod deletion, member restart, scale to 0) needs a verified full snapshot this young'),
     Flag('etcd-max-unready-deletions', 'int', 1, 'NotReady member pods deleted at the same time (at most)'),
+    Flag('etcd-update-snapshot-timeout', 'duration', 600.0,
+         'the deadline of the full snapshot a rolling change (new image, new configuration) takes before its first '
+         'member restarts; past it the change is postponed and the snapshot asked for again'),
+    Flag('etcd-member-removal-timeout', 'duration', 300.0,
+         'how long a scale-down waits for the leading member\'s program to remove the going members from etcd; past '
+         'it the loop reports it and removes them itself where safe and provably theirs'),
 )
 
 
@@ -47,6 +53,8 @@ class DruidOptions:
     auto_reconcile: bool = False
     backup_max_age: float = 3600.0
     max_unready_deletions: int = 1
+    update_snapshot_timeout: float = 600.0
+    member_removal_timeout: float = 300.0
 
 
 def add_arguments(group: Any) -> None:
@@ -58,7 +66,8 @@ def options(args: argparse.Namespace) -> DruidOptions:
     try:
         value = flags.values(args, FLAGS)
         for name in ('etcd-status-sync-period', 'etcd-member-unknown-threshold', 'etcd-member-notready-threshold',
-                     'etcd-backup-max-age'):
+                     'etcd-backup-max-age', 'etcd-update-snapshot-timeout',
+                     'etcd-member-removal-timeout'):
             if value[name.replace('-', '_')] <= 0:
                 raise InvalidInput('--' + name, 'positive', 'must be longer than 0s', value[name.replace('-', '_')])
         if value['etcd_max_unready_deletions'] < 0:
@@ -70,7 +79,9 @@ def options(args: argparse.Namespace) -> DruidOptions:
         status_sync_period=value['etcd_status_sync_period'], unknown_threshold=value['etcd_member_unknown_threshold'],
         notready_threshold=value['etcd_member_notready_threshold'],
         auto_reconcile=value['enable_etcd_spec_auto_reconcile'] or value['ignore_operation_annotation'],
-        backup_max_age=value['etcd_backup_max_age'], max_unready_deletions=value['etcd_max_unready_deletions'])
+        backup_max_age=value['etcd_backup_max_age'], max_unready_deletions=value['etcd_max_unready_deletions'],
+        update_snapshot_timeout=value['etcd_update_snapshot_timeout'],
+        member_removal_timeout=value['etcd_member_removal_timeout'])
 
 
 def register(registry: Any, runtime: Any) -> None:

@@ -26,12 +26,14 @@ import kopf
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import recovery as r
+from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError, EtcdSpecError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import (
     READY, Thresholds, compute_status, condition_true)
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_member_snapshot
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.druid_store import parse_store
@@ -39,11 +41,13 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import rfc3339
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 
+from steward_controller.core import member_api
 from steward_controller.core.background import BackgroundLoop, register_background
 from steward_controller.core.runtime import Runtime, resource_label
 from steward_controller.etcd_druid import DruidOptions
 from steward_controller.etcd_druid import target
 from steward_controller.core.druid_store import local_root, open_druid_store
+from steward_controller.core.member_removal import carry_out
 
 log = logging.getLogger('steward.etcd-druid')
 HEALTH_KEY = 'etcd-loop'
@@ -51,6 +55,8 @@ ACT_GAP = 1.0          # seconds between two passes of an Etcd whose last pass c
 CRASH_WAIT = 5.0
 MAX_ERRORS = 10        # status.lastErrors keeps the newest this many
 SAVE_TIMEOUT = 600.0   # seconds for a recovery's source member's snapshot
+ERR_UPDATE_SNAPSHOT = 'ERR_PRE_UPDATE_SNAPSHOT'
+ERR_REMOVAL_OVERDUE = 'ERR_MEMBER_REMOVAL_OVERDUE'
 Key = Tuple[str, str]
 
 
@@ -76,7 +82,10 @@ class EtcdDruidLoop:
         self.thresholds = Thresholds(opts.unknown_threshold, opts.notready_threshold)
         self.plan_options = p.Options(unknown_grace=opts.unknown_threshold, notready_grace=opts.notready_threshold,
                                       max_backup_age=opts.backup_max_age,
-                                      max_unready_deletions=opts.max_unready_deletions)
+                                      max_unready_deletions=opts.max_unready_deletions,
+                                      update_snapshot_timeout=opts.update_snapshot_timeout,
+                                      removal_timeout=opts.member_removal_timeout)
+        self.snapshots: Dict[Key, p.SnapshotRequest] = {}   # Etcd -> its pre-update full snapshot request
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -94,6 +103,7 @@ class EtcdDruidLoop:
         with self.lock:
             if event_type == 'DELETED':
                 self.due.pop(key, None)
+                self.snapshots.pop(key, None)
                 self.forget_said(key)
                 return
             self.due[key] = 0.0
@@ -151,13 +161,27 @@ class EtcdDruidLoop:
         annotations = (obj.get('metadata') or {}).get('annotations') or {}
         options = dataclasses.replace(self.plan_options, recovery_requested=r.REQUEST in annotations) \
             if r.REQUEST in annotations else self.plan_options
-        plan = p.plan(spec, status, observed, existing, now, gate.decision == s.RECONCILE, options)
+        with self.lock:
+            request = self.snapshots.get(key)
+        plan = p.plan(spec, status, observed, existing, now, gate.decision == s.RECONCILE, options, request)
         action = self.recovery_action(obj, spec, status, observed, plan.action, gate, now)
         changed = False
+        done: List[str] = []
         if action.changes:
             try:
                 done = target.execute(self.client, spec, action, plan.desired, observed,
-                                      save_source=lambda url: self.save_source(obj, spec, url))
+                                      save_source=lambda url: self.save_source(obj, spec, url),
+                                      request_snapshot=lambda urls: self.request_snapshot(key, action, urls),
+                                      remove_members=lambda urls, mark: self.remove_members(observed, urls, mark))
+            except target.RemovalRefused as exc:   # said once until it changes, not every pass
+                # the Event without the growing wait (said once until the reason changes), lastErrors with it
+                said = 'the leading member\'s program did not remove %s from etcd within %ds; the loop did not ' \
+                       'remove them: %s' % (', '.join(action.names), int(action.timeout), exc)
+                self.say_once(key, obj, action.event, said, warning=True)
+                message = '%s; the loop did not remove them: %s' % (action.message, exc)
+                status['lastErrors'] = self.errors(obj, ERR_REMOVAL_OVERDUE, message, now)
+                self.write_status(obj, status)
+                return False
             except (KubeError, DruidError, EtcdError, InvalidInput) as exc:
                 message = '%s failed: %s' % (type(action).__name__, exc)
                 self.runtime.report(obj, 'ReconcileFailed', message, warning=True, kind=s.KIND, outcome='error')
@@ -168,7 +192,8 @@ class EtcdDruidLoop:
             if isinstance(action, r.Step):
                 self.record_recovery(obj, action)
             log.info('%s: %s', action.event, '; '.join(done) or action.message, extra={'object': resource_label(obj)})
-            self.runtime.report(obj, action.event, action.message, warning=action.warning, kind=s.KIND)
+            said = '%s: %s' % (action.message, '; '.join(done)) if isinstance(action, p.RemoveMembers) else action.message
+            self.runtime.report(obj, action.event, said, warning=action.warning, kind=s.KIND)
             self.forget_said(key)
             changed = True
         elif not isinstance(action, p.Nothing):
@@ -192,6 +217,19 @@ class EtcdDruidLoop:
             status['lastErrors'] = []
         elif reconciling or changed:
             status['lastOperation'] = self.operation(obj, 'Processing', action.message, now)
+        if isinstance(action, p.Postponed) and action.gate == p.PRE_UPDATE_SNAPSHOT:
+            # no restart without the snapshot: said in lastErrors, and the snapshot is asked for again next pass
+            status['lastErrors'] = self.errors(obj, ERR_UPDATE_SNAPSHOT, action.message, now)
+            with self.lock:
+                if self.snapshots.get(key) is request:
+                    self.snapshots.pop(key, None)
+        elif isinstance(action, p.RestartMember):   # (kept while asked again: the last try failed)
+            status['lastErrors'] = [e for e in status.get('lastErrors') or [] if e.get('code') != ERR_UPDATE_SNAPSHOT]
+        if isinstance(action, p.RemoveMembers):
+            status['lastErrors'] = self.errors(obj, ERR_REMOVAL_OVERDUE, '%s; %s' % (
+                action.message, '; '.join(done) or 'done'), now)
+        elif isinstance(action, p.ScaleDown):
+            status['lastErrors'] = [e for e in status.get('lastErrors') or [] if e.get('code') != ERR_REMOVAL_OVERDUE]
         self.write_status(obj, status)
         if reconciling and plan.spec_in_sync:
             if gate.remove_annotation:
@@ -221,6 +259,59 @@ class EtcdDruidLoop:
         if r.REQUEST in annotations and condition_true(status, READY):
             self.patch_metadata(obj, {'annotations': {r.REQUEST: None}})   # nothing to recover (any more)
         return planned
+
+    # ---- an overdue scale-down (plan.RemoveMembers) ----
+    @staticmethod
+    def remove_members(observed: Any, urls: Tuple[str, ...], mark: Any) -> List[str]:
+        """One step of the leading member's removal, by the loop: druid/scale_down's decision over etcd's member list
+        and only the Leases provably the going pods' own, carried out as the member program carries it out
+        (core/member_removal.py). target.RemovalRefused when the step does nothing."""
+        conn = EtcdConnection(endpoints=urls)
+        try:
+            info = cluster_info(conn)
+        except EtcdError as exc:
+            raise target.RemovalRefused('etcd\'s member list cannot be read through %s: %s' % (', '.join(urls), exc)) \
+                from exc
+        members = info['members']
+        step = sd.plan_removal(members, str(info.get('leader') or ''),
+                               sd.provable_leases(members, observed.member_leases))
+        said: List[str] = []
+        step, done = carry_out(conn, step, mark, said.append)
+        if step.action == sd.NOTHING and not step.mark_removed or done.startswith('failed'):
+            unproven = sorted(n for n in observed.member_leases if sd.leaving_size(observed.member_leases[n]) is not None
+                              and n not in sd.provable_leases(members, observed.member_leases))
+            raise target.RemovalRefused('%s%s' % (
+                done or step.reason, '; not provably the going pods\' own (etcd\'s member of that name has another ID '
+                'than the one its sidecar wrote into its Lease, or none was written): %s' % ', '.join(unproven)
+                if unproven else ''))
+        return said
+
+    # ---- the full snapshot before a rolling change (plan.TakeSnapshot) ----
+    def request_snapshot(self, key: Key, action: p.Action, urls: List[Tuple[str, str]]) -> None:
+        """Ask the member programs for the full snapshot beside the passes (a large database takes minutes): the
+        planner sees the request in flight and waits, and the answer wakes this Etcd's next pass."""
+        request = p.SnapshotRequest(template=getattr(action, 'template', ''),
+                                    requested_at=getattr(action, 'requested_at', 0.0) or self.runtime.clock())
+        with self.lock:
+            self.snapshots[key] = request
+        self.background.spawn(lambda: self.snapshot_answer(key, request, urls), 'etcd-update-snapshot')
+
+    def snapshot_answer(self, key: Key, request: p.SnapshotRequest, urls: List[Tuple[str, str]]) -> None:
+        try:
+            pod, body = member_api.request_snapshot(urls, self.opts.update_snapshot_timeout)
+            revision = body.get('end_revision') if isinstance(body, dict) else None
+            done = dataclasses.replace(request, revision=revision if isinstance(revision, int) else None)
+            log.info('full snapshot before the update: %s through %s', body.get('name') if isinstance(body, dict)
+                     else body, pod, extra={'object': '%s/%s' % key})
+        except member_api.SnapshotRequestFailed as exc:
+            done = dataclasses.replace(request, error=str(exc))
+        with self.lock:
+            if self.snapshots.get(key) is not request:
+                return   # given up on (its deadline passed) or replaced meanwhile
+            self.snapshots[key] = done
+            if key in self.due:
+                self.due[key] = 0.0
+        self.background.wake()
 
     def save_source(self, obj: Mapping[str, Any], spec: s.EtcdSpec, url: str) -> str:
         """A recovery's source member's data, as it answers alone (no quorum), into the Etcd's store as a verified

@@ -20,6 +20,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import 
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import Observed
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
 
 # Components read one by one (GET by name); Leases are listed once by label.
@@ -32,6 +33,10 @@ class ComponentConflict(DruidError):
 
 class SourceNotSaved(DruidError):
     """A recovery's source member did not save its data to the store; the step is retried next pass."""
+
+
+class SnapshotNotRequested(DruidError):
+    """No member pod has an address to ask for the pre-update full snapshot; asked again next pass."""
 
 
 def path_of(component: str, namespace: str, name: Optional[str] = None) -> str:
@@ -113,16 +118,31 @@ def delete_ours(client: KubeClient, spec: EtcdSpec, component: str, name: str) -
 
 
 def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mapping[Tuple[str, str], Any],
-            observed: Observed, save_source: Optional[Callable[[str], str]] = None) -> List[str]:
+            observed: Observed, save_source: Optional[Callable[[str], str]] = None,
+            request_snapshot: Optional[Callable[[List[Tuple[str, str]]], None]] = None,
+            remove_members: Optional[Callable[[Tuple[str, ...], Callable[[str, str], bool]], List[str]]] = None
+            ) -> List[str]:
     """Do what `action` says; the objects written, as 'Kind name' lines (for the log). `save_source(client URL)`
-    saves one member's data to the Etcd's store (a recovery's SaveSource; the loop's, it holds the store)."""
+    saves one member's data to the Etcd's store (a recovery's SaveSource; the loop's, it holds the store);
+    `request_snapshot([(pod, URL of its /snapshot/full)])` starts a TakeSnapshot's request (the loop's: it waits for
+    the answer beside the passes); `remove_members(client URLs, mark)` takes one removal step of an overdue
+    scale-down through etcd (the loop's), `mark(Lease name, member ID)` marking a member Lease removed."""
     done: List[str] = []
     sts_key = ('statefulset', spec.name)
     if isinstance(action, p.ApplyComponents):
         for key in action.keys:
             done.append('%s %s %s' % (c.KINDS[key[0]][1], key[1], apply_object(client, spec, key[0], desired[key])))
-    elif isinstance(action, (p.CreateStatefulSet, p.UpdateStatefulSet)):
+    elif isinstance(action, p.CreateStatefulSet):
         done.append('StatefulSet %s %s' % (spec.name, apply_object(client, spec, 'statefulset', desired[sts_key])))
+    elif isinstance(action, p.UpdateStatefulSet):
+        sts = desired[sts_key]
+        if action.template:   # the change's start: a full snapshot verified after it is what the restarts need
+            meta = dict(sts['metadata'], annotations=dict(sts['metadata'].get('annotations') or {}, **{
+                p.UPDATE_SNAPSHOT: p.update_snapshot_annotation(action.template, action.at)}))
+            sts = dict(sts, metadata=meta)
+        done.append('StatefulSet %s %s' % (spec.name, apply_object(client, spec, 'statefulset', sts)))
+    elif isinstance(action, p.TakeSnapshot):
+        done.extend(_take_snapshot(client, spec, action, observed, request_snapshot))
     elif isinstance(action, (p.ScaleUp, p.ScaleDown)):
         sts = desired[sts_key]
         patch: Dict[str, Any] = {'spec': {'replicas': action.to}}
@@ -141,13 +161,16 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
         done.append('Pod %s deleted' % action.pod)
     elif isinstance(action, p.MarkLeaving):
         # a new mark drops an older REMOVED (another scale-down's); clearing drops both
-        marks = {sd.LEAVING: str(action.to) if action.to is not None else None, sd.REMOVED: None}
+        marks = {sd.LEAVING: str(action.to) if action.to is not None else None, sd.REMOVED: None,
+                 sd.LEAVING_SINCE: format_micro(action.at) if action.to is not None else None}
         for name in action.names:
             if name not in observed.member_leases:
                 raise ComponentConflict('Lease %s/%s is not a member Lease of Etcd %s' % (spec.namespace, name, spec.name))
             client.merge_patch(path_of('member-lease', spec.namespace, name), {'metadata': {'annotations': marks}})
             done.append('Lease %s %s' % (name, 'leaving (replicas %d)' % action.to if action.to is not None
                                          else 'leaving mark cleared'))
+    elif isinstance(action, p.RemoveMembers):
+        done.extend(_remove_members(client, spec, action, observed, remove_members))
     elif isinstance(action, p.DeleteLeases):
         for name in action.names:
             if delete_ours(client, spec, 'member-lease', name):
@@ -155,6 +178,55 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
     elif isinstance(action, r.Step):
         done.extend(_recovery_step(client, spec, action, observed, save_source))
     return done
+
+
+class RemovalRefused(DruidError):
+    """The loop's own removal step of an overdue scale-down did nothing: unsafe, not provable, or etcd unreachable
+    (the reason names which); tried again next pass."""
+
+
+def _remove_members(client: KubeClient, spec: EtcdSpec, action: p.RemoveMembers, observed: Observed,
+                    remove_members: Optional[Callable[[Tuple[str, ...], Callable[[str, str], bool]], List[str]]]
+                    ) -> List[str]:
+    """One removal step of an overdue scale-down: through the members' client URLs (every pod with an address),
+    marking each member Lease whose member etcd no longer lists (only Leases that are ours)."""
+    if spec.etcd.client_tls is not None:
+        raise RemovalRefused('the members\' client URLs use TLS (spec.etcd.clientUrlTls), which this loop does not '
+                             'speak yet: %s must be removed by the leading member\'s program or an operator' %
+                             ', '.join(action.names))
+    urls = tuple('http://%s:%d' % ((pod.get('status') or {}).get('podIP'), spec.etcd.client_port)
+                 for name, pod in sorted(observed.pods.items(), key=lambda item: c.ordinal_of(item[0]))
+                 if c.is_our_pod(spec, pod) and (pod.get('status') or {}).get('podIP'))
+    if not urls or remove_members is None:
+        raise RemovalRefused('no member pod has an address to reach etcd through')
+
+    def mark(name: str, member_id: str) -> bool:
+        lease = observed.member_leases.get(name)
+        if lease is None or not c.is_ours(spec, lease):
+            return False
+        client.merge_patch(path_of('member-lease', spec.namespace, name),
+                           {'metadata': {'annotations': {sd.REMOVED: member_id}}})
+        return True
+    return remove_members(urls, mark)
+
+
+def _take_snapshot(client: KubeClient, spec: EtcdSpec, action: p.TakeSnapshot, observed: Observed,
+                   request_snapshot: Optional[Callable[[List[Tuple[str, str]]], None]]) -> List[str]:
+    """Record the request on the StatefulSet, then hand the member programs' URLs to the loop."""
+    current = observed.statefulset
+    if current is None or not c.is_ours(spec, current):
+        raise ComponentConflict('StatefulSet %s/%s is not this Etcd\'s' % (spec.namespace, spec.name))
+    urls = [(name, 'http://%s:%d/snapshot/full' % ((observed.pods[name].get('status') or {}).get('podIP'),
+                                                   spec.backup.port))
+            for name in action.pods if name in observed.pods and c.is_our_pod(spec, observed.pods[name])
+            and (observed.pods[name].get('status') or {}).get('podIP')]
+    if not urls or request_snapshot is None:
+        raise SnapshotNotRequested('no member pod of %s has an address to ask for a full snapshot' % ', '.join(
+            action.pods or ('Etcd %s' % spec.name,)))
+    client.merge_patch(path_of('statefulset', spec.namespace, spec.name), {'metadata': {'annotations': {
+        p.UPDATE_SNAPSHOT: p.update_snapshot_annotation(action.template, action.requested_at)}}})
+    request_snapshot(urls)
+    return ['StatefulSet %s: %s recorded; full snapshot asked of %s' % (spec.name, p.UPDATE_SNAPSHOT, urls[0][0])]
 
 
 def _replicas(client: KubeClient, spec: EtcdSpec, observed: Observed, to: int,

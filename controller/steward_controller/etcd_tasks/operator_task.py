@@ -24,12 +24,9 @@ The work per type:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Dict, List, Mapping, Optional
 
 import kopf
@@ -50,6 +47,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import label_selector_string
 
+from steward_controller.core.member_api import SnapshotRequestFailed, request_snapshot
 from steward_controller.core.runtime import Runtime
 from steward_controller.core.druid_store import local_root, open_druid_store
 from steward_controller.etcd_tasks.copy_task import TaskSpec
@@ -58,6 +56,7 @@ GROUP, VERSION, PLURAL = 'druid.gardener.cloud', 'v1alpha1', 'etcdoperatortasks'
 API = GROUP + '/' + VERSION
 INTERVAL = 2.0
 RECOVERY_TIMEOUT = 600.0
+SNAPSHOT_TIMEOUT = 900.0
 log = logging.getLogger('steward.etcdtasks')
 
 
@@ -108,16 +107,13 @@ def _ports(etcd: Mapping[str, Any]):
 def _snapshot(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -> str:
     kind = task.config['type']
     backup_port, _client = _ports(etcd)
-    tried = []
-    for pod in _members(runtime, etcd):
-        url = 'http://%s:%d/snapshot/%s' % (pod['status']['podIP'], backup_port, kind)
-        try:
-            with urllib.request.urlopen(url, timeout=900) as answer:
-                body = json.loads(answer.read() or b'{}')
-            return '%s snapshot %s through %s' % (kind, body.get('name') or 'requested', pod['metadata']['name'])
-        except (OSError, urllib.error.URLError, ValueError) as exc:
-            tried.append('%s: %s' % (pod['metadata']['name'], exc))
-    raise TaskFailed('ERR_SNAPSHOT', 'no member took the %s snapshot (%s)' % (kind, '; '.join(tried) or 'no pod has an address'))
+    targets = [(pod['metadata']['name'], 'http://%s:%d/snapshot/%s' % (pod['status']['podIP'], backup_port, kind))
+               for pod in _members(runtime, etcd)]
+    try:
+        pod, body = request_snapshot(targets, SNAPSHOT_TIMEOUT)
+    except SnapshotRequestFailed as exc:
+        raise TaskFailed('ERR_SNAPSHOT', 'no member took the %s snapshot (%s)' % (kind, exc)) from exc
+    return '%s snapshot %s through %s' % (kind, body.get('name') or 'requested', pod)
 
 
 def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> EtcdConnection:

@@ -18,7 +18,6 @@ shrinks the StatefulSet (druid/scale_down.py decides and says why it happens in 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -31,13 +30,13 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import scale
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
     EtcdConnection, Gateway, member_id_hex)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import ensure_member_absent, move_leader
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.member_ops import move_leadership_away
 
 from steward_controller.member.leases import LeaseWriter
+from steward_controller.core.member_removal import carry_out
 
 
 class _SnapshotLeases(BackupListener):
@@ -128,24 +127,11 @@ class Heartbeat:
             return None
         step = sd.plan_removal(info['members'], self.member_id or str(info.get('leader') or ''), leases,
                                self.removed_ids)
-        done = ''
-        try:
-            if step.action == sd.REMOVE:
-                ensure_member_absent(self.cluster, member_id=step.member_id, retry_timeout=30)
-                self.removed_ids[step.name] = step.member_id
-                step = dataclasses.replace(step, mark_removed=dict(step.mark_removed, **{step.name: step.member_id}))
-                done = 'removed'
-            elif step.action == sd.TRANSFER:
-                move_leader(self.cluster, step.target_id)
-                done = 'leadership moved'
-        except EtcdError as exc:
-            done = 'failed: %s' % exc
-        if step.action != sd.NOTHING or step.mark_removed:
-            print('superfluous members: %s%s' % (step.reason, ' - %s' % done if done else ''), flush=True)
-        for name, member_id in sorted(step.mark_removed.items()):
-            if self.leases is not None and self.leases.mark_removed(name, member_id):
-                print('superfluous members: Lease %s marked removed (%s)' % (name, member_id or 'not listed'),
-                      flush=True)
+        step, done = carry_out(self.cluster, step,
+                               lambda name, member_id: self.leases is not None and self.leases.mark_removed(name, member_id),
+                               lambda text: print(text, flush=True))
+        if step.action == sd.REMOVE and done == 'removed':
+            self.removed_ids[step.name] = step.member_id
         self.last_removal = {'action': step.action, 'reason': step.reason, 'result': done}
         return step
 

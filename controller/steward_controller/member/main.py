@@ -256,6 +256,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                           defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
     state.heartbeat = heartbeat
     state.catch_up, state.max_lag = args.readiness_catch_up, args.readiness_max_lag
+    state.handoff = args.leader_handoff
+    state.handoff_timeout = parse_duration(args.leader_handoff_timeout, '--leader-handoff-timeout')
+    state.proxy_timeout = parse_duration(args.etcd_snapshot_timeout, '--etcd-snapshot-timeout')
     server = serve(state, args.server_host, args.server_port)
     print('steward-etcd-member %s serving on %s:%d' % (options.name, args.server_host, server.server_address[1]),
           flush=True)
@@ -265,11 +268,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     while not stop.wait(period):
         if state.initialized:
             heartbeat.beat()
-    state.stopping = True   # not ready from here on
-    if args.leader_handoff and state.initialized:
-        moved = heartbeat.hand_off(parse_duration(args.leader_handoff_timeout, '--leader-handoff-timeout'))
-        if moved:
-            print('stopping: leadership handed to %s' % moved, flush=True)
+    moved = state.prepare_stop()   # not ready from here on; a no-op hand-off when the preStop hook moved it already
+    if moved:
+        print('stopping: leadership handed to %s' % moved, flush=True)
     heartbeat.stop()
     server.shutdown()
     return 0

@@ -17,9 +17,16 @@
   GET /snapshot/latest         the newest full snapshot and the deltas that continue it (the chain a restore uses)
   GET /snapshot/full           takes a full snapshot now (the store must be configured)
   GET /snapshot/delta          the backup leader writes its buffered events as a delta now and answers with it
-                               (405 elsewhere: ask the leader's member, as druid's tasks do the leading sidecar)
+  On a follower both are proxied to the leading member's program (its etcd's client URL host, this program's port),
+  as etcd-backup-restore's followers do, so whichever pod a caller asks, the backup leader answers; a request that
+  was proxied once is answered where it lands (no loop). When the leader's program cannot be reached, a full
+  snapshot is taken here instead (it is as valid, from this member's etcd) and a delta is a 502 naming it.
 Ours beside druid's: GET /initialization/decision, the last decision with its reason (JSON), so a Failed
-status can be explained without reading logs.
+status can be explained without reading logs; GET /leader/handoff, the etcd container's preStop hook (the `etcd`
+loop renders it): the member stops being ready and, when its etcd leads, moves leadership to a caught-up follower
+within --leader-handoff-timeout before the kubelet signals etcd, so the hand-off comes first on a real cluster too
+(Kubernetes signals a pod's containers at the same time); 200 {"handedTo": <member id or null>} either way (a
+preStop hook's failure stops nothing).
 """
 
 from __future__ import annotations
@@ -28,15 +35,20 @@ import json
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Mapping, Optional
 from urllib.parse import parse_qs, urlparse
 
 import yaml
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import Gateway
+from ansible_collections.steward.cluster.plugins.module_utils.common.netaddr import url_host
+from ansible_collections.steward.cluster.plugins.module_utils.druid.components import HANDOFF_PATH
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import Gateway, member_id_hex
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import members_from_raw
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import promote_learner
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError, EtcdUnavailable
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery import initialization as init
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import take_full_snapshot
@@ -46,6 +58,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.membe
 from steward_controller.member.initializer import Initializer, initial_cluster_for, others
 
 NEW, PROGRESS, SUCCESSFUL, FAILED = 'New', 'Progress', 'Successful', 'Failed'
+PROXIED_FROM = 'X-Steward-Proxied-From'   # set on a request a follower forwards: answered where it lands
+PROXIED_TO = 'X-Steward-Proxied-To'       # set on the follower's answer: which program answered
 
 
 class MemberState:
@@ -67,7 +81,13 @@ class MemberState:
         self.max_lag = READY_MAX_LAG    # --readiness-max-lag
         self.caught_up = False
         self.last_catch_up: Dict[str, Any] = {}
-        self.stopping = False           # SIGTERM: the pod is going away, so it is no longer ready
+        self.stopping = False           # SIGTERM or the preStop hook: the pod is going away, so it is no longer ready
+        self.handoff = True             # --leader-handoff
+        self.handoff_timeout = 10.0     # --leader-handoff-timeout
+        self._stop_lock = threading.Lock()
+        self._handed_off = False
+        self.server_port = 8080         # --server-port (serve() sets the one it bound)
+        self.proxy_timeout = 900.0      # --etcd-snapshot-timeout: a proxied snapshot request's deadline
 
     def full_published(self, snapshot: Mapping[str, Any]) -> Dict[str, Any]:
         """A full snapshot this program took outside the backup runner (GET /snapshot/full, the upload after a
@@ -78,6 +98,37 @@ class MemberState:
         if leases is not None and isinstance(revision, int):
             leases.snapshot('full', revision, verified=True)
         return dict(snapshot)
+
+    def prepare_stop(self) -> Optional[str]:
+        """The pod is being stopped (its preStop hook, or SIGTERM): no longer ready, and leadership moved off this
+        member when its etcd leads (the new leader's id; None when it did not lead or could not move it). Once: the
+        hook and SIGTERM come at about the same time (a kubelet signals the containers without a hook at once), and
+        the second waits for the first's hand-off instead of racing it with a MoveLeader of its own."""
+        self.stopping = True
+        with self._stop_lock:
+            if self._handed_off or not (self.handoff and self.initialized and self.heartbeat is not None):
+                return None
+            self._handed_off = True
+            return self.heartbeat.hand_off(self.handoff_timeout)
+
+    def leader_program(self) -> Optional[str]:
+        """The base URL of the leading member's program (the host of the leader's first client URL, this program's
+        port: every pod of the StatefulSet runs the program on the same port); None when this member's etcd leads.
+        EtcdError when the leader or its URL cannot be read."""
+        url = self.initializer.options.client_url
+        with Gateway(self.initializer.conn.with_endpoints([url])) as gateway:
+            status = gateway.status(url, timeout=2)
+            if str(status.get('leader')) == str(status['header']['member_id']):
+                return None
+            if not status.get('leader') or str(status.get('leader')) == '0':
+                raise EtcdUnavailable('the member at %s knows no leader' % url)
+            leader = member_id_hex(status['leader'])
+            members = members_from_raw(gateway.member_list(url))
+        found = next((m for m in members if m['id'] == leader), None)
+        host = urlparse(((found or {}).get('client_urls') or [''])[0]).hostname
+        if not host:
+            raise EtcdUnavailable('the leader %s has no client URL in the member list' % leader)
+        return 'http://%s:%d' % (url_host(host), self.server_port)
 
     def start(self, mode: str, fail_below: int) -> bool:
         with self.lock:
@@ -232,6 +283,14 @@ def _handler(state: MemberState):
             if url.path == '/healthz':
                 healthy = state.healthy()
                 return self._send(200 if healthy else 503, {'health': healthy, 'caughtUp': state.last_catch_up})
+            if url.path == HANDOFF_PATH:
+                moved = state.prepare_stop()
+                if moved:
+                    print('stopping: leadership handed to %s (the preStop hook)' % moved, flush=True)
+                return self._send(200, {'handedTo': moved})
+            if url.path in ('/snapshot/full', '/snapshot/delta') and not self.headers.get(PROXIED_FROM):
+                if self._proxy_to_leader(url.path):
+                    return None
             if url.path in ('/snapshot/latest', '/snapshot/full'):
                 return self._snapshot(url.path)
             if url.path == '/snapshot/delta':
@@ -245,6 +304,41 @@ def _handler(state: MemberState):
                     return self._send(200, {'name': None, 'reason': 'no event since the last snapshot'})
                 return self._send(200, request.snapshot.to_dict())
             return self._send(404, {'error': 'no such endpoint: %s' % url.path})
+
+        def _proxy_to_leader(self, path: str) -> bool:
+            """Forward a snapshot request to the leading member's program and relay its answer (True); False when
+            this member leads, or (a full snapshot) the leader's program cannot be reached: answered here."""
+            try:
+                leader = state.leader_program()
+            except EtcdError as exc:
+                if path == '/snapshot/delta':
+                    self._send(502, {'error': 'the leading member is not known: %s' % exc})
+                    return True
+                print('snapshot request: the leader is not known (%s): answered here' % exc, flush=True)
+                return False
+            if leader is None:
+                return False
+            target = leader + self.path
+            request = urllib.request.Request(target, headers={PROXIED_FROM: state.initializer.options.name or 'member'})
+            try:
+                with urllib.request.urlopen(request, timeout=state.proxy_timeout) as answer:
+                    code, body, kind = answer.status, answer.read(), answer.headers.get('Content-Type') or ''
+            except urllib.error.HTTPError as exc:
+                code, body, kind = exc.code, exc.read(), exc.headers.get('Content-Type') or ''
+            except OSError as exc:
+                if path == '/snapshot/delta':
+                    self._send(502, {'error': 'the leading member\'s program at %s did not answer: %s' % (leader, exc)})
+                    return True
+                print('snapshot request: the leader\'s program at %s did not answer (%s): answered here' % (
+                    leader, exc), flush=True)
+                return False
+            self.send_response(code)
+            self.send_header('Content-Type', kind or 'application/json')
+            self.send_header('Content-Length', str(len(body)))
+            self.send_header(PROXIED_TO, target)
+            self.end_headers()
+            self.wfile.write(body)
+            return True
 
         def _snapshot(self, path: str) -> None:
             store = state.initializer.store
@@ -267,5 +361,6 @@ def serve(state: MemberState, host: str, port: int) -> ThreadingHTTPServer:
     """The HTTP server, started in a daemon thread; `shutdown()` stops it."""
     server = ThreadingHTTPServer((host, port), _handler(state))
     server.daemon_threads = True
+    state.server_port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -42,6 +42,9 @@ TLS_ENABLED = 'member.etcd.gardener.cloud/tls-enabled'
 CONFIG_CHECKSUM = 'checksum/etcd-configmap'
 # Ours, beyond druid: the pod template's hash on the template (and so on every pod it made), for OnDelete rolling.
 TEMPLATE_HASH = 'cluster.steward.io/pod-template-hash'
+# The etcd container's preStop hook asks its member program (the backup-restore container) here to move leadership
+# off this member before the kubelet signals etcd (steward-etcd-member serves it; docs/etcd-druid.md).
+HANDOFF_PATH = '/leader/handoff'
 CONFIG_VOLUME = 'etcd-config-file'
 CONFIG_KEY = 'etcd.conf.yaml'
 CONFIG_DIR = '/var/etcd/config'
@@ -369,6 +372,10 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
                   {'name': 'client', 'containerPort': spec.etcd.client_port, 'protocol': 'TCP'}],
         'readinessProbe': {'httpGet': {'path': '/readyz', 'port': 9095}, 'initialDelaySeconds': 15, 'periodSeconds': 5,
                            'failureThreshold': 5},
+        # beyond druid: Kubernetes signals a pod's containers at the same time; this hook runs first, and the member
+        # program moves leadership off this member (bounded by its --leader-handoff-timeout, 10 s, well inside the
+        # pod's termination grace of 30 s) before etcd gets SIGTERM
+        'lifecycle': {'preStop': {'httpGet': {'path': HANDOFF_PATH, 'port': spec.backup.port}}},
         'resources': dict(spec.etcd.resources),
         'volumeMounts': mounts,
     }

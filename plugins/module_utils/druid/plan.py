@@ -23,7 +23,10 @@ Order, first match wins (the minimum action each pass; "nothing" is Nothing, and
        UpdateStatefulSet (a new pod template, written with OnDelete: no pod restarts by itself), gated on
        AllMembersReady and BackupReady (ETCD-21)
   5. pods on an older template: RestartMember, one per pass, followers first and the leader last, each only while
-     AllMembersReady and BackupReady hold and a verified full snapshot is fresh (beyond druid: druid rolls on its own)
+     AllMembersReady and BackupReady hold and a verified full snapshot is fresh (beyond druid: druid rolls on its own);
+     before the first of them, with backups enabled, a full snapshot of this change: TakeSnapshot (the backup
+     leader's program takes it, as for an OnDemandSnaphotTask), AwaitSnapshot until the full-snap Lease shows it
+     verified, Postponed (gate PreUpdateSnapshot) when it failed or did not come within update_snapshot_timeout
   6. the PodDisruptionBudget's minAvailable follows AllMembersReady (ETCD-20): ApplyComponents of the PDB
   7. Nothing.
 
@@ -36,6 +39,7 @@ survives and how many revisions are lost before anything acts.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
@@ -44,11 +48,17 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import statu
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import plan as rolling
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import versions
-from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro, renewed_at
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro, renewed_at
 
 # A member's sidecar writes its etcd revision on its Lease with every renewal (the member-side program's part):
 # the evidence of which surviving member holds the newest data.
 MEMBER_REVISION = 'cluster.steward.io/revision'
+# On the StatefulSet: {"template": <pod template hash>, "after": <RFC 3339 time>}. No member restarts onto that
+# template until the full-snap Lease shows a verified full snapshot taken after that time. UpdateStatefulSet writes
+# it with the change's start, TakeSnapshot with its request's time; kept on the object, so a rolling change resumed
+# by a restarted controller does not take a second snapshot when one newer than the change's start exists.
+UPDATE_SNAPSHOT = 'cluster.steward.io/update-snapshot'
+PRE_UPDATE_SNAPSHOT = 'PreUpdateSnapshot'   # the Postponed gate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,12 +66,29 @@ class Options:
     """notready_grace: --etcd-member-notready-threshold; max_backup_age: a verified full snapshot older than this does
     not count as fresh for a destructive step; max_unready_deletions: NotReady pods deleted at once (druid: f < n/2);
     recovery_requested: an operator asked for a quorum-loss recovery now (recovery.REQUEST, set by a
-    QuorumLossRecoveryTask): every member that is not Ready counts as lost without waiting for the not-ready grace."""
+    QuorumLossRecoveryTask): every member that is not Ready counts as lost without waiting for the not-ready grace;
+    update_snapshot_timeout: the deadline, from its request, of the full snapshot a rolling change takes first;
+    removal_timeout: how long a scale-down waits for the leading member's program to remove the going members
+    before the loop says so and removes them itself (RemoveMembers)."""
     unknown_grace: float = 60.0
     notready_grace: float = 300.0
     max_backup_age: float = 3600.0
     max_unready_deletions: int = 1
     recovery_requested: bool = False
+    update_snapshot_timeout: float = 600.0
+    removal_timeout: float = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotRequest:
+    """The full snapshot the loop asked for before a rolling change (the loop keeps it in memory; a restarted
+    controller has none and judges by the StatefulSet's UPDATE_SNAPSHOT record alone): the pod template it is for,
+    when it was asked (the loop's clock), and once the member answered either the snapshot's end `revision` or
+    `error`."""
+    template: str
+    requested_at: float
+    revision: Optional[int] = None
+    error: str = ''
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +117,7 @@ class Wait(Action):
 @dataclasses.dataclass(frozen=True)
 class Postponed(Action):
     """A spec change or a restart a safety gate holds back; `gate` names it (AllMembersReady, BackupReady,
-    VerifiedBackup, Quorum)."""
+    VerifiedBackup, VersionPath, PreUpdateSnapshot)."""
     gate: str = ''
     event = 'UpdatePostponed'
     warning = True
@@ -132,9 +159,11 @@ class ScaleDown(Action):
 class MarkLeaving(Action):
     """Mark the member Leases `names` with scale_down.LEAVING (`to`: the new replica count), so the leading member's
     program removes those members from etcd while they still run; `to` None clears the marks of ordinals a later
-    spec keeps (a scale-down reverted before it finished)."""
+    spec keeps (a scale-down reverted before it finished). `at`: when (scale_down.LEAVING_SINCE, the removal's
+    deadline counts from it)."""
     names: Tuple[str, ...] = ()
     to: Optional[int] = None
+    at: float = 0.0
     event = 'MembersLeaving'
 
 
@@ -148,8 +177,25 @@ class AwaitRemoval(Action):
 
 
 @dataclasses.dataclass(frozen=True)
+class RemoveMembers(Action):
+    """The leading member's program did not remove the going members `names` within the removal timeout (`waited`
+    seconds since they were marked): the loop says so and takes one removal step itself, with the program's
+    decision (scale_down.plan_removal over etcd's member list), on the members it can prove are the going pods'
+    (scale_down.provable_leases); it refuses, naming why, when that step would break quorum or nothing is provable."""
+    names: Tuple[str, ...] = ()
+    waited: float = 0.0
+    timeout: float = 0.0
+    event = 'MemberRemovalOverdue'
+    warning = True
+
+
+@dataclasses.dataclass(frozen=True)
 class UpdateStatefulSet(Action):
-    """Write the new pod template (OnDelete: no pod restarts by itself); members restart through RestartMember."""
+    """Write the new pod template (OnDelete: no pod restarts by itself); members restart through RestartMember.
+    A new template (`template`, its hash; '' when only labels/annotations change) is recorded with the change's
+    start `at` (UPDATE_SNAPSHOT): a verified full snapshot taken after it is the one a rolling change needs."""
+    template: str = ''
+    at: float = 0.0
     event = 'StatefulSetUpdated'
 
 
@@ -159,6 +205,24 @@ class RestartMember(Action):
     pod: str = ''
     leader: bool = False
     event = 'MemberRestarted'
+
+
+@dataclasses.dataclass(frozen=True)
+class TakeSnapshot(Action):
+    """Before the first member restarts onto pod template `template`: record the request on the StatefulSet
+    (UPDATE_SNAPSHOT) and ask the member programs of `pods`, in this order (the leader's first, its data is the
+    newest), for a full snapshot (GET /snapshot/full, the OnDemandSnaphotTask's path)."""
+    template: str = ''
+    pods: Tuple[str, ...] = ()
+    requested_at: float = 0.0
+    event = 'FullSnapshotRequested'
+
+
+@dataclasses.dataclass(frozen=True)
+class AwaitSnapshot(Action):
+    """The requested full snapshot is not yet on the full-snap Lease as verified; nothing restarts meanwhile."""
+    event = 'FullSnapshotPending'
+    changes = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,11 +415,13 @@ def _contains(actual: Any, desired: Any) -> bool:
 
 
 def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, existing: Mapping[Tuple[str, str], Any],
-         now: float, spec_allowed: bool, options: Options = Options()) -> Plan:
+         now: float, spec_allowed: bool, options: Options = Options(),
+         snapshot_request: Optional[SnapshotRequest] = None) -> Plan:
     """The one action of this pass (a Plan).
 
     status: this pass's computed status (status.compute_status); existing: our objects as read, by the same keys
-    (absent ones missing); spec_allowed: the gate said RECONCILE this pass."""
+    (absent ones missing); spec_allowed: the gate said RECONCILE this pass; snapshot_request: the pre-update full
+    snapshot this loop asked for (none asked, or not known since a restart: None)."""
     members = status.get('members') or []
     sts = observed.statefulset
     current = int(((sts or {}).get('spec') or {}).get('replicas') or 0)
@@ -393,7 +459,7 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
         in_sync = True
     # 5. pods on an older template
     if sts is not None:
-        action = _restart(spec, status, observed, now, options, all_ready, backup_ready)
+        action = _restart(spec, status, observed, now, options, all_ready, backup_ready, snapshot_request)
         if action is not None:
             return Plan(action, desired, in_sync)
     # 6. the PDB follows AllMembersReady
@@ -420,7 +486,7 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
                          and sd.leaving_size(lease) is not None), key=c.ordinal_of))
     if kept:
         return MarkLeaving('%s stay (replicas %d): their leaving marks are cleared' % (', '.join(kept), spec.replicas),
-                           names=kept, to=None)
+                           names=kept, to=None, at=now)
     if sts is None:
         return CreateStatefulSet('creating StatefulSet %s with %d replica(s)' % (spec.name, spec.replicas),
                                  replicas=spec.replicas)
@@ -440,11 +506,18 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
             return Postponed('scale-down %d -> %d waits for AllMembersReady' % (current, spec.replicas),
                              gate='AllMembersReady')
         going = member_names(spec.name, current)[spec.replicas:]
-        gate = sd.scale_down_gate(going, observed.member_leases, spec.replicas)
+        gate = sd.scale_down_gate(going, observed.member_leases, spec.replicas, now, options.removal_timeout)
         if gate.to_mark:
             return MarkLeaving('scaling down %d -> %d: %s leave etcd first, removed by the leading member while they '
                                'still run (quorum is kept), then the StatefulSet shrinks' % (
-                                   current, spec.replicas, ', '.join(gate.to_mark)), names=gate.to_mark, to=spec.replicas)
+                                   current, spec.replicas, ', '.join(gate.to_mark)), names=gate.to_mark,
+                               to=spec.replicas, at=now)
+        if gate.overdue:
+            return RemoveMembers('scale-down %d -> %d: the leading member\'s program has not removed %s from etcd %ds '
+                                 'after they were marked leaving (timeout %ds); the loop removes them itself, one per '
+                                 'pass, where safe' % (current, spec.replicas, ', '.join(gate.overdue), int(gate.waited),
+                                                       int(options.removal_timeout)),
+                                 names=gate.overdue, waited=gate.waited, timeout=options.removal_timeout)
         if gate.waiting:
             return AwaitRemoval('scale-down %d -> %d waits until the leading member has removed %s from etcd' % (
                 current, spec.replicas, ', '.join(gate.waiting)), names=gate.waiting)
@@ -458,7 +531,8 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
             return Postponed('the new pod template waits for %s (ETCD-21)' % gate, gate=gate)
         return UpdateStatefulSet('StatefulSet %s: %s' % (
             spec.name, 'new pod template %s; members restart one at a time' % c.template_hash_of(want)
-            if template_changed else 'labels/annotations'))
+            if template_changed else 'labels/annotations'),
+            template=c.template_hash_of(want) if template_changed else '', at=now)
     return None
 
 
@@ -469,11 +543,12 @@ def _all_current_ready(status: Mapping[str, Any], current: int) -> bool:
 
 
 def _restart(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, now: float, options: Options,
-             all_ready: bool, backup_ready: bool) -> Optional[Action]:
+             all_ready: bool, backup_ready: bool, request: Optional[SnapshotRequest] = None) -> Optional[Action]:
     """Row 5 on THE rolling plan of the etcd engine (etcd/upgrade/plan.py, shared with steward.cluster.etcd_upgrade):
     its order (followers first, the leader last) and its gate between members (none restarting, every member Ready -
     a member's readiness includes having caught up with the leader, revision and HashKV, the member-side program's
-    /healthz - then BackupReady and a fresh verified snapshot)."""
+    /healthz - then BackupReady and a fresh verified snapshot), and, once those hold, a full snapshot taken for this
+    change (_update_snapshot)."""
     target = c.template_hash_of(observed.statefulset)
     if not target:
         return None
@@ -495,8 +570,69 @@ def _restart(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, n
         return Postponed('restart of %s on the new template waits%s' % (
             pod, ': ' + turn.why if turn.hold in ('VerifiedBackup', 'VersionPath') else ' for %s' % turn.hold),
             gate=turn.hold)
+    action = _update_snapshot(spec, status, observed, target, pod, request, now, options)
+    if action is not None:
+        return action
     return RestartMember('restarting %s on pod template %s (%d left%s)' % (
         pod, target, turn.left, ', the leader last' if turn.leader else ''), pod=pod, leader=turn.leader)
+
+
+def update_snapshot_record(sts: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The StatefulSet's UPDATE_SNAPSHOT record {'template': str, 'after': seconds}; None when absent or unreadable
+    (then a snapshot is asked for: the safe side)."""
+    text = (((sts or {}).get('metadata') or {}).get('annotations') or {}).get(UPDATE_SNAPSHOT)
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return None
+    after = parse_micro(record.get('after')) if isinstance(record, dict) else None
+    if after is None or not isinstance(record.get('template'), str):
+        return None
+    return {'template': record['template'], 'after': after}
+
+
+def update_snapshot_annotation(template: str, after: float) -> str:
+    return json.dumps({'template': template, 'after': format_micro(after)}, sort_keys=True)
+
+
+def _update_snapshot(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, target: str, pod: str,
+                     request: Optional[SnapshotRequest], now: float, options: Options) -> Optional[Action]:
+    """Issue 25: a change that restarts members takes a verified full snapshot first and refuses without one. None
+    (go on) once the full-snap Lease shows a verified full snapshot of this change: at least the revision the
+    requested snapshot answered with, or verified after the change's recorded start or request (UPDATE_SNAPSHOT:
+    what a restarted controller still knows). Without a store there is nothing to take (the user chose no backups)."""
+    if not spec.backups_enabled:
+        return None
+    verified = st.verified_backup(observed)
+    record = update_snapshot_record(observed.statefulset)
+    # the loop's request counts for this change only: the same template, asked after the change's recorded start (a
+    # request of an earlier change to the same template, A -> B -> A, is older than the record UpdateStatefulSet wrote)
+    ours = request if request is not None and request.template == target and (
+        record is None or record['template'] != target or request.requested_at >= record['after']) else None
+    if verified is not None:
+        if ours is not None and ours.revision is not None and verified['revision'] >= ours.revision:
+            return None
+        if record is not None and record['template'] == target and verified['at'] >= record['after']:
+            return None
+    lease = c.snapshot_lease_name(spec, c.FULL_SNAP)
+    if ours is not None:
+        if ours.error:
+            return Postponed('restart of %s on the new template waits: the full snapshot taken before the change '
+                             'failed: %s; it is asked for again at the next pass' % (pod, ours.error),
+                             gate=PRE_UPDATE_SNAPSHOT)
+        if now - ours.requested_at > options.update_snapshot_timeout:
+            return Postponed('restart of %s on the new template waits: Lease %s showed no verified full snapshot '
+                             '%swithin %ds of the request; it is asked for again at the next pass' % (
+                                 pod, lease, 'at revision %d or newer ' % ours.revision if ours.revision else '',
+                                 int(options.update_snapshot_timeout)), gate=PRE_UPDATE_SNAPSHOT)
+        return AwaitSnapshot('restart of %s on pod template %s waits for the full snapshot requested %s to show '
+                             'verified on Lease %s' % (pod, target, format_micro(ours.requested_at), lease))
+    by_name = {m['name']: m for m in status.get('members') or []}
+    pods = sorted((n for n, p in observed.pods.items() if not (p.get('metadata') or {}).get('deletionTimestamp')),
+                  key=lambda n: ((by_name.get(n) or {}).get('role') != st.ROLE_LEADER, c.ordinal_of(n)))
+    return TakeSnapshot('a full snapshot before the first member restarts on pod template %s (asked of %s; '
+                        'verified on Lease %s before %s restarts)' % (target, pods[0] if pods else 'no pod', lease, pod),
+                        template=target, pods=tuple(pods), requested_at=now)
 
 
 def _etcd_image(obj: Optional[Mapping[str, Any]]) -> Optional[str]:

@@ -16,14 +16,21 @@ marks each Lease `REMOVED` once etcd no longer lists that member; only when ever
 Why marks on the member Leases and not the bootstrap config or the Leases' absence: the loop deletes a member Lease
 only after its pod is gone (too late, see above), and a running member reads its bootstrap config once, at start.
 A mark is written only for ordinals at or above the new replica count of a scale-down; a scale-up or a restart
-writes none, so neither can remove a member."""
+writes none, so neither can remove a member.
+
+Why a deadline (LEAVING_SINCE, the loop's removal timeout): a leading member whose program never removes them (an
+older sidecar image, a program that fails) would hold the scale-down forever without a word. Past the deadline the
+loop says so and removes the member itself with the same decision (plan_removal: never below quorum, the leader
+only after leadership moved) - but only members it can prove are the going pods' own: etcd's member of that name
+has the ID the pod's sidecar wrote into its Lease (`holderIdentity` `<hex id>:Leader|Member`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid.components import ordinal_of
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import parse_micro
 
 # Set by the `etcd` loop on the member Leases of the ordinals a scale-down removes; the value is the new replica
 # count (only ordinals at or above it are ever removed).
@@ -31,6 +38,9 @@ LEAVING = 'cluster.steward.io/leaving'
 # Set by the leading member's program on such a Lease once etcd no longer lists that member; the value is the
 # removed member's hex ID ('' when etcd never listed it).
 REMOVED = 'cluster.steward.io/member-removed'
+# Set by the `etcd` loop with LEAVING: when it marked the Lease (RFC 3339, microseconds); the removal's deadline
+# counts from it.
+LEAVING_SINCE = 'cluster.steward.io/leaving-since'
 
 
 def _annotations(lease: Optional[Mapping[str, Any]]) -> Mapping[str, str]:
@@ -47,30 +57,60 @@ def is_removed(lease: Optional[Mapping[str, Any]]) -> bool:
     return REMOVED in _annotations(lease)
 
 
+def leaving_since(lease: Optional[Mapping[str, Any]]) -> Optional[float]:
+    """When the loop marked the Lease LEAVING (unix seconds); None when it did not say (then it marks it again)."""
+    return parse_micro(_annotations(lease).get(LEAVING_SINCE))
+
+
+def holder_id(lease: Optional[Mapping[str, Any]]) -> str:
+    """The member ID the member's own sidecar wrote into its Lease's holderIdentity (`<hex id>:Leader|Member`)."""
+    holder = str((((lease or {}).get('spec') or {}).get('holderIdentity')) or '')
+    return holder.split(':', 1)[0] if ':' in holder else ''
+
+
+def provable_leases(members: Sequence[Mapping[str, Any]],
+                    leases: Mapping[str, Optional[Mapping[str, Any]]]) -> Dict[str, Optional[Mapping[str, Any]]]:
+    """The Leases a removal by the `etcd` loop may act on: a listed member's only when etcd's member of that name has
+    the ID its own sidecar wrote into the Lease (the evidence that this etcd member is that pod's); an unlisted
+    member's always (it is only marked removed). plan_removal never removes a member without a Lease."""
+    ids = {str(m.get('name') or ''): str(m.get('id') or '') for m in members if m.get('name')}
+    return {name: lease for name, lease in leases.items()
+            if name not in ids or (holder_id(lease) and holder_id(lease) == ids[name])}
+
+
 # --- the loop's side -------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class ScaleDownGate:
     """What a scale-down to `to` members needs before the StatefulSet shrinks: `to_mark` (Leases without the
-    LEAVING mark for `to`), `waiting` (marked, not yet removed from etcd); ready when both are empty."""
+    LEAVING mark for `to`, or without its LEAVING_SINCE), `waiting` (marked, not yet removed from etcd); ready when
+    both are empty. `overdue`: the waiting ones marked longer than the removal timeout ago, `waited` the longest
+    wait in seconds."""
     to_mark: Tuple[str, ...] = ()
     waiting: Tuple[str, ...] = ()
+    overdue: Tuple[str, ...] = ()
+    waited: float = 0.0
 
     @property
     def ready(self) -> bool:
         return not self.to_mark and not self.waiting
 
 
-def scale_down_gate(going: Sequence[str], member_leases: Mapping[str, Mapping[str, Any]], to: int) -> ScaleDownGate:
+def scale_down_gate(going: Sequence[str], member_leases: Mapping[str, Mapping[str, Any]], to: int,
+                    now: Optional[float] = None, timeout: Optional[float] = None) -> ScaleDownGate:
     """`going`: the member names of the ordinals the scale-down removes. A going ordinal without a Lease has no
     program to coordinate with (nothing to wait for); to 0 members nothing is removed (hibernation keeps the
-    membership: the same cluster wakes up)."""
+    membership: the same cluster wakes up). With `now` and `timeout`, which waits are overdue. A mark without
+    LEAVING_SINCE (an older controller's) is written again, so its wait has a start."""
     if to <= 0:
         return ScaleDownGate()
     present = [n for n in going if n in member_leases]
-    to_mark = tuple(n for n in present if leaving_size(member_leases[n]) != to)
+    to_mark = tuple(n for n in present if leaving_size(member_leases[n]) != to
+                    or (leaving_since(member_leases[n]) is None and not is_removed(member_leases[n])))
     waiting = tuple(n for n in present if n not in to_mark and not is_removed(member_leases[n]))
-    return ScaleDownGate(to_mark, waiting)
+    waits = {n: now - (leaving_since(member_leases[n]) or now) for n in waiting} if now is not None else {}
+    overdue = tuple(n for n in waiting if timeout is not None and waits.get(n, 0.0) > timeout)
+    return ScaleDownGate(to_mark, waiting, overdue, max(waits.values(), default=0.0))
 
 
 # --- the leading member's side ---------------------------------------------------------------------------------

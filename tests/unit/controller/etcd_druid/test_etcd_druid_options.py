@@ -17,7 +17,8 @@ def parsed(*argv):
 
 def test_druids_defaults():
     assert parsed() == DruidOptions(status_sync_period=15.0, unknown_threshold=60.0, notready_threshold=300.0,
-                                    auto_reconcile=False, backup_max_age=3600.0, max_unready_deletions=1)
+                                    auto_reconcile=False, backup_max_age=3600.0, max_unready_deletions=1,
+                                    update_snapshot_timeout=600.0, member_removal_timeout=300.0)
 
 
 def test_durations_and_switches():
@@ -35,6 +36,8 @@ def test_deprecated_alias_turns_auto_reconcile_on():
     (('--etcd-status-sync-period', '0s'), '--etcd-status-sync-period'),
     (('--etcd-member-unknown-threshold', 'soon'), '--etcd-member-unknown-threshold'),
     (('--etcd-max-unready-deletions', '-1'), '--etcd-max-unready-deletions'),
+    (('--etcd-update-snapshot-timeout', '0s'), '--etcd-update-snapshot-timeout'),
+    (('--etcd-member-removal-timeout', '0s'), '--etcd-member-removal-timeout'),
 ])
 def test_bad_values_name_the_flag(argv, flag):
     with pytest.raises(ValueError, match=flag):

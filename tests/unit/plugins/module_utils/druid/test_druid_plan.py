@@ -1,5 +1,7 @@
 """druid/plan.py: druid's decision table (ETCD-18) as one typed action per pass, with the gates beyond druid."""
 
+import dataclasses
+
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
@@ -56,11 +58,11 @@ class World:
                            snapshot_leases=self.snaps,
                            pvcs={'main-etcd-' + n: {'status': {'phase': 'Bound'}} for n in self.pods})
 
-    def run(self, allowed=True, previous=None, options=p.Options()):
+    def run(self, allowed=True, previous=None, options=p.Options(), request=None):
         observed = self.observed()
         thresholds = st.Thresholds(options.unknown_grace, options.notready_grace)
         status = st.compute_status(self.spec, observed, previous, NOW, thresholds)
-        return p.plan(self.spec, status, observed, self.existing, NOW, allowed, options).action
+        return p.plan(self.spec, status, observed, self.existing, NOW, allowed, options, request).action
 
 
 def world(**kw):
@@ -154,7 +156,8 @@ def test_scale_down_and_then_the_superfluous_leases():
     # the going members leave etcd first (the leading member removes them while they run), then the StatefulSet shrinks
     action = w.run()
     assert isinstance(action, p.MarkLeaving) and action.names == ('etcd-main-1', 'etcd-main-2') and action.to == 1
-    mark(w, action.names, {sd.LEAVING: '1'})
+    assert action.at == NOW
+    mark(w, action.names, {sd.LEAVING: '1', sd.LEAVING_SINCE: format_micro(action.at)})
     action = w.run()
     assert isinstance(action, p.AwaitRemoval) and action.names == ('etcd-main-1', 'etcd-main-2') and not action.changes
     mark(w, ('etcd-main-2',), {sd.REMOVED: 'a2'})
@@ -168,6 +171,20 @@ def test_scale_down_and_then_the_superfluous_leases():
         del w.pods[n]
     action = w.run()
     assert isinstance(action, p.DeleteLeases) and action.names == ('etcd-main-1', 'etcd-main-2')
+
+
+def test_a_scale_down_the_leading_program_does_not_carry_out_is_overdue_after_the_timeout():
+    w = world(replicas=3, spec_replicas=1)
+    apply(w, w.run())
+    mark(w, ('etcd-main-1', 'etcd-main-2'), {sd.LEAVING: '1', sd.LEAVING_SINCE: format_micro(NOW - 301)})
+    action = w.run()
+    assert isinstance(action, p.RemoveMembers) and action.changes and action.warning
+    assert action.names == ('etcd-main-1', 'etcd-main-2') and int(action.waited) == 301
+    assert 'etcd-main-1, etcd-main-2' in action.message and '301s' in action.message and 'timeout 300s' in action.message
+    assert isinstance(w.run(options=p.Options(removal_timeout=600.0)), p.AwaitRemoval)
+    mark(w, ('etcd-main-2',), {sd.REMOVED: 'a2'})
+    action = w.run()
+    assert isinstance(action, p.RemoveMembers) and action.names == ('etcd-main-1',)
 
 
 def test_a_reverted_scale_down_clears_the_marks_of_the_ordinals_kept():
@@ -223,6 +240,8 @@ def test_new_image_is_gated_then_written_then_rolled_leader_last():
     desired = p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW, True).desired
     w.sts = dict(desired[('statefulset', 'etcd-main')], status=w.sts['status'])
     w.existing[('statefulset', 'etcd-main')] = w.sts
+    assert action.template == c.template_hash_of(w.sts) and action.at == NOW
+    _snapshot_taken(w, w.run())
     order = []
     for step in range(3):
         action = w.run()
@@ -231,6 +250,101 @@ def test_new_image_is_gated_then_written_then_rolled_leader_last():
         w.pods[action.pod]['metadata']['annotations'][c.TEMPLATE_HASH] = c.template_hash_of(w.sts)
     assert order == [('etcd-main-1', False), ('etcd-main-2', False), ('etcd-main-0', True)]
     assert isinstance(w.run(), p.Nothing)
+
+
+def _snapshot_taken(w, action, revision=130):
+    """What the loop and the backup leader's program do for a TakeSnapshot: the request recorded on the StatefulSet,
+    a verified full snapshot on the full-snap Lease just after it."""
+    assert isinstance(action, p.TakeSnapshot), action
+    w.sts['metadata'].setdefault('annotations', {})[p.UPDATE_SNAPSHOT] = p.update_snapshot_annotation(
+        action.template, action.requested_at - 1)
+    w.snaps['full-snap'] = lease(str(revision), 0.5, {st.VERIFIED_REVISION: str(revision),
+                                                      st.VERIFIED_AT: format_micro(NOW - 0.5)})
+
+
+def _rolling(w):
+    """The StatefulSet on a new image (written), its pods on the old template."""
+    _new_image(w)
+    w.sts = dict(p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
+                        True).desired[('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+    return c.template_hash_of(w.sts)
+
+
+def test_a_rolling_change_takes_a_verified_full_snapshot_before_the_first_restart():
+    w = world()
+    target = _rolling(w)
+    action = w.run()
+    assert isinstance(action, p.TakeSnapshot) and action.changes and action.template == target
+    assert action.pods == ('etcd-main-0', 'etcd-main-1', 'etcd-main-2')     # the leader's program first
+    assert action.requested_at == NOW and 'etcd-main-full-snap' in action.message
+    # asked, no answer yet: nothing restarts, and it is no warning
+    asked = p.SnapshotRequest(template=target, requested_at=NOW - 5)
+    action = w.run(request=asked)
+    assert isinstance(action, p.AwaitSnapshot) and not action.changes and not action.warning
+    # answered at revision 130, the Lease still shows the older snapshot (revision 100, 60 s ago): still waiting
+    answered = p.SnapshotRequest(template=target, requested_at=NOW - 5, revision=130)
+    assert isinstance(w.run(request=answered), p.AwaitSnapshot)
+    # the Lease shows it verified: the first follower restarts
+    w.snaps['full-snap'] = lease('130', 1.0, {st.VERIFIED_REVISION: '130', st.VERIFIED_AT: format_micro(NOW - 60)})
+    action = w.run(request=answered)
+    assert isinstance(action, p.RestartMember) and action.pod == 'etcd-main-1'
+
+
+def test_a_failed_or_late_pre_update_snapshot_restarts_nothing_and_says_why():
+    w = world()
+    target = _rolling(w)
+    failed = p.SnapshotRequest(template=target, requested_at=NOW - 5, error='etcd-main-0: HTTP 500 store unreachable')
+    action = w.run(request=failed)
+    assert isinstance(action, p.Postponed) and action.gate == p.PRE_UPDATE_SNAPSHOT and not action.changes
+    assert 'HTTP 500 store unreachable' in action.message and 'etcd-main-1' in action.message
+    late = p.SnapshotRequest(template=target, requested_at=NOW - 601)
+    action = w.run(request=late)
+    assert isinstance(action, p.Postponed) and action.gate == p.PRE_UPDATE_SNAPSHOT
+    assert 'etcd-main-full-snap' in action.message and 'within 600s' in action.message
+    answered_late = p.SnapshotRequest(template=target, requested_at=NOW - 31, revision=130)
+    action = w.run(request=answered_late, options=p.Options(update_snapshot_timeout=30.0))
+    assert isinstance(action, p.Postponed) and 'at revision 130 or newer within 30s' in action.message
+    # a request for an older template is not this change's: asked again
+    other = p.SnapshotRequest(template='0123456789abcdef', requested_at=NOW - 5, revision=130)
+    assert isinstance(w.run(request=other), p.TakeSnapshot)
+    # nor one for this template asked before the change's recorded start (an earlier change to it: A -> B -> A)
+    w.snaps['full-snap'] = lease('130', 1.0, {st.VERIFIED_REVISION: '130', st.VERIFIED_AT: format_micro(NOW - 60)})
+    w.sts['metadata'].setdefault('annotations', {})[p.UPDATE_SNAPSHOT] = p.update_snapshot_annotation(target, NOW - 10)
+    earlier = p.SnapshotRequest(template=target, requested_at=NOW - 900, revision=120)
+    assert isinstance(w.run(request=earlier), p.TakeSnapshot)
+    assert isinstance(w.run(request=dataclasses.replace(earlier, requested_at=NOW - 10)), p.RestartMember)
+
+
+def test_a_resumed_rolling_change_takes_no_second_snapshot_when_a_newer_one_exists():
+    """A restarted controller has no request in memory: the StatefulSet's record of the change's start (or of the
+    request) against the full-snap Lease decides."""
+    w = world(verified_ago=10.0)
+    target = _rolling(w)
+    w.sts['metadata'].setdefault('annotations', {})[p.UPDATE_SNAPSHOT] = p.update_snapshot_annotation(target, NOW - 30)
+    action = w.run()
+    assert isinstance(action, p.RestartMember) and action.pod == 'etcd-main-1'
+    # the newest verified snapshot is older than the change: one is taken
+    w.sts['metadata']['annotations'][p.UPDATE_SNAPSHOT] = p.update_snapshot_annotation(target, NOW - 5)
+    assert isinstance(w.run(), p.TakeSnapshot)
+    # a record of another template (an earlier change), or an unreadable one: taken too
+    w.sts['metadata']['annotations'][p.UPDATE_SNAPSHOT] = p.update_snapshot_annotation('0123456789abcdef', NOW - 30)
+    assert isinstance(w.run(), p.TakeSnapshot)
+    w.sts['metadata']['annotations'][p.UPDATE_SNAPSHOT] = '{not json'
+    assert p.update_snapshot_record(w.sts) is None and isinstance(w.run(), p.TakeSnapshot)
+
+
+def test_without_backups_a_rolling_change_restarts_without_a_snapshot():
+    w = world(backups=False)
+    obj = sample(replicas=3)
+    obj['spec']['backup'] = {'port': 8080}
+    obj['spec']['etcd']['image'] = 'quay.io/coreos/etcd:v3.5.17'
+    w.spec = parse_etcd(obj)
+    w.sts = dict(p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
+                        True).desired[('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+    action = w.run()
+    assert isinstance(action, p.RestartMember) and action.pod == 'etcd-main-1'
 
 
 def test_restart_waits_for_a_verified_backup_and_a_pod_in_flight():
@@ -331,7 +445,7 @@ def test_pdb_follows_all_members_ready():
 
 def test_every_action_kind_has_an_event_reason():
     kinds = [k for k in vars(p).values() if isinstance(k, type) and issubclass(k, p.Action) and k is not p.Action]
-    assert len(kinds) == 15
+    assert len(kinds) == 18
     assert len({k.event for k in kinds}) == len(kinds)
 
 
@@ -370,5 +484,6 @@ def test_restart_onto_a_tag_that_skips_a_minor_is_postponed_naming_the_path():
     assert isinstance(action, p.Postponed) and action.gate == 'VersionPath' and 'skips a minor' in action.message
     w = world()
     _rolled_to(w, 'quay.io/coreos/etcd:v3.5.17')
+    _snapshot_taken(w, w.run())
     action = w.run()
     assert isinstance(action, p.RestartMember) and action.pod == 'etcd-main-1'

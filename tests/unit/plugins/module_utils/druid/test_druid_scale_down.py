@@ -1,15 +1,22 @@
 """druid/scale_down.py: which members a scale-down removes from etcd, and when the StatefulSet may shrink."""
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
+from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
 
 
-def lease(leaving=None, removed=None):
+NOW = 1_800_000_000.0
+
+
+def lease(leaving=None, removed=None, since=NOW - 10, holder=None):
+    """A member Lease; `leaving` marks it as the loop does (with its LEAVING_SINCE), `holder` its holderIdentity."""
     annotations = {}
     if leaving is not None:
         annotations[sd.LEAVING] = str(leaving)
+        if since is not None:
+            annotations[sd.LEAVING_SINCE] = format_micro(since)
     if removed is not None:
         annotations[sd.REMOVED] = removed
-    return {'metadata': {'annotations': annotations}}
+    return {'metadata': {'annotations': annotations}, 'spec': {'holderIdentity': holder} if holder else {}}
 
 
 def member(i, healthy=True, learner=False, name=None):
@@ -94,3 +101,27 @@ def test_the_gate_marks_then_waits_then_opens():
     assert gate.ready
     assert sd.scale_down_gate(going, {}, 1).ready         # no Lease: no program to wait for
     assert sd.scale_down_gate(going, {'etcd-main-1': lease()}, 0).ready   # to 0: the membership stays
+
+
+def test_a_mark_without_its_time_is_written_again_and_a_long_wait_is_overdue():
+    going = ('etcd-main-1', 'etcd-main-2')
+    gate = sd.scale_down_gate(going, {'etcd-main-1': lease(1, since=None), 'etcd-main-2': lease(1, 'a2', since=None)}, 1)
+    assert gate.to_mark == ('etcd-main-1',)            # an older controller's mark: its wait gets a start
+    leases = {'etcd-main-1': lease(1, since=NOW - 400), 'etcd-main-2': lease(1, since=NOW - 100)}
+    gate = sd.scale_down_gate(going, leases, 1, NOW, 300.0)
+    assert gate.waiting == going and gate.overdue == ('etcd-main-1',) and gate.waited == 400.0
+    assert sd.scale_down_gate(going, leases, 1, NOW, 500.0).overdue == ()
+    assert sd.scale_down_gate(going, leases, 1).overdue == ()       # no clock: no deadline judged
+
+
+def test_only_members_provably_the_going_pods_own_are_left_to_the_loops_removal():
+    leases = {'etcd-main-1': lease(1, holder='a1:Member'), 'etcd-main-2': lease(1, holder='ffff:Member'),
+              'etcd-main-3': lease(1), 'etcd-main-4': lease(1)}
+    members = THREE + [member(3)]
+    provable = sd.provable_leases(members, leases)
+    # 1: etcd's etcd-main-1 has the ID its sidecar wrote; 2: another ID (not that pod's member); 3: its sidecar never
+    # wrote one; 4: etcd does not list it (only marked removed)
+    assert sorted(provable) == ['etcd-main-1', 'etcd-main-4']
+    step = sd.plan_removal(members, 'a0', provable)
+    assert (step.action, step.member_id) == (sd.REMOVE, 'a1') and step.mark_removed == {'etcd-main-4': ''}
+    assert sd.holder_id(lease(holder='a1:Leader')) == 'a1' and sd.holder_id(lease()) == ''
