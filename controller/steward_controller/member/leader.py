@@ -89,7 +89,8 @@ class Heartbeat:
         member = self.member_id = member_id_hex(status['header']['member_id'])
         self.leader = str(status.get('leader')) == str(status['header']['member_id'])
         if self.leases is not None:
-            self.leases.member(member, self.leader, int(status['header'].get('revision') or 0))
+            self.leases.member(member, self.leader, int(status['header'].get('revision') or 0),
+                               learner=bool(status.get('isLearner')))
         if self.leader:
             self._lead()
         else:

@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
-from ansible_collections.steward.cluster.plugins.module_utils.druid.components import CREATE_AS_LEARNER
+from ansible_collections.steward.cluster.plugins.module_utils.druid.components import CREATE_AS_LEARNER, MEMBER_LEARNER
 from ansible_collections.steward.cluster.plugins.module_utils.druid.plan import MEMBER_REVISION
 from ansible_collections.steward.cluster.plugins.module_utils.druid.recovery import RESTORE_MARKER
 from ansible_collections.steward.cluster.plugins.module_utils.druid.scale_down import LEAVING, REMOVED
@@ -62,9 +62,12 @@ class LeaseWriter:
             self.last_error = 'lease %s/%s: %s' % (self.namespace, name, exc)
         return False
 
-    def member(self, member_id_hex: str, leader: bool, revision: Optional[int] = None) -> bool:
-        annotations = {MEMBER_REVISION: str(revision)} if revision is not None else None
-        return self._renew(self.member_lease, holder_identity(member_id_hex, leader), annotations=annotations)
+    def member(self, member_id_hex: str, leader: bool, revision: Optional[int] = None,
+               learner: Optional[bool] = None) -> bool:
+        annotations = {MEMBER_REVISION: str(revision)} if revision is not None else {}
+        if learner is not None:
+            annotations[MEMBER_LEARNER] = 'true' if learner else 'false'
+        return self._renew(self.member_lease, holder_identity(member_id_hex, leader), annotations=annotations or None)
 
     def snapshot(self, kind: str, revision: int, verified: bool = False) -> bool:
         now = time.time()

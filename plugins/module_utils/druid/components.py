@@ -38,6 +38,9 @@ LABEL_PART_OF = 'app.kubernetes.io/part-of'
 LABEL_COMPONENT = 'app.kubernetes.io/component'
 SCALED_TO_MULTI_NODE = 'gardener.cloud/scaled-to-multi-node'
 CREATE_AS_LEARNER = 'druid.gardener.cloud/create-as-learner'
+# Ours: the member program says on its Lease whether its etcd is a learner ("true"/"false", every heartbeat), so a
+# scale-up's joining members do not count toward the quorum the status reports.
+MEMBER_LEARNER = 'cluster.steward.io/learner'
 TLS_ENABLED = 'member.etcd.gardener.cloud/tls-enabled'
 CONFIG_CHECKSUM = 'checksum/etcd-configmap'
 # Ours, beyond druid: the pod template's hash on the template (and so on every pod it made), for OnDelete rolling.

@@ -123,6 +123,12 @@ def members(spec: EtcdSpec, observed: Observed, previous: Sequence[Mapping[str, 
     return out
 
 
+def is_learner(lease: Optional[Mapping[str, Any]]) -> bool:
+    """The member program's word on its Lease that its etcd is a learner (components.MEMBER_LEARNER)."""
+    annotations = ((lease or {}).get('metadata') or {}).get('annotations') or {}
+    return str(annotations.get(c.MEMBER_LEARNER, '')).lower() == 'true'
+
+
 def quorate(ready: int, size: int) -> bool:
     return size > 0 and ready > size // 2
 
@@ -185,15 +191,21 @@ def compute_status(spec: EtcdSpec, observed: Observed, previous: Optional[Mappin
     previous = previous or {}
     found = members(spec, observed, previous.get('members') or [], now, thresholds)
     ready_members = [m for m in found if m['status'] == MEMBER_READY]
-    size = len(found) if quorate(len(ready_members), len(found)) else spec.replicas
-    is_quorate = quorate(len(ready_members), size)
+    # a learner (a scale-up's member joining) does not vote: it is not counted toward the quorum either way
+    learners = sorted((m['name'] for m in found if is_learner(observed.member_leases.get(m['name']))), key=c.ordinal_of)
+    voters = [m for m in found if m['name'] not in learners]
+    ready_voters = [m for m in voters if m['status'] == MEMBER_READY]
+    size = len(voters) if quorate(len(ready_voters), len(voters)) else max(spec.replicas - len(learners), 1)
+    is_quorate = quorate(len(ready_voters), size)
+    joining = ' (%s joining as learner%s)' % (', '.join(learners), 's' if len(learners) > 1 else '') \
+        if learners else ''
     conditions = list(previous.get('conditions') or [])
     if is_quorate:
-        conditions = set_condition(conditions, READY, TRUE, 'Quorate', 'the cluster is quorate: %d of %d members Ready'
-                                   % (len(ready_members), size), now)
+        conditions = set_condition(conditions, READY, TRUE, 'Quorate', 'the cluster is quorate: %d of %d members Ready%s'
+                                   % (len(ready_voters), size, joining), now)
     else:
         conditions = set_condition(conditions, READY, FALSE, 'QuorumLost', 'the cluster has lost quorum: %d of %d '
-                                   'members Ready' % (len(ready_members), size) if found else
+                                   'members Ready%s' % (len(ready_voters), size, joining) if found else
                                    'no member has reported yet (0 of %d)' % spec.replicas, now)
     wanted = set(member_names(spec.name, spec.replicas))
     not_ready = sorted((wanted - {m['name'] for m in ready_members}), key=c.ordinal_of)

@@ -38,6 +38,14 @@ def test_member_and_snapshot_leases_carry_revisions_and_the_verified_full_snapsh
     assert delta_name == 'etcd-main-delta-snap' and 'metadata' not in delta
 
 
+def test_a_learner_says_so_on_its_lease_and_a_voter_too():
+    client = Client()
+    writer = LeaseWriter(client, 'shoot', 'etcd-main-1', '', '')
+    assert writer.member('8e9e05c52164694d', False, 7, learner=True)
+    assert writer.member('8e9e05c52164694d', False, 9, learner=False)
+    assert [p['metadata']['annotations']['cluster.steward.io/learner'] for _name, p in client.patches] == ['true', 'false']
+
+
 def test_the_scale_up_marker_is_read_from_the_members_lease():
     marked = {'etcd-main-2': {'metadata': {'annotations': {'druid.gardener.cloud/create-as-learner': 'true'}}}}
     assert LeaseWriter(Client(marked), 'shoot', 'etcd-main-2', '', '').learner_wanted()

@@ -158,3 +158,20 @@ def test_reconcile_fields_are_kept(spec3):
     prev = {'observedGeneration': 4, 'lastOperation': {'type': 'Reconcile'}, 'lastErrors': []}
     s = st.compute_status(spec3, world(), prev, NOW)
     assert (s['observedGeneration'], s['lastOperation'], s['lastErrors']) == (4, {'type': 'Reconcile'}, [])
+
+
+def test_a_scale_ups_learners_do_not_count_toward_the_quorum(spec3):
+    # found on the lab: scaling 1 -> 3, the two new members joined as learners, their pods not yet Ready; the status
+    # said QuorumLost "1 of 3 members Ready" (and the loop warned "quorum lost") while the one voter served
+    w = world(ready=[True, False, False])
+    for name in ('etcd-main-1', 'etcd-main-2'):
+        w.member_leases[name]['metadata']['annotations']['cluster.steward.io/learner'] = 'true'
+    s = st.compute_status(spec3, w, None, NOW)
+    assert cond(s, 'Ready') == ('True', 'Quorate')
+    ready = get_condition(s['conditions'], 'Ready')['message']
+    assert '1 of 1 members Ready' in ready and 'etcd-main-1, etcd-main-2 joining as learners' in ready
+    assert cond(s, 'AllMembersReady') == ('False', 'NotAllMembersReady')
+    # promoted (the program writes "false" on its next heartbeat) and still unready: two of three voters are down
+    for name in ('etcd-main-1', 'etcd-main-2'):
+        w.member_leases[name]['metadata']['annotations']['cluster.steward.io/learner'] = 'false'
+    assert cond(st.compute_status(spec3, w, None, NOW), 'Ready') == ('False', 'QuorumLost')
