@@ -30,7 +30,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import scale
 from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError, EtcdSpecError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import (
-    READY, Thresholds, compute_status, condition_true)
+    READY, Thresholds, compute_status, condition_true, replaced_members)
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
@@ -158,6 +158,8 @@ class EtcdDruidLoop:
         observed, existing = target.read(self.client, spec)
         previous = obj.get('status') or {}
         status = compute_status(spec, observed, previous, now, self.thresholds)
+        for message in replaced_members(previous.get('members') or [], status.get('members') or []):
+            self.runtime.report(obj, 'MemberReplaced', message, kind=s.KIND)
         annotations = (obj.get('metadata') or {}).get('annotations') or {}
         options = dataclasses.replace(self.plan_options, recovery_requested=r.REQUEST in annotations) \
             if r.REQUEST in annotations else self.plan_options

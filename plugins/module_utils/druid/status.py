@@ -123,6 +123,15 @@ def members(spec: EtcdSpec, observed: Observed, previous: Sequence[Mapping[str, 
     return out
 
 
+def replaced_members(previous: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]]) -> List[str]:
+    """What changed identity since the last status: a member (by name) whose etcd member id is new lost its data
+    and rejoined as a new member (its Lease now names the new id). One line per member, for an Event."""
+    before = {m.get('name'): m.get('id') for m in previous or [] if m.get('id')}
+    return ['%s is a new etcd member %s (was %s): it came back without its data and rejoined from the others' % (
+        m['name'], m['id'], before[m['name']]) for m in current
+        if m.get('id') and before.get(m['name']) and before[m['name']] != m['id']]
+
+
 def is_learner(lease: Optional[Mapping[str, Any]]) -> bool:
     """The member program's word on its Lease that its etcd is a learner (components.MEMBER_LEARNER)."""
     annotations = ((lease or {}).get('metadata') or {}).get('annotations') or {}

@@ -175,3 +175,11 @@ def test_a_scale_ups_learners_do_not_count_toward_the_quorum(spec3):
     for name in ('etcd-main-1', 'etcd-main-2'):
         w.member_leases[name]['metadata']['annotations']['cluster.steward.io/learner'] = 'false'
     assert cond(st.compute_status(spec3, w, None, NOW), 'Ready') == ('False', 'QuorumLost')
+
+
+def test_a_member_that_came_back_under_a_new_id_is_named_once():
+    before = [{'name': 'etcd-main-0', 'id': 'a0'}, {'name': 'etcd-main-1', 'id': 'a1'}]
+    after = [{'name': 'etcd-main-0', 'id': 'a0'}, {'name': 'etcd-main-1', 'id': 'b1'}, {'name': 'etcd-main-2', 'id': 'a2'}]
+    assert st.replaced_members(before, after) == [
+        'etcd-main-1 is a new etcd member b1 (was a1): it came back without its data and rejoined from the others']
+    assert st.replaced_members(after, after) == [] and st.replaced_members([], after) == []
