@@ -278,7 +278,9 @@ BUILTIN: Dict[Tuple[str, str], List[Column]] = {
                                 '%s=%s' % kv for kv in sorted((_get(obj, 'spec', 'selector', default={}) or {}).items()))
                                 or '<none>')),
     ('', 'endpoints'): _cols(('Endpoints', 'string', 0, _endpoints)),
-    ('', 'persistentvolumeclaims'): _cols(('Status', 'string', 0, _value('status', 'phase', default='Pending')),
+    ('', 'persistentvolumeclaims'): _cols(('Status', 'string', 0, lambda obj, now: 'Terminating' if _get(
+                                              obj, 'metadata', 'deletionTimestamp') else _get(obj, 'status', 'phase',
+                                                                                                 default='Pending')),
                                           ('Volume', 'string', 0, _value('spec', 'volumeName', default='')),
                                           ('Capacity', 'string', 0, _value('status', 'capacity', 'storage', default='')),
                                           ('Access Modes', 'string', 0, _joined('spec', 'accessModes')),
@@ -289,7 +291,8 @@ BUILTIN: Dict[Tuple[str, str], List[Column]] = {
                          ('Internal-IP', 'string', 1, lambda obj, now: next(
                              (a.get('address') for a in _get(obj, 'status', 'addresses', default=[]) or []
                               if a.get('type') == 'InternalIP'), '<none>'))),
-    ('', 'namespaces'): _cols(('Status', 'string', 0, _value('status', 'phase', default='Active'))),
+    ('', 'namespaces'): _cols(('Status', 'string', 0, lambda obj, now: 'Terminating' if _get(
+        obj, 'metadata', 'deletionTimestamp') else _get(obj, 'status', 'phase', default='Active'))),
     ('', 'secrets'): _cols(('Type', 'string', 0, _value('type', default='Opaque')), ('Data', 'integer', 0, _count('data'))),
     ('', 'configmaps'): _cols(('Data', 'integer', 0, lambda obj, now: len(obj.get('data') or {})
                                + len(obj.get('binaryData') or {}))),

@@ -88,6 +88,11 @@ def test_a_member_lost_with_its_disk_comes_back_as_a_new_member_and_deleting_the
         _all_keys_everywhere(session, url, keys)
         claims = [c['metadata']['name'] for c in session.get(url + PVCS).json()['items']]
         assert len([c for c in claims if c.endswith('etcd-main-1')]) == 1, claims
+        # an Event says what was done: the member named with its old and new id (the status saw both)
+        replaced_events = [e['message'] for e in session.get(url + '/api/v1/namespaces/%s/events' % NS).json()['items']
+                           if e.get('reason') == 'MemberReplaced']
+        assert [m for m in replaced_events if m.startswith('etcd-main-1 is a new etcd member %s (was %s)' % (
+            after['etcd-main-1'], before['etcd-main-1']))], replaced_events
 
         # the Etcd deleted: every owned component goes, then the finalizer, and no member process stays
         pids = [_etcd_pid(p) for p in _pods(session, url).values()]

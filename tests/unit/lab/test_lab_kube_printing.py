@@ -57,3 +57,13 @@ def test_protobuf_bodies_the_emulator_cannot_read_are_named():
     assert other.value.unsupported and 'not Deployment' in str(other.value) and 'kubectl apply -f' in str(other.value)
     with pytest.raises(protobuf.ProtobufError):
         protobuf.decode(protobuf.MAGIC + bytes([1 << 3 | 2, 50]) + b'short')
+
+
+def test_a_claim_being_deleted_reads_terminating_as_kubectl_prints_it():
+    columns = tables.BUILTIN[('', 'persistentvolumeclaims')]
+    claim = {'metadata': {'name': 'data-etcd-0', 'deletionTimestamp': '2026-01-01T00:00:00Z'},
+             'status': {'phase': 'Bound'}}
+    row = tables.table(claim, columns, now=0.0)['rows'][0]['cells']
+    assert row[:2] == ['data-etcd-0', 'Terminating']
+    del claim['metadata']['deletionTimestamp']
+    assert tables.table(claim, columns, now=0.0)['rows'][0]['cells'][1] == 'Bound'
