@@ -10,6 +10,11 @@ per (role, rack counter); a rack's heap entry is replaced whenever its count or 
 (`RackCount` reports count changes), so a pick costs a heap operation instead of a pass over
 every rack. Without this, generating thousands of workers from tens of thousands of machines
 is quadratic.
+
+Building that index costs a score, an address key and a sort for every machine of the role, which
+only pays off over many picks; an update usually picks one machine or none. So the first pick of a
+pool is one pass over its members (`_scan`, the same answer), and the index is built from the
+second pick on.
 """
 
 from __future__ import annotations
