@@ -68,6 +68,7 @@ _RACK_OF = operator.attrgetter('rack')
 _ROLE_OF = operator.attrgetter('role')
 _ROLE_RACK_OF = operator.attrgetter('role', 'rack')
 _GET_ADDRESS = operator.methodcaller('get', 'address')
+_ADDRESS_ITEM = operator.itemgetter('address')
 _GET_CONTROL_PLANE = operator.methodcaller('get', 'control_plane')
 _DICT_TYPE = {dict}
 _STR_TYPE = {str}
@@ -170,17 +171,21 @@ class Generator:
 
     def _load(self, cps: List[Machine], workers: List[Machine]) -> None:
         """The existing control planes and workers, in order, counted in bulk (same as _add_* one by one)."""
-        self.cps = list(cps)
-        self.workers = list(workers)
+        self.cps = cps          # the caller's fresh lists, kept (no copy)
+        self.workers = workers
         # Counted in plain Counters (C) and handed over whole: RackCount's own __setitem__ would be called
-        # once per machine otherwise, and nothing listens to a new RackCount yet.
-        self.cp_racks = RackCount(Counter(map(_RACK_OF, self.cps)))
-        by_role_rack = Counter(map(_ROLE_RACK_OF, self.workers))
-        self.worker_roles = Counter(map(_ROLE_OF, self.workers))
-        self.worker_racks_all = RackCount(Counter(map(_RACK_OF, self.workers)))
-        per_role: Dict[str, Counter] = {role: Counter() for role in self.worker_roles}
+        # once per machine otherwise, and nothing listens to a new RackCount yet. The workers are counted once,
+        # by (role, rack); the counts by role and by rack are summed from those few pairs, keys in the same
+        # first-seen order as counting the workers again would give.
+        self.cp_racks = RackCount(Counter(map(_RACK_OF, cps)))
+        by_role_rack = Counter(map(_ROLE_RACK_OF, workers))
+        per_role: Dict[str, Counter] = {}
+        all_racks: Counter = Counter()
         for (role, rack), count in by_role_rack.items():
-            per_role[role][rack] = count
+            per_role.setdefault(role, Counter())[rack] = count
+            all_racks[rack] += count
+        self.worker_roles = Counter({role: sum(counts.values()) for role, counts in per_role.items()})
+        self.worker_racks_all = RackCount(all_racks)
         self.worker_racks = {role: RackCount(counts) for role, counts in per_role.items()}
 
     def _add_cp(self, machine: Machine) -> None:
@@ -331,7 +336,14 @@ class Generator:
 
     # ---- update steps --------------------------------------------------------------------
     def _remove_non_existent(self, cps: List[Dict[str, Any]], workers: List[Dict[str, Any]]) -> Optional[Operation]:
-        self._reset([n['address'] for n in cps + workers])
+        cp_addresses = list(map(_ADDRESS_ITEM, cps))
+        worker_addresses = list(map(_ADDRESS_ITEM, workers))
+        self._reset(cp_addresses + worker_addresses)
+        by_address = self.by_address
+        if cps and by_address.keys() >= self._taken:
+            # every node is a machine of sabakan (the usual case): nothing to record, the machines looked up in C
+            self._load(list(map(by_address.__getitem__, cp_addresses)), list(map(by_address.__getitem__, worker_addresses)))
+            return None
         op = Operation(OP_REMOVE_NON_EXISTENT)
         existing = [self.by_address[n['address']] for n in cps if n['address'] in self.by_address]
         if len(existing) * 2 <= len(cps):
@@ -339,7 +351,6 @@ class Generator:
             raise TooManyNonExistent(
                 f'too many non-existent control plane nodes: {len(gone)} of {len(cps)} '
                 f'({", ".join(gone) or "none defined"}) are not in sabakan')
-        by_address = self.by_address
         for node in cps:
             if node['address'] not in by_address:
                 op.record('remove non-existent control plane: ' + node['address'])

@@ -10,19 +10,26 @@ per (role, rack counter); a rack's heap entry is replaced whenever its count or 
 (`RackCount` reports count changes), so a pick costs a heap operation instead of a pass over
 every rack. Without this, generating thousands of workers from tens of thousands of machines
 is quadratic.
+
+Building that index costs a score, an address key and a sort for every machine of the role, which
+only pays off over many picks; an update usually picks one machine or none. So the first pick of a
+pool is one pass over its members (`_scan`, the same answer), and the index is built from the
+second pick on.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections import Counter
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import Machine
-from ansible_collections.steward.cluster.plugins.module_utils.sabakan.score import rack_score
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.machines import HEALTHY, Machine
+from ansible_collections.steward.cluster.plugins.module_utils.sabakan.score import MAX_COUNT_PER_RACK, rack_score
 
 _Entry = Tuple[int, Tuple[int, int, str]]  # (-lifetime score, address sort key)
+_SORT_KEY = operator.attrgetter('sort_key')
 
 
 class RackCount(Counter):  # type: ignore[type-arg]
@@ -62,22 +69,31 @@ class MachinePool:
     deterministic where CKE's unstable sort leaves it to chance.
     """
 
-    def __init__(self, machines: Iterable[Machine], days_score: Mapping[str, int]) -> None:
+    def __init__(self, machines: Iterable[Machine], days_score: Mapping[str, int], *, scan_picks: int = 1) -> None:
         self._days = days_score
-        self._members: Dict[str, Machine] = {}
+        self._members: Dict[str, Machine] = {machine.address: machine for machine in machines}
         self._lists: Dict[str, Dict[int, List[_Entry]]] = {}
         self._heads: Dict[Tuple[str, int], int] = {}
         self._listed: Set[str] = set()
         self._indexes: Dict[Tuple[str, int], _Index] = {}
         # Rack lists are sorted per role on first use: a run often picks from one role only, or from none.
-        self._pending: Dict[str, List[Machine]] = {}
-        for machine in machines:
-            self._members[machine.address] = machine
-            self._pending.setdefault(machine.role, []).append(machine)
+        # None until then: the members are grouped by role only when a rack list is first needed.
+        self._pending: Optional[Dict[str, List[Machine]]] = None
+        # The first `scan_picks` picks are answered by one pass over the members (_scan) instead of sorting every
+        # rack list of the role: an update picks one machine or none, a new cluster thousands.
+        self._scans_left = scan_picks
+
+    def _grouped(self) -> Dict[str, List[Machine]]:
+        """Role → machines not yet in a rack list; built from the members on first use."""
+        if self._pending is None:
+            self._pending = {}
+            for machine in self._members.values():
+                self._pending.setdefault(machine.role, []).append(machine)
+        return self._pending
 
     def _role_lists(self, role: str) -> Dict[int, List[_Entry]]:
         """Rack → entries sorted best first, for one role (built on first use)."""
-        pending = self._pending.pop(role, None)
+        pending = self._grouped().pop(role, None)
         if pending is not None:
             racks = self._lists.setdefault(role, {})
             for machine in pending:
@@ -89,7 +105,7 @@ class MachinePool:
         return self._lists.get(role, {})
 
     def _roles(self, role: str) -> List[str]:
-        return sorted(set(self._lists) | set(self._pending)) if role == '' else [role]
+        return sorted(set(self._lists) | set(self._grouped())) if role == '' else [role]
 
     def _entry(self, machine: Machine) -> _Entry:
         return (-self._days[machine.address], machine.sort_key)
@@ -114,7 +130,8 @@ class MachinePool:
         if machine.address in self._listed:
             return
         if machine.role not in self._lists:
-            self._pending.setdefault(machine.role, []).append(machine)
+            if self._pending is not None:   # else the grouping finds it among the members
+                self._pending.setdefault(machine.role, []).append(machine)
             return
         entries = self._lists[machine.role].setdefault(machine.rack, [])
         head = self._heads.get((machine.role, machine.rack), 0)
@@ -181,6 +198,9 @@ class MachinePool:
         Ties go to the lowest address. With a RackCount and no `accept` filter the rack heap answers;
         otherwise every rack head is compared (same result, O(racks)).
         """
+        if self._scans_left > 0 and not self._indexes:
+            self._scans_left -= 1
+            return self._scan(role, rack_count, accept)
         if accept is None and isinstance(rack_count, RackCount):
             return self._best_indexed(role, rack_count)
         best: Optional[Machine] = None
@@ -198,3 +218,25 @@ class MachinePool:
                         best, best_key = machine, key
                     break
         return best
+
+    def _scan(self, role: str, rack_count: Mapping[int, int],
+              accept: Optional[Callable[[Machine], bool]]) -> Optional[Machine]:
+        """`best` by one pass over the members: the highest score, ties to the lowest address.
+
+        Same answer as the rack lists and the heap, without building them: an O(members) pass that reads a
+        machine's address key only when it ties for the highest score, where the lists need every machine's
+        key and a sort of every rack. Cheaper for a single pick, which is all an update usually makes.
+        """
+        days = self._days
+        counts = rack_count.get
+        best_score: Optional[int] = None
+        tied: List[Machine] = []
+        for machine in self._members.values():
+            if machine.state != HEALTHY or (role and machine.role != role) or (accept is not None and not accept(machine)):
+                continue
+            score = (MAX_COUNT_PER_RACK - counts(machine.rack, 0)) * 10 + days[machine.address]   # score.rack_score
+            if best_score is None or score > best_score:
+                best_score, tied = score, [machine]
+            elif score == best_score:
+                tied.append(machine)
+        return min(tied, key=_SORT_KEY) if tied else None

@@ -294,3 +294,37 @@ def test_rack_heap_matches_a_full_scan(specs, operations):
         if indexed is not None:
             pool.discard(indexed)
             removed.append(indexed)
+
+
+# --- an update's single pick by one pass over the pool picks what the rack lists and heap pick ------------------
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(('cs', 'ss')), st.integers(-1200, 1500),
+                          st.sampled_from(('HEALTHY', 'HEALTHY', 'UNHEALTHY'))), min_size=1, max_size=60),
+       st.lists(st.tuples(st.sampled_from(('', 'cs', 'ss')), st.integers(0, 6)), max_size=12),
+       st.sampled_from(('', 'cs', 'ss')), st.sampled_from((None, 'even', 'none')), st.booleans())
+def test_first_pick_by_scan_matches_the_rack_heap(specs, counted, role, accept_kind, plain_counts):
+    machines = [parse_machine(new_machine(rack, index + 1, kind, state, days, 0.0), NOW)
+                for index, (rack, kind, days, state) in enumerate(specs)]
+    days = {m.address: score_by_days(m.days_to_retire(NOW)) for m in machines}
+    counts = RackCount()
+    for count_role, rack in counted:
+        if count_role in ('', role):
+            counts[rack] += 1
+    accept = {None: None, 'even': lambda m: m.index_in_rack % 2 == 0, 'none': lambda m: False}[accept_kind]
+    rack_count = dict(counts) if plain_counts else counts
+    scanned = MachinePool(machines, days).best(role, rack_count, accept)   # the first pick: one pass (_scan)
+    indexed = MachinePool(machines, days, scan_picks=0).best(role, rack_count, accept)
+    assert scanned is indexed
+    if accept_kind == 'none':
+        assert scanned is None
+
+
+def test_pool_scans_the_first_pick_only():
+    machines = [parse_machine(new_machine(rack, 1, 'cs', 'HEALTHY', 400, 0.0), NOW) for rack in range(3)]
+    pool = MachinePool(machines, {m.address: 1 for m in machines})
+    counts = RackCount()
+    first = pool.best('cs', counts)
+    assert first is machines[0] and not pool._indexes      # lowest address wins the tie; no index built
+    pool.discard(first)
+    counts[first.rack] += 1
+    assert pool.best('cs', counts) is machines[1] and pool._indexes   # the second pick builds the rack heap
