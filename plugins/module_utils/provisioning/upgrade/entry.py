@@ -14,8 +14,15 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.names impor
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import format_version
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import image_version as etcd_version
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
+    IN_MAINTENANCE, REQUIRED, STATE_LABEL,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import read_config
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import host, run
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import batches, host, run
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import record as records
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
     KINDS, KUBELET, etcd_wanted, plan_upgrade,
 )
@@ -89,6 +96,12 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
         'install_command': _install_command(params.get('kubelet_install_command')),
         'etcd_image': _etcd_image(params.get('etcd_image')),
         'max_unavailable': validate.integer(params.get('max_unavailable', 1), 'max_unavailable', minimum=1),
+        'max_maintenance': (None if params.get('max_maintenance') is None else
+                            validate.integer(params['max_maintenance'], 'max_maintenance', minimum=1)),
+        'renew_certificates': bool(params.get('renew_certificates', True)),
+        'renew_before_days': validate.integer(params.get('renew_before_days', 30), 'renew_before_days', minimum=0),
+        'maintenance_profile': (validate.text(params['maintenance_profile'], 'maintenance_profile')
+                                if params.get('maintenance_profile') else None),
         'timeout': validate.timeout(params.get('timeout', 300.0), 'timeout'),
         'drain': host.DrainOptions(
             timeout=validate.timeout(params.get('drain_timeout', 600.0), 'drain_timeout'),
@@ -98,13 +111,57 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
     }
 
 
+def _list_or_none(client: KubeClient, path: str) -> List[Dict[str, Any]]:
+    try:
+        return client.list(path)
+    except NotFound:   # a server without the policy/v1 API: no budgets
+        return []
+
+
+def _in_flight(nodes: Mapping[str, Any], workers: List[str], target: str) -> List[str]:
+    """Workers under way: a record for the target before `done`, or a node-maintenance state past operational."""
+    out = []
+    for name in workers:
+        rec = records.read(nodes.get(name))
+        state = (((nodes.get(name) or {}).get('metadata') or {}).get('labels') or {}).get(STATE_LABEL)
+        if (rec is not None and rec.version == target and rec.phase != 'done') or state in (REQUIRED, IN_MAINTENANCE):
+            out.append(name)
+    return out
+
+
+def _limits(params: Mapping[str, Any], p: Dict[str, Any], client: KubeClient) -> batches.Limits:
+    """What bounds the workers' batches: max_unavailable; maxMaintenance (the option, or the profile's in the
+    maintenance config named by maintenance_config_source / _file, less the nodes in maintenance that are not ours);
+    the PodDisruptionBudgets and the pods on the workers."""
+    if not p['workers']:
+        return batches.Limits(p['max_unavailable'])
+    bound = p['max_maintenance']
+    if params.get('maintenance_config_source') or params.get('maintenance_config_file'):
+        if not p['maintenance_profile']:
+            raise InvalidInput('maintenance_profile', 'required', 'name the node-maintenance profile whose '
+                               'maxMaintenance bounds the batches (maintenance_window_profile)', None)
+        config, _where = read_config(None, params.get('maintenance_config_file'),
+                                     params.get('maintenance_config_source'), client)
+        found = batches.max_maintenance_of(config, p['maintenance_profile'])
+        if found is not None:
+            others = batches.in_maintenance_elsewhere(
+                {n['metadata']['name']: n for n in client.list(api_path('v1', 'nodes'))}, p['workers'], STATE_LABEL)
+            found = max(1, found - len(others))
+            bound = found if bound is None else min(bound, found)
+    pods = _list_or_none(client, api_path('v1', 'pods'))
+    budgets = tuple(batches.budget_of(pdb, pods) for pdb in _list_or_none(client, api_path('policy/v1', 'poddisruptionbudgets')))
+    return batches.Limits(p['max_unavailable'], bound, budgets, batches.evictable_pods(pods, p['workers']))
+
+
 def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Runner = host.default_runner) -> Dict[str, Any]:
     p = parse(params)
     client = client_from_params(params)
     installed, nodes = host.read_installed(client, p['control_plane'], p['workers'], local_node=p['node_name'],
                                            root=p['root'], kubelet_binary=p['kubelet_binary'], run=runner)
+    limits = _limits(params, p, client) if p['stage'] == PLAN else batches.Limits(p['max_unavailable'])
     plan = plan_upgrade(installed, p['target'], p['via'], p['max_unavailable'],
-                        etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'])
+                        etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'],
+                        batching=limits, in_flight=_in_flight(nodes, p['workers'], str(p['target'])))
     result: Dict[str, Any] = {
         'changed': False, 'target': str(p['target']), 'plan': plan.as_dict(), 'status': run.status(plan, nodes),
         'installed': {n.name: {k: str(v) if v is not None else None for k, v in (

@@ -20,7 +20,8 @@ only at the end):
   then, after the last hop:
     3. kube-proxy (the DaemonSet, when there is one);
     4. kubelets of the control-plane nodes, one at a time, each drained first;
-    5. kubelets of the workers, in batches of at most `max_unavailable`, each node drained first.
+    5. kubelets of the workers, in batches of at most `max_unavailable` (and of what maxMaintenance and the
+       PodDisruptionBudgets allow, batches.py), each node drained first.
 
 kubeadm upgrades the three control-plane components of one node together and the kubelet right after, so a new
 controller-manager or kubelet briefly talks to an old apiserver; this order does not, and drains each node once.
@@ -38,6 +39,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versi
     format_version, image_version as etcd_image_version, split_image,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.batches import Limits
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.batches import batches as worker_batches
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
     APISERVER_HA_SKEW, COMPONENT_SKEW, Version, kubelet_skew, parse,
 )
@@ -119,12 +122,15 @@ class Step:
     version: Version
     drain: bool = False
     image: Optional[str] = None             # the etcd step: the etcd image every member moves to
+    batch: Optional[int] = None             # the workers' kubelets after the last hop: the batch number, from 1
 
     def as_dict(self) -> Dict[str, Any]:
         out = {'kind': self.kind, 'nodes': list(self.nodes), 'version': str(self.version), 'drain': self.drain,
                'hop': self.wave[0]}
         if self.image is not None:
             out['image'] = self.image
+        if self.batch is not None:
+            out['batch'] = self.batch
         return out
 
 
@@ -135,6 +141,7 @@ class Plan:
     steps: Tuple[Step, ...]
     refusals: Tuple[Refusal, ...]
     current: Optional[Version] = None       # the oldest apiserver now
+    batches: Optional[Dict[str, Any]] = None   # what bounded the workers' batches (batches.batches' info)
 
     @property
     def done(self) -> bool:
@@ -157,7 +164,7 @@ class Plan:
         return {'target': str(self.target), 'current': str(self.current) if self.current else None,
                 'hops': [str(h) for h in self.hops], 'steps': [s.as_dict() for s in self.steps],
                 'refusals': [r.as_dict() for r in self.refusals], 'done': self.done,
-                'etcd': self.etcd.as_dict() if self.etcd else None}
+                'etcd': self.etcd.as_dict() if self.etcd else None, 'batches': self.batches}
 
     def check(self) -> None:
         """Raise UpgradeRefused when there is any refusal (nothing has been changed)."""
@@ -305,10 +312,13 @@ def _etcd_step(installed: Installed, chain: Sequence[Version],
 
 
 def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] = (), max_unavailable: int = 1,
-                 etcd_check: bool = True, etcd_image: Optional[str] = None) -> Plan:
+                 etcd_check: bool = True, etcd_image: Optional[str] = None, batching: Optional[Limits] = None,
+                 in_flight: Sequence[str] = ()) -> Plan:
     """The plan from `installed` to `target` (see the module docstring for the order). Refusals are collected, not
     raised: `Plan.check()` raises them; check mode shows them with the plan. `etcd_check: False` plans no etcd step;
-    `etcd_image` (its tag names the version) replaces kubeadm's table as what etcd must reach."""
+    `etcd_image` (its tag names the version) replaces kubeadm's table as what etcd must reach. `batching` bounds the
+    workers' batches beyond `max_unavailable` (maxMaintenance, PodDisruptionBudgets: batches.py); `in_flight` names
+    the workers under way, batched first."""
     if not installed.control_plane:
         return Plan(target, (target,), (), (Refusal('no-control-plane', 'no control-plane node was found'),))
     refusals = _unknown(installed)
@@ -362,10 +372,10 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
         if kubelets[name] < target:
             steps.append(Step((last, 4), KUBELET, (name,), target, drain=True))
     pending = [name for name in workers if kubelets[name] < target]
-    for start in range(0, len(pending), max(1, max_unavailable)):
-        steps.append(Step((last, 5), KUBELET, tuple(pending[start:start + max(1, max_unavailable)]), target,
-                          drain=True))
-    return Plan(target, tuple(chain), tuple(steps), (), min(apis))
+    groups, info = worker_batches(pending, batching or Limits(max_unavailable), in_flight)
+    for number, group in enumerate(groups, 1):
+        steps.append(Step((last, 5), KUBELET, group, target, drain=True, batch=number))
+    return Plan(target, tuple(chain), tuple(steps), (), min(apis), batches=info if pending else None)
 
 
 def etcd_version_of(tag_version: Optional[str]) -> Optional[Tuple[int, int, int]]:

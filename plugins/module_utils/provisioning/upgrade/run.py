@@ -207,4 +207,10 @@ def status(plan: Plan, nodes: Dict[str, Any]) -> Dict[str, Any]:
     if plan.steps:
         wave = plan.steps[0].wave
         nxt = [s.as_dict() for s in plan.steps if s.wave == wave]
-    return {'records': recorded, 'next': nxt}
+    # The workers' batches still to run, each node with its recorded phase (none: not started), and the nodes whose
+    # record says done for the target: what a resumed run skips, what it finishes first (batches.py), what is left.
+    target = str(plan.target)
+    left = [{'batch': s.batch, 'nodes': {n: (recorded.get(n) or {}).get('phase') if (recorded.get(n) or {}).get(
+        'version') == target else None for n in s.nodes}} for s in plan.steps if s.batch is not None]
+    done = sorted(n for n, r in recorded.items() if r['version'] == target and r['phase'] == 'done')
+    return {'records': recorded, 'next': nxt, 'batches': left, 'done': done}
