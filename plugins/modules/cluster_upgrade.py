@@ -101,7 +101,7 @@ options:
       C(secret/...), read (stage C(plan) only) for the profile's C(maxMaintenance).
     type: str
   maintenance_config_file:
-    description: The same C(maintenance.yaml) from a file on the host the module runs on.
+    description: The same C(maintenance.yaml) from a file (an absolute path) on the host the module runs on.
     type: path
   renew_certificates:
     description: In the C(kube-apiserver) and C(controller-manager-scheduler) steps, renew the certificates the

@@ -19,6 +19,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
     IN_MAINTENANCE, REQUIRED, STATE_LABEL,
 )
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import parse_config_source
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import read_config
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import batches, host, run
@@ -71,6 +73,18 @@ def _etcd_image(value: Any) -> Any:
     return image
 
 
+def _config_source(value: Any) -> Any:
+    """`configmap/<ns>/<name>[/<key>]` or `secret/...` (the maintenance controller's syntax), kept as text."""
+    if not value:
+        return None
+    text = validate.text(value, 'maintenance_config_source')
+    try:
+        parse_config_source(text)
+    except ConfigError as exc:
+        raise InvalidInput('maintenance_config_source', exc.rule, str(exc), text) from None
+    return text
+
+
 def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
     stage = validate.one_of(params.get('stage') or PLAN, 'stage', STAGES)
     control_plane = _names(params.get('control_plane'), 'control_plane', True)
@@ -100,6 +114,9 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
                             validate.integer(params['max_maintenance'], 'max_maintenance', minimum=1)),
         'renew_certificates': bool(params.get('renew_certificates', True)),
         'renew_before_days': validate.integer(params.get('renew_before_days', 30), 'renew_before_days', minimum=0),
+        'maintenance_config_source': _config_source(params.get('maintenance_config_source')),
+        'maintenance_config_file': (validate.absolute_path(params['maintenance_config_file'], 'maintenance_config_file')
+                                    if params.get('maintenance_config_file') else None),
         'maintenance_profile': (validate.text(params['maintenance_profile'], 'maintenance_profile')
                                 if params.get('maintenance_profile') else None),
         'timeout': validate.timeout(params.get('timeout', 300.0), 'timeout'),
@@ -136,12 +153,11 @@ def _limits(params: Mapping[str, Any], p: Dict[str, Any], client: KubeClient) ->
     if not p['workers']:
         return batches.Limits(p['max_unavailable'])
     bound = p['max_maintenance']
-    if params.get('maintenance_config_source') or params.get('maintenance_config_file'):
+    if p['maintenance_config_source'] or p['maintenance_config_file']:
         if not p['maintenance_profile']:
             raise InvalidInput('maintenance_profile', 'required', 'name the node-maintenance profile whose '
                                'maxMaintenance bounds the batches (maintenance_window_profile)', None)
-        config, _where = read_config(None, params.get('maintenance_config_file'),
-                                     params.get('maintenance_config_source'), client)
+        config, _where = read_config(None, p['maintenance_config_file'], p['maintenance_config_source'], client)
         found = batches.max_maintenance_of(config, p['maintenance_profile'])
         if found is not None:
             others = batches.in_maintenance_elsewhere(
