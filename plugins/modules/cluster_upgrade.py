@@ -94,7 +94,8 @@ options:
     type: int
   maintenance_profile:
     description: The node-maintenance profile whose C(maxMaintenance) checks (on its transitions into
-      C(in-maintenance)) bound the batches; required with O(maintenance_config_source) / O(maintenance_config_file).
+      C(in-maintenance)) bound the batches, with O(maintenance_config_source) / O(maintenance_config_file); unset,
+      every profile the workers' C(cloud.sap/maintenance-profile) labels name (the smallest C(max) wins).
     type: str
   maintenance_config_source:
     description: Where the maintenance controller's C(maintenance.yaml) is, C(configmap/<ns>/<name>[/<key>]) or

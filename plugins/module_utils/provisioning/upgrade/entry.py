@@ -17,7 +17,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.args import c
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
-    IN_MAINTENANCE, REQUIRED, STATE_LABEL,
+    IN_MAINTENANCE, PROFILE_LABEL, REQUIRED, STATE_LABEL, split_profiles,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import parse_config_source
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
@@ -146,26 +146,30 @@ def _in_flight(nodes: Mapping[str, Any], workers: List[str], target: str) -> Lis
     return out
 
 
-def _limits(params: Mapping[str, Any], p: Dict[str, Any], client: KubeClient) -> batches.Limits:
-    """What bounds the workers' batches: max_unavailable; maxMaintenance (the option, or the profile's in the
-    maintenance config named by maintenance_config_source / _file, less the nodes in maintenance that are not ours);
-    the PodDisruptionBudgets and the pods on the workers."""
+def _limits(p: Dict[str, Any], client: KubeClient, nodes: Mapping[str, Any]) -> batches.Limits:
+    """What bounds the workers' batches: max_unavailable; maxMaintenance (the option, and the profile's in the
+    maintenance config named by maintenance_config_source / _file - `maintenance_profile`, else every profile the
+    workers' `cloud.sap/maintenance-profile` labels name, the smallest - less the nodes in maintenance that are not
+    ours); the PodDisruptionBudgets and the pods on the workers."""
     if not p['workers']:
         return batches.Limits(p['max_unavailable'])
     bound = p['max_maintenance']
     if p['maintenance_config_source'] or p['maintenance_config_file']:
-        if not p['maintenance_profile']:
-            raise InvalidInput('maintenance_profile', 'required', 'name the node-maintenance profile whose '
-                               'maxMaintenance bounds the batches (maintenance_window_profile)', None)
         config, _where = read_config(None, p['maintenance_config_file'], p['maintenance_config_source'], client)
-        found = batches.max_maintenance_of(config, p['maintenance_profile'])
-        if found is not None:
+        if p['maintenance_profile']:
+            profiles = [p['maintenance_profile']]
+        else:
+            profiles = sorted({name for w in p['workers'] for name in split_profiles(
+                (((nodes.get(w) or {}).get('metadata') or {}).get('labels') or {}).get(PROFILE_LABEL, ''))})
+        found = [m for m in (batches.max_maintenance_of(config, name) for name in profiles) if m is not None]
+        if found:
             others = batches.in_maintenance_elsewhere(
                 {n['metadata']['name']: n for n in client.list(api_path('v1', 'nodes'))}, p['workers'], STATE_LABEL)
-            found = max(1, found - len(others))
-            bound = found if bound is None else min(bound, found)
+            slots = max(1, min(found) - len(others))
+            bound = slots if bound is None else min(bound, slots)
     pods = _list_or_none(client, api_path('v1', 'pods'))
-    budgets = tuple(batches.budget_of(pdb, pods) for pdb in _list_or_none(client, api_path('policy/v1', 'poddisruptionbudgets')))
+    budgets = tuple(batches.budget_of(pdb, pods)
+                    for pdb in _list_or_none(client, api_path('policy/v1', 'poddisruptionbudgets')))
     return batches.Limits(p['max_unavailable'], bound, budgets, batches.evictable_pods(pods, p['workers']))
 
 
@@ -174,7 +178,7 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
     client = client_from_params(params)
     installed, nodes = host.read_installed(client, p['control_plane'], p['workers'], local_node=p['node_name'],
                                            root=p['root'], kubelet_binary=p['kubelet_binary'], run=runner)
-    limits = _limits(params, p, client) if p['stage'] == PLAN else batches.Limits(p['max_unavailable'])
+    limits = _limits(p, client, nodes) if p['stage'] == PLAN else batches.Limits(p['max_unavailable'])
     plan = plan_upgrade(installed, p['target'], p['via'], p['max_unavailable'],
                         etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'],
                         batching=limits, in_flight=_in_flight(nodes, p['workers'], str(p['target'])))
