@@ -74,6 +74,7 @@ class Sampler(threading.Thread):
         self.samples = 0
         self.timeline: List = []
         self._cordoned: Dict[str, bool] = {n: False for n in self.names}
+        self.most_workers_cordoned = 0   # the most workers cordoned at one sample: a batch drains together
 
     def run(self) -> None:
         while not self.stop.wait(self.interval):
@@ -102,6 +103,8 @@ class Sampler(threading.Thread):
                 if now and not self._cordoned.get(name):
                     self.cordons[name] = self.cordons.get(name, 0) + 1
                 self._cordoned[name] = now
+            self.most_workers_cordoned = max(self.most_workers_cordoned, sum(
+                1 for name in self.names if name not in self.control_plane and self._cordoned.get(name)))
 
 
 def wait_for(ok: Any, timeout: float, what: str) -> None:
