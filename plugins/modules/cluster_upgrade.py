@@ -115,6 +115,10 @@ options:
       same rule as the provisioning modules' C(renew_before_days).
     type: int
     default: 30
+  cert_days:
+    description: How long a certificate renewed on the way is valid, in days (the provisioning modules' C(cert_days)).
+    type: int
+    default: 365
   etcd_check:
     description: Plan an etcd step first when an etcd member's image (the etcd manifest's tag) is older than the etcd
       kubeadm ships with the target minor (or O(etcd_image)). The step is run by C(steward.cluster.etcd_upgrade)
@@ -233,6 +237,13 @@ actions:
   returned: always
   type: list
   elements: str
+certificates:
+  description: The certificates renewed on the way (or that would be, in check mode), each with C(name), C(path),
+    C(days_left), C(not_after) and C(message) (C(renew apiserver cert, expires in 12 days ...)); in the C(plan) stage
+    with O(node_name) on a control-plane node, those its pending steps will renew, each with C(step).
+  returned: control-plane steps, and the plan stage with O(node_name)
+  type: list
+  elements: dict
 blocked:
   description: An earlier wave is not done, so this node's step was not run.
   returned: always
@@ -273,6 +284,7 @@ SPEC = argspec(
     maintenance_config_file={'type': 'path'},
     renew_certificates={'type': 'bool', 'default': True},
     renew_before_days={'type': 'int', 'default': 30},
+    cert_days={'type': 'int', 'default': 365},
     etcd_check={'type': 'bool', 'default': True},
     etcd_image={'type': 'str'},
     maintenance={'type': 'bool', 'default': False},

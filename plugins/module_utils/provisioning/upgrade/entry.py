@@ -6,6 +6,7 @@ read, the plan made, and this node's step of the asked stage run. The module is 
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Dict, List, Mapping
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
@@ -23,10 +24,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import read_config
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import batches, host, run
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import DEFAULTS
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import batches, host, renewal, run
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import record as records
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    KINDS, KUBELET, etcd_wanted, plan_upgrade,
+    APISERVER, COMPONENTS, KINDS, KUBELET, etcd_wanted, plan_upgrade,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import parse_option
 
@@ -113,7 +116,9 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
         'max_maintenance': (None if params.get('max_maintenance') is None else
                             validate.integer(params['max_maintenance'], 'max_maintenance', minimum=1)),
         'renew_certificates': bool(params.get('renew_certificates', True)),
-        'renew_before_days': validate.integer(params.get('renew_before_days', 30), 'renew_before_days', minimum=0),
+        'renew_before_days': validate.integer(params.get('renew_before_days', DEFAULTS['renew_before_days']), 'renew_before_days', minimum=0,
+                                              maximum=3650),
+        'cert_days': validate.integer(params.get('cert_days', DEFAULTS['cert_days']), 'cert_days', minimum=1, maximum=3650),
         'maintenance_config_source': _config_source(params.get('maintenance_config_source')),
         'maintenance_config_file': (validate.absolute_path(params['maintenance_config_file'], 'maintenance_config_file')
                                     if params.get('maintenance_config_file') else None),
@@ -173,6 +178,19 @@ def _limits(p: Dict[str, Any], client: KubeClient, nodes: Mapping[str, Any]) -> 
     return batches.Limits(p['max_unavailable'], bound, budgets, batches.evictable_pods(pods, p['workers']))
 
 
+def _certificates_due(plan: Any, p: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """For the plan stage on a control-plane node (node_name, root): the certificates its pending control-plane
+    steps will renew on the way, each with the step (check mode shows them: "renew apiserver cert: expires in N
+    days")."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    kinds = []
+    for step in plan.node_steps(p['node_name'], (APISERVER, COMPONENTS)):
+        if step.kind not in kinds:
+            kinds.append(step.kind)
+    read = Root(p['root']).read
+    return [dict(d.as_dict(), step=kind) for kind in kinds for d in renewal.due(read, kind, now, p['renew_before_days'])]
+
+
 def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Runner = host.default_runner) -> Dict[str, Any]:
     p = parse(params)
     client = client_from_params(params)
@@ -200,6 +218,8 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
     if not p['install_command'] and any(s.kind == KUBELET for s in plan.steps):
         result['warnings'].append('kubelets are to be upgraded and kubelet_install_command is not set: the kubelet '
                                   'stage will refuse (kubelet-install) unless the binaries already name the target')
+    if p['stage'] == PLAN and p['node_name'] and p['renew_certificates']:
+        result['certificates'] = _certificates_due(plan, p)
     if p['stage'] == PLAN:
         result['msg'] = ('cluster at %s: nothing to do' % p['target'] if plan.done else
                          'upgrade to %s through %s: %d step(s), next %s' % (
@@ -209,7 +229,9 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
         return result
     ops = host.HostOps(node_name=p['node_name'], root=p['root'], client=client, kubelet_binary=p['kubelet_binary'],
                        install_command=p['install_command'], manage_kubelet=bool(params.get('manage_kubelet', True)),
-                       drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance')))
+                       drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance')),
+                       renew_before_days=p['renew_before_days'] if p['renew_certificates'] else None,
+                       cert_days=p['cert_days'])
     try:
         done = run.run_step(plan, p['stage'], ops, check_mode=check_mode, timeout=p['timeout'])
     except Refused as exc:
