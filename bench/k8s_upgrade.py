@@ -12,8 +12,9 @@ emulator); the skew checker states the policy in its own lines, not the engine's
 
 With `--max-unavailable 1 2` each run is made once per value (`cluster_upgrade_max_unavailable`): the workers'
 batches. With `--worker-maintenance` the workers go through the node-maintenance state machine: the real controller
-(`steward-controller --maintenance-config`) with a profile whose way in checks the request, the approval and
-maxMaintenance 2 and drains (its drain trigger), whose way out uncordons (`cluster_upgrade_worker_maintenance`).
+(`steward-controller --maintenance-config`) with the profile of tests/support/upgrade_lab.py at maxMaintenance 2: its
+way in checks the request, the approval and maxMaintenance and drains (its drain trigger), its way out uncordons
+(`cluster_upgrade_worker_maintenance`).
 
     python bench/k8s_upgrade.py [--runs 1] [--no-etcd] [--from v1.31.4] [--to v1.32.0] [--max-unavailable 1 2]
                                 [--worker-maintenance]
@@ -30,8 +31,6 @@ import tempfile
 import time
 from typing import Any, Dict
 
-import requests
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -41,53 +40,10 @@ from summary_file import write_summary  # noqa: E402
 from support.ansible import run_playbook  # noqa: E402
 from support.etcd_cluster import etcd_bin_dirs, etcd_version  # noqa: E402
 from support.rbac import audited  # noqa: E402
-from support.upgrade_lab import HOSTS, Sampler, UpgradeLab, evictions, mirrors, versions  # noqa: E402
-from lab.env.controller import ControllerProcess, wait_for  # noqa: E402
-
-NS = 'steward-system'
-REQUEST = 'example.com/kubelet-upgrade'
-PROFILE = '''
-intervals:
-  requeue: 1s
-instances:
-  check:
-  - {type: hasAnnotation, name: requested, config: {key: %s, value: "true"}}
-  - {type: hasAnnotation, name: approved, config: {key: cloud.sap/maintenance-approved, value: "true"}}
-  - {type: maxMaintenance, name: two_at_a_time, config: {max: 2}}
-  trigger:
-  - {type: alterAnnotation, name: remove_approval, config: {key: cloud.sap/maintenance-approved, remove: true}}
-  - {type: drain, name: drain, config: {timeout: 120s, evictionTimeout: 60s}}
-  - {type: uncordon, name: uncordon}
-profiles:
-- name: kubelet-upgrade
-  operational:
-    transitions: [{check: requested, next: maintenance-required}]
-  maintenance-required:
-    transitions: [{check: approved && two_at_a_time, trigger: remove_approval && drain, next: in-maintenance}]
-  in-maintenance:
-    transitions: [{check: "!requested", trigger: uncordon, next: operational}]
-''' % REQUEST
-
-
-def _maintenance(lab: Any, work: str) -> Any:
-    """The maintenance controller with PROFILE, every worker labelled with the profile and `operational`."""
-    url = lab.server.url
-    requests.post(url + '/api/v1/namespaces/%s/configmaps' % NS, timeout=5, json={
-        'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'maintenance', 'namespace': NS},
-        'data': {'maintenance.yaml': PROFILE}}).raise_for_status()
-    for name in lab.workers:
-        requests.patch(url + '/api/v1/nodes/' + name, timeout=5, headers={'Content-Type': 'application/merge-patch+json'},
-                       json={'metadata': {'labels': {'cloud.sap/maintenance-profile': 'kubelet-upgrade'}}}
-                       ).raise_for_status()
-    controller = ControllerProcess(lab.server, os.path.join(work, 'controller'),
-                                   args=['--maintenance-config', 'configmap/%s/maintenance' % NS]).start()
-
-    def operational() -> bool:
-        nodes = requests.get(url + '/api/v1/nodes', timeout=5).json()['items']
-        return all((n['metadata'].get('labels') or {}).get('cloud.sap/maintenance-state') == 'operational'
-                   for n in nodes if n['metadata']['name'] in lab.workers)
-    wait_for(operational, 60, 0.2, 'the controller to label the workers')
-    return controller
+from support.upgrade_lab import (  # noqa: E402
+    HOSTS, MAINTENANCE_NS, MAINTENANCE_REQUEST, Sampler, UpgradeLab, evictions, mirrors, start_maintenance_controller,
+    versions,
+)
 
 
 def _dirs() -> Dict[str, str]:
@@ -106,10 +62,10 @@ def one_run(hosts: Any, source: str, target: str, etcd: bool, work: str, max_una
         lab.start(120)
         extra: Dict[str, Any] = {'cluster_upgrade_version': target, 'cluster_upgrade_max_unavailable': max_unavailable}
         if maintenance:
-            controller = _maintenance(lab, work)
+            controller = start_maintenance_controller(lab, os.path.join(work, 'controller'), 2)
             extra.update(cluster_upgrade_worker_maintenance=True, maintenance_window_profile='kubelet-upgrade',
-                         maintenance_window_request_annotation={REQUEST: 'true'},
-                         maintenance_window_config_source='configmap/%s/maintenance' % NS,
+                         maintenance_window_request_annotation={MAINTENANCE_REQUEST: 'true'},
+                         maintenance_window_config_source='configmap/%s/maintenance' % MAINTENANCE_NS,
                          maintenance_window_poll_interval=1, maintenance_window_timeout=300)
         setup = time.monotonic() - began
         new_etcd = None
@@ -145,6 +101,7 @@ def one_run(hosts: Any, source: str, target: str, etcd: bool, work: str, max_una
             'etcd': {'from': etcd_version(dirs['3.4']), 'to': new_etcd} if etcd else None,
             'max_unavailable': max_unavailable, 'worker_maintenance': maintenance,
             'most_workers_cordoned_at_once': dense.most_workers_cordoned,
+            'workers_s': dense.workers_seconds,
             'setup_s': round(setup, 1), 'total_s': round(total, 1),
             'evictions_per_node': {n: evictions(audit).get(n, 0) for n in lab.names},
             'cordons_per_node': dense.cordons,
@@ -191,12 +148,12 @@ def main() -> None:
             r = one_run(hosts, args.source, args.target, args.etcd, work, max_unavailable, args.worker_maintenance)
         runs.append(r)
         print('%s -> %s%s on %d+%d hosts, max_unavailable %d%s (most workers cordoned at once: %d): total %.1fs '
-              '(setup %.1fs), evictions per node %s, cordons %s, skew '
+              '(workers: %ss from the first cordon to the last uncordon; setup %.1fs), evictions per node %s, cordons %s, skew '
               'violations %d of %d checks (5 s) and %d of %d (0.2 s), load %s -> %s' % (
                   r['from'], r['to'], ' with etcd %s -> %s first' % (r['etcd']['from'], r['etcd']['to'])
                   if r['etcd'] else '', r['hosts']['control_plane'], r['hosts']['workers'], max_unavailable,
                   ' through node maintenance' if args.worker_maintenance else '', r['most_workers_cordoned_at_once'],
-                  r['total_s'],
+                  r['total_s'], r['workers_s'],
                   r['setup_s'], r['evictions_per_node'], r['cordons_per_node'], r['skew_violations_every_5s'],
                   r['skew_checks_every_5s'], r['skew_violations_every_0_2s'], r['skew_checks_every_0_2s'],
                   r['load_average_before'], r['load_average_after']), flush=True)

@@ -22,8 +22,9 @@ import requests
 
 from support.ansible import run_playbook
 from support.rbac import audited
-from support.upgrade_lab import Sampler, UpgradeLab, evictions, versions
-from lab.env.controller import ControllerProcess, wait_for
+from support.upgrade_lab import (
+    MAINTENANCE_NS, MAINTENANCE_REQUEST, Sampler, UpgradeLab, evictions, start_maintenance_controller, versions,
+)
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
@@ -33,38 +34,9 @@ HOSTS = (('cp1', 'control_plane'), ('w1', 'workers'), ('w2', 'workers'))
 NAMES = [h for h, _g in HOSTS]
 WORKERS = ['w1', 'w2']
 FROM, TO = 'v1.31.4', 'v1.32.0'
-NS = 'steward-system'
+NS = MAINTENANCE_NS
 STATE = 'cloud.sap/maintenance-state'
-REQUEST = 'example.com/kubelet-upgrade'
-
-CONFIG = '''
-intervals:
-  requeue: 1s
-instances:
-  check:
-  - {type: hasAnnotation, name: requested, config: {key: %(request)s, value: "true"}}
-  - {type: hasAnnotation, name: approved, config: {key: cloud.sap/maintenance-approved, value: "true"}}
-  - {type: maxMaintenance, name: one_at_a_time, config: {max: %(max)d}}
-  trigger:
-  - {type: alterAnnotation, name: remove_approval, config: {key: cloud.sap/maintenance-approved, remove: true}}
-  - {type: drain, name: drain, config: {timeout: 60s, evictionTimeout: 30s}}
-  - {type: uncordon, name: uncordon}
-profiles:
-- name: kubelet-upgrade
-  operational:
-    transitions:
-    - {check: requested, next: maintenance-required}
-  maintenance-required:
-    transitions:
-    - {check: approved && one_at_a_time, trigger: remove_approval && drain, next: in-maintenance}
-  in-maintenance:
-    transitions:
-    - {check: "!requested", trigger: uncordon, next: operational}
-'''
-
-
-def config(max_maintenance=1):
-    return CONFIG % {'request': REQUEST, 'max': max_maintenance}
+REQUEST = MAINTENANCE_REQUEST
 
 
 class States(threading.Thread):
@@ -89,28 +61,25 @@ class States(threading.Thread):
 
 @pytest.fixture
 def lab(tmp_path, request):
+    """The hosts and the real maintenance controller with the profile (tests/support/upgrade_lab.py) at
+    maxMaintenance `request.param` (default 1)."""
     hosts = UpgradeLab(str(tmp_path / 'lab'), HOSTS, FROM, pods_per_node=2)
-    max_maintenance = getattr(request, 'param', 1)
     controller = None
     try:
         hosts.start(60)
-        requests.post(hosts.server.url + '/api/v1/namespaces/%s/configmaps' % NS, timeout=5, json={
-            'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'maintenance', 'namespace': NS},
-            'data': {'maintenance.yaml': config(max_maintenance)}}).raise_for_status()
-        for name in WORKERS:
-            requests.patch(hosts.server.url + api_path('v1', 'nodes', name=name), timeout=5,
-                           headers={'Content-Type': 'application/merge-patch+json'},
-                           json={'metadata': {'labels': {'cloud.sap/maintenance-profile': 'kubelet-upgrade'}}}
-                           ).raise_for_status()
-        controller = ControllerProcess(hosts.server, str(tmp_path / 'controller'),
-                                       args=['--maintenance-config', 'configmap/%s/maintenance' % NS]).start()
-        wait_for(lambda: all(_labels(hosts, n).get(STATE) == 'operational' for n in WORKERS), 60, 0.2,
-                 'the controller to label the workers')
+        controller = start_maintenance_controller(hosts, str(tmp_path / 'controller'), getattr(request, 'param', 1))
         yield hosts, controller
     finally:
         if controller is not None:
             controller.stop()
         hosts.stop()
+
+
+def _stop(*threads):
+    for thread in threads:
+        thread.stop.set()
+    for thread in threads:
+        thread.join(5)
 
 
 def _labels(hosts, name):
@@ -135,10 +104,7 @@ def test_workers_go_through_the_maintenance_state_machine_one_at_a_time(lab, tmp
         elapsed = time.monotonic() - started
         assert run.rc == 0, (run.stdout[-8000:], run.stderr[-2000:], controller.log()[-3000:])
     finally:
-        sampler.stop.set()
-        states.stop.set()
-        sampler.join(5)
-        states.join(5)
+        _stop(sampler, states)
 
     assert versions(hosts.server.url) == {n: TO for n in NAMES}
     assert evictions(audit) == {n: 2 for n in NAMES}                 # every pod evicted once
@@ -202,10 +168,7 @@ def test_workers_go_through_maintenance_in_one_batch_of_two(lab):
         elapsed = time.monotonic() - started
         assert run.rc == 0, (run.stdout[-8000:], run.stderr[-2000:], controller.log()[-3000:])
     finally:
-        sampler.stop.set()
-        states.stop.set()
-        sampler.join(5)
-        states.join(5)
+        _stop(sampler, states)
     assert versions(hosts.server.url) == {n: TO for n in NAMES}
     assert evictions(audit) == {n: 2 for n in NAMES}
     assert sampler.cordons == {n: 1 for n in NAMES}
