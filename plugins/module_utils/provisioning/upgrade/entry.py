@@ -140,7 +140,7 @@ def _list_or_none(client: KubeClient, path: str) -> List[Dict[str, Any]]:
         return []
 
 
-def _in_flight(nodes: Mapping[str, Any], workers: List[str], target: str) -> List[str]:
+def workers_under_way(nodes: Mapping[str, Any], workers: List[str], target: str) -> List[str]:
     """Workers under way: a record for the target before `done`, or a node-maintenance state past operational."""
     out = []
     for name in workers:
@@ -199,7 +199,7 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
     limits = _limits(p, client, nodes) if p['stage'] == PLAN else batches.Limits(p['max_unavailable'])
     plan = plan_upgrade(installed, p['target'], p['via'], p['max_unavailable'],
                         etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'],
-                        batching=limits, in_flight=_in_flight(nodes, p['workers'], str(p['target'])))
+                        batching=limits, in_flight=workers_under_way(nodes, p['workers'], str(p['target'])))
     result: Dict[str, Any] = {
         'changed': False, 'target': str(p['target']), 'plan': plan.as_dict(), 'status': run.status(plan, nodes),
         'installed': {n.name: {k: str(v) if v is not None else None for k, v in (

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config import load_config
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import batches, record, run, versions
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import (
+    batches, entry, record, run, versions,
+)
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
     KUBELET, Installed, NodeInstalled, plan_upgrade,
 )
@@ -175,8 +177,6 @@ def test_a_resumed_plan_leaves_done_workers_out_and_finishes_the_one_under_way_f
 
 
 def test_workers_under_way_are_those_recorded_before_done_or_in_maintenance():
-    from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import entry
-
     def obj(rec=None, state=None):
         meta = {'annotations': {record.ANNOTATION: rec.value()} if rec else {},
                 'labels': {'cloud.sap/maintenance-state': state} if state else {}}
@@ -184,4 +184,4 @@ def test_workers_under_way_are_those_recorded_before_done_or_in_maintenance():
     nodes = {'w1': obj(record.Record('v1.32.0', 'done')), 'w2': obj(record.Record('v1.32.0', 'drained')),
              'w3': obj(record.Record('v1.31.9', 'drained')), 'w4': obj(state='in-maintenance'),
              'w5': obj(state='operational')}
-    assert entry._in_flight(nodes, ['w1', 'w2', 'w3', 'w4', 'w5', 'w6'], 'v1.32.0') == ['w2', 'w4']
+    assert entry.workers_under_way(nodes, ['w1', 'w2', 'w3', 'w4', 'w5', 'w6'], 'v1.32.0') == ['w2', 'w4']
