@@ -136,8 +136,8 @@ def main() -> None:
     parser.add_argument('--output', default=None)
     args = _env.parse_args(parser, 'k8s_upgrade', {'runs': 1, 'etcd': False})
     if args.output is None:
-        args.output = os.path.join(HERE, 'results', 'k8s_upgrade%s.json' % ('_maintenance' if args.worker_maintenance
-                                                                           else ''))
+        suffix = '_maintenance' if args.worker_maintenance else ''
+        args.output = os.path.join(HERE, 'results', 'k8s_upgrade%s.json' % suffix)
     _env.announce(args)
     if args.etcd is None:
         args.etcd = {'3.4', '3.5'} <= set(_dirs())

@@ -213,7 +213,7 @@ target:
 plan:
   description: C(target), C(current) (the oldest kube-apiserver), C(hops), C(steps) (C(kind), C(nodes), C(version),
     C(drain), C(hop); the C(etcd) step also C(image); a batch of workers' kubelets also C(batch), its number),
-    C(refusals), C(done), C(etcd) (the etcd step, or null) and C(batches) (what bounded the workers' batches:
+    C(refusals), C(done), C(etcd) (the etcd step, or null) and C(batches) (what bounded the workers' batches,
     C(max_unavailable), C(max_maintenance), C(size), C(limited_by), C(splits) by PodDisruptionBudgets, C(in_flight),
     C(budgets); null when no worker is left).
   returned: always

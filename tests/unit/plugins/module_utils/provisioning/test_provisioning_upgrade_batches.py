@@ -65,8 +65,8 @@ def test_a_budget_closes_a_batch_before_it_would_evict_more_than_allowed():
 def test_a_budget_in_another_namespace_or_not_matching_does_not_split():
     pods = [pod('db-1', 'w1', {'app': 'db'}), pod('db-2', 'w2', {'app': 'db'})]
     other = batches.Budget('other', 'db', {'matchLabels': {'app': 'db'}}, 0)
-    groups, _info = batches.batches(['w1', 'w2'], batches.Limits(2, budgets=(other,),
-                                                                  pods=batches.evictable_pods(pods, ['w1', 'w2'])))
+    limits = batches.Limits(2, budgets=(other,), pods=batches.evictable_pods(pods, ['w1', 'w2']))
+    groups, _info = batches.batches(['w1', 'w2'], limits)
     assert groups == [('w1', 'w2')]
 
 
