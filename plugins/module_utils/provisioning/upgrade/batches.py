@@ -29,8 +29,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.drain import classify_pods
+from ansible_collections.steward.cluster.plugins.module_utils.kube.intstr import scaled
 from ansible_collections.steward.cluster.plugins.module_utils.kube.selectors import selector_matches
-from ansible_collections.steward.cluster.plugins.module_utils.machines.rollout import scaled
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.checks_cluster import MaxMaintenance
 from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import IN_MAINTENANCE
 
