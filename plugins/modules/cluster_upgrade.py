@@ -110,9 +110,44 @@ options:
     type: bool
     default: true
   max_unavailable:
-    description: Workers upgraded at once (the size of a batch in the plan; the playbook's C(serial)).
+    description: Workers upgraded at once at most (the size of a batch in the plan; the playbook's C(serial) follows
+      the plan's batches). A batch is smaller when O(max_maintenance) (or the profile's C(maxMaintenance)) is, and
+      is closed early when one more node would evict more pods of a PodDisruptionBudget than it allows now.
     type: int
     default: 1
+  max_maintenance:
+    description: At most this many workers in one batch, for workers walked through the node-maintenance state
+      machine (the profile's C(maxMaintenance)); with O(maintenance_config_source) or O(maintenance_config_file) the
+      profile's own value is read as well (the smaller wins), less the nodes in maintenance that are not being
+      upgraded.
+    type: int
+  maintenance_profile:
+    description: The node-maintenance profile whose C(maxMaintenance) checks (on its transitions into
+      C(in-maintenance)) bound the batches, with O(maintenance_config_source) / O(maintenance_config_file); unset,
+      every profile the workers' C(cloud.sap/maintenance-profile) labels name (the smallest C(max) wins).
+    type: str
+  maintenance_config_source:
+    description: Where the maintenance controller's C(maintenance.yaml) is, C(configmap/<ns>/<name>[/<key>]) or
+      C(secret/...), read (stage C(plan) only) for the profile's C(maxMaintenance).
+    type: str
+  maintenance_config_file:
+    description: The same C(maintenance.yaml) from a file (an absolute path) on the host the module runs on.
+    type: path
+  renew_certificates:
+    description: In the C(kube-apiserver) and C(controller-manager-scheduler) steps, renew the certificates the
+      rewritten static pods read that end within O(renew_before_days) (signed again by the CA on the node, same
+      key, subject, SANs and usages), before the manifest is rewritten, so the restarted pod starts with them.
+    type: bool
+    default: true
+  renew_before_days:
+    description: A certificate ending within this many days is renewed on the way (O(renew_certificates)); the
+      same rule as the provisioning modules' C(renew_before_days).
+    type: int
+    default: 30
+  cert_days:
+    description: How long a certificate renewed on the way is valid, in days (the provisioning modules' C(cert_days)).
+    type: int
+    default: 365
   etcd_check:
     description: Plan an etcd step first when an etcd member's image (the etcd manifest's tag) is older than the etcd
       kubeadm ships with the target minor (or O(etcd_image)). The step is run by C(steward.cluster.etcd_upgrade)
@@ -216,13 +251,17 @@ target:
   type: str
 plan:
   description: C(target), C(current) (the oldest kube-apiserver), C(hops), C(steps) (C(kind), C(nodes), C(version),
-    C(drain), C(hop); the C(etcd) step also C(image), a C(machine-deployment) step C(pool)), C(refusals), C(done),
-    C(etcd) (the etcd step, or null) and C(pools) (the MachineDeployments with a step to do).
+    C(drain), C(hop); the C(etcd) step also C(image); a C(machine-deployment) step C(pool); a batch of workers'
+    kubelets also C(batch), its number), C(refusals), C(done), C(etcd) (the etcd step, or null), C(pools) (the
+    MachineDeployments with a step to do) and C(batches) (what bounded the workers' batches, C(max_unavailable),
+    C(max_maintenance), C(size), C(limited_by), C(splits) by PodDisruptionBudgets, C(in_flight), C(budgets); null
+    when no worker is left).
   returned: always
   type: dict
 status:
-  description: C(records) (each Node's recorded kubelet step, C(version), C(phase), C(unschedulable_before)) and
-    C(next) (the steps of the next wave).
+  description: C(records) (each Node's recorded kubelet step, C(version), C(phase), C(unschedulable_before)),
+    C(next) (the steps of the next wave), C(batches) (the workers' batches left, each node with its recorded phase
+    or null) and C(done) (the nodes recorded done for the target).
   returned: always
   type: dict
 installed:
@@ -238,6 +277,13 @@ actions:
   returned: always
   type: list
   elements: str
+certificates:
+  description: The certificates renewed on the way (or that would be, in check mode), each with C(name), C(path),
+    C(days_left), C(not_after) and C(message) (C(renew apiserver cert, expires in 12 days ...)); in the C(plan) stage
+    with O(node_name) on a control-plane node, those its pending steps will renew, each with C(step).
+  returned: control-plane steps, and the plan stage with O(node_name)
+  type: list
+  elements: dict
 blocked:
   description: An earlier wave is not done, so this node's step was not run.
   returned: always
@@ -281,6 +327,13 @@ SPEC = argspec(
     kubelet_install_command={'type': 'list', 'elements': 'str', 'default': []},
     manage_kubelet={'type': 'bool', 'default': True},
     max_unavailable={'type': 'int', 'default': 1},
+    max_maintenance={'type': 'int'},
+    maintenance_profile={'type': 'str'},
+    maintenance_config_source={'type': 'str'},
+    maintenance_config_file={'type': 'path'},
+    renew_certificates={'type': 'bool', 'default': True},
+    renew_before_days={'type': 'int', 'default': 30},
+    cert_days={'type': 'int', 'default': 365},
     etcd_check={'type': 'bool', 'default': True},
     etcd_image={'type': 'str'},
     maintenance={'type': 'bool', 'default': False},

@@ -22,8 +22,9 @@ import requests
 
 from support.ansible import run_playbook
 from support.rbac import audited
-from support.upgrade_lab import Sampler, UpgradeLab, evictions, versions
-from lab.env.controller import ControllerProcess, wait_for
+from support.upgrade_lab import (
+    MAINTENANCE_NS, MAINTENANCE_REQUEST, Sampler, UpgradeLab, evictions, start_maintenance_controller, versions,
+)
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import api_path
 
@@ -33,34 +34,9 @@ HOSTS = (('cp1', 'control_plane'), ('w1', 'workers'), ('w2', 'workers'))
 NAMES = [h for h, _g in HOSTS]
 WORKERS = ['w1', 'w2']
 FROM, TO = 'v1.31.4', 'v1.32.0'
-NS = 'steward-system'
+NS = MAINTENANCE_NS
 STATE = 'cloud.sap/maintenance-state'
-REQUEST = 'example.com/kubelet-upgrade'
-
-CONFIG = '''
-intervals:
-  requeue: 1s
-instances:
-  check:
-  - {type: hasAnnotation, name: requested, config: {key: %(request)s, value: "true"}}
-  - {type: hasAnnotation, name: approved, config: {key: cloud.sap/maintenance-approved, value: "true"}}
-  - {type: maxMaintenance, name: one_at_a_time, config: {max: 1}}
-  trigger:
-  - {type: alterAnnotation, name: remove_approval, config: {key: cloud.sap/maintenance-approved, remove: true}}
-  - {type: drain, name: drain, config: {timeout: 60s, evictionTimeout: 30s}}
-  - {type: uncordon, name: uncordon}
-profiles:
-- name: kubelet-upgrade
-  operational:
-    transitions:
-    - {check: requested, next: maintenance-required}
-  maintenance-required:
-    transitions:
-    - {check: approved && one_at_a_time, trigger: remove_approval && drain, next: in-maintenance}
-  in-maintenance:
-    transitions:
-    - {check: "!requested", trigger: uncordon, next: operational}
-''' % {'request': REQUEST}
+REQUEST = MAINTENANCE_REQUEST
 
 
 class States(threading.Thread):
@@ -84,28 +60,26 @@ class States(threading.Thread):
 
 
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, request):
+    """The hosts and the real maintenance controller with the profile (tests/support/upgrade_lab.py) at
+    maxMaintenance `request.param` (default 1)."""
     hosts = UpgradeLab(str(tmp_path / 'lab'), HOSTS, FROM, pods_per_node=2)
     controller = None
     try:
         hosts.start(60)
-        requests.post(hosts.server.url + '/api/v1/namespaces/%s/configmaps' % NS, timeout=5, json={
-            'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'maintenance', 'namespace': NS},
-            'data': {'maintenance.yaml': CONFIG}}).raise_for_status()
-        for name in WORKERS:
-            requests.patch(hosts.server.url + api_path('v1', 'nodes', name=name), timeout=5,
-                           headers={'Content-Type': 'application/merge-patch+json'},
-                           json={'metadata': {'labels': {'cloud.sap/maintenance-profile': 'kubelet-upgrade'}}}
-                           ).raise_for_status()
-        controller = ControllerProcess(hosts.server, str(tmp_path / 'controller'),
-                                       args=['--maintenance-config', 'configmap/%s/maintenance' % NS]).start()
-        wait_for(lambda: all(_labels(hosts, n).get(STATE) == 'operational' for n in WORKERS), 60, 0.2,
-                 'the controller to label the workers')
+        controller = start_maintenance_controller(hosts, str(tmp_path / 'controller'), getattr(request, 'param', 1))
         yield hosts, controller
     finally:
         if controller is not None:
             controller.stop()
         hosts.stop()
+
+
+def _stop(*threads):
+    for thread in threads:
+        thread.stop.set()
+    for thread in threads:
+        thread.join(5)
 
 
 def _labels(hosts, name):
@@ -130,10 +104,7 @@ def test_workers_go_through_the_maintenance_state_machine_one_at_a_time(lab, tmp
         elapsed = time.monotonic() - started
         assert run.rc == 0, (run.stdout[-8000:], run.stderr[-2000:], controller.log()[-3000:])
     finally:
-        sampler.stop.set()
-        states.stop.set()
-        sampler.join(5)
-        states.join(5)
+        _stop(sampler, states)
 
     assert versions(hosts.server.url) == {n: TO for n in NAMES}
     assert evictions(audit) == {n: 2 for n in NAMES}                 # every pod evicted once
@@ -154,3 +125,59 @@ def test_workers_go_through_the_maintenance_state_machine_one_at_a_time(lab, tmp
         assert any(s[name][0] == 'in-maintenance' for s in states.seen)
     assert not any(all(s[n][0] == 'in-maintenance' for n in WORKERS) for s in states.seen)
     print('workers through maintenance: %.1fs, evictions %s' % (elapsed, evictions(audit)))
+
+
+def _run(hosts, max_unavailable, check=False):
+    return run_playbook('steward.cluster.cluster_upgrade', inventory=hosts.inventory, timeout=900, check=check,
+                        extra_vars={
+                            'cluster_upgrade_version': TO, 'cluster_upgrade_worker_maintenance': True,
+                            'cluster_upgrade_max_unavailable': max_unavailable,
+                            'maintenance_window_request_annotation': {REQUEST: 'true'},
+                            'maintenance_window_profile': 'kubelet-upgrade',
+                            'maintenance_window_config_source': 'configmap/%s/maintenance' % NS,
+                            'maintenance_window_poll_interval': 1, 'maintenance_window_timeout': 120})
+
+
+@pytest.mark.parametrize('lab', [1], indirect=True)
+def test_max_unavailable_2_is_bounded_by_the_profiles_max_maintenance_1(lab):
+    """The plan reads the profile's maxMaintenance (1) from the controller's config: batches of one, shown in check
+    mode, and the walk keeps them (a batch of two would wait for a slot its own batch holds)."""
+    hosts, controller = lab
+    check = _run(hosts, 2, check=True)
+    assert check.rc == 0, check.stdout[-6000:]
+    assert "worker batches: [['w1'], ['w2']] (at most 1, by maxMaintenance" in check.stdout, check.stdout[-6000:]
+    assert versions(hosts.server.url) == {n: FROM for n in NAMES}     # check mode changed nothing
+
+
+@pytest.mark.parametrize('lab', [2], indirect=True)
+def test_workers_go_through_maintenance_in_one_batch_of_two(lab):
+    """max_unavailable 2 and a profile allowing 2: both workers requested, in-maintenance, upgraded and released
+    together (one batch), each pod still evicted once, each node cordoned once; a second run changes nothing."""
+    hosts, controller = lab
+    audit = audited(hosts.server)
+    sampler = Sampler(hosts.server.url, NAMES, ['cp1'])
+    states = States(hosts.server.url)
+    check = _run(hosts, 2, check=True)
+    assert check.rc == 0 and "worker batches: [['w1', 'w2']] (at most 2, by max_unavailable" in check.stdout, \
+        check.stdout[-6000:]
+    sampler.start()
+    states.start()
+    started = time.monotonic()
+    try:
+        run = _run(hosts, 2)
+        elapsed = time.monotonic() - started
+        assert run.rc == 0, (run.stdout[-8000:], run.stderr[-2000:], controller.log()[-3000:])
+    finally:
+        _stop(sampler, states)
+    assert versions(hosts.server.url) == {n: TO for n in NAMES}
+    assert evictions(audit) == {n: 2 for n in NAMES}
+    assert sampler.cordons == {n: 1 for n in NAMES}
+    assert sampler.violations == [] and sampler.samples > 10
+    assert any(all(s[n][0] == 'in-maintenance' for n in WORKERS) for s in states.seen)   # the batch, together
+    for name in WORKERS:
+        moved = next(i for i, s in enumerate(states.seen) if s[name][1] == TO)
+        assert states.seen[moved][name][0] == 'in-maintenance', (name, states.seen[moved])
+    assert all(_labels(hosts, n)[STATE] == 'operational' for n in WORKERS)
+    again = _run(hosts, 2)
+    assert again.rc == 0 and evictions(audit) == {n: 2 for n in NAMES}
+    print('workers through maintenance in one batch of two: %.1fs' % elapsed)

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import requests
 import yaml
 
+from lab.env.controller import ControllerProcess, wait_for as wait_until
 from lab.env.ports import free_port
 from lab.kube.api import KubeServer
 from lab.provisioning import hosts as lab_hosts
@@ -35,6 +36,66 @@ from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec 
 
 HOSTS = (('cp1', 'control_plane'), ('cp2', 'control_plane'), ('cp3', 'control_plane'),
          ('w1', 'workers'), ('w2', 'workers'))
+
+# Bare-metal workers through the node-maintenance state machine: the profile the tests and the benchmark give the
+# real maintenance controller (docs/upgrades.md shows it): the way in checks the request, the approval and
+# maxMaintenance, and drains; the way out uncordons.
+MAINTENANCE_NS = 'steward-system'
+MAINTENANCE_REQUEST = 'example.com/kubelet-upgrade'
+MAINTENANCE_CONFIG = '''
+intervals:
+  requeue: 1s
+instances:
+  check:
+  - {type: hasAnnotation, name: requested, config: {key: %(request)s, value: "true"}}
+  - {type: hasAnnotation, name: approved, config: {key: cloud.sap/maintenance-approved, value: "true"}}
+  - {type: maxMaintenance, name: one_at_a_time, config: {max: %(max)d}}
+  trigger:
+  - {type: alterAnnotation, name: remove_approval, config: {key: cloud.sap/maintenance-approved, remove: true}}
+  - {type: drain, name: drain, config: {timeout: 120s, evictionTimeout: 60s}}
+  - {type: uncordon, name: uncordon}
+profiles:
+- name: kubelet-upgrade
+  operational:
+    transitions:
+    - {check: requested, next: maintenance-required}
+  maintenance-required:
+    transitions:
+    - {check: approved && one_at_a_time, trigger: remove_approval && drain, next: in-maintenance}
+  in-maintenance:
+    transitions:
+    - {check: "!requested", trigger: uncordon, next: operational}
+'''
+
+
+def maintenance_config(max_maintenance: int = 1) -> str:
+    return MAINTENANCE_CONFIG % {'request': MAINTENANCE_REQUEST, 'max': max_maintenance}
+
+
+def start_maintenance_controller(hosts: 'UpgradeLab', state: str, max_maintenance: int = 1) -> Any:
+    """The maintenance config in a ConfigMap, the workers labelled with its profile, the real controller
+    (`--maintenance-config`) started; returns it once every worker is `operational`. The caller stops it."""
+    url = hosts.server.url
+    requests.post(url + '/api/v1/namespaces/%s/configmaps' % MAINTENANCE_NS, timeout=5, json={
+        'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'maintenance', 'namespace': MAINTENANCE_NS},
+        'data': {'maintenance.yaml': maintenance_config(max_maintenance)}}).raise_for_status()
+    for name in hosts.workers:
+        requests.patch(url + '/api/v1/nodes/' + name, timeout=5, headers={'Content-Type': 'application/merge-patch+json'},
+                       json={'metadata': {'labels': {'cloud.sap/maintenance-profile': 'kubelet-upgrade'}}}
+                       ).raise_for_status()
+    controller = ControllerProcess(hosts.server, state,
+                                   args=['--maintenance-config', 'configmap/%s/maintenance' % MAINTENANCE_NS]).start()
+
+    def operational() -> bool:
+        nodes = requests.get(url + '/api/v1/nodes', timeout=5).json()['items']
+        return all((n['metadata'].get('labels') or {}).get('cloud.sap/maintenance-state') == 'operational'
+                   for n in nodes if n['metadata']['name'] in hosts.workers)
+    try:
+        wait_until(operational, 60, 0.2, 'the controller to label the workers')
+    except BaseException:
+        controller.stop()
+        raise
+    return controller
 
 
 def minor(version: Optional[str]) -> Optional[int]:
@@ -74,6 +135,10 @@ class Sampler(threading.Thread):
         self.samples = 0
         self.timeline: List = []
         self._cordoned: Dict[str, bool] = {n: False for n in self.names}
+        self.most_workers_cordoned = 0   # the most workers cordoned at one sample: a batch drains together
+        # monotonic times: the first sample with a worker cordoned, the last with one cordoned (the workers' phase)
+        self.workers_from: Optional[float] = None
+        self.workers_to: Optional[float] = None
 
     def run(self) -> None:
         while not self.stop.wait(self.interval):
@@ -102,6 +167,16 @@ class Sampler(threading.Thread):
                 if now and not self._cordoned.get(name):
                     self.cordons[name] = self.cordons.get(name, 0) + 1
                 self._cordoned[name] = now
+            cordoned = sum(1 for name in self.names if name not in self.control_plane and self._cordoned.get(name))
+            self.most_workers_cordoned = max(self.most_workers_cordoned, cordoned)
+            if cordoned:
+                self.workers_from = self.workers_from or time.monotonic()
+                self.workers_to = time.monotonic()
+
+    @property
+    def workers_seconds(self) -> Optional[float]:
+        """From the first worker cordoned to the last worker uncordoned, as sampled (None: no worker was)."""
+        return None if self.workers_from is None else round(self.workers_to - self.workers_from + self.interval, 1)
 
 
 def wait_for(ok: Any, timeout: float, what: str) -> None:

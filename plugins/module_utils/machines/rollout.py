@@ -23,6 +23,9 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
+from ansible_collections.steward.cluster.plugins.module_utils.kube.intstr import (  # noqa: F401 (machines' callers)
+    parse_int_or_percent, scaled,
+)
 
 DEFAULT_MAX_SURGE = 1          # MCM's default (Kubernetes uses 25%)
 DEFAULT_MAX_UNAVAILABLE = 1
@@ -36,32 +39,6 @@ class SetState:
     available: int = 0                # status.availableReplicas
     status_replicas: int = 0          # status.replicas
     max_replicas: Optional[int] = None   # the max-replicas annotation (replicas + surge when last scaled)
-
-
-def parse_int_or_percent(value: Any, field: str) -> Tuple[int, bool]:
-    """(number, is_percent). `2` or `"25%"`; anything else is refused with the field named."""
-    if isinstance(value, bool):
-        raise InvalidInput(field, 'int-or-percent', 'expected an integer or a percentage like "25%%", got %r' % (value,), value)
-    if isinstance(value, int):
-        if value < 0:
-            raise InvalidInput(field, 'minimum', 'must not be negative, got %d' % value, value)
-        return value, False
-    if isinstance(value, str):
-        text = value.strip()
-        if text.endswith('%') and text[:-1].isdigit():
-            return int(text[:-1]), True
-        if text.isdigit():
-            return int(text), False
-    raise InvalidInput(field, 'int-or-percent', 'expected an integer or a percentage like "25%%", got %r' % (value,), value)
-
-
-def scaled(value: Any, total: int, round_up: bool, field: str) -> int:
-    """intstr.GetScaledValueFromIntOrPercent."""
-    number, percent = parse_int_or_percent(value, field)
-    if not percent:
-        return number
-    exact = number * total / 100.0
-    return int(math.ceil(exact)) if round_up else int(math.floor(exact))
 
 
 def strategy_values(strategy: Optional[dict]) -> Tuple[str, Any, Any]:

@@ -50,3 +50,13 @@ def embedded_client(data: Optional[bytes], where: str = '') -> Optional[KeyPair]
         return KeyPair(base64.b64decode(user['client-certificate-data']), base64.b64decode(user['client-key-data']))
     except Exception:  # any shape we did not write counts as "not there": it gets a new certificate
         return None
+
+
+def with_client(data: bytes, client: KeyPair, where: str = '') -> bytes:
+    """The kubeconfig `data` with another embedded client certificate and key, everything else kept (a renewal on
+    the way: the file `render` wrote, its server and CA unchanged)."""
+    doc = from_yaml(data, where)
+    user = doc['users'][0]['user']
+    user['client-certificate-data'] = _b64(client.cert_pem)
+    user['client-key-data'] = _b64(client.key_pem)
+    return to_yaml(doc)

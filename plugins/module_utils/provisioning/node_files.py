@@ -146,6 +146,19 @@ def plan_node_files(cluster: ClusterSpec, node: NodeSpec, authority: Authority, 
     return NodeFiles(files, outcomes)
 
 
+# The files each control-plane static pod reads, in the order their digest (the manifest's inputs annotation) takes
+# them: rendering here and the upgrade's renewal on the way (upgrade/renewal.py) compute it from this one list.
+MANIFEST_INPUTS: Dict[str, Tuple[str, ...]] = {
+    'kube-apiserver': tuple(layout.pki(n) for n in (
+        'ca.crt', 'apiserver.crt', 'apiserver.key', 'apiserver-etcd-client.crt', 'apiserver-etcd-client.key',
+        'apiserver-kubelet-client.crt', 'apiserver-kubelet-client.key', 'front-proxy-ca.crt',
+        'front-proxy-client.crt', 'front-proxy-client.key', 'etcd/ca.crt', 'sa.key', 'sa.pub')),
+    'kube-controller-manager': (layout.KUBECONFIG['controller-manager'], layout.pki('ca.crt'), layout.pki('ca.key'),
+                                layout.pki('front-proxy-ca.crt'), layout.pki('sa.key')),
+    'kube-scheduler': (layout.KUBECONFIG['scheduler'],),
+}
+
+
 def _inputs(files: Dict[str, FileSpec], *paths: str) -> List[bytes]:
     return [files[p].content for p in paths]
 
@@ -159,15 +172,11 @@ def _control_plane_manifests(files: Dict[str, FileSpec], cluster: ClusterSpec, n
                           pki('etcd/peer.crt'), pki('etcd/peer.key'))
     _add(files, layout.MANIFEST['etcd'], manifests.etcd(cluster, node, etcd_bootstrap[0], etcd_bootstrap[1],
                                                         etcd_inputs), mode=PRIVATE)
-    apiserver_inputs = _inputs(files, *[pki(n) for n in (
-        'ca.crt', 'apiserver.crt', 'apiserver.key', 'apiserver-etcd-client.crt', 'apiserver-etcd-client.key',
-        'apiserver-kubelet-client.crt', 'apiserver-kubelet-client.key', 'front-proxy-ca.crt',
-        'front-proxy-client.crt', 'front-proxy-client.key', 'etcd/ca.crt', 'sa.key', 'sa.pub')])
+    apiserver_inputs = _inputs(files, *MANIFEST_INPUTS['kube-apiserver'])
     _add(files, layout.MANIFEST['kube-apiserver'], manifests.kube_apiserver(cluster, node, apiserver_inputs),
          mode=PRIVATE)
-    cm_inputs = _inputs(files, layout.KUBECONFIG['controller-manager'], pki('ca.crt'), pki('ca.key'),
-                        pki('front-proxy-ca.crt'), pki('sa.key'))
+    cm_inputs = _inputs(files, *MANIFEST_INPUTS['kube-controller-manager'])
     _add(files, layout.MANIFEST['kube-controller-manager'], manifests.kube_controller_manager(cluster, cm_inputs),
          mode=PRIVATE)
     _add(files, layout.MANIFEST['kube-scheduler'],
-         manifests.kube_scheduler(cluster, _inputs(files, layout.KUBECONFIG['scheduler'])), mode=PRIVATE)
+         manifests.kube_scheduler(cluster, _inputs(files, *MANIFEST_INPUTS['kube-scheduler'])), mode=PRIVATE)

@@ -157,12 +157,13 @@ def new_ca(common_name: str, algorithm: str, now: datetime.datetime, days: int, 
     return KeyPair(_sign(builder, key).public_bytes(serialization.Encoding.PEM), private_pem(key))
 
 
-def issue(subject: Subject, ca: KeyPair, algorithm: str, now: datetime.datetime, days: int) -> KeyPair:
-    """A new key and a leaf certificate for it, signed by `ca`, valid `days` (never past the CA's own end)."""
+def issue(subject: Subject, ca: KeyPair, algorithm: str, now: datetime.datetime, days: int, key: Any = None) -> KeyPair:
+    """A new key (unless `key` is given: a renewal keeps it) and a leaf certificate for it, signed by `ca`, valid
+    `days` (never past the CA's own end)."""
     _need()
     ca_cert = load_cert(ca.cert_pem, 'CA certificate')
     ca_key = load_key(ca.key_pem, 'CA key')
-    key = generate_key(algorithm)
+    key = key if key is not None else generate_key(algorithm)
     not_after = min(now + days * DAY, ca_cert.not_valid_after_utc)
     usages = [{SERVER: ExtendedKeyUsageOID.SERVER_AUTH, CLIENT: ExtendedKeyUsageOID.CLIENT_AUTH}[u]
               for u in subject.usages]
@@ -316,6 +317,24 @@ def renew_ca(existing: KeyPair, now: datetime.datetime, days: int) -> KeyPair:
     cert = load_cert(existing.cert_pem, 'CA certificate')
     key = load_key(existing.key_pem, 'CA key')
     return new_ca((_attr(cert.subject, NameOID.COMMON_NAME) or ['kubernetes'])[0], '', now, days, key=key)
+
+
+def renew_leaf(existing: KeyPair, ca: KeyPair, now: datetime.datetime, days: int, where: str = '') -> KeyPair:
+    """The same leaf again, valid `days` from `now`: its key, subject, SANs and usages kept, signed by `ca` (which
+    must be the CA that signed it: a certificate from another CA is not ours to renew in place). What `check` asks
+    of a certificate still holds afterwards, so a later join keeps it byte for byte."""
+    _need()
+    cert = load_cert(existing.cert_pem, where)
+    key = load_key(existing.key_pem, where)
+    if not _same_public_key(cert, key):
+        raise PkiError('%s: the key does not match the certificate' % where, where)
+    if not issued_by(cert, load_cert(ca.cert_pem, 'CA certificate')):
+        raise PkiError('%s: not signed by the CA on this node (%s)' % (where, cert.issuer.rfc4514_string()), where)
+    dns, ips = _names(cert)
+    subject = Subject((_attr(cert.subject, NameOID.COMMON_NAME) or [''])[0],
+                      tuple(_attr(cert.subject, NameOID.ORGANIZATION_NAME)), tuple(dns), tuple(ips),
+                      tuple(u for u in _usages(cert) if u in (SERVER, CLIENT)))
+    return issue(subject, ca, '', now, days, key=key)
 
 
 def verify_chain(cert_pem: bytes, ca_pem: bytes) -> bool:

@@ -6,6 +6,7 @@ read, the plan made, and this node's step of the asked stage run. The module is 
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Dict, List, Mapping
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
@@ -14,10 +15,21 @@ from ansible_collections.steward.cluster.plugins.module_utils.common.names impor
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import format_version
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versions import image_version as etcd_version
 from ansible_collections.steward.cluster.plugins.module_utils.kube.args import client_from_params
+from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
+from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import NotFound
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.constants import (
+    IN_MAINTENANCE, PROFILE_LABEL, REQUIRED, STATE_LABEL, split_profiles,
+)
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.config_source import parse_config_source
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.errors import ConfigError
+from ansible_collections.steward.cluster.plugins.module_utils.maintenance.kube_reads import read_config
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
-from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import host, pools, run
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.spec import DEFAULTS
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import batches, host, pools, renewal, run
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import record as records
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import (
-    KINDS, KUBELET, MACHINE_DEPLOYMENT, etcd_wanted, plan_upgrade,
+    APISERVER, COMPONENTS, KINDS, KUBELET, MACHINE_DEPLOYMENT, etcd_wanted, plan_upgrade,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.pools import parse_key
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import parse_option
@@ -63,6 +75,18 @@ def _etcd_image(value: Any) -> Any:
         raise InvalidInput('etcd_image', 'version-tag', 'must be an etcd image whose tag names its version (like '
                            'registry.k8s.io/etcd:3.5.21-0), got %s' % shown(image), image)
     return image
+
+
+def _config_source(value: Any) -> Any:
+    """`configmap/<ns>/<name>[/<key>]` or `secret/...` (the maintenance controller's syntax), kept as text."""
+    if not value:
+        return None
+    text = validate.text(value, 'maintenance_config_source')
+    try:
+        parse_config_source(text)
+    except ConfigError as exc:
+        raise InvalidInput('maintenance_config_source', exc.rule, str(exc), text) from None
+    return text
 
 
 def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
@@ -113,6 +137,17 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
         'install_command': _install_command(params.get('kubelet_install_command')),
         'etcd_image': _etcd_image(params.get('etcd_image')),
         'max_unavailable': validate.integer(params.get('max_unavailable', 1), 'max_unavailable', minimum=1),
+        'max_maintenance': (None if params.get('max_maintenance') is None else
+                            validate.integer(params['max_maintenance'], 'max_maintenance', minimum=1)),
+        'renew_certificates': bool(params.get('renew_certificates', True)),
+        'renew_before_days': validate.integer(params.get('renew_before_days', DEFAULTS['renew_before_days']), 'renew_before_days', minimum=0,
+                                              maximum=3650),
+        'cert_days': validate.integer(params.get('cert_days', DEFAULTS['cert_days']), 'cert_days', minimum=1, maximum=3650),
+        'maintenance_config_source': _config_source(params.get('maintenance_config_source')),
+        'maintenance_config_file': (validate.absolute_path(params['maintenance_config_file'], 'maintenance_config_file')
+                                    if params.get('maintenance_config_file') else None),
+        'maintenance_profile': (validate.text(params['maintenance_profile'], 'maintenance_profile')
+                                if params.get('maintenance_profile') else None),
         'timeout': validate.timeout(params.get('timeout', 300.0), 'timeout'),
         'machine_deployments': pool_keys, 'machine_deployment': pool, 'class_patch': class_patch or {},
         'rollout_timeout': validate.timeout(params.get('rollout_timeout', 1800.0), 'rollout_timeout'),
@@ -124,14 +159,74 @@ def parse(params: Mapping[str, Any]) -> Dict[str, Any]:
     }
 
 
+def _list_or_none(client: KubeClient, path: str) -> List[Dict[str, Any]]:
+    try:
+        return client.list(path)
+    except NotFound:   # a server without the policy/v1 API: no budgets
+        return []
+
+
+def workers_under_way(nodes: Mapping[str, Any], workers: List[str], target: str) -> List[str]:
+    """Workers under way: a record for the target before `done`, or a node-maintenance state past operational."""
+    out = []
+    for name in workers:
+        rec = records.read(nodes.get(name))
+        state = (((nodes.get(name) or {}).get('metadata') or {}).get('labels') or {}).get(STATE_LABEL)
+        if (rec is not None and rec.version == target and rec.phase != 'done') or state in (REQUIRED, IN_MAINTENANCE):
+            out.append(name)
+    return out
+
+
+def _limits(p: Dict[str, Any], client: KubeClient, nodes: Mapping[str, Any]) -> batches.Limits:
+    """What bounds the workers' batches: max_unavailable; maxMaintenance (the option, and the profile's in the
+    maintenance config named by maintenance_config_source / _file - `maintenance_profile`, else every profile the
+    workers' `cloud.sap/maintenance-profile` labels name, the smallest - less the nodes in maintenance that are not
+    ours); the PodDisruptionBudgets and the pods on the workers."""
+    if not p['workers']:
+        return batches.Limits(p['max_unavailable'])
+    bound = p['max_maintenance']
+    if p['maintenance_config_source'] or p['maintenance_config_file']:
+        config, _where = read_config(None, p['maintenance_config_file'], p['maintenance_config_source'], client)
+        if p['maintenance_profile']:
+            profiles = [p['maintenance_profile']]
+        else:
+            profiles = sorted({name for w in p['workers'] for name in split_profiles(
+                (((nodes.get(w) or {}).get('metadata') or {}).get('labels') or {}).get(PROFILE_LABEL, ''))})
+        found = [m for m in (batches.max_maintenance_of(config, name) for name in profiles) if m is not None]
+        if found:
+            others = batches.in_maintenance_elsewhere(
+                {n['metadata']['name']: n for n in client.list(api_path('v1', 'nodes'))}, p['workers'], STATE_LABEL)
+            slots = max(1, min(found) - len(others))
+            bound = slots if bound is None else min(bound, slots)
+    pods = _list_or_none(client, api_path('v1', 'pods'))
+    budgets = tuple(batches.budget_of(pdb, pods)
+                    for pdb in _list_or_none(client, api_path('policy/v1', 'poddisruptionbudgets')))
+    return batches.Limits(p['max_unavailable'], bound, budgets, batches.evictable_pods(pods, p['workers']))
+
+
+def _certificates_due(plan: Any, p: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """For the plan stage on a control-plane node (node_name, root): the certificates its pending control-plane
+    steps will renew on the way, each with the step (check mode shows them: "renew apiserver cert: expires in N
+    days")."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    kinds = []
+    for step in plan.node_steps(p['node_name'], (APISERVER, COMPONENTS)):
+        if step.kind not in kinds:
+            kinds.append(step.kind)
+    read = Root(p['root']).read
+    return [dict(d.as_dict(), step=kind) for kind in kinds for d in renewal.due(read, kind, now, p['renew_before_days'])]
+
+
 def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Runner = host.default_runner) -> Dict[str, Any]:
     p = parse(params)
     client = client_from_params(params)
     installed, nodes = host.read_installed(client, p['control_plane'], p['workers'], local_node=p['node_name'],
                                            root=p['root'], kubelet_binary=p['kubelet_binary'], run=runner,
                                            machine_deployments=p['machine_deployments'])
+    limits = _limits(p, client, nodes) if p['stage'] == PLAN else batches.Limits(p['max_unavailable'])
     plan = plan_upgrade(installed, p['target'], p['via'], p['max_unavailable'],
-                        etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'])
+                        etcd_check=bool(params.get('etcd_check', True)), etcd_image=p['etcd_image'],
+                        batching=limits, in_flight=workers_under_way(nodes, p['workers'], str(p['target'])))
     result: Dict[str, Any] = {
         'changed': False, 'target': str(p['target']), 'plan': plan.as_dict(), 'status': run.status(plan, nodes),
         'installed': {n.name: {k: str(v) if v is not None else None for k, v in (
@@ -150,6 +245,8 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
     if not p['install_command'] and any(s.kind == KUBELET for s in plan.steps):
         result['warnings'].append('kubelets are to be upgraded and kubelet_install_command is not set: the kubelet '
                                   'stage will refuse (kubelet-install) unless the binaries already name the target')
+    if p['stage'] == PLAN and p['node_name'] and p['renew_certificates']:
+        result['certificates'] = _certificates_due(plan, p)
     if p['stage'] == PLAN:
         result['msg'] = ('cluster at %s: nothing to do' % p['target'] if plan.done else
                          'upgrade to %s through %s: %d step(s), next %s' % (
@@ -164,7 +261,9 @@ def cluster_upgrade(params: Mapping[str, Any], check_mode: bool, runner: host.Ru
         ops, timeout = host.HostOps(
             node_name=p['node_name'], root=p['root'], client=client, kubelet_binary=p['kubelet_binary'],
             install_command=p['install_command'], manage_kubelet=bool(params.get('manage_kubelet', True)),
-            drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance'))), p['timeout']
+            drain=p['drain'], run=runner, maintenance=bool(params.get('maintenance')),
+            renew_before_days=p['renew_before_days'] if p['renew_certificates'] else None,
+            cert_days=p['cert_days']), p['timeout']
     try:
         done = run.run_step(plan, p['stage'], ops, check_mode=check_mode, timeout=timeout)
     except Refused as exc:

@@ -10,6 +10,7 @@ Ansible's `run_command`, so nothing here imports AnsibleModule.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import subprocess
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -22,9 +23,12 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.client import
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import BadAnswer, KubeError
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning import layout
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import ProvisioningError
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.files import Root
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.manifests import INPUTS_ANNOTATION
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.render import from_yaml, to_yaml
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import installed as inst
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import pools
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade import renewal
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.plan import Installed
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.record import ANNOTATION, Record
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
@@ -103,8 +107,12 @@ class HostOps:
 
     def __init__(self, *, node_name: str, root: str, client: KubeClient, kubelet_binary: str,
                  install_command: Sequence[str], manage_kubelet: bool, drain: DrainOptions, run: Runner = default_runner,
-                 maintenance: bool = False):
+                 maintenance: bool = False, renew_before_days: Optional[int] = None, cert_days: int = 365):
         self.node_name = node_name
+        # certificates of the restarted static pods ending within this many days are renewed first (renewal.py);
+        # None: none are
+        self.renew_before_days = renew_before_days
+        self.cert_days = cert_days
         self.maintenance = maintenance   # the kubelet step runs only while the node is in-maintenance (run.py)
         self.root = root
         self.client = client
@@ -130,8 +138,24 @@ class HostOps:
         if container.get('image') == image:
             return False
         container['image'] = image
+        annotations = (doc.get('metadata') or {}).get('annotations') or {}
+        inputs = renewal.inputs_digest(Root(self.root).read, component)
+        if INPUTS_ANNOTATION in annotations and inputs is not None:
+            annotations[INPUTS_ANNOTATION] = inputs   # the certificates renewed on the way (renewal.py), if any
         write_atomic(path, to_yaml(doc), MANIFEST_MODE)
         return True
+
+    def certificates_due(self, kind: str, now: datetime.datetime) -> List[renewal.Due]:
+        """The certificates this step's pods read that end within renew_before_days (none when renewal is off)."""
+        if self.renew_before_days is None:
+            return []
+        return renewal.due(Root(self.root).read, kind, now, self.renew_before_days)
+
+    def renew_certificates(self, due: List[renewal.Due], now: datetime.datetime) -> None:
+        """Write the renewed certificates (each file atomically, its mode kept) before the manifest changes."""
+        root = Root(self.root)
+        for path, content in renewal.renewed(root.read, due, now, self.cert_days).items():
+            write_atomic(root.host(path), content, root.mode(path) or 0o600)
 
     def reported(self, component: str) -> Tuple[Optional[str], bool]:
         pod = self.client.get_or_none(api_path('v1', 'pods', KUBE_SYSTEM, '%s-%s' % (component, self.node_name)))

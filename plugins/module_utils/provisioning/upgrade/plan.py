@@ -20,7 +20,8 @@ only at the end):
   then, after the last hop:
     3. kube-proxy (the DaemonSet, when there is one);
     4. kubelets of the control-plane nodes, one at a time, each drained first;
-    5. kubelets of the workers, in batches of at most `max_unavailable`, each node drained first;
+    5. kubelets of the workers, in batches of at most `max_unavailable` (and of what maxMaintenance and the
+       PodDisruptionBudgets allow, batches.py), each node drained first;
     6. cloud pools (workers that are machines of a MachineDeployment named in `machine_deployments`), one pool at a
        time: a new MachineClass naming the target kubelet, the MachineDeployment pointed at it, and the machines
        controller's rolling update (maxSurge/maxUnavailable) replaces the machines (pools.py). A pool's nodes are
@@ -43,6 +44,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade.versi
     format_version, image_version as etcd_image_version, split_image,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.errors import Refused
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.batches import Limits
+from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.batches import batches as worker_batches
 from ansible_collections.steward.cluster.plugins.module_utils.provisioning.upgrade.versions import (
     APISERVER_HA_SKEW, COMPONENT_SKEW, Version, kubelet_skew, parse,
 )
@@ -141,6 +144,7 @@ class Step:
     drain: bool = False
     image: Optional[str] = None             # the etcd step: the etcd image every member moves to
     pool: Optional[str] = None              # a machine-deployment step: namespace/name of the MachineDeployment
+    batch: Optional[int] = None             # the workers' kubelets after the last hop: the batch number, from 1
 
     def as_dict(self) -> Dict[str, Any]:
         out = {'kind': self.kind, 'nodes': list(self.nodes), 'version': str(self.version), 'drain': self.drain,
@@ -149,6 +153,8 @@ class Step:
             out['image'] = self.image
         if self.pool is not None:
             out['pool'] = self.pool
+        if self.batch is not None:
+            out['batch'] = self.batch
         return out
 
 
@@ -159,6 +165,7 @@ class Plan:
     steps: Tuple[Step, ...]
     refusals: Tuple[Refusal, ...]
     current: Optional[Version] = None       # the oldest apiserver now
+    batches: Optional[Dict[str, Any]] = None   # what bounded the workers' batches (batches.batches' info)
 
     @property
     def done(self) -> bool:
@@ -186,7 +193,8 @@ class Plan:
         return {'target': str(self.target), 'current': str(self.current) if self.current else None,
                 'hops': [str(h) for h in self.hops], 'steps': [s.as_dict() for s in self.steps],
                 'refusals': [r.as_dict() for r in self.refusals], 'done': self.done,
-                'etcd': self.etcd.as_dict() if self.etcd else None, 'pools': self.pools}
+                'etcd': self.etcd.as_dict() if self.etcd else None, 'pools': self.pools,
+                'batches': self.batches}
 
     def check(self) -> None:
         """Raise UpgradeRefused when there is any refusal (nothing has been changed)."""
@@ -344,11 +352,14 @@ def _etcd_step(installed: Installed, chain: Sequence[Version],
 
 
 def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] = (), max_unavailable: int = 1,
-                 etcd_check: bool = True, etcd_image: Optional[str] = None) -> Plan:
+                 etcd_check: bool = True, etcd_image: Optional[str] = None, batching: Optional[Limits] = None,
+                 in_flight: Sequence[str] = ()) -> Plan:
     """The plan from `installed` to `target` (see the module docstring for the order; `installed.pools` are the cloud
     pools, rolled onto a new MachineClass in wave 6, never in the kubelet steps). Refusals are collected, not
     raised: `Plan.check()` raises them; check mode shows them with the plan. `etcd_check: False` plans no etcd step;
-    `etcd_image` (its tag names the version) replaces kubeadm's table as what etcd must reach."""
+    `etcd_image` (its tag names the version) replaces kubeadm's table as what etcd must reach. `batching` bounds the
+    workers' batches beyond `max_unavailable` (maxMaintenance, PodDisruptionBudgets: batches.py); `in_flight` names
+    the workers under way, batched first."""
     if not installed.control_plane:
         return Plan(target, (target,), (), (Refusal('no-control-plane', 'no control-plane node was found'),))
     refusals = _unknown(installed)
@@ -406,9 +417,9 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
         if kubelets[name] < target:
             steps.append(Step((last, 4), KUBELET, (name,), target, drain=True))
     pending = [name for name in workers if kubelets[name] < target]
-    for start in range(0, len(pending), max(1, max_unavailable)):
-        steps.append(Step((last, 5), KUBELET, tuple(pending[start:start + max(1, max_unavailable)]), target,
-                          drain=True))
+    groups, info = worker_batches(pending, batching or Limits(max_unavailable), in_flight)
+    for number, group in enumerate(groups, 1):
+        steps.append(Step((last, 5), KUBELET, group, target, drain=True, batch=number))
     for pool in installed.pools:
         # a pool is done when no node of it runs an older kubelet and, once its class names the target, its rollout
         # is complete (while old machines are being deleted and new ones not yet joined, every Node present may
@@ -416,7 +427,7 @@ def plan_upgrade(installed: Installed, target: Version, via: Sequence[Version] =
         behind = [name for name in pool.nodes if kubelets.get(name) is not None and kubelets[name] < target]
         if behind or (pool.class_version == target and not pool.complete):
             steps.append(Step((last, 6), MACHINE_DEPLOYMENT, pool.nodes, target, pool=pool.key))
-    return Plan(target, tuple(chain), tuple(steps), (), min(apis))
+    return Plan(target, tuple(chain), tuple(steps), (), min(apis), batches=info if pending else None)
 
 
 def etcd_version_of(tag_version: Optional[str]) -> Optional[Tuple[int, int, int]]:

@@ -12,6 +12,9 @@ kubelet step, resumable at any point (record.py holds the phase on the Node):
   -> record `kubelet` -> wait until the Node reports the version and Ready -> uncordon (unless it was cordoned
   before the upgrade) -> record `done`. A second run finds `drained` or later and does not drain again; a run that
   died while draining drains again, which evicts only the pods still there.
+control-plane steps (kube-apiserver; kube-controller-manager + kube-scheduler): the certificates the step's pods
+  read that end within the window are renewed first (renewal.py), then each manifest's image is rewritten (and its
+  inputs digest with it), then the gate.
   With `ops.maintenance` (bare-metal workers walked through the node-maintenance state machine by the
   maintenance_window playbook) the step runs only while the node is `in-maintenance`: the profile decided when the
   node may go (approval, maxMaintenance, stagger, time windows) and usually drained and cordoned it; the drain here
@@ -27,6 +30,7 @@ second run finds the class in place and only waits.
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -92,9 +96,26 @@ def _component_ready(ops: Any, component: str, version: Version) -> Tuple[bool, 
     return True, ''
 
 
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _renew(ops: Any, kind: str, check_mode: bool, now: datetime.datetime, result: Dict[str, Any]) -> None:
+    """Certificates renewed on the way (renewal.py): those of the pods this step restarts that end within the
+    window, written before the manifest changes, so the restarted pod starts with them. `result['certificates']`
+    lists them; an ops without renewal (a test's) renews nothing."""
+    due = ops.certificates_due(kind, now) if hasattr(ops, 'certificates_due') else []
+    result['certificates'] = [d.as_dict() for d in due]
+    result['actions'] += ['%s on %s' % (d.message, ops.node_name) for d in due]
+    if due and not check_mode:
+        ops.renew_certificates(due, now)
+
+
 def run_step(plan: Plan, kind: str, ops: Any, *, check_mode: bool, timeout: float = 300.0,
-             clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
-    """Run this node's (`ops.node_name`) pending step of `kind`; the result lists what was (or would be) done."""
+             clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+             now: Optional[datetime.datetime] = None) -> Dict[str, Any]:
+    """Run this node's (`ops.node_name`) pending step of `kind`; the result lists what was (or would be) done.
+    `now` (aware; default the clock) decides which certificates are due."""
     if kind not in KINDS:
         raise ValueError(kind)
     node = ops.node_name
@@ -106,9 +127,11 @@ def run_step(plan: Plan, kind: str, ops: Any, *, check_mode: bool, timeout: floa
         return result
     result['changed'] = True
     if kind == APISERVER:
+        _renew(ops, kind, check_mode, now or _utcnow(), result)
         _control_plane(ops, ('kube-apiserver',), step.version, check_mode, timeout, clock, sleep, result,
                        apiserver=True)
     elif kind == COMPONENTS:
+        _renew(ops, kind, check_mode, now or _utcnow(), result)
         _control_plane(ops, ('kube-controller-manager', 'kube-scheduler'), step.version, check_mode, timeout, clock,
                        sleep, result)
     elif kind == KUBE_PROXY:
@@ -252,4 +275,10 @@ def status(plan: Plan, nodes: Dict[str, Any]) -> Dict[str, Any]:
     if plan.steps:
         wave = plan.steps[0].wave
         nxt = [s.as_dict() for s in plan.steps if s.wave == wave]
-    return {'records': recorded, 'next': nxt}
+    # The workers' batches still to run, each node with its recorded phase (none: not started), and the nodes whose
+    # record says done for the target: what a resumed run skips, what it finishes first (batches.py), what is left.
+    target = str(plan.target)
+    left = [{'batch': s.batch, 'nodes': {n: (recorded.get(n) or {}).get('phase') if (recorded.get(n) or {}).get(
+        'version') == target else None for n in s.nodes}} for s in plan.steps if s.batch is not None]
+    done = sorted(n for n, r in recorded.items() if r['version'] == target and r['phase'] == 'done')
+    return {'records': recorded, 'next': nxt, 'batches': left, 'done': done}

@@ -244,6 +244,12 @@ BASE = {'version': 'v1.32.0', 'control_plane': ['cp1'], 'workers': ['w1'], 'stag
     ({'timeout': -1}, 'timeout', None),
     ({'etcd_image': 'registry.k8s.io/etcd:latest'}, 'etcd_image', 'version-tag'),
     ({'etcd_image': 'registry.k8s.io/etcd'}, 'etcd_image', 'version-tag'),
+    ({'max_maintenance': 0}, 'max_maintenance', None),
+    ({'maintenance_config_source': 'configmap/ns'}, 'maintenance_config_source', None),
+    ({'maintenance_config_source': 'pod/ns/name'}, 'maintenance_config_source', 'one-of'),
+    ({'maintenance_config_file': 'relative.yaml'}, 'maintenance_config_file', 'absolute-path'),
+    ({'renew_before_days': -1}, 'renew_before_days', None),
+    ({'cert_days': 0}, 'cert_days', None),
 ])
 def test_bad_options_name_the_option(change, field, rule):
     with pytest.raises(InvalidInput) as err:
