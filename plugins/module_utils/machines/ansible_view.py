@@ -22,6 +22,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.kube.objects impor
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.machines import objects as o
+from ansible_collections.steward.cluster.plugins.module_utils.kube.intstr import parse_int_or_percent
 from ansible_collections.steward.cluster.plugins.module_utils.machines import rollout
 from ansible_collections.steward.cluster.plugins.module_utils.machines.config import parse_node_conditions
 from ansible_collections.steward.cluster.plugins.module_utils.kube.mcm import API_VERSION, KIND_DEPLOYMENT
@@ -122,7 +123,7 @@ def desired_deployment(params: Mapping[str, Any]) -> Dict[str, Any]:
         template_spec['nodeConditions'] = ','.join(parse_node_conditions(','.join(params['node_conditions']), 'node_conditions'))
     if params.get('disable_health_timeout') is not None:
         template_spec['disableHealthTimeout'] = bool(params['disable_health_timeout'])
-    surge, unavailable = (rollout.parse_int_or_percent(_int_or_percent(params.get(option, 1)), option)
+    surge, unavailable = (parse_int_or_percent(_int_or_percent(params.get(option, 1)), option)
                           for option in ('max_surge', 'max_unavailable'))   # checked with or without `strategy`
     if surge[0] == 0 and unavailable[0] == 0 and params.get('strategy') != 'Recreate':
         raise InvalidInput('max_surge', 'not-both-zero', 'max_surge and max_unavailable cannot both be 0 with a '

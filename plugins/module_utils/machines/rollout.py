@@ -23,9 +23,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.common.errors import InvalidInput
-from ansible_collections.steward.cluster.plugins.module_utils.kube.intstr import (  # noqa: F401 (machines' callers)
-    parse_int_or_percent, scaled,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.kube.intstr import parse_int_or_percent, scaled
 
 DEFAULT_MAX_SURGE = 1          # MCM's default (Kubernetes uses 25%)
 DEFAULT_MAX_UNAVAILABLE = 1
