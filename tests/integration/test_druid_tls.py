@@ -6,7 +6,8 @@ a CA Secret, a server certificate Secret and a client certificate Secret), three
 API emulator with the pod runtime, S3 (moto over HTTP) and the controller's `etcd` loop. The certificates are made
 here as a druid user makes them: druid's DNS names plus the pod addresses (the lab rewrites peer DNS names to pod
 IPs, docs/lab.md). The cluster becomes Ready, takes a full snapshot over TLS, every member serves https only to a
-client with a certificate, and the status and the member Leases say the peers speak TLS."""
+client with a certificate, the status and the member Leases say the peers speak TLS, and an on-demand maintenance
+task (compaction, defragmentation) reaches the members over https."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def _b64(text):
 
 def test_a_tls_etcd_with_three_members_becomes_ready_serves_https_and_backs_up(s3_server, tmp_path):
     boto3.client('s3', endpoint_url=s3_server, region_name='us-east-1').create_bucket(Bucket=BUCKET)
-    lab = DruidLab(str(tmp_path))
+    lab = DruidLab(str(tmp_path), controller_args=['--controllers', 'etcd,etcd-tasks', '--etcd-status-sync-period', '2s'])
     try:
         lab.start()
         pem = _pki(tmp_path, lab.name, lab.ns, lab.cidr)
@@ -156,5 +157,22 @@ def test_a_tls_etcd_with_three_members_becomes_ready_serves_https_and_backs_up(s
                               timeout=5).raise_for_status()
             with pytest.raises(requests.RequestException):
                 requests.post('http://%s:2379/v3/kv/range' % ip, json={'key': _b64('k0')}, timeout=5).raise_for_status()
+
+        # on-demand maintenance reaches the members over https with the Etcd's CA and client certificate Secrets
+        answer = lab.session.post(lab.kube.url + '/apis/druid.gardener.cloud/v1alpha1/namespaces/%s/etcdoperatortasks'
+                                  % lab.ns, json={
+                                      'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'EtcdOperatorTask',
+                                      'metadata': {'name': 'maint', 'namespace': lab.ns},
+                                      'spec': {'type': 'OnDemandMaintenanceTask',
+                                               'ownerEtcdRefrence': {'name': lab.name, 'namespace': lab.ns},
+                                               'config': 'maintenanceType: {etcdCompaction: true, '
+                                                         'etcdDefragmentation: true}'}})
+        assert answer.status_code == 201, answer.text
+        task_url = lab.kube.url + '/apis/druid.gardener.cloud/v1alpha1/namespaces/%s/etcdoperatortasks/maint' % lab.ns
+        task = lab.wait(lambda: (lambda t: t if (t.get('status') or {}).get('state') in ('Succeeded', 'Failed',
+                                                                                         'Rejected') else None)(
+            lab.session.get(task_url).json()), 120, 'the maintenance task finished')
+        assert task['status']['state'] == 'Succeeded', task['status']
+        assert 'defragmented 3 member(s)' in task['status']['lastOperation']['reason'], task['status']
     finally:
         lab.stop()
