@@ -12,8 +12,8 @@ task (compaction, defragmentation) reaches the members over https."""
 from __future__ import annotations
 
 import base64
-import datetime
 import ipaddress
+import os
 import time
 
 import boto3
@@ -22,6 +22,7 @@ import requests
 
 from lab.pods import images
 from support.druid_lab import WRAPPER, DruidLab
+from support.tls import make_pki
 
 pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
 
@@ -31,45 +32,12 @@ BUCKET = 'etcd-tls-backups'
 def _pki(tmp_path, name, namespace, cidr):
     """A CA, a server certificate (serverAuth and clientAuth: etcd presents it to its peers too) for druid's DNS
     names and every address of the pod network, and a client certificate; PEM bytes by file name."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def cert(subject, key, issuer, issuer_key, ca=False, sans=None, usages=()):
-        builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        if usages:
-            builder = builder.add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
-        return builder.sign(issuer_key, hashes.SHA256())
-
-    def pem_key(key):
-        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())
-
-    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
-    ca = cert('etcd-ca', ca_key, 'etcd-ca', ca_key, ca=True)
     peer = '%s-peer' % name
     dns = ['%s-local' % name, '%s-client' % name, '%s-client.%s' % (name, namespace),
            '%s-client.%s.svc' % (name, namespace), '*.%s' % peer, '*.%s.%s' % (peer, namespace),
-           '*.%s.%s.svc' % (peer, namespace), '*.%s.%s.svc.cluster.local' % (peer, namespace), 'localhost']
-    sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ip) for ip in ipaddress.ip_network(cidr)]
-    server = cert('etcd-server', server_key, 'etcd-ca', ca_key, sans=sans,
-                  usages=(ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH))
-    client = cert('etcd-client', client_key, 'etcd-ca', ca_key, usages=(ExtendedKeyUsageOID.CLIENT_AUTH,))
-    pem = {'ca.crt': ca.public_bytes(serialization.Encoding.PEM),
-           'server.crt': server.public_bytes(serialization.Encoding.PEM), 'server.key': pem_key(server_key),
-           'client.crt': client.public_bytes(serialization.Encoding.PEM), 'client.key': pem_key(client_key)}
-    for file_name, data in pem.items():
-        (tmp_path / file_name).write_bytes(data)
-    return pem
+           '*.%s.%s.svc' % (peer, namespace), '*.%s.%s.svc.cluster.local' % (peer, namespace)]
+    paths = make_pki(str(tmp_path), ips=[str(ip) for ip in ipaddress.ip_network(cidr)], dns=dns)
+    return {os.path.basename(path): open(path, 'rb').read() for path in paths.values()}
 
 
 def _secret(lab, name, data, kind='Opaque'):
