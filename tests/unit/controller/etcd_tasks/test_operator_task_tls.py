@@ -29,7 +29,7 @@ class Client:
 POD = {'metadata': {'name': 'etcd-main-0'}, 'status': {'podIP': '127.0.100.1'}}
 SECRETS = {'/api/v1/namespaces/shoot/secrets/ca-etcd': {'data': {'bundle.crt': _b64(b'CA PEM')}},
            '/api/v1/namespaces/shoot/secrets/etcd-client-tls': {'data': {'tls.crt': _b64(b'CERT PEM'),
-                                                                          'tls.key': _b64(b'KEY PEM')}}}
+                                                                         'tls.key': _b64(b'KEY PEM')}}}
 
 
 def etcd(tls):
