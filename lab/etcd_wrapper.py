@@ -12,7 +12,10 @@ linearizable read, which druid's multi-node readiness probe calls.
 
 Lab-only differences: the etcd binary is chosen by the pod runtime (`--etcd-binary`, from the image's version
 tag); `<etcd>-local` (druid's hostAlias for 127.0.0.1) resolves to `--pod-ip`. TLS between wrapper and sidecar
-is not emulated (the flag is accepted and must be false). This file imports nothing of the engine.
+is not emulated (the flag is accepted and must be false). With `client-transport-security` in the served config
+(druid's `spec.etcd.clientUrlTls`), the readiness read goes over https to the advertised client URL, verifying
+etcd's certificate with the config's `trusted-ca-file` and presenting `--etcd-client-cert-path` /
+`--etcd-client-key-path`. This file imports nothing of the engine.
 
     python -m lab.etcd_wrapper start-etcd --backup-restore-host-port=etcd-main-local:8080 \
         --etcd-server-name=etcd-main-local --backup-restore-tls-enabled=false --etcd-binary /usr/bin/etcd \
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -76,26 +80,39 @@ def client_url(config_yaml: str) -> Optional[str]:
     return None
 
 
-def ready(url: Optional[str]) -> bool:
+def tls_context(config_yaml: str, cert: str, key: str) -> Optional[ssl.SSLContext]:
+    """The client side of the config's `client-transport-security` (None without it): etcd's CA, and the client
+    certificate etcd's client-cert-auth asks for."""
+    import yaml  # PyYAML, as the runtime itself uses it
+    security = (yaml.safe_load(config_yaml) or {}).get('client-transport-security') or {}
+    if not security.get('trusted-ca-file'):
+        return None
+    context = ssl.create_default_context(cafile=security['trusted-ca-file'])
+    if cert and key:
+        context.load_cert_chain(cert, key)
+    return context
+
+
+def ready(url: Optional[str], context: Optional[ssl.SSLContext] = None) -> bool:
     """A linearizable read through etcd's JSON gateway: the member has a leader and is in quorum."""
     if not url:
         return False
     request = urllib.request.Request(url.rstrip('/') + '/v3/kv/range', data=json.dumps({'key': 'Zm9v'}).encode(),
                                      headers={'Content-Type': 'application/json'})
     try:
-        with urllib.request.urlopen(request, timeout=2) as answer:
+        with urllib.request.urlopen(request, timeout=2, context=context) as answer:
             return answer.status == 200
     except (OSError, urllib.error.URLError):
         return False
 
 
-def serve_readyz(host: str, port: int, url_of) -> ThreadingHTTPServer:
+def serve_readyz(host: str, port: int, url_of, context_of=lambda: None) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *_args) -> None:
             return
 
         def do_GET(self) -> None:  # noqa: N802
-            ok = self.path.split('?')[0] == '/readyz' and ready(url_of())
+            ok = self.path.split('?')[0] == '/readyz' and ready(url_of(), context_of())
             body = b'ok' if ok else b'not ready'
             self.send_response(200 if ok else 503)
             self.send_header('Content-Length', str(len(body)))
@@ -139,10 +156,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, terminate)
     config: List[str] = []
-    readyz = serve_readyz(args.pod_ip, args.etcd_wrapper_port, lambda: client_url(config[0]) if config else None)
+    context: List[Optional[ssl.SSLContext]] = []
+    readyz = serve_readyz(args.pod_ip, args.etcd_wrapper_port, lambda: client_url(config[0]) if config else None,
+                          lambda: context[0] if context else None)
     try:
         base = _resolve(args.backup_restore_host_port, args.pod_ip)
         config.append(initialize(base, stop, log=lambda m: print(m, file=sys.stderr, flush=True)))
+        context.append(tls_context(config[0], args.etcd_client_cert_path, args.etcd_client_key_path))
         os.makedirs(args.work_dir, exist_ok=True)
         path = os.path.join(args.work_dir, 'etcd.conf.yaml')
         with open(path, 'w') as f:

@@ -22,7 +22,7 @@ def _pem_key(key) -> bytes:
                              serialization.NoEncryption())
 
 
-def _cert(subject: str, key, issuer_name, issuer_key, *, ca: bool = False, usage=None, ips=()):
+def _cert(subject: str, key, issuer_name, issuer_key, *, ca: bool = False, usage=None, ips=(), dns=()):
     now = datetime.datetime.now(datetime.timezone.utc)
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
@@ -34,18 +34,20 @@ def _cert(subject: str, key, issuer_name, issuer_key, *, ca: bool = False, usage
         builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
     if ips:
         builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips] + [x509.DNSName('localhost')]), critical=False)
+            [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+            + [x509.DNSName(name) for name in ('localhost',) + tuple(dns)]), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_pki(directory: str) -> Dict[str, str]:
-    """Write ca.crt, server.crt/key (127.0.0.1) and client.crt/key; returns their paths."""
+def make_pki(directory: str, ips=('127.0.0.1',), dns=()) -> Dict[str, str]:
+    """Write ca.crt, server.crt/key (for `ips` and `dns` besides localhost) and client.crt/key; returns their
+    paths."""
     os.makedirs(directory, exist_ok=True)
     ca_key = _key()
     ca = _cert('steward-test-ca', ca_key, None, ca_key, ca=True)
     server_key, client_key = _key(), _key()
     server = _cert('etcd-server', server_key, ca.subject, ca_key,
-                   usage=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], ips=['127.0.0.1'])
+                   usage=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], ips=ips, dns=dns)
     client = _cert('root', client_key, ca.subject, ca_key, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
     files = {'ca': ca.public_bytes(serialization.Encoding.PEM),
              'server_cert': server.public_bytes(serialization.Encoding.PEM), 'server_key': _pem_key(server_key),

@@ -24,10 +24,12 @@ The work per type:
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import logging
 import os
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 import kopf
 from prometheus_client import Counter, Histogram
@@ -37,7 +39,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import tasks
 from ansible_collections.steward.cluster.plugins.module_utils.druid.recovery import REQUEST as RECOVERY_REQUEST
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.compaction import compact_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.copy import copy_backups, plan_copy
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway, pem_connection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
@@ -116,19 +118,53 @@ def _snapshot(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -
     return '%s snapshot %s through %s' % (kind, body.get('name') or 'requested', pod)
 
 
-def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> EtcdConnection:
-    if ((etcd.get('spec') or {}).get('etcd') or {}).get('clientUrlTls'):
-        raise TaskFailed('ERR_TLS', 'client TLS is not supported by on-demand maintenance yet')
+def _secret_data(runtime: Runtime, ref: Mapping[str, Any], namespace: str, key: str, field: str) -> bytes:
+    """One key of a Secret a TLSConfig names (`field`: where), decoded; missing ones fail naming Secret and key."""
+    ns, name = ref.get('namespace') or namespace, ref.get('name')
+    secret = runtime.client.get_or_none(api_path('v1', 'secrets', ns, name)) if name else None
+    value = ((secret or {}).get('data') or {}).get(key)
+    if not value:
+        raise TaskFailed('ERR_TLS', '%s: Secret %s/%s has no key %r' % (field, ns, name, key) if secret
+                         else '%s: Secret %s/%s not found' % (field, ns, name))
+    try:
+        return base64.b64decode(value, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise TaskFailed('ERR_TLS', '%s: Secret %s/%s key %r is not base64' % (field, ns, name, key)) from exc
+
+
+@contextlib.contextmanager
+def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> Iterator[EtcdConnection]:
+    """The members' client URLs; with `spec.etcd.clientUrlTls`, https with its CA and client certificate Secrets
+    (druid's TLSConfig: `tlsCASecretRef` key `dataKey` or ca.crt, `clientTLSSecretRef` keys tls.crt and tls.key)."""
+    tls = ((etcd.get('spec') or {}).get('etcd') or {}).get('clientUrlTls')
     _backup, client_port = _ports(etcd)
-    endpoints = tuple('http://%s:%d' % (p['status']['podIP'], client_port) for p in _members(runtime, etcd))
+    endpoints = tuple('%s://%s:%d' % ('https' if tls else 'http', p['status']['podIP'], client_port)
+                      for p in _members(runtime, etcd))
     if not endpoints:
         raise TaskFailed('ERR_NO_MEMBER', 'no member pod has an address')
-    return EtcdConnection(endpoints=endpoints)
+    if not tls:
+        yield EtcdConnection(endpoints=endpoints)
+        return
+    field = 'spec.etcd.clientUrlTls'
+    if not tls.get('clientTLSSecretRef'):
+        raise TaskFailed('ERR_TLS', '%s.clientTLSSecretRef: required for maintenance over client TLS (etcd asks '
+                         'for a client certificate)' % field)
+    namespace = (etcd.get('metadata') or {}).get('namespace') or ''
+    ca_ref, client_ref = tls.get('tlsCASecretRef') or {}, tls['clientTLSSecretRef']
+    ca = _secret_data(runtime, ca_ref, namespace, ca_ref.get('dataKey') or 'ca.crt', field + '.tlsCASecretRef')
+    cert = _secret_data(runtime, client_ref, namespace, 'tls.crt', field + '.clientTLSSecretRef')
+    key = _secret_data(runtime, client_ref, namespace, 'tls.key', field + '.clientTLSSecretRef')
+    with pem_connection(endpoints, ca, cert, key) as conn:
+        yield conn
 
 
 def _maintenance(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -> str:
+    with _connection(runtime, etcd) as conn:
+        return _maintain(task, conn)
+
+
+def _maintain(task: t.OperatorTask, conn: EtcdConnection) -> str:
     ops = task.config['maintenanceType']
-    conn = _connection(runtime, etcd)
     done = []
     if ops['etcdCompaction']:
         with Gateway(conn) as gateway:

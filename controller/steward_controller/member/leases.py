@@ -22,7 +22,8 @@ from typing import Any, Dict, Optional
 from ansible_collections.steward.cluster.plugins.module_utils.kube.client import KubeClient, api_path
 from ansible_collections.steward.cluster.plugins.module_utils.kube.errors import KubeError, NotFound
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
-from ansible_collections.steward.cluster.plugins.module_utils.druid.components import CREATE_AS_LEARNER, MEMBER_LEARNER
+from ansible_collections.steward.cluster.plugins.module_utils.druid.components import (
+    CREATE_AS_LEARNER, MEMBER_LEARNER, TLS_ENABLED)
 from ansible_collections.steward.cluster.plugins.module_utils.druid.plan import MEMBER_REVISION
 from ansible_collections.steward.cluster.plugins.module_utils.druid.recovery import RESTORE_MARKER
 from ansible_collections.steward.cluster.plugins.module_utils.druid.scale_down import LEAVING, REMOVED
@@ -44,6 +45,7 @@ class LeaseWriter:
         self.client, self.namespace, self.etcd = client, namespace, etcd
         self.member_lease, self.full_lease, self.delta_lease = member_lease, full_lease, delta_lease
         self.last_error = ''
+        self.peer_tls: Optional[bool] = None   # written as TLS_ENABLED on the member Lease when known
 
     def _renew(self, name: str, holder: str, now: Optional[float] = None,
                annotations: Optional[Dict[str, str]] = None) -> bool:
@@ -67,6 +69,8 @@ class LeaseWriter:
         annotations = {MEMBER_REVISION: str(revision)} if revision is not None else {}
         if learner is not None:
             annotations[MEMBER_LEARNER] = 'true' if learner else 'false'
+        if self.peer_tls is not None:
+            annotations[TLS_ENABLED] = 'true' if self.peer_tls else 'false'
         return self._renew(self.member_lease, holder_identity(member_id_hex, leader), annotations=annotations or None)
 
     def snapshot(self, kind: str, revision: int, verified: bool = False) -> bool:

@@ -101,6 +101,14 @@ def parser() -> argparse.ArgumentParser:
                    help='client URLs of the cluster (druid: the client Service)')
     p.add_argument('--client-url', default='', help="this member's own client URL (default: advertise-client-urls)")
     p.add_argument('--etcd-connection-timeout', default='5s')
+    tls = p.add_argument_group("client TLS to etcd (etcdbrctl's flags; druid passes them with spec.etcd.clientUrlTls)")
+    tls.add_argument('--cacert', default='', help="the CA that signed etcd's server certificate")
+    tls.add_argument('--cert', default='', help='the client certificate etcd asks for (client-cert-auth)')
+    tls.add_argument('--key', default='', help="the client certificate's key")
+    tls.add_argument('--insecure-transport', type=_flag, nargs='?', const=True, default=True,
+                     help='accepted; the scheme of the client URLs decides (https: TLS)')
+    tls.add_argument('--insecure-skip-tls-verify', type=_flag, nargs='?', const=True, default=False,
+                     help="must stay false: etcd's certificate is always verified")
     p.add_argument('--server-host', default='0.0.0.0')
     p.add_argument('--server-port', type=int, default=8080)
     p.add_argument('--storage-provider', default='')
@@ -241,7 +249,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     except EtcdError as exc:
         print('store %s: %s' % (url, exc), file=sys.stderr)
         return 2
-    conn = EtcdConnection(endpoints=options.endpoints,
+    if args.insecure_skip_tls_verify:
+        print('--insecure-skip-tls-verify=true: refused, etcd\'s certificate is always verified (give --cacert)',
+              file=sys.stderr)
+        return 2
+    if bool(args.cert) != bool(args.key):
+        print('--cert and --key: give both or neither (got %s)' % ('--cert' if args.cert else '--key'), file=sys.stderr)
+        return 2
+    conn = EtcdConnection(endpoints=options.endpoints, ca_cert=args.cacert or None, client_cert=args.cert or None,
+                          client_key=args.key or None,
                           timeout=parse_duration(args.etcd_connection_timeout, '--etcd-connection-timeout') or 5.0)
     leases = lease_writer(args, options.name)
     state = MemberState(Initializer(options, store, conn, leases.learner_wanted if leases else None,
@@ -251,7 +267,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     policy = backup_policy(args) if store is not None else None
     defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None
     period = parse_duration(args.k8s_heartbeat_duration, '--k8s-heartbeat-duration')
-    heartbeat = Heartbeat(EtcdConnection(endpoints=(options.client_url,)), conn, store=store, policy=policy,
+    if leases is not None:   # druid's member.etcd.gardener.cloud/tls-enabled: this member's peer URLs are https
+        leases.peer_tls = any(u.startswith('https://') for u in options.peer_urls)
+    heartbeat = Heartbeat(conn.with_endpoints((options.client_url,)), conn, store=store, policy=policy,
                           work_dir=args.work_dir, leases=leases, defrag_schedule=defrag,
                           defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
     state.heartbeat = heartbeat

@@ -305,6 +305,19 @@ def rolebinding(spec: EtcdSpec) -> Dict[str, Any]:
         'subjects': [{'kind': 'ServiceAccount', 'name': spec.name, 'namespace': spec.namespace}]})
 
 
+# Where a pod's containers find the client certificate of `spec.etcd.clientUrlTls` (clientTLSSecretRef,
+# kubernetes.io/tls keys tls.crt and tls.key); its CA is etcd's, under /var/etcd/ssl/ca.
+CLIENT_TLS_DIR = '/var/etcd/ssl/client'
+
+
+def _client_cert_args(spec: EtcdSpec, cert_flag: str, key_flag: str) -> List[str]:
+    """The client certificate flags of a container that connects to etcd ([] without a clientTLSSecretRef)."""
+    tls = spec.etcd.client_tls
+    if tls is None or tls.client is None:
+        return []
+    return [cert_flag + CLIENT_TLS_DIR + '/tls.crt', key_flag + CLIENT_TLS_DIR + '/tls.key']
+
+
 def _backup_args(spec: EtcdSpec) -> List[str]:
     b = spec.backup
     args = ['server', '--data-dir=%s/new.etcd' % DATA_DIR, '--server-port=%d' % b.port,
@@ -327,6 +340,10 @@ def _backup_args(spec: EtcdSpec) -> List[str]:
             '--delta-snapshot-lease-name=%s' % snapshot_lease_name(spec, DELTA_SNAP),
             '--service-endpoints=%s://%s:%d' % ('https' if spec.etcd.client_tls else 'http', client_service_name(spec),
                                                 spec.etcd.client_port)]
+    if spec.etcd.client_tls is not None:
+        args += ['--insecure-transport=false', '--insecure-skip-tls-verify=false',
+                 '--cacert=/var/etcd/ssl/ca/' + (spec.etcd.client_tls.ca.data_key or 'ca.crt')]
+        args += _client_cert_args(spec, '--cert=', '--key=')
     if b.store:
         args += ['--storage-provider=%s' % b.store.provider, '--store-prefix=%s' % b.store.prefix]
         if b.store.container:
@@ -366,11 +383,20 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
         for part, ref in (('ca', tls.ca), ('server', tls.server)):
             name = '%s-%s' % (key, part)
             volumes.append({'name': name, 'secret': {'secretName': ref.name, 'defaultMode': 0o640}})
-            mounts.append({'name': name, 'mountPath': '%s/%s' % (base, part)})
+            for target in (mounts, backup_mounts):
+                # the sidecar too: it serves etcd's config naming these files, and restores with them
+                target.append({'name': name, 'mountPath': '%s/%s' % (base, part)})
+    client_tls = spec.etcd.client_tls
+    if client_tls is not None and client_tls.client is not None:
+        # the client certificate etcd's client-cert-auth asks for: the sidecar's and the wrapper's connections
+        volumes.append({'name': 'client-url-client', 'secret': {'secretName': client_tls.client.name, 'defaultMode': 0o640}})
+        for target in (mounts, backup_mounts):
+            target.append({'name': 'client-url-client', 'mountPath': CLIENT_TLS_DIR})
     etcd_container = {
         'name': 'etcd', 'image': spec.etcd.image, 'imagePullPolicy': 'IfNotPresent',
         'args': ['start-etcd', '--backup-restore-host-port=%s-local:%d' % (spec.name, spec.backup.port),
-                 '--etcd-server-name=%s-local' % spec.name, '--etcd-client-port=%d' % spec.etcd.client_port],
+                 '--etcd-server-name=%s-local' % spec.name, '--etcd-client-port=%d' % spec.etcd.client_port]
+        + _client_cert_args(spec, '--etcd-client-cert-path=', '--etcd-client-key-path='),
         'ports': [{'name': 'server', 'containerPort': spec.etcd.server_port, 'protocol': 'TCP'},
                   {'name': 'client', 'containerPort': spec.etcd.client_port, 'protocol': 'TCP'}],
         'readinessProbe': {'httpGet': {'path': '/readyz', 'port': 9095}, 'initialDelaySeconds': 15, 'periodSeconds': 5,

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
-import shutil
-import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, pem_connection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import (
     cluster_info,
     would_keep_quorum,
@@ -47,18 +44,8 @@ def client_connection(endpoints: Sequence[str], etcd_ca: KeyPair, now: datetime.
     """An EtcdConnection with a one-day client certificate from the etcd CA, in a 0700 temporary directory that
     is removed afterwards (the key never outlives the call)."""
     pair = issue(Subject(CLIENT_NAME), etcd_ca, algorithm, now, 1)
-    directory = tempfile.mkdtemp(prefix='steward-etcd-')
-    try:
-        paths = {}
-        for name, data in (('ca.crt', etcd_ca.cert_pem), ('client.crt', pair.cert_pem), ('client.key', pair.key_pem)):
-            paths[name] = os.path.join(directory, name)
-            fd = os.open(paths[name], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, 'wb') as f:
-                f.write(data)
-        yield EtcdConnection(endpoints=tuple(endpoints), ca_cert=paths['ca.crt'], client_cert=paths['client.crt'],
-                             client_key=paths['client.key'], timeout=timeout)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with pem_connection(endpoints, etcd_ca.cert_pem, pair.cert_pem, pair.key_pem, timeout) as conn:
+        yield conn
 
 
 def cluster_endpoints(cluster: ClusterSpec) -> List[str]:

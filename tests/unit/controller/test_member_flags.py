@@ -54,3 +54,17 @@ def test_rolling_restart_flags_default_on_and_turn_off_as_etcdbrctl_booleans():
     args = main.parser().parse_args(['server', '--leader-handoff=false', '--readiness-catch-up=false',
                                      '--readiness-max-lag', '5'])
     assert (args.leader_handoff, args.readiness_catch_up, args.readiness_max_lag) == (False, False, 5)
+
+
+def test_client_tls_flags_as_druid_passes_them_reach_the_connection(tmp_path, capsys):
+    args = main.parser().parse_args(DRUID_ARGS + ['--insecure-transport=false', '--insecure-skip-tls-verify=false',
+                                                  '--cacert=/ssl/ca/ca.crt', '--cert=/ssl/client/tls.crt',
+                                                  '--key=/ssl/client/tls.key'])
+    assert (args.cacert, args.cert, args.key) == ('/ssl/ca/ca.crt', '/ssl/client/tls.crt', '/ssl/client/tls.key')
+    assert args.insecure_transport is False and args.insecure_skip_tls_verify is False
+    config = tmp_path / 'etcd.conf.yaml'
+    config.write_text('name: etcd-main-0\ninitial-cluster: etcd-main-0=https://127.0.0.1:2380\n')
+    for extra, words in ((['--cert=/c.crt'], '--cert and --key: give both or neither'),
+                         (['--insecure-skip-tls-verify=true'], '--insecure-skip-tls-verify=true: refused')):
+        assert main.main(['--config-file', str(config), '--name', 'etcd-main-0'] + extra) == 2
+        assert words in capsys.readouterr().err

@@ -70,3 +70,15 @@ def test_a_scale_down_reads_this_etcds_member_leases_and_marks_a_removed_member(
     assert writer.mark_removed('etcd-main-2', 'a2')
     assert client.patches == [('etcd-main-2', {'metadata': {'annotations': {'cluster.steward.io/member-removed': 'a2'}}})]
     assert LeaseWriter(client, 'shoot', 'etcd-main-0', '', '').member_leases() is None   # no Etcd name: nothing read
+
+
+def test_peer_tls_is_said_on_the_members_lease_once_known():
+    client = Client()
+    writer = LeaseWriter(client, 'shoot', 'etcd-main-0', '', '')
+    assert writer.member('8e9e05c52164694d', True, 5)
+    writer.peer_tls = True
+    assert writer.member('8e9e05c52164694d', True, 6)
+    writer.peer_tls = False
+    assert writer.member('8e9e05c52164694d', True, 7)
+    said = [p['metadata']['annotations'].get('member.etcd.gardener.cloud/tls-enabled') for _n, p in client.patches]
+    assert said == [None, 'true', 'false']

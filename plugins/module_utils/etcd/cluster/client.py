@@ -14,9 +14,13 @@ Two transports, each used where it is best:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import dataclasses
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ansible_collections.steward.cluster.plugins.module_utils.common import validate
@@ -103,6 +107,26 @@ class EtcdConnection:
 
     def with_endpoints(self, endpoints: Iterable[str]) -> 'EtcdConnection':
         return dataclasses.replace(self, endpoints=tuple(endpoints))
+
+
+@contextlib.contextmanager
+def pem_connection(endpoints: Iterable[str], ca_pem: bytes, cert_pem: bytes, key_pem: bytes,
+                   timeout: float = 5.0) -> Iterator[EtcdConnection]:
+    """An EtcdConnection with TLS material held in memory (a CA, a client certificate and its key, PEM): requests
+    reads only files, so they are written to a 0700 temporary directory, 0600 each, removed afterwards (the key
+    never outlives the call)."""
+    directory = tempfile.mkdtemp(prefix='steward-etcd-')
+    try:
+        paths = {}
+        for name, data in (('ca.crt', ca_pem), ('client.crt', cert_pem), ('client.key', key_pem)):
+            paths[name] = os.path.join(directory, name)
+            fd = os.open(paths[name], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, 'wb') as f:
+                f.write(data)
+        yield EtcdConnection(endpoints=tuple(endpoints), ca_cert=paths['ca.crt'], client_cert=paths['client.crt'],
+                             client_key=paths['client.key'], timeout=timeout)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def b64(value: Any) -> str:

@@ -72,6 +72,34 @@ def test_peer_tls_switches_scheme_and_mounts():
     assert conf['peer-transport-security']['trusted-ca-file'].endswith('/bundle.crt')
 
 
+def test_client_tls_gives_both_containers_the_files_the_config_names_and_the_client_certificate():
+    obj = sample(replicas=3)
+    obj['spec']['etcd']['clientUrlTls'] = {'tlsCASecretRef': {'name': 'ca', 'dataKey': 'bundle.crt'},
+                                           'serverTLSSecretRef': {'name': 'server'},
+                                           'clientTLSSecretRef': {'name': 'client'}}
+    spec = parse_etcd(obj)
+    pod = c.statefulset(spec, 3, 'x')['spec']['template']['spec']
+    volumes = {v['name']: v['secret']['secretName'] for v in pod['volumes'] if 'secret' in v}
+    assert volumes['client-url-ca'] == 'ca' and volumes['client-url-server'] == 'server'
+    assert volumes['client-url-client'] == 'client'
+    etcd, sidecar = pod['containers']
+    conf = c.bootstrap_config(spec, 3)
+    for container in (etcd, sidecar):   # the sidecar serves the config: it must see the files it names
+        paths = {m['mountPath'] for m in container['volumeMounts']}
+        assert {'/var/etcd/ssl/ca', '/var/etcd/ssl/server', '/var/etcd/ssl/client'} <= paths, container['name']
+    assert conf['client-transport-security']['trusted-ca-file'] == '/var/etcd/ssl/ca/bundle.crt'
+    assert {'--insecure-transport=false', '--cacert=/var/etcd/ssl/ca/bundle.crt', '--cert=/var/etcd/ssl/client/tls.crt',
+            '--key=/var/etcd/ssl/client/tls.key'} <= set(sidecar['args'])
+    assert any(a.startswith('--service-endpoints=https://') for a in sidecar['args'])
+    assert {'--etcd-client-cert-path=/var/etcd/ssl/client/tls.crt',
+            '--etcd-client-key-path=/var/etcd/ssl/client/tls.key'} <= set(etcd['args'])
+
+
+def test_without_client_tls_no_client_flags_are_passed(spec3):
+    etcd, sidecar = c.statefulset(spec3, 3, 'x')['spec']['template']['spec']['containers']
+    assert not [a for a in etcd['args'] + sidecar['args'] if 'cert' in a or 'key=' in a or 'insecure' in a]
+
+
 def test_statefulset(spec3):
     sts = c.statefulset(spec3, 3, 'abc', scaled_to_multi_node=True)
     s = sts['spec']
