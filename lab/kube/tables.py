@@ -195,6 +195,11 @@ def _ports(service: Mapping[str, Any], now: float) -> str:
     return ','.join('%s/%s' % (p.get('port'), p.get('protocol') or 'TCP') for p in ports) or '<none>'
 
 
+def _claim_status(claim: Mapping[str, Any], now: float) -> str:
+    return 'Terminating' if _get(claim, 'metadata', 'deletionTimestamp') else \
+        _get(claim, 'status', 'phase', default='Pending')
+
+
 def _endpoints(endpoints: Mapping[str, Any], now: float) -> str:
     found = ['%s:%s' % (a.get('ip'), p.get('port')) for subset in _get(endpoints, 'subsets', default=[]) or []
              for a in subset.get('addresses') or [] for p in subset.get('ports') or [{}]]
@@ -278,9 +283,7 @@ BUILTIN: Dict[Tuple[str, str], List[Column]] = {
                                 '%s=%s' % kv for kv in sorted((_get(obj, 'spec', 'selector', default={}) or {}).items()))
                                 or '<none>')),
     ('', 'endpoints'): _cols(('Endpoints', 'string', 0, _endpoints)),
-    ('', 'persistentvolumeclaims'): _cols(('Status', 'string', 0, lambda obj, now: 'Terminating' if _get(
-                                              obj, 'metadata', 'deletionTimestamp') else _get(obj, 'status', 'phase',
-                                                                                                 default='Pending')),
+    ('', 'persistentvolumeclaims'): _cols(('Status', 'string', 0, _claim_status),
                                           ('Volume', 'string', 0, _value('spec', 'volumeName', default='')),
                                           ('Capacity', 'string', 0, _value('status', 'capacity', 'storage', default='')),
                                           ('Access Modes', 'string', 0, _joined('spec', 'accessModes')),

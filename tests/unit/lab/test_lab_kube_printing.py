@@ -27,8 +27,8 @@ def test_ages_read_as_kubectl_prints_them(seconds, text):
 
 
 def test_a_crd_without_printer_columns_gets_age_and_a_list_keeps_its_resource_version():
-    body = {'metadata': {'resourceVersion': '7'}, 'items': [{'metadata': {'name': 'x',
-                                                                         'creationTimestamp': '2026-01-01T00:00:00Z'}}]}
+    item = {'metadata': {'name': 'x', 'creationTimestamp': '2026-01-01T00:00:00Z'}}
+    body = {'metadata': {'resourceVersion': '7'}, 'items': [item]}
     table = tables.table(body, tables.crd_columns([]), now=1767225600.0 + 90)
     assert [c['name'] for c in table['columnDefinitions']] == ['Name', 'Age']
     assert table['rows'][0]['cells'] == ['x', '90s'] and table['metadata'] == {'resourceVersion': '7'}
