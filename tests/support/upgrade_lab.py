@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import os
 import threading
 import time
@@ -140,6 +141,38 @@ class Sampler(threading.Thread):
         self.workers_from: Optional[float] = None
         self.workers_to: Optional[float] = None
 
+    def start(self) -> None:
+        super().start()
+        threading.Thread(target=self._watch_cordons, daemon=True).start()
+
+    def _watch_cordons(self) -> None:
+        """Cordon transitions from a watch of the Nodes, not from the samples: a worker of a batch can be cordoned,
+        drained and uncordoned between two samples when the machine is loaded (the sampler's GETs wait on the API
+        server), and a missed cordon would read as "not cordoned"."""
+        seen: Dict[str, bool] = {}
+
+        def note(node: Dict[str, Any]) -> None:
+            name = node['metadata']['name']
+            now = bool((node.get('spec') or {}).get('unschedulable'))
+            if now and not seen.get(name):
+                self.cordons[name] = self.cordons.get(name, 0) + 1
+            seen[name] = now
+        while not self.stop.is_set():
+            try:
+                listed = requests.get(self.server + '/api/v1/nodes', timeout=5).json()
+                for node in listed['items']:
+                    note(node)
+                with requests.get(self.server + '/api/v1/nodes', stream=True, timeout=(5, 30), params={
+                        'watch': '1', 'resourceVersion': listed['metadata'].get('resourceVersion', '')}) as stream:
+                    for line in stream.iter_lines():
+                        if self.stop.is_set():
+                            return
+                        event = json.loads(line) if line else {}
+                        if event.get('type') in ('ADDED', 'MODIFIED'):
+                            note(event['object'])
+            except (requests.RequestException, ValueError, KeyError):
+                self.stop.wait(0.2)
+
     def run(self) -> None:
         while not self.stop.wait(self.interval):
             try:
@@ -162,11 +195,8 @@ class Sampler(threading.Thread):
                              for n in self.names)
             if not self.timeline or self.timeline[-1] != versions:
                 self.timeline.append(versions)
-            for name, node in nodes.items():
-                now = bool((node.get('spec') or {}).get('unschedulable'))
-                if now and not self._cordoned.get(name):
-                    self.cordons[name] = self.cordons.get(name, 0) + 1
-                self._cordoned[name] = now
+            for name, node in nodes.items():   # (cordons are counted by the watch)
+                self._cordoned[name] = bool((node.get('spec') or {}).get('unschedulable'))
             cordoned = sum(1 for name in self.names if name not in self.control_plane and self._cordoned.get(name))
             self.most_workers_cordoned = max(self.most_workers_cordoned, cordoned)
             if cordoned:
