@@ -333,5 +333,5 @@ def table(body: Mapping[str, Any], columns: Sequence[Column], now: float, includ
     return {'kind': 'Table', 'apiVersion': 'meta.k8s.io/v1', 'metadata': meta,
             'columnDefinitions': [{'name': name, 'type': kind,
                                    'format': 'name' if name == 'Name' else '', 'description': name,
-                                   'priority': priority} for name, kind, priority, _ in columns],
+                                   'priority': priority} for name, kind, priority, _cell in columns],
             'rows': rows}

@@ -34,7 +34,7 @@ options:
     description: Only Machines in these phases (C(Creating) stands for the empty phase of a machine being created).
     type: list
     elements: str
-    choices: [Creating, Pending, Available, Running, Unknown, Failed, CrashLoopBackOff, Terminating]
+    choices: [Creating, Pending, Available, Running, Unknown, Failed, CrashLoopBackOff, Terminating, InPlaceUpdating, InPlaceUpdateFailed]
 extends_documentation_fragment:
   - steward.cluster.kube_connection
   - ansible.builtin.action_common_attributes

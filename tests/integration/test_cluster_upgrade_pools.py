@@ -70,8 +70,8 @@ class Sampler(threading.Thread):
                 pod = kube.get(api_path('v1', 'pods', 'kube-system', 'kube-apiserver-cp1'))
                 api = pod['spec']['containers'][0]['image'].rsplit(':', 1)[1]
                 seen = kubelets(kube)
-            except Exception:     # pylint: disable=broad-except - a sample racing a pod's replacement is skipped
-                continue
+            except Exception:     # pylint: disable=broad-except
+                continue          # a sample racing a pod's replacement is skipped
             self.samples += 1
             self.most_machines = max(self.most_machines, len(machines))
             minor = int(api.split('.')[1])

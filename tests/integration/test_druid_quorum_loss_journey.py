@@ -66,8 +66,9 @@ def _freeze(session, url, names):
 
 def _events(session, url):
     items = session.get(url + '/api/v1/namespaces/%s/events' % NS).json()['items']
-    return [(e['reason'], e.get('message', '')) for e in sorted(items, key=lambda e: e['metadata']['name'])
-            if (e.get('involvedObject') or {}).get('name') == 'etcd-main']
+    # in the order they were posted (an Event's name ends in random hex: sorting by it shuffled them)
+    ordered = sorted(items, key=lambda e: (e.get('eventTime') or '', int(e['metadata'].get('resourceVersion') or 0)))
+    return [(e['reason'], e.get('message', '')) for e in ordered if (e.get('involvedObject') or {}).get('name') == 'etcd-main']
 
 
 def _wait_event(session, url, reason, deadline, count=1):

@@ -78,9 +78,11 @@ def test_a_tls_etcd_with_three_members_becomes_ready_serves_https_and_backs_up(s
         assert answer.status_code == 201, answer.text
 
         lab.wait(lambda: lab.all_ready(3), 240, 'three TLS members Ready')
-        status = lab.wait(lambda: (lambda s: s if any(c['type'] == 'BackupReady' and c['status'] == 'True'
-                                                      for c in s.get('conditions') or []) else None)(lab.status()),
-                          120, 'BackupReady')
+        def backup_ready():
+            current = lab.status()
+            return current if any(c['type'] == 'BackupReady' and c['status'] == 'True'
+                                  for c in current.get('conditions') or []) else None
+        status = lab.wait(backup_ready, 120, 'BackupReady')
         assert status['peerUrlTLSEnabled'] is True
         keys = boto3.client('s3', endpoint_url=s3_server, region_name='us-east-1').list_objects_v2(
             Bucket=BUCKET, Prefix='demo--etcd-main/v2/').get('Contents', [])
@@ -137,9 +139,11 @@ def test_a_tls_etcd_with_three_members_becomes_ready_serves_https_and_backs_up(s
                                                          'etcdDefragmentation: true}'}})
         assert answer.status_code == 201, answer.text
         task_url = lab.kube.url + '/apis/druid.gardener.cloud/v1alpha1/namespaces/%s/etcdoperatortasks/maint' % lab.ns
-        task = lab.wait(lambda: (lambda t: t if (t.get('status') or {}).get('state') in ('Succeeded', 'Failed',
-                                                                                         'Rejected') else None)(
-            lab.session.get(task_url).json()), 120, 'the maintenance task finished')
+        def finished():
+            current = lab.session.get(task_url).json()
+            return current if (current.get('status') or {}).get('state') in ('Succeeded', 'Failed', 'Rejected') \
+                else None
+        task = lab.wait(finished, 120, 'the maintenance task finished')
         assert task['status']['state'] == 'Succeeded', task['status']
         assert 'defragmented 3 member(s)' in task['status']['lastOperation']['reason'], task['status']
     finally:

@@ -74,8 +74,8 @@ class Watch(threading.Thread):
             try:
                 machines = self.bench.machines()
                 nodes = {m['metadata']['name']: node_of(self.bench, m) for m in machines}
-            except Exception:     # pylint: disable=broad-except - a sample racing a write is skipped
-                continue
+            except Exception:     # pylint: disable=broad-except
+                continue          # a sample racing a write is skipped
             self.samples += 1
             self.counts.add(len(machines))
             bad = 0
