@@ -78,6 +78,7 @@ def test_a_tls_etcd_with_three_members_becomes_ready_serves_https_and_backs_up(s
         assert answer.status_code == 201, answer.text
 
         lab.wait(lambda: lab.all_ready(3), 240, 'three TLS members Ready')
+
         def backup_ready():
             current = lab.status()
             return current if any(c['type'] == 'BackupReady' and c['status'] == 'True'
@@ -139,6 +140,7 @@ def test_a_tls_etcd_with_three_members_becomes_ready_serves_https_and_backs_up(s
                                                          'etcdDefragmentation: true}'}})
         assert answer.status_code == 201, answer.text
         task_url = lab.kube.url + '/apis/druid.gardener.cloud/v1alpha1/namespaces/%s/etcdoperatortasks/maint' % lab.ns
+
         def finished():
             current = lab.session.get(task_url).json()
             return current if (current.get('status') or {}).get('state') in ('Succeeded', 'Failed', 'Rejected') \
