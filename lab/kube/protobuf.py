@@ -14,7 +14,7 @@ Other kinds answer 415 naming what is decoded and how to send JSON instead (`kub
 from __future__ import annotations
 
 import base64
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 CONTENT_TYPE = 'application/vnd.kubernetes.protobuf'
 MAGIC = b'k8s\x00'
@@ -146,13 +146,4 @@ def decode(body: bytes) -> Dict[str, Any]:
                             '(kubectl apply -f, or kubectl create ... --dry-run=client -o yaml | kubectl apply -f -)'
                             % (', '.join(sorted(KINDS)), kind or 'an object without a kind'), unsupported=True)
     obj = message(unknown.get(2, b''), KINDS[kind])
-    if kind == 'DeleteOptions':
-        return dict(obj, kind=kind, apiVersion=type_meta.get('apiVersion') or 'v1')
     return dict({'apiVersion': type_meta.get('apiVersion') or 'v1', 'kind': kind}, **obj)
-
-
-def decoded_or_none(content_type: str, body: Optional[bytes]) -> Optional[Dict[str, Any]]:
-    """decode() when the request is protobuf, else None."""
-    if not is_protobuf(content_type) or not body:
-        return None
-    return decode(body)

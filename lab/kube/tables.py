@@ -241,10 +241,6 @@ def _count(*path: Any) -> Callable[[Mapping[str, Any], float], int]:
     return lambda obj, now: len(_get(obj, *path, default={}) or {})
 
 
-def _pdb_value(key: str) -> Callable[[Mapping[str, Any], float], Cell]:
-    return lambda obj, now: _get(obj, 'spec', key, default='N/A')
-
-
 def _joined(*path: Any) -> Callable[[Mapping[str, Any], float], str]:
     return lambda obj, now: ','.join(str(x) for x in (_get(obj, *path, default=[]) or [])) or '<none>'
 
@@ -300,8 +296,8 @@ BUILTIN: Dict[Tuple[str, str], List[Column]] = {
     ('', 'configmaps'): _cols(('Data', 'integer', 0, lambda obj, now: len(obj.get('data') or {})
                                + len(obj.get('binaryData') or {}))),
     ('', 'serviceaccounts'): _cols(('Secrets', 'integer', 0, lambda obj, now: len(obj.get('secrets') or []))),
-    ('policy', 'poddisruptionbudgets'): _cols(('Min Available', 'string', 0, _pdb_value('minAvailable')),
-                                              ('Max Unavailable', 'string', 0, _pdb_value('maxUnavailable')),
+    ('policy', 'poddisruptionbudgets'): _cols(('Min Available', 'string', 0, _value('spec', 'minAvailable', default='N/A')),
+                                              ('Max Unavailable', 'string', 0, _value('spec', 'maxUnavailable', default='N/A')),
                                               ('Allowed Disruptions', 'integer', 0,
                                                _value('status', 'disruptionsAllowed', default=0))),
     ('', 'events'): [('Last Seen', 'string', 0, _event_last_seen), ('Type', 'string', 0, _value('type', default='')),
