@@ -86,8 +86,8 @@ def peer_tls_reported(members: Iterable[Mapping[str, Any]], member_id: str) -> O
 
 
 def describe(change: PeerURLChange) -> str:
-    return 'member %s advertised %s; updated to %s' % (change.member_id, ','.join(change.current) or 'nothing',
-                                                       ','.join(change.wanted))
+    return 'member %s advertised %s, started with %s' % (change.member_id, ','.join(change.current) or 'nothing',
+                                                         ','.join(change.wanted))
 
 
 def waiting_message(current: int, to: int, pending: Iterable[str], leases: Mapping[str, Mapping[str, Any]]) -> str:
