@@ -63,6 +63,14 @@ def test_the_member_program_updates_its_own_peer_urls_and_says_so_on_its_lease(t
         assert leases.renewed == [(own['id'], True)] and heartbeat.peer_urls_settled
         heartbeat.beat()   # settled: no second update
         assert leases.renewed[-1] == (own['id'], True) and heartbeat.last_peer_update['result'] == 'updated'
+        # the cluster cannot be reached for the update (it goes through the cluster, not the member alone): it fails,
+        # the Lease keeps saying what etcd lists, and it is tried again next heartbeat
+        refused = Heartbeat(conn, EtcdConnection(endpoints=('http://127.0.0.1:9',), timeout=1.0), store=None,
+                            policy=None, work_dir=str(tmp_path / 'work'), leases=leases, defrag_schedule=None,
+                            defrag_timeout=60, peer_urls=('http://127.0.0.1:%d' % member.peer_port,))
+        refused.beat()
+        assert refused.last_peer_update['result'].startswith('failed') and not refused.peer_urls_settled
+        assert leases.renewed[-1] == (own['id'], True) and cluster_info(conn)['members'][0]['peer_urls'] == [wanted]
     finally:
         cluster.stop()
 
