@@ -41,7 +41,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.copy i
 from ansible_collections.steward.cluster.plugins.module_utils.druid.client_tls import (
     ClientTLSError, member_client_urls, member_connection)
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import EtcdSpecError
-from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import parse_etcd
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, parse_etcd
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
@@ -124,11 +124,7 @@ def _snapshot(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -
 def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> Iterator[EtcdConnection]:
     """The members' client URLs; with `spec.etcd.clientUrlTls`, https with the Etcd's CA and client certificate
     Secrets (druid/client_tls.py: the one home of that mapping; a missing one fails the task, ERR_TLS)."""
-    try:
-        spec = parse_etcd(etcd)
-    except EtcdSpecError as exc:
-        raise TaskFailed('ERR_INVALID_ETCD', 'Etcd %s/%s: %s' % (
-            (etcd.get('metadata') or {}).get('namespace'), (etcd.get('metadata') or {}).get('name'), exc)) from exc
+    spec = _spec(etcd)
     endpoints = member_client_urls(spec, (p['status']['podIP'] for p in _members(runtime, etcd)))
     if not endpoints:
         raise TaskFailed('ERR_NO_MEMBER', 'no member pod has an address')
@@ -139,16 +135,25 @@ def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> Iterator[EtcdConne
         raise TaskFailed('ERR_TLS', str(exc)) from exc
 
 
+def _spec(etcd: Mapping[str, Any]) -> EtcdSpec:
+    try:
+        return parse_etcd(etcd)
+    except EtcdSpecError as exc:
+        raise TaskFailed('ERR_INVALID_ETCD', 'Etcd %s/%s: %s' % (
+            (etcd.get('metadata') or {}).get('namespace'), (etcd.get('metadata') or {}).get('name'), exc)) from exc
+
+
 def _secret_reader(runtime: Runtime):
     return lambda namespace, name: runtime.client.get_or_none(api_path('v1', 'secrets', namespace, name))
 
 
 def _maintenance(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -> str:
+    defrag_timeout = _spec(etcd).etcd.defrag_timeout   # the Etcd's etcdDefragTimeout (default 8m), per member
     with _connection(runtime, etcd) as conn:
-        return _maintain(task, conn)
+        return _maintain(task, conn, defrag_timeout)
 
 
-def _maintain(task: t.OperatorTask, conn: EtcdConnection) -> str:
+def _maintain(task: t.OperatorTask, conn: EtcdConnection, defrag_timeout: float = 300.0) -> str:
     ops = task.config['maintenanceType']
     done = []
     if ops['etcdCompaction']:
@@ -158,7 +163,7 @@ def _maintain(task: t.OperatorTask, conn: EtcdConnection) -> str:
             gateway.call(endpoint, '/v3/kv/compaction', {'revision': revision, 'physical': True}, timeout=300)
         done.append('compacted at revision %d' % revision)
     if ops['etcdDefragmentation']:
-        result = rolling_defrag(conn)
+        result = rolling_defrag(conn, defrag_timeout=defrag_timeout)
         if result.get('postponed'):
             raise TaskFailed('ERR_DEFRAG', result['reason'])
         done.append('defragmented %d member(s), the leader last' % len(result.get('members') or []))
