@@ -41,7 +41,7 @@ def test_a_member_started_with_other_peer_urls_than_etcd_lists_updates_them():
     change = pt.peer_urls_change(MEMBERS, 'a1', ['https://127.0.100.1:2380'])
     assert change == pt.PeerURLChange('a1', ('http://127.0.100.1:2380',), ('https://127.0.100.1:2380',))
     assert pt.describe(change) == ('member a1 advertised http://127.0.100.1:2380, started with '
-                                  'https://127.0.100.1:2380')
+                                   'https://127.0.100.1:2380')
     assert pt.peer_urls_change(MEMBERS, 'a2', ['HTTPS://127.0.100.2:2380/']) is None    # the same, normalized
     assert pt.peer_urls_change(MEMBERS, 'ff', ['https://127.0.100.9:2380']) is None     # not (yet) a member
     assert pt.peer_urls_change(MEMBERS, 'a1', ['']) is None                              # nothing configured

@@ -188,8 +188,8 @@ def test_peer_tls_is_not_awaited_without_peer_tls_or_once_every_member_says_so()
     obj = sample(replicas=5)
     obj['spec']['etcd']['peerUrlTls'] = TLS
     w.spec = parse_etcd(obj)
-    w.existing[('statefulset', 'etcd-main')] = w.sts = dict(_desired(w)[('statefulset', 'etcd-main')],
-                                                             status=w.sts['status'])
+    w.sts = dict(_desired(w)[('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
     for pod in w.pods.values():
         pod['metadata']['annotations'][c.TEMPLATE_HASH] = c.template_hash_of(w.sts)
     mark(w, ['etcd-main-0', 'etcd-main-1'], {c.TLS_ENABLED: 'true'})
