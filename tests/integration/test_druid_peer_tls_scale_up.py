@@ -143,7 +143,7 @@ def test_a_scale_up_that_asks_for_peer_tls_turns_the_running_member_to_tls_first
         # the Events say what was done, in order: the template with peer TLS, the member restarted onto it, and only
         # then the scale-up
         events = [(e['reason'], e.get('message') or '') for e in lab.events()]
-        reasons = [r for r, _ in events]
+        reasons = [r for r, _m in events]
         updated = next(i for i, (r, m) in enumerate(events) if r == 'StatefulSetUpdated' and 'peer TLS first' in m)
         restarted = next(i for i, (r, m) in enumerate(events) if r == 'MemberRestarted' and 'etcd-main-0' in m)
         scaled = reasons.index('ScaledUp')

@@ -274,10 +274,11 @@ class EtcdDruidLoop:
         (core/member_removal.py); over client TLS with the Etcd's own Secrets (druid/client_tls.py, `read_secret`).
         target.RemovalRefused when the step does nothing."""
         try:
-            with member_connection(spec, urls, read_secret) as conn:
-                return EtcdDruidLoop._remove_step(conn, observed, mark)
+            connection = member_connection(spec, urls, read_secret)
         except ClientTLSError as exc:
             raise target.RemovalRefused('the Etcd\'s client TLS material cannot be read: %s' % exc) from exc
+        with connection as conn:
+            return EtcdDruidLoop._remove_step(conn, observed, mark)
 
     @staticmethod
     def _remove_step(conn: EtcdConnection, observed: Any, mark: Any) -> List[str]:

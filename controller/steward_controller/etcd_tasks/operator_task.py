@@ -129,10 +129,11 @@ def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> Iterator[EtcdConne
     if not endpoints:
         raise TaskFailed('ERR_NO_MEMBER', 'no member pod has an address')
     try:
-        with member_connection(spec, endpoints, _secret_reader(runtime)) as conn:
-            yield conn
+        connection = member_connection(spec, endpoints, _secret_reader(runtime))
     except ClientTLSError as exc:
         raise TaskFailed('ERR_TLS', str(exc)) from exc
+    with connection as conn:
+        yield conn
 
 
 def _spec(etcd: Mapping[str, Any]) -> EtcdSpec:

@@ -19,7 +19,7 @@ import base64
 import binascii
 import contextlib
 import dataclasses
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, ContextManager, Iterable, Mapping, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import TLS, EtcdSpec, SecretRef
@@ -117,13 +117,11 @@ def member_client_urls(spec: EtcdSpec, addresses: Iterable[str]) -> Tuple[str, .
     return tuple('%s://%s:%d' % (client_scheme(spec), ip, spec.etcd.client_port) for ip in addresses if ip)
 
 
-@contextlib.contextmanager
 def member_connection(spec: EtcdSpec, endpoints: Iterable[str], read_secret: ReadSecret,
-                      timeout: float = 5.0) -> Iterator[EtcdConnection]:
-    """A connection to `endpoints` (the members' client URLs): plain, or with the Etcd's client TLS Secrets."""
+                      timeout: float = 5.0) -> ContextManager[EtcdConnection]:
+    """A connection to `endpoints` (the members' client URLs) for a `with`: plain, or with the Etcd's client TLS
+    Secrets. The Secrets are read, and a ClientTLSError raised, when this is called: before anything is connected."""
     pem = client_pem(spec.etcd.client_tls, read_secret)
     if pem is None:
-        yield EtcdConnection(endpoints=tuple(endpoints), timeout=timeout)
-        return
-    with pem_connection(endpoints, pem.ca, pem.cert, pem.key, timeout=timeout) as conn:
-        yield conn
+        return contextlib.nullcontext(EtcdConnection(endpoints=tuple(endpoints), timeout=timeout))
+    return pem_connection(endpoints, pem.ca, pem.cert, pem.key, timeout=timeout)
