@@ -12,8 +12,6 @@ task (compaction, defragmentation) reaches the members over https."""
 from __future__ import annotations
 
 import base64
-import ipaddress
-import os
 import time
 
 import boto3
@@ -22,29 +20,10 @@ import requests
 
 from lab.pods import images
 from support.druid_lab import WRAPPER, DruidLab
-from support.tls import make_pki
 
 pytestmark = pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
 
 BUCKET = 'etcd-tls-backups'
-
-
-def _pki(tmp_path, name, namespace, cidr):
-    """A CA, a server certificate (serverAuth and clientAuth: etcd presents it to its peers too) for druid's DNS
-    names and every address of the pod network, and a client certificate; PEM bytes by file name."""
-    peer = '%s-peer' % name
-    dns = ['%s-local' % name, '%s-client' % name, '%s-client.%s' % (name, namespace),
-           '%s-client.%s.svc' % (name, namespace), '*.%s' % peer, '*.%s.%s' % (peer, namespace),
-           '*.%s.%s.svc' % (peer, namespace), '*.%s.%s.svc.cluster.local' % (peer, namespace)]
-    paths = make_pki(str(tmp_path), ips=[str(ip) for ip in ipaddress.ip_network(cidr)], dns=dns)
-    return {os.path.basename(path): open(path, 'rb').read() for path in paths.values()}
-
-
-def _secret(lab, name, data, kind='Opaque'):
-    answer = lab.session.post(lab.kube.url + '/api/v1/namespaces/%s/secrets' % lab.ns, json={
-        'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': name, 'namespace': lab.ns}, 'type': kind,
-        'data': {k: base64.b64encode(v if isinstance(v, bytes) else v.encode()).decode() for k, v in data.items()}})
-    assert answer.status_code == 201, answer.text
 
 
 def _b64(text):
@@ -56,14 +35,14 @@ def test_a_tls_etcd_with_three_members_becomes_ready_serves_https_and_backs_up(s
     lab = DruidLab(str(tmp_path), controller_args=['--controllers', 'etcd,etcd-tasks', '--etcd-status-sync-period', '2s'])
     try:
         lab.start()
-        pem = _pki(tmp_path, lab.name, lab.ns, lab.cidr)
-        _secret(lab, 'etcd-backup-aws', {'accessKeyID': 'testing', 'secretAccessKey': 'testing',
-                                         'region': 'us-east-1', 'endpoint': s3_server, 's3ForcePathStyle': 'true'})
-        _secret(lab, 'ca-etcd', {'ca.crt': pem['ca.crt']})
-        _secret(lab, 'etcd-server-tls', {'tls.crt': pem['server.crt'], 'tls.key': pem['server.key']},
-                'kubernetes.io/tls')
-        _secret(lab, 'etcd-client-tls', {'tls.crt': pem['client.crt'], 'tls.key': pem['client.key']},
-                'kubernetes.io/tls')
+        pem = lab.pod_pki(str(tmp_path))
+        lab.secret('etcd-backup-aws', {'accessKeyID': 'testing', 'secretAccessKey': 'testing',
+                                       'region': 'us-east-1', 'endpoint': s3_server, 's3ForcePathStyle': 'true'})
+        lab.secret('ca-etcd', {'ca.crt': pem['ca.crt']})
+        lab.secret('etcd-server-tls', {'tls.crt': pem['server.crt'], 'tls.key': pem['server.key']},
+                   'kubernetes.io/tls')
+        lab.secret('etcd-client-tls', {'tls.crt': pem['client.crt'], 'tls.key': pem['client.key']},
+                   'kubernetes.io/tls')
         tls = {'tlsCASecretRef': {'name': 'ca-etcd', 'dataKey': 'ca.crt'},
                'serverTLSSecretRef': {'name': 'etcd-server-tls'}, 'clientTLSSecretRef': {'name': 'etcd-client-tls'}}
         answer = lab.session.post(lab.kube.url + lab.etcd_path.rsplit('/', 1)[0], json={

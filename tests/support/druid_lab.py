@@ -8,7 +8,9 @@ exercises: only the lab's parts and the collection's Kubernetes path helper."""
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -22,6 +24,7 @@ from lab.kube.api import KubeServer
 from lab.paths import module_argv
 from lab.pods import network
 from lab.pods.runtime import Runtime
+from support.tls import make_pki
 
 WRAPPER = 'europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:'
 MERGE = {'Content-Type': 'application/merge-patch+json'}
@@ -99,6 +102,29 @@ class DruidLab:
             'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile'}},
             'spec': {'etcd': {'image': WRAPPER + tag}}})
         assert answer.status_code == 200, answer.text
+
+    def secret(self, name: str, data: Dict[str, Any], kind: str = 'Opaque') -> None:
+        """A Secret in the Etcd's namespace (values as bytes or text)."""
+        answer = self.session.post(self.kube.url + '/api/v1/namespaces/%s/secrets' % self.ns, json={
+            'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {'name': name, 'namespace': self.ns}, 'type': kind,
+            'data': {k: base64.b64encode(v if isinstance(v, bytes) else v.encode()).decode() for k, v in data.items()}})
+        assert answer.status_code == 201, answer.text
+
+    def pod_pki(self, directory: str) -> Dict[str, bytes]:
+        """A CA, a server certificate (serverAuth and clientAuth: etcd presents it to its peers too) for druid's DNS
+        names and every address of this lab's pod network (the runtime rewrites peer names to pod IPs, docs/lab.md),
+        and a client certificate; PEM bytes by file name (ca.crt, server.crt/key, client.crt/key), the files in
+        `directory`."""
+        peer = '%s-peer' % self.name
+        dns = ['%s-local' % self.name, '%s-client' % self.name, '%s-client.%s' % (self.name, self.ns),
+               '%s-client.%s.svc' % (self.name, self.ns), '*.%s' % peer, '*.%s.%s' % (peer, self.ns),
+               '*.%s.%s.svc' % (peer, self.ns), '*.%s.%s.svc.cluster.local' % (peer, self.ns)]
+        paths = make_pki(directory, ips=[str(ip) for ip in ipaddress.ip_network(self.cidr)], dns=dns)
+        found = {}
+        for path in paths.values():
+            with open(path, 'rb') as f:
+                found[os.path.basename(path)] = f.read()
+        return found
 
     def status(self) -> Dict[str, Any]:
         return self.session.get(self.kube.url + self.etcd_path).json().get('status') or {}

@@ -28,6 +28,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import plan 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import recovery as r
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid import spec as s
+from ansible_collections.steward.cluster.plugins.module_utils.druid.client_tls import (
+    ClientTLSError, ReadSecret, member_connection)
 from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import DruidError, EtcdSpecError
 from ansible_collections.steward.cluster.plugins.module_utils.druid.status import (
     READY, Thresholds, compute_status, condition_true, replaced_members)
@@ -174,7 +176,8 @@ class EtcdDruidLoop:
                 done = target.execute(self.client, spec, action, plan.desired, observed,
                                       save_source=lambda url: self.save_source(obj, spec, url),
                                       request_snapshot=lambda urls: self.request_snapshot(key, action, urls),
-                                      remove_members=lambda urls, mark: self.remove_members(observed, urls, mark))
+                                      remove_members=lambda urls, mark: self.remove_members(spec, observed, urls, mark,
+                                                                                            self.read_secret))
             except target.RemovalRefused as exc:   # said once until it changes, not every pass
                 # the Event without the growing wait (said once until the reason changes), lastErrors with it
                 said = 'the leading member\'s program did not remove %s from etcd within %ds; the loop did not ' \
@@ -264,16 +267,26 @@ class EtcdDruidLoop:
 
     # ---- an overdue scale-down (plan.RemoveMembers) ----
     @staticmethod
-    def remove_members(observed: Any, urls: Tuple[str, ...], mark: Any) -> List[str]:
+    def remove_members(spec: s.EtcdSpec, observed: Any, urls: Tuple[str, ...], mark: Any,
+                       read_secret: ReadSecret) -> List[str]:
         """One step of the leading member's removal, by the loop: druid/scale_down's decision over etcd's member list
         and only the Leases provably the going pods' own, carried out as the member program carries it out
-        (core/member_removal.py). target.RemovalRefused when the step does nothing."""
-        conn = EtcdConnection(endpoints=urls)
+        (core/member_removal.py); over client TLS with the Etcd's own Secrets (druid/client_tls.py, `read_secret`).
+        target.RemovalRefused when the step does nothing."""
+        try:
+            connection = member_connection(spec, urls, read_secret)
+        except ClientTLSError as exc:
+            raise target.RemovalRefused('the Etcd\'s client TLS material cannot be read: %s' % exc) from exc
+        with connection as conn:
+            return EtcdDruidLoop._remove_step(conn, observed, mark)
+
+    @staticmethod
+    def _remove_step(conn: EtcdConnection, observed: Any, mark: Any) -> List[str]:
         try:
             info = cluster_info(conn)
         except EtcdError as exc:
-            raise target.RemovalRefused('etcd\'s member list cannot be read through %s: %s' % (', '.join(urls), exc)) \
-                from exc
+            raise target.RemovalRefused('etcd\'s member list cannot be read through %s: %s' % (
+                ', '.join(conn.endpoints), exc)) from exc
         members = info['members']
         step = sd.plan_removal(members, str(info.get('leader') or ''),
                                sd.provable_leases(members, observed.member_leases))
@@ -317,17 +330,19 @@ class EtcdDruidLoop:
 
     def save_source(self, obj: Mapping[str, Any], spec: s.EtcdSpec, url: str) -> str:
         """A recovery's source member's data, as it answers alone (no quorum), into the Etcd's store as a verified
-        full snapshot: the engine's snapshot path, with the store and Secret the member-side programs use."""
-        if spec.etcd.client_tls is not None:
-            raise target.SourceNotSaved('the members\' client URLs use TLS (spec.etcd.clientUrlTls), which this loop '
-                                        'does not speak yet: the source member\'s data cannot be read')
+        full snapshot: the engine's snapshot path, with the store and Secret the member-side programs use, over
+        client TLS with the Etcd's own Secrets (druid/client_tls.py) when it asks for it."""
         store_spec = ((obj.get('spec') or {}).get('backup') or {}).get('store')
         where = parse_store(store_spec, 'spec.backup.store', local_root(self.runtime))
         store = open_druid_store(self.runtime, spec.namespace, where, 'spec.backup.store')
-        snap, member = take_member_snapshot(EtcdConnection(endpoints=(url,)), store, url, now=self.runtime.clock(),
-                                            snapshot_timeout=SAVE_TIMEOUT)
+        with member_connection(spec, (url,), self.read_secret) as conn:
+            snap, member = take_member_snapshot(conn, store, url, now=self.runtime.clock(), snapshot_timeout=SAVE_TIMEOUT)
         return 'full snapshot %s of member %s (revision %d) saved to the store' % (
             snap.name, member.name or url, member.revision)
+
+    def read_secret(self, namespace: str, name: str) -> Optional[Dict[str, Any]]:
+        """A Secret the Etcd names (its client TLS material), None when absent."""
+        return self.client.get_or_none(api_path('v1', 'secrets', namespace, name))
 
     def record_recovery(self, obj: Mapping[str, Any], step: r.Step) -> None:
         """The recovery's state after `step` on the Etcd (removed, with an operator's request, when it ends)."""

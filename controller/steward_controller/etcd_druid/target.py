@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.steward.cluster.plugins.module_utils.druid import client_tls as ct
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import recovery as r
@@ -188,15 +189,12 @@ class RemovalRefused(DruidError):
 def _remove_members(client: KubeClient, spec: EtcdSpec, action: p.RemoveMembers, observed: Observed,
                     remove_members: Optional[Callable[[Tuple[str, ...], Callable[[str, str], bool]], List[str]]]
                     ) -> List[str]:
-    """One removal step of an overdue scale-down: through the members' client URLs (every pod with an address),
-    marking each member Lease whose member etcd no longer lists (only Leases that are ours)."""
-    if spec.etcd.client_tls is not None:
-        raise RemovalRefused('the members\' client URLs use TLS (spec.etcd.clientUrlTls), which this loop does not '
-                             'speak yet: %s must be removed by the leading member\'s program or an operator' %
-                             ', '.join(action.names))
-    urls = tuple('http://%s:%d' % ((pod.get('status') or {}).get('podIP'), spec.etcd.client_port)
-                 for name, pod in sorted(observed.pods.items(), key=lambda item: c.ordinal_of(item[0]))
-                 if c.is_our_pod(spec, pod) and (pod.get('status') or {}).get('podIP'))
+    """One removal step of an overdue scale-down: through the members' client URLs (every pod with an address; https
+    with `spec.etcd.clientUrlTls`: the loop connects with the Etcd's client TLS Secrets), marking each member Lease
+    whose member etcd no longer lists (only Leases that are ours)."""
+    pods = sorted(observed.pods.items(), key=lambda item: c.ordinal_of(item[0]))
+    urls = ct.member_client_urls(spec, ((pod.get('status') or {}).get('podIP') for _name, pod in pods
+                                        if c.is_our_pod(spec, pod)))
     if not urls or remove_members is None:
         raise RemovalRefused('no member pod has an address to reach etcd through')
 
@@ -251,7 +249,7 @@ def _recovery_step(client: KubeClient, spec: EtcdSpec, action: r.Step, observed:
         ip = (pod.get('status') or {}).get('podIP')
         if not ip or save_source is None:
             raise SourceNotSaved('pod %s has no address to read its data from' % action.pod)
-        return [save_source('http://%s:%d' % (ip, spec.etcd.client_port))]
+        return [save_source(ct.member_client_urls(spec, (ip,))[0])]
     if isinstance(action, r.StopMembers):
         return [_replicas(client, spec, observed, 0)]
     if isinstance(action, r.RecreateLeases):

@@ -24,7 +24,6 @@ The work per type:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 import os
@@ -39,7 +38,11 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import tasks
 from ansible_collections.steward.cluster.plugins.module_utils.druid.recovery import REQUEST as RECOVERY_REQUEST
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.compaction import compact_chain
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.copy import copy_backups, plan_copy
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway, pem_connection
+from ansible_collections.steward.cluster.plugins.module_utils.druid.client_tls import (
+    ClientTLSError, member_client_urls, member_connection)
+from ansible_collections.steward.cluster.plugins.module_utils.druid.errors import EtcdSpecError
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, parse_etcd
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection, Gateway
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.delta import plan_chain
@@ -101,14 +104,13 @@ def _members(runtime: Runtime, etcd: Mapping[str, Any]) -> List[Dict[str, Any]]:
     return sorted(own, key=lambda p: p['metadata']['name'])
 
 
-def _ports(etcd: Mapping[str, Any]):
-    spec = etcd.get('spec') or {}
-    return int((spec.get('backup') or {}).get('port') or 8080), int((spec.get('etcd') or {}).get('clientPort') or 2379)
+def _backup_port(etcd: Mapping[str, Any]) -> int:
+    return int(((etcd.get('spec') or {}).get('backup') or {}).get('port') or 8080)
 
 
 def _snapshot(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -> str:
     kind = task.config['type']
-    backup_port, _client = _ports(etcd)
+    backup_port = _backup_port(etcd)
     targets = [(pod['metadata']['name'], 'http://%s:%d/snapshot/%s' % (pod['status']['podIP'], backup_port, kind))
                for pod in _members(runtime, etcd)]
     try:
@@ -118,52 +120,41 @@ def _snapshot(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -
     return '%s snapshot %s through %s' % (kind, body.get('name') or 'requested', pod)
 
 
-def _secret_data(runtime: Runtime, ref: Mapping[str, Any], namespace: str, key: str, field: str) -> bytes:
-    """One key of a Secret a TLSConfig names (`field`: where), decoded; missing ones fail naming Secret and key."""
-    ns, name = ref.get('namespace') or namespace, ref.get('name')
-    secret = runtime.client.get_or_none(api_path('v1', 'secrets', ns, name)) if name else None
-    value = ((secret or {}).get('data') or {}).get(key)
-    if not value:
-        raise TaskFailed('ERR_TLS', '%s: Secret %s/%s has no key %r' % (field, ns, name, key) if secret
-                         else '%s: Secret %s/%s not found' % (field, ns, name))
-    try:
-        return base64.b64decode(value, validate=True)
-    except (ValueError, TypeError) as exc:
-        raise TaskFailed('ERR_TLS', '%s: Secret %s/%s key %r is not base64' % (field, ns, name, key)) from exc
-
-
 @contextlib.contextmanager
 def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> Iterator[EtcdConnection]:
-    """The members' client URLs; with `spec.etcd.clientUrlTls`, https with its CA and client certificate Secrets
-    (druid's TLSConfig: `tlsCASecretRef` key `dataKey` or ca.crt, `clientTLSSecretRef` keys tls.crt and tls.key)."""
-    tls = ((etcd.get('spec') or {}).get('etcd') or {}).get('clientUrlTls')
-    _backup, client_port = _ports(etcd)
-    endpoints = tuple('%s://%s:%d' % ('https' if tls else 'http', p['status']['podIP'], client_port)
-                      for p in _members(runtime, etcd))
+    """The members' client URLs; with `spec.etcd.clientUrlTls`, https with the Etcd's CA and client certificate
+    Secrets (druid/client_tls.py: the one home of that mapping; a missing one fails the task, ERR_TLS)."""
+    spec = _spec(etcd)
+    endpoints = member_client_urls(spec, (p['status']['podIP'] for p in _members(runtime, etcd)))
     if not endpoints:
         raise TaskFailed('ERR_NO_MEMBER', 'no member pod has an address')
-    if not tls:
-        yield EtcdConnection(endpoints=endpoints)
-        return
-    field = 'spec.etcd.clientUrlTls'
-    if not tls.get('clientTLSSecretRef'):
-        raise TaskFailed('ERR_TLS', '%s.clientTLSSecretRef: required for maintenance over client TLS (etcd asks '
-                         'for a client certificate)' % field)
-    namespace = (etcd.get('metadata') or {}).get('namespace') or ''
-    ca_ref, client_ref = tls.get('tlsCASecretRef') or {}, tls['clientTLSSecretRef']
-    ca = _secret_data(runtime, ca_ref, namespace, ca_ref.get('dataKey') or 'ca.crt', field + '.tlsCASecretRef')
-    cert = _secret_data(runtime, client_ref, namespace, 'tls.crt', field + '.clientTLSSecretRef')
-    key = _secret_data(runtime, client_ref, namespace, 'tls.key', field + '.clientTLSSecretRef')
-    with pem_connection(endpoints, ca, cert, key) as conn:
+    try:
+        connection = member_connection(spec, endpoints, _secret_reader(runtime))
+    except ClientTLSError as exc:
+        raise TaskFailed('ERR_TLS', str(exc)) from exc
+    with connection as conn:
         yield conn
 
 
+def _spec(etcd: Mapping[str, Any]) -> EtcdSpec:
+    try:
+        return parse_etcd(etcd)
+    except EtcdSpecError as exc:
+        raise TaskFailed('ERR_INVALID_ETCD', 'Etcd %s/%s: %s' % (
+            (etcd.get('metadata') or {}).get('namespace'), (etcd.get('metadata') or {}).get('name'), exc)) from exc
+
+
+def _secret_reader(runtime: Runtime):
+    return lambda namespace, name: runtime.client.get_or_none(api_path('v1', 'secrets', namespace, name))
+
+
 def _maintenance(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -> str:
+    defrag_timeout = _spec(etcd).etcd.defrag_timeout   # the Etcd's etcdDefragTimeout (default 8m), per member
     with _connection(runtime, etcd) as conn:
-        return _maintain(task, conn)
+        return _maintain(task, conn, defrag_timeout)
 
 
-def _maintain(task: t.OperatorTask, conn: EtcdConnection) -> str:
+def _maintain(task: t.OperatorTask, conn: EtcdConnection, defrag_timeout: float = 300.0) -> str:
     ops = task.config['maintenanceType']
     done = []
     if ops['etcdCompaction']:
@@ -173,7 +164,7 @@ def _maintain(task: t.OperatorTask, conn: EtcdConnection) -> str:
             gateway.call(endpoint, '/v3/kv/compaction', {'revision': revision, 'physical': True}, timeout=300)
         done.append('compacted at revision %d' % revision)
     if ops['etcdDefragmentation']:
-        result = rolling_defrag(conn)
+        result = rolling_defrag(conn, defrag_timeout=defrag_timeout)
         if result.get('postponed'):
             raise TaskFailed('ERR_DEFRAG', result['reason'])
         done.append('defragmented %d member(s), the leader last' % len(result.get('members') or []))

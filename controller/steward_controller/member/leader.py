@@ -12,6 +12,12 @@ When the program is told to stop (SIGTERM: its pod is being deleted, e.g. a roll
 call steward.cluster.etcd_upgrade makes before it stops a member), so clients see one clean leader change instead of
 etcd's own transfer racing its shutdown.
 
+Peer TLS (druid's ETCD-42 step 2, druid/peer_tls.py): started with https peer URLs over data whose member list still
+names its http ones (the Etcd gained `spec.etcd.peerUrlTls`, and this member was restarted onto it), the member asks
+etcd to update its own member's peer URLs (MemberUpdate, as etcd-backup-restore does), and its Lease says
+`member.etcd.gardener.cloud/tls-enabled` as etcd's member list has it: the `etcd` loop adds members only once every
+running member's Lease says "true".
+
 On a scale-down the leader also removes the superfluous members (ETCD-18 row 13, ETCD-36): those whose member Lease
 the `etcd` loop marked leaving, one per heartbeat, while they still run, then marks each Lease removed so the loop
 shrinks the StatefulSet (druid/scale_down.py decides and says why it happens in that order)."""
@@ -21,15 +27,17 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.backup_loop import (
     BackupListener, BackupPolicy, BackupRunner)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.cron import CronSchedule
+from ansible_collections.steward.cluster.plugins.module_utils.druid import peer_tls as pt
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import (
     EtcdConnection, Gateway, member_id_hex)
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info, members_from_raw
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.members import update_peer_urls
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.defrag import rolling_defrag
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.errors import EtcdError
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot, SnapshotStore
@@ -64,7 +72,8 @@ class Heartbeat:
 
     def __init__(self, own: EtcdConnection, cluster: EtcdConnection, *, store: Optional[SnapshotStore],
                  policy: Optional[BackupPolicy], work_dir: str, leases: Optional[LeaseWriter],
-                 defrag_schedule: Optional[CronSchedule], defrag_timeout: float, clock=time.time):
+                 defrag_schedule: Optional[CronSchedule], defrag_timeout: float, clock=time.time,
+                 peer_urls: Tuple[str, ...] = ()):
         self.own, self.cluster, self.store, self.policy = own, cluster, store, policy
         self.work_dir, self.leases, self.clock = work_dir, leases, clock
         self.defrag_schedule, self.defrag_timeout = defrag_schedule, defrag_timeout
@@ -78,6 +87,9 @@ class Heartbeat:
         self.removed_ids: Dict[str, str] = {}   # member name -> hex ID this program removed (for the REMOVED mark)
         self.member_id = ''
         self._next_defrag: Optional[float] = None
+        self.peer_urls = tuple(peer_urls)    # the ones this member was started with (its bootstrap config)
+        self.peer_urls_settled = not self.peer_urls   # etcd's member list names them: nothing left to check
+        self.last_peer_update: Optional[Dict[str, Any]] = None
 
     def beat(self) -> None:
         try:
@@ -88,6 +100,8 @@ class Heartbeat:
             return
         member = self.member_id = member_id_hex(status['header']['member_id'])
         self.leader = str(status.get('leader')) == str(status['header']['member_id'])
+        if not self.peer_urls_settled:
+            self.settle_peer_urls()
         if self.leases is not None:
             self.leases.member(member, self.leader, int(status['header'].get('revision') or 0),
                                learner=bool(status.get('isLearner')))
@@ -135,6 +149,33 @@ class Heartbeat:
             self.removed_ids[step.name] = step.member_id
         self.last_removal = {'action': step.action, 'reason': step.reason, 'result': done}
         return step
+
+    def settle_peer_urls(self, retry_timeout: float = 5.0) -> Optional[pt.PeerURLChange]:
+        """Once per heartbeat until settled: this member's peer URLs in etcd's member list (its own view, no quorum
+        needed to read) against the ones it was started with; when they differ, etcd's MemberUpdate (through the
+        cluster: it needs quorum; a failure is tried again next heartbeat). The Lease's tls-enabled follows what etcd
+        lists (druid/peer_tls.py decides)."""
+        try:
+            with Gateway(self.own) as gateway:
+                members = members_from_raw(gateway.call(self.own.endpoints[0], '/v3/cluster/member/list', {},
+                                                        timeout=3).get('members') or [])
+        except EtcdError as exc:
+            print('peer URLs: the member list cannot be read: %s' % exc, flush=True)
+            return None
+        change = pt.peer_urls_change(members, self.member_id, self.peer_urls)
+        if change is not None:
+            try:
+                members = update_peer_urls(self.cluster, change.member_id, list(change.wanted), retry_timeout)
+                self.last_peer_update = {'change': pt.describe(change), 'result': 'updated'}
+            except EtcdError as exc:
+                self.last_peer_update = {'change': pt.describe(change), 'result': 'failed: %s' % exc}
+            print('peer URLs: %(change)s: %(result)s' % self.last_peer_update, flush=True)
+        reported = pt.peer_tls_reported(members, self.member_id)
+        if reported is not None and self.leases is not None:
+            self.leases.peer_tls = reported
+        self.peer_urls_settled = reported is not None and \
+            pt.peer_urls_change(members, self.member_id, self.peer_urls) is None
+        return change
 
     def _follow(self) -> None:
         if self._thread is not None:

@@ -267,11 +267,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     policy = backup_policy(args) if store is not None else None
     defrag = parse_cron(args.defragmentation_schedule) if args.defragmentation_schedule else None
     period = parse_duration(args.k8s_heartbeat_duration, '--k8s-heartbeat-duration')
-    if leases is not None:   # druid's member.etcd.gardener.cloud/tls-enabled: this member's peer URLs are https
-        leases.peer_tls = any(u.startswith('https://') for u in options.peer_urls)
+    # druid's member.etcd.gardener.cloud/tls-enabled: written once etcd's member list shows this member's peer URLs
+    # (the heartbeat updates them to the configured ones first: leader.Heartbeat.settle_peer_urls)
     heartbeat = Heartbeat(conn.with_endpoints((options.client_url,)), conn, store=store, policy=policy,
                           work_dir=args.work_dir, leases=leases, defrag_schedule=defrag,
-                          defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'))
+                          defrag_timeout=parse_duration(args.etcd_defrag_timeout, '--etcd-defrag-timeout'),
+                          peer_urls=options.peer_urls)
     state.heartbeat = heartbeat
     state.catch_up, state.max_lag = args.readiness_catch_up, args.readiness_max_lag
     state.handoff = args.leader_handoff

@@ -17,7 +17,10 @@ Order, first match wins (the minimum action each pass; "nothing" is Nothing, and
   3. superfluous member Leases (ordinal >= spec.replicas once the StatefulSet has shrunk, row 13): DeleteLeases
   4. the spec (only when the gate allows it, spec.reconcile_gate):
        ApplyComponents (everything but the StatefulSet that is missing or differs),
-       CreateStatefulSet, ScaleUp (row 11: new ordinals join as learners, ETCD-42/43), ScaleDown (row 12: first
+       CreateStatefulSet, ScaleUp (row 11: new ordinals join as learners, ETCD-42/43; with spec.etcd.peerUrlTls only
+       once every running member's Lease says its peers speak TLS: until then the new template is written, the
+       members roll onto it (row 5), and Postponed (gate PeerTLS) says which members the scale-up waits for,
+       peer_tls.py), ScaleDown (row 12: first
        MarkLeaving on the going ordinals' Leases and AwaitRemoval until the leading member's program has removed
        them from etcd (druid/scale_down.py says why), then replicas; their Leases are deleted by row 3 afterwards),
        UpdateStatefulSet (a new pod template, written with OnDelete: no pod restarts by itself), gated on
@@ -43,6 +46,7 @@ import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid import peer_tls as pt
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
@@ -59,6 +63,7 @@ MEMBER_REVISION = 'cluster.steward.io/revision'
 # by a restarted controller does not take a second snapshot when one newer than the change's start exists.
 UPDATE_SNAPSHOT = 'cluster.steward.io/update-snapshot'
 PRE_UPDATE_SNAPSHOT = 'PreUpdateSnapshot'   # the Postponed gate
+PEER_TLS = 'PeerTLS'   # the Postponed gate of a scale-up waiting for the running members' peer TLS (ETCD-42 step 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +122,7 @@ class Wait(Action):
 @dataclasses.dataclass(frozen=True)
 class Postponed(Action):
     """A spec change or a restart a safety gate holds back; `gate` names it (AllMembersReady, BackupReady,
-    VerifiedBackup, VersionPath, PreUpdateSnapshot)."""
+    VerifiedBackup, VersionPath, PreUpdateSnapshot, PeerTLS)."""
     gate: str = ''
     event = 'UpdatePostponed'
     warning = True
@@ -429,12 +434,18 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
     backup_ready = st.condition_true(status, st.BACKUP_READY) if spec.backups_enabled else True
     ready_members = len([m for m in members if m.get('status') == st.MEMBER_READY])
     learners: Tuple[str, ...] = ()
+    no_peer_tls: Tuple[str, ...] = ()
     if sts is not None and 0 < current < spec.replicas:
         learners = member_names(spec.name, spec.replicas)[current:]
+        # ETCD-42 step 2: no member is added before the running ones speak peer TLS; until then everything is
+        # desired for the current members (the bootstrap member list, the StatefulSet's replicas), with the new
+        # pod template that turns peer TLS on
+        no_peer_tls = pt.members_without_peer_tls(spec, observed.member_leases, current)
+    size = current if no_peer_tls else spec.replicas
     quorum_size = int(status.get('clusterSize') or 0)
     min_available = c.pdb_min_available(quorum_size if members else spec.replicas, all_ready, ready_members)
-    desired = c.desired(spec, spec.replicas, min_available, scaled_to_multi_node=current == 1 and spec.replicas > 1,
-                        learners=learners)
+    desired = c.desired(spec, size, min_available, scaled_to_multi_node=current == 1 and size > 1,
+                        learners=() if no_peer_tls else learners)
 
     # 1. quorum lost (only once members have reported: a cluster that never had quorum is bootstrapping)
     if members and not st.quorate(ready_members, quorum_size):
@@ -453,7 +464,13 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
     in_sync = False
     if spec_allowed:
         action = _spec_action(spec, status, observed, existing, desired, current, all_ready, backup_ready, learners,
-                              now, options)
+                              now, options, no_peer_tls)
+        if isinstance(action, Postponed) and action.gate == PEER_TLS:
+            # the members on an older template go onto the one with peer TLS through the rolling plan (row 5), gated
+            # on the running members being Ready (AllMembersReady counts the members wanted after the scale-up)
+            current_ready = st.condition_true(status, st.READY) and _all_current_ready(status, current)
+            action = _restart(spec, status, observed, now, options, current_ready, backup_ready,
+                              snapshot_request) or action
         if action is not None:
             return Plan(action, desired)
         in_sync = True
@@ -474,7 +491,7 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
 def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed,
                  existing: Mapping[Tuple[str, str], Any], desired: Mapping[Tuple[str, str], Any], current: int,
                  all_ready: bool, backup_ready: bool, learners: Tuple[str, ...], now: float,
-                 options: Options) -> Optional[Action]:
+                 options: Options, no_peer_tls: Tuple[str, ...] = ()) -> Optional[Action]:
     sts_key = ('statefulset', spec.name)
     # (a Lease's desired spec is empty: applying it never touches what its member renews)
     stale = tuple(k for k in desired if k != sts_key and _differs(desired[k], existing.get(k)))
@@ -494,6 +511,11 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
         if current > 0 and not (st.condition_true(status, st.READY) and _all_current_ready(status, current)):
             return Postponed('scale-up %d -> %d waits: the %d current member(s) are not all Ready' % (
                 current, spec.replicas, current), gate='AllMembersReady')
+        if no_peer_tls:
+            # (the running members are all Ready, checked above: AllMembersReady counts the ones to come)
+            return _template_update(spec, want, sts, True, backup_ready, now, ' (peer TLS first, ETCD-42: '
+                                    'the scale-up %d -> %d waits)' % (current, spec.replicas)) or Postponed(
+                pt.waiting_message(current, spec.replicas, no_peer_tls, observed.member_leases), gate=PEER_TLS)
         return ScaleUp('scaling up %d -> %d; %s join as learners' % (current, spec.replicas, ', '.join(learners) or 'all'),
                        current=current, to=spec.replicas, learners=learners, multi_node=current == 1)
     if spec.replicas < current:
@@ -524,16 +546,23 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
         return ScaleDown('scaling down %d -> %d; the Leases of %s go once their pods are gone' % (
             current, spec.replicas, ', '.join(member_names(spec.name, current)[spec.replicas:]) or 'none'),
             current=current, to=spec.replicas)
-    if _differs(c.statefulset_patch(want), sts):
-        template_changed = c.template_hash_of(want) != c.template_hash_of(sts)
-        if template_changed and (not all_ready or not backup_ready):
-            gate = 'AllMembersReady' if not all_ready else 'BackupReady'
-            return Postponed('the new pod template waits for %s (ETCD-21)' % gate, gate=gate)
-        return UpdateStatefulSet('StatefulSet %s: %s' % (
-            spec.name, 'new pod template %s; members restart one at a time' % c.template_hash_of(want)
-            if template_changed else 'labels/annotations'),
-            template=c.template_hash_of(want) if template_changed else '', at=now)
-    return None
+    return _template_update(spec, want, sts, all_ready, backup_ready, now)
+
+
+def _template_update(spec: EtcdSpec, want: Mapping[str, Any], sts: Mapping[str, Any], all_ready: bool,
+                     backup_ready: bool, now: float, why: str = '') -> Optional[Action]:
+    """The StatefulSet written when it differs from `want` (a new pod template only while AllMembersReady and
+    BackupReady, ETCD-21); None when it does not."""
+    if not _differs(c.statefulset_patch(want), sts):
+        return None
+    template_changed = c.template_hash_of(want) != c.template_hash_of(sts)
+    if template_changed and (not all_ready or not backup_ready):
+        gate = 'AllMembersReady' if not all_ready else 'BackupReady'
+        return Postponed('the new pod template waits for %s (ETCD-21)%s' % (gate, why), gate=gate)
+    return UpdateStatefulSet('StatefulSet %s: %s%s' % (
+        spec.name, 'new pod template %s; members restart one at a time' % c.template_hash_of(want)
+        if template_changed else 'labels/annotations', why),
+        template=c.template_hash_of(want) if template_changed else '', at=now)
 
 
 def _all_current_ready(status: Mapping[str, Any], current: int) -> bool:

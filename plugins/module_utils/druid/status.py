@@ -27,6 +27,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
+from ansible_collections.steward.cluster.plugins.module_utils.druid import peer_tls as pt
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import (
     OPERATION_ANNOTATION, OPERATION_RECONCILE, SUSPEND_ANNOTATION)
@@ -247,7 +248,10 @@ def compute_status(spec: EtcdSpec, observed: Observed, previous: Optional[Mappin
         'ready': spec.replicas > 0 and ready_replicas == spec.replicas and is_quorate,
         'labelSelector': c.label_selector(spec),
         'selector': c.selector_string(spec),
-        'peerUrlTLSEnabled': spec.peer_tls_enabled,
+        # druid: "the status of enabling TLS for peer communication across all etcd-members": asked for, and every
+        # running member's Lease says etcd lists https peer URLs for it (peer_tls.py)
+        'peerUrlTLSEnabled': spec.peer_tls_enabled and not pt.members_without_peer_tls(
+            spec, observed.member_leases, int(((observed.statefulset or {}).get('spec') or {}).get('replicas') or 0)),
         'conditions': conditions,
     }
     for key in ('observedGeneration', 'lastOperation', 'lastErrors', 'lastError'):

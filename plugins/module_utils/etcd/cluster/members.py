@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: steward.cluster contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Membership changes: add (as learner), promote, remove, move leadership.
+"""Membership changes: add (as learner), promote, remove, move leadership, update a member's peer URLs.
 
 Learner add / promote / move-leader are not in the Python gRPC clients, so everything here goes
 through the v3 JSON gateway. etcd refuses a change until its leader has been connected to every
@@ -270,6 +270,26 @@ def promote_learner(conn: EtcdConnection, endpoint: str, member_id: str, retry_t
     timing.timed(timing.PROMOTE, member_id, lambda: _retry(
         lambda: _promote_at(conn, endpoint, member_id), RETRYABLE_PROMOTE, retry_timeout,
         'promote learner %s: it must run and catch up with the leader' % member_id))
+
+
+def update_peer_urls(conn: EtcdConnection, member_id: str, peer_urls: List[str], retry_timeout: float) -> List[Dict[str, Any]]:
+    """etcd's MemberUpdate: member `member_id` (hex) advertises `peer_urls` from now on (the other members dial it
+    there); the member list after it. The change goes through the cluster (it needs quorum); a refusal that means
+    "not now" is retried until `retry_timeout`. How a member started with https peer URLs over data whose member
+    list still names its http ones turns its peers to TLS (druid's ETCD-42 step 2, etcd-backup-restore's
+    member peer URL update)."""
+    if not peer_urls:
+        raise MembershipError('update peer URLs of member %s: no peer URL given' % member_id)
+    body = {'ID': str(int(member_id, 16)), 'peerURLs': list(peer_urls)}
+
+    def attempt() -> List[Dict[str, Any]]:
+        fresh = cluster_info(conn)
+        endpoint = _require_quorum(fresh, 'update the peer URLs of member %s' % member_id)
+        with Gateway(conn) as gw:
+            answer = gw.call(endpoint, '/v3/cluster/member/update', body)
+        return members_from_raw(answer.get('members') or []) or _current_members(conn, endpoint)
+    return _retry(attempt, RETRYABLE_CHANGE, retry_timeout, 'update the peer URLs of member %s to %s' % (
+        member_id, ','.join(peer_urls)))
 
 
 def parse_member_id(text: Any, field: str = 'member_id') -> int:

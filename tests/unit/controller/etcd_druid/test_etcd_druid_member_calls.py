@@ -4,7 +4,9 @@ over real HTTP to a stand-in of the program's endpoint; its answer (revision or 
 and a request past its deadline or answered with an error ends as given up; and an overdue scale-down's removal
 step (plan.RemoveMembers) through the pods' client URLs, marking only this Etcd's Leases."""
 
+import base64
 import json
+import os
 import threading
 import time
 import types
@@ -12,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.druid import client_tls as ct
 from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import plan as p
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
@@ -22,6 +25,7 @@ from support.druid_samples import sample
 from steward_controller.core import member_api
 from steward_controller.etcd_druid import DruidOptions
 from steward_controller.etcd_druid import target
+from steward_controller.etcd_druid import loop as loop_module
 from steward_controller.etcd_druid.loop import EtcdDruidLoop
 from test_etcd_druid_recovery_loop import Client     # the loop tests' recording client, one copy
 
@@ -201,8 +205,10 @@ def test_an_overdue_removal_goes_through_the_pods_client_urls_and_marks_only_our
     obj = sample(replicas=3)
     obj['spec']['etcd']['clientUrlTls'] = {'tlsCASecretRef': {'name': 'ca'}, 'serverTLSSecretRef': {'name': 's'},
                                            'clientTLSSecretRef': {'name': 'c'}}
-    with pytest.raises(target.RemovalRefused, match='clientUrlTls'):
-        target.execute(Client(), s.parse_etcd(obj), action, {}, observed, remove_members=remove)
+    spec, observed = s.parse_etcd(obj), _observed()[1]
+    seen.clear()
+    target.execute(Client(), spec, action, {}, observed, remove_members=remove)
+    assert seen == [('https://10.0.0.5:%d' % spec.etcd.client_port,) * 3]   # client TLS: the members' https URLs
 
 
 class Kube(Client):
@@ -250,3 +256,41 @@ def test_an_overdue_removal_is_said_in_an_event_and_last_errors(monkeypatch):
                        "within 300s; the loop did not remove them: not provably the going pods' own: etcd-main-2", True)]
     (error,) = [e for e in status['lastErrors'] if e['code'] == 'ERR_MEMBER_REMOVAL_OVERDUE']
     assert '400s' in error['description'] and 'not provably' in error['description']
+
+
+def _b64(data):
+    return base64.b64encode(data).decode()
+
+
+def test_a_recovery_source_is_saved_over_client_tls_with_the_etcds_secrets(monkeypatch):
+    """The save step reads the surviving member's data at its https client URL with the Etcd's CA and client
+    certificate Secrets (druid/client_tls.py), held in files only during the call; a missing Secret fails the step
+    naming it, before etcd is asked."""
+    obj = sample(replicas=3)
+    obj['spec']['etcd']['clientUrlTls'] = {'tlsCASecretRef': {'name': 'ca-etcd'}, 'serverTLSSecretRef': {'name': 's'},
+                                           'clientTLSSecretRef': {'name': 'etcd-client-tls'}}
+    spec = s.parse_etcd(obj)
+    secrets = {'/api/v1/namespaces/%s/secrets/ca-etcd' % spec.namespace: {'data': {'ca.crt': _b64(b'CA')}},
+               '/api/v1/namespaces/%s/secrets/etcd-client-tls' % spec.namespace: {'data': {
+                   'tls.crt': _b64(b'CERT'), 'tls.key': _b64(b'KEY')}}}
+    seen = []
+
+    def take(conn, store, url, now, snapshot_timeout):
+        files = (conn.ca_cert, conn.client_cert, conn.client_key)
+        seen.append((conn.endpoints, url, [open(f, 'rb').read() for f in files], conn.client_key))
+        return (types.SimpleNamespace(name='full-1'), types.SimpleNamespace(name='etcd-main-1', revision=42))
+    monkeypatch.setattr(loop_module, 'parse_store', lambda *a: None)
+    monkeypatch.setattr(loop_module, 'local_root', lambda runtime: '')
+    monkeypatch.setattr(loop_module, 'open_druid_store', lambda *a: 'store')
+    monkeypatch.setattr(loop_module, 'take_member_snapshot', take)
+    lp = loop()
+    lp.client = types.SimpleNamespace(get_or_none=secrets.get)
+    url = ct.member_client_urls(spec, ['10.0.0.5'])[0]
+    said = lp.save_source(obj, spec, url)
+    assert url == 'https://10.0.0.5:%d' % spec.etcd.client_port
+    assert seen[0][:3] == (('https://10.0.0.5:%d' % spec.etcd.client_port,), url, [b'CA', b'CERT', b'KEY'])
+    assert not os.path.exists(seen[0][3]) and 'revision 42' in said
+    lp.client = types.SimpleNamespace(get_or_none=lambda path: None)
+    with pytest.raises(ct.ClientTLSError, match='tlsCASecretRef: Secret .*/ca-etcd not found'):
+        lp.save_source(obj, spec, url)
+    assert len(seen) == 1

@@ -73,3 +73,17 @@ def test_missing_tls_material_fails_the_task_naming_it(tls, objects, words):
         with op._connection(runtime(objects), etcd(tls)):
             pass
     assert failed.value.code == 'ERR_TLS' and words in str(failed.value)
+
+
+def test_defragmentation_takes_the_etcds_defrag_timeout_per_member(monkeypatch):
+    """ETCD-40's rolling defragmentation (fully healthy, the leader last: etcd/cluster/defrag.rolling_defrag) with
+    the Etcd's spec.etcd.etcdDefragTimeout (druid's default 8m), not a fixed one."""
+    seen = []
+    monkeypatch.setattr(op, 'rolling_defrag', lambda conn, **kw: seen.append((conn.endpoints, kw)) or {'members': []})
+    task = types.SimpleNamespace(config={'maintenanceType': {'etcdCompaction': False, 'etcdDefragmentation': True}})
+    body = etcd(None)
+    op._maintenance(runtime({}), task, body)
+    body['spec']['etcd']['etcdDefragTimeout'] = '2m'
+    op._maintenance(runtime({}), task, body)
+    assert seen == [(('http://127.0.100.1:2379',), {'defrag_timeout': 480.0}),
+                    (('http://127.0.100.1:2379',), {'defrag_timeout': 120.0})]

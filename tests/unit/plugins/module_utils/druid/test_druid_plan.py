@@ -126,6 +126,82 @@ def test_scale_up_one_to_three_as_learners():
     assert action.learners == ('etcd-main-1', 'etcd-main-2') and action.multi_node
 
 
+TLS = {'tlsCASecretRef': {'name': 'ca-etcd-peer'}, 'serverTLSSecretRef': {'name': 'etcd-peer-server'}}
+
+
+def _peer_tls_and_three(w):
+    """The Etcd of a one-member world gains spec.etcd.peerUrlTls and replicas 3 in one apply."""
+    obj = sample(replicas=3)
+    obj['spec']['etcd']['peerUrlTls'] = TLS
+    w.spec = parse_etcd(obj)
+
+
+def _desired(w):
+    return p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,
+                  True).desired
+
+
+def test_a_scale_up_that_asks_for_peer_tls_rolls_the_members_onto_it_first():
+    """ETCD-42 step 2: the running member goes onto peer TLS (new template, restarted through the rolling plan), the
+    scale-up waits naming it until its Lease says tls-enabled "true", and only then adds members."""
+    w = world(replicas=1)
+    _peer_tls_and_three(w)
+    action = w.run()
+    # the bootstrap config turns to https peer URLs for the ONE running member: no learner, no member list of 3
+    assert isinstance(action, p.ApplyComponents) and ('member-lease', 'etcd-main-1') not in action.keys
+    desired = _desired(w)
+    config = desired[('configmap', c.configmap_name(w.spec))]['data'][c.CONFIG_KEY]
+    assert 'https://etcd-main-0.' in config and 'etcd-main-1' not in config
+    assert desired[('statefulset', 'etcd-main')]['spec']['replicas'] == 1
+    assert c.SCALED_TO_MULTI_NODE not in desired[('statefulset', 'etcd-main')]['metadata'].get('annotations', {})
+    apply(w, action)
+    action = w.run()
+    # the new pod template (peer TLS volumes, the config's checksum), replicas kept at 1
+    assert isinstance(action, p.UpdateStatefulSet) and action.template and 'peer TLS first' in action.message
+    w.sts = dict(_desired(w)[('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+    assert w.sts['spec']['replicas'] == 1 and action.template == c.template_hash_of(w.sts)
+    _snapshot_taken(w, w.run())
+    action = w.run()
+    assert isinstance(action, p.RestartMember) and action.pod == 'etcd-main-0'
+    w.pods['etcd-main-0']['metadata']['annotations'][c.TEMPLATE_HASH] = c.template_hash_of(w.sts)
+    # on the new template, its Lease still says "false" (its program has not updated etcd's member yet): waits
+    mark(w, ['etcd-main-0'], {c.TLS_ENABLED: 'false'})
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == p.PEER_TLS and not action.changes
+    assert 'scale-up 1 -> 3 waits for peer TLS' in action.message and 'etcd-main-0 (%s: "false")' % c.TLS_ENABLED \
+        in action.message
+    mark(w, ['etcd-main-0'], {c.TLS_ENABLED: 'true'})
+    action = w.run()
+    # now the member list of three and the learners' Leases, then the scale-up
+    assert isinstance(action, p.ApplyComponents) and ('member-lease', 'etcd-main-2') in action.keys
+    apply(w, action)
+    action = w.run()
+    assert isinstance(action, p.ScaleUp) and (action.current, action.to) == (1, 3) and action.multi_node
+
+
+def test_peer_tls_is_not_awaited_without_peer_tls_or_once_every_member_says_so():
+    w = world(replicas=1, spec_replicas=3)
+    apply(w, w.run())
+    assert isinstance(w.run(), p.ScaleUp)          # no peerUrlTls: scales over http
+    w = world(replicas=3, spec_replicas=5)
+    obj = sample(replicas=5)
+    obj['spec']['etcd']['peerUrlTls'] = TLS
+    w.spec = parse_etcd(obj)
+    w.sts = dict(_desired(w)[('statefulset', 'etcd-main')], status=w.sts['status'])
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+    for pod in w.pods.values():
+        pod['metadata']['annotations'][c.TEMPLATE_HASH] = c.template_hash_of(w.sts)
+    mark(w, ['etcd-main-0', 'etcd-main-1'], {c.TLS_ENABLED: 'true'})
+    apply(w, w.run())  # the https peer URLs of the three running members
+    action = w.run()   # member 2's Lease says nothing yet: named
+    assert isinstance(action, p.Postponed) and action.gate == p.PEER_TLS
+    assert 'etcd-main-2 (no %s yet)' % c.TLS_ENABLED in action.message and 'etcd-main-0' not in action.message
+    mark(w, ['etcd-main-2'], {c.TLS_ENABLED: 'true'})
+    apply(w, w.run())
+    assert isinstance(w.run(), p.ScaleUp)
+
+
 def test_scale_up_waits_for_the_current_members():
     w = world(replicas=3, spec_replicas=5, ready=[True, True, False])
     for key, obj in p.plan(w.spec, st.compute_status(w.spec, w.observed(), None, NOW), w.observed(), w.existing, NOW,

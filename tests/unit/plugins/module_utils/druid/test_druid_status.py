@@ -2,6 +2,7 @@
 
 import pytest
 
+from ansible_collections.steward.cluster.plugins.module_utils.druid import components as c
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
 from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import parse_etcd
 from ansible_collections.steward.cluster.plugins.module_utils.kube.conditions import get_condition
@@ -43,8 +44,8 @@ def world(n=3, holders=None, ages=None, ready=None, snap=True, sts_ready=None):
 
 
 def cond(status, type_):
-    c = get_condition(status['conditions'], type_)
-    return (c['status'], c['reason'])
+    found = get_condition(status['conditions'], type_)
+    return (found['status'], found['reason'])
 
 
 @pytest.fixture
@@ -183,3 +184,22 @@ def test_a_member_that_came_back_under_a_new_id_is_named_once():
     assert st.replaced_members(before, after) == [
         'etcd-main-1 is a new etcd member b1 (was a1): it came back without its data and rejoined from the others']
     assert st.replaced_members(after, after) == [] and st.replaced_members([], after) == []
+
+
+def test_peer_url_tls_enabled_says_what_the_members_leases_say():
+    """druid: "the status of enabling TLS for peer communication across all etcd-members": asked for, and every
+    running member's Lease says etcd lists https peer URLs for it (a scale-up waiting for peer TLS reads False)."""
+    obj = sample(replicas=3)
+    obj['spec']['etcd']['peerUrlTls'] = {'tlsCASecretRef': {'name': 'ca'}, 'serverTLSSecretRef': {'name': 'server'}}
+    spec = parse_etcd(obj)
+    observed = world()
+    observed.statefulset['spec'] = {'replicas': 3}
+    for name in ('etcd-main-0', 'etcd-main-1'):
+        observed.member_leases[name]['metadata']['annotations'][c.TLS_ENABLED] = 'true'
+    assert st.compute_status(spec, observed, None, NOW)['peerUrlTLSEnabled'] is False
+    observed.member_leases['etcd-main-2']['metadata']['annotations'][c.TLS_ENABLED] = 'true'
+    assert st.compute_status(spec, observed, None, NOW)['peerUrlTLSEnabled'] is True
+    observed.member_leases['etcd-main-2']['metadata']['annotations'][c.TLS_ENABLED] = 'false'
+    observed.statefulset['spec'] = {'replicas': 2}    # only the running members count
+    assert st.compute_status(spec, observed, None, NOW)['peerUrlTLSEnabled'] is True
+    assert st.compute_status(parse_etcd(sample(replicas=3)), observed, None, NOW)['peerUrlTLSEnabled'] is False
