@@ -130,6 +130,15 @@ class Postponed(Action):
 
 
 @dataclasses.dataclass(frozen=True)
+class Rolling(Action):
+    """A rolling change under way waits for the member it just restarted (its pod going and coming back, then Ready
+    and caught up): the expected pause between two members, a Normal Event, where an unready member the change has
+    not restarted (the cluster not healthy) is an UpdatePostponed Warning."""
+    event = 'UpdateInProgress'
+    changes = False
+
+
+@dataclasses.dataclass(frozen=True)
 class ApplyComponents(Action):
     """Create or patch these components (not the StatefulSet): (component, name) keys of `desired`."""
     keys: Tuple[Tuple[str, str], ...] = ()
@@ -593,8 +602,16 @@ def _restart(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, n
     if turn.member is None:
         return None
     pod = turn.member
+    # under way: a member is already on the new template, and every member not Ready is one already restarted onto
+    # it (this wait is for the member just restarted; a member the change has not touched being unready is a Warning)
+    on_target = {name for name, p in observed.pods.items() if c.template_hash_of(p) == target}
+    unready = {name for name in observed.pods if (by_name.get(name) or {}).get('status') != st.MEMBER_READY}
+    under_way = bool(on_target) and unready <= on_target
     if turn.hold == rolling.IN_FLIGHT:
-        return Wait('a member pod is restarting; %s waits' % pod)
+        return Rolling('a member pod is restarting; %s waits' % pod)
+    if turn.hold == rolling.ALL_MEMBERS_READY and under_way:
+        return Rolling('restart of %s on the new template waits until the restarted member is Ready and caught up '
+                       '(%d left)' % (pod, turn.left))
     if turn.hold is not None:
         return Postponed('restart of %s on the new template waits%s' % (
             pod, ': ' + turn.why if turn.hold in ('VerifiedBackup', 'VersionPath') else ' for %s' % turn.hold),

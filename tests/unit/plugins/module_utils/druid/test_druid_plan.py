@@ -432,7 +432,36 @@ def test_restart_waits_for_a_verified_backup_and_a_pod_in_flight():
     action = w.run()
     assert isinstance(action, p.Postponed) and action.gate == 'VerifiedBackup'
     w.pods['etcd-main-2']['metadata']['deletionTimestamp'] = '2027-01-15T00:00:00Z'
-    assert isinstance(w.run(), p.Wait)
+    action = w.run()     # a pod going (the roll's own restart): the expected pause, no warning
+    assert isinstance(action, p.Rolling) and not action.warning and not action.changes
+
+
+def _unready(w, name):
+    w.pods[name]['status']['conditions'] = [{'type': 'Ready', 'status': 'False'}]
+
+
+def test_the_pause_after_a_restart_is_normal_and_an_untouched_unready_member_is_a_warning():
+    """Between two members of a roll the loop waits for the one it restarted: an UpdateInProgress (Normal) Event;
+    the same gate held by a member the change has not restarted is an UpdatePostponed Warning (found on the lab:
+    every roll posted Warnings between members)."""
+    w = world()
+    target = _rolling(w)
+    _snapshot_taken(w, w.run())
+    action = w.run()
+    assert isinstance(action, p.RestartMember) and action.pod == 'etcd-main-1'
+    w.pods['etcd-main-1']['metadata']['annotations'][c.TEMPLATE_HASH] = target     # back on the new template
+    _unready(w, 'etcd-main-1')                                                     # not Ready yet
+    action = w.run()
+    assert isinstance(action, p.Rolling) and not action.warning and not action.changes
+    assert 'etcd-main-2' in action.message and '2 left' in action.message
+    w.pods['etcd-main-1']['status']['conditions'] = [{'type': 'Ready', 'status': 'True'}]
+    _unready(w, 'etcd-main-2')                     # the restarted one Ready, an untouched one not: not the roll's
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'AllMembersReady' and action.warning
+    w = world(ready=[True, True, False])           # unready before any restart: a Warning, as before
+    _rolling(w)
+    action = w.run()
+    assert isinstance(action, p.Postponed) and action.gate == 'AllMembersReady' and action.warning
 
 
 def test_long_not_ready_member_pod_is_deleted_while_quorate():
@@ -521,7 +550,7 @@ def test_pdb_follows_all_members_ready():
 
 def test_every_action_kind_has_an_event_reason():
     kinds = [k for k in vars(p).values() if isinstance(k, type) and issubclass(k, p.Action) and k is not p.Action]
-    assert len(kinds) == 18
+    assert len(kinds) == 19
     assert len({k.event for k in kinds}) == len(kinds)
 
 
