@@ -146,10 +146,12 @@ endif
 unit: all
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests/unit $(PYTEST_ARGS)
 
-# Two workers, a file at a time: tests/support/schedule.py starts the slowest files first and keeps the files that
-# bring up the lab on one worker.
+# Three workers on 2 cores, a file at a time: the suite mostly waits (probes' delays, polls, playbook start-up), and two
+# workers left the cores a quarter idle (load 1.5 in CI). tests/support/schedule.py starts the slowest files first
+# and keeps the files that bring up the lab on one worker. INTEGRATION_WORKERS=2 for a busier machine.
+INTEGRATION_WORKERS ?= 3
 integration: all
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/integration $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(INTEGRATION_WORKERS) --dist loadfile tests/integration $(PYTEST_ARGS)
 
 # Just the tests named: `make pytest ARGS="tests/unit/plugins/module_utils/etcd -k gc"` (the Makefile's environment).
 pytest: all

@@ -1,4 +1,4 @@
-"""How `make integration` spreads the suite over pytest-xdist's workers (`-n 2 --dist loadfile`).
+"""How `make integration` spreads the suite over pytest-xdist's workers (`-n 3 --dist loadfile`).
 
 xdist's own `loadfile` keeps a file's tests on one worker (their module fixtures start once) but hands the files
 out most-tests-first: the long single scenarios (the README's `make demo`, the machines walk-through, the
