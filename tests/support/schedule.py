@@ -27,22 +27,25 @@ GROUPS = {
 }
 # Units by their file or group name, slowest first: every unit of a minute or more, so that none starts late and
 # leaves one worker running alone at the end. The figures: the unit's whole time (all its tests) where measured alone
-# (2026-11-28, load 3.5-5), else its slowest tests in CI's runs (2 cores, 2 workers).
+# (2026-11-28, load 3.5-5), else its slowest tests in CI's runs (2 cores, 2 or 3 workers, load 1.5-10).
 SLOWEST_FIRST = (
-    'lab',                                   # README `make demo` 206-222 s, the machines walk-through 159-166 s,
-                                             # the README's `make lab` blocks: ~430 s in all
-    'test_machines_safety_freezes.py',       # 8 tests, 291 s alone (the slowest 49 s)
-    'test_bench_smoke.py',                   # 13 benchmarks at smoke scale, 185 s alone (druid_lifecycle 47 s)
-    'test_druid_quorum_loss_journey.py',     # 133-197 s, one test (two recoveries)
+    'lab',                                   # README `make demo` 206-310 s, the machines walk-through 159-183 s,
+                                             # the README's `make lab` blocks 78-100 s each: 430-670 s in all
+    'test_machines_safety_freezes.py',       # 8 tests, 291 s alone (the slowest 49-52 s)
+    'test_bench_smoke.py',                   # 13 benchmarks at smoke scale, 185 s alone (druid_lifecycle 47-55 s)
+    'test_cluster_upgrade_etcd.py',          # 60-162 s, one test (etcd static pods and three playbook runs)
+    'test_druid_quorum_loss_journey.py',     # 110-197 s, one test (two recoveries)
     'test_controller_deploy.py',             # the role's playbook runs, 135 s alone
+    'test_bench_smoke_recover.py',           # 47-116 s, one test
     'test_alerts_drills.py',                 # 50 s + 48 s
-    'test_druid_rolling_upgrade.py',         # 81 s: bench/druid_rolling.py --smoke (the one rolling run)
-    'test_druid_lab_journey.py',             # 75 s
-    'test_cluster_upgrade_etcd.py',          # 60-75 s, one test (etcd static pods and three playbook runs)
-    'test_bench_smoke_recover.py',           # 52-55 s, one test
+    'test_druid_rolling_upgrade.py',         # 81-87 s: bench/druid_rolling.py --smoke (the one rolling run)
+    'test_druid_lab_journey.py',             # 70-75 s
+    'test_druid_peer_tls_scale_up.py',       # 67-72 s (two tests)
+    'test_provisioning_upgrade.py',          # 69 s, and more
+    'test_etcd_role.py',                     # 64 s + 28 s + 28 s, and more
     'test_watchdog_deploy.py',               # 54 s
-    'test_druid_member_loss_journey.py',     # 49 s
-    'test_machines_crash_budget.py',         # 41 s
+    'test_druid_member_loss_journey.py',     # 49-55 s
+    'test_machines_crash_budget.py',         # 41 s + 53 s
     'test_machines_drain.py',                # 34 s, and more
 )
 _GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
