@@ -58,6 +58,9 @@ from lab.pods import images, spec as podspec
 
 DEFAULT_POD_CIDR = '127.0.100.0/24'
 BACKOFF_START, BACKOFF_MAX = 1.0, 10.0
+# A running pod's configMap and secret volumes follow their objects this often (a kubelet's sync period is a minute,
+# plus its cache's TTL: the lab is quicker, so a test need not wait a minute to see a rotated certificate)
+VOLUME_REFRESH = 5.0
 DEFAULT_GRACE = 30.0        # a pod's terminationGracePeriodSeconds when it sets none (Kubernetes' default)
 MIN_KILL_GRACE = 2.0        # seconds between SIGTERM and SIGKILL when the hooks used up the grace (a kubelet's)
 STS_PATH = '/apis/apps/v1/statefulsets'
@@ -90,6 +93,14 @@ class Container:
         self.started_at = ''
 
 
+def _same_content(path: str, data: bytes) -> bool:
+    try:
+        with open(path, 'rb') as f:
+            return f.read() == data
+    except OSError:
+        return False
+
+
 class Runtime:
     def __init__(self, kube_url: str, state_dir: str, pod_cidr: str = DEFAULT_POD_CIDR, interval: float = 0.5) -> None:
         self.kube = kube_url.rstrip('/')
@@ -101,6 +112,7 @@ class Runtime:
         self.http = requests.Session()
         self.containers: Dict[Tuple[str, str], Container] = {}   # (pod uid, container name)
         self.exit_codes: Dict[int, int] = {}
+        self.refreshed: Dict[str, float] = {}   # pod uid -> monotonic time of its volumes' last refresh
         self.stopping = threading.Event()
         for sub in ('pvc', 'volumes', 'run', 'logs'):
             os.makedirs(os.path.join(self.base, sub), mode=0o700, exist_ok=True)
@@ -151,6 +163,8 @@ class Runtime:
         self._stop_orphans({p['metadata'].get('uid') for p in live})
         for key in [k for k in self.containers if k[0] not in {p['metadata'].get('uid') for p in live}]:
             del self.containers[key]
+        for uid in set(self.refreshed) - {p['metadata'].get('uid') for p in live}:
+            del self.refreshed[uid]
         self._reserve_ips(sets, live)
         for sts in sets:
             self._sync_set(sts, live, pvcs)
@@ -340,6 +354,8 @@ class Runtime:
                 continue
             path = os.path.join(host, item.get('path') or item['key'])
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            if _same_content(path, data[item['key']]):
+                continue
             with open(path + '.tmp', 'wb') as f:
                 f.write(data[item['key']])
             os.chmod(path + '.tmp', 0o600)
@@ -446,7 +462,28 @@ class Runtime:
             if record is not None and state.waiting is None:
                 self._probe(pod, container, state, ip)
             statuses.append(self._container_status(container, state, record))
+        if time.monotonic() - self.refreshed.setdefault(uid, time.monotonic()) >= VOLUME_REFRESH:
+            self.refreshed[uid] = time.monotonic()
+            self._refresh_volumes(pod, volumes)
         self._write_pod_status(pod, ip, statuses)
+
+    def _refresh_volumes(self, pod: Dict[str, Any], volumes: Tuple[Dict, Dict]) -> None:
+        """A running pod's configMap and secret volumes follow their objects, as a kubelet refreshes them: a changed
+        key's file is replaced (atomically), an unchanged one is left alone. Not a volume a container mounts with
+        subPath (a kubelet never updates those), and not one whose object is gone or unreadable (a kubelet keeps the
+        last files then)."""
+        ns = pod['metadata']['namespace']
+        for container in (pod.get('spec') or {}).get('containers') or []:
+            sub_path = {m.get('name') for m in container.get('volumeMounts') or [] if m.get('subPath')}
+            try:
+                mounts, files = self._volumes(pod, container)
+                rewrite = podspec.Rewriter(self.hosts(ns, pod), mounts, self.ips.get(
+                    '%s/%s' % (ns, pod['metadata']['name']), {}).get('ip', '127.0.0.1'))
+                for host, volume in files:
+                    if volume['name'] not in sub_path:
+                        self._write_volume(host, volume, ns, volumes, rewrite)
+            except (images.UnknownImage, OSError, ValueError):
+                continue   # a kubelet keeps the last files; the container's next start says what is wrong
 
     def _exited(self, record_path: str, state: Container, policy: str) -> None:
         """The container's process is gone: note how it ended, once, and when it may start again."""

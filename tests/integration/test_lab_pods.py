@@ -5,6 +5,7 @@ network, and stops every process it started."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import time
@@ -323,3 +324,47 @@ def test_an_image_tag_change_rolls_the_members_from_34_to_35_keeping_their_data(
     assert etcdctl('--endpoints', endpoints, 'get', 'before', '--print-value-only').strip() == 'upgrade'
     status = lab.get('/apis/apps/v1/namespaces/%s/statefulsets/roll' % NS)['status']
     assert status['updatedReplicas'] == 3 and status['readyReplicas'] == 3
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def test_a_running_pods_secret_and_configmap_volumes_follow_their_objects(lab):
+    """As a kubelet refreshes them (lab: every VOLUME_REFRESH seconds): a rotated Secret key or an edited ConfigMap
+    key reaches the running pod's files without a restart; a volume mounted with subPath is left as it was (a kubelet
+    never updates those)."""
+    b64 = base64.b64encode
+    secret_path = '/api/v1/namespaces/%s/secrets/certs' % NS
+    map_path = '/api/v1/namespaces/%s/configmaps/settings' % NS
+    lab.post('/api/v1/namespaces/%s/secrets' % NS, {'apiVersion': 'v1', 'kind': 'Secret', 'metadata': {
+        'name': 'certs', 'namespace': NS}, 'data': {'tls.crt': b64(b'first').decode()}})
+    lab.post('/api/v1/namespaces/%s/configmaps' % NS, {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {
+        'name': 'settings', 'namespace': NS}, 'data': {'level': 'info'}})
+    body = etcd_set('vol', 'quay.io/coreos/etcd:v3.5.1', 1, {'tcpSocket': {'port': 2379}})
+    template = body['spec']['template']['spec']
+    template['containers'][0]['volumeMounts'] += [
+        {'name': 'certs', 'mountPath': '/var/etcd/ssl'}, {'name': 'settings', 'mountPath': '/etc/settings'},
+        {'name': 'pinned', 'mountPath': '/etc/pinned/level', 'subPath': 'level'}]
+    template['volumes'] = [{'name': 'certs', 'secret': {'secretName': 'certs'}},
+                           {'name': 'settings', 'configMap': {'name': 'settings'}},
+                           {'name': 'pinned', 'configMap': {'name': 'settings'}}]
+    lab.post('/apis/apps/v1/namespaces/%s/statefulsets' % NS, body)
+    wait_for(lambda: 'vol-0' in lab.pods() and ready(lab.pods()['vol-0']), timeout=60, what=lab.runtime_log)
+    pod = lab.pods()['vol-0']
+    pid = pid_of(pod)
+    volumes = os.path.join(lab.state, 'pods', 'volumes', NS, pod['metadata']['uid'])
+    cert, level, pinned = (os.path.join(volumes, 'certs', 'tls.crt'), os.path.join(volumes, 'settings', 'level'),
+                           os.path.join(volumes, 'pinned', 'level'))
+    assert (_read(cert), _read(level), _read(pinned)) == ('first', 'info', 'info')
+    secret = lab.get(secret_path)
+    secret['data']['tls.crt'] = b64(b'rotated').decode()
+    assert requests.put(lab.kube.url + secret_path, json=secret, timeout=10).status_code == 200
+    settings = lab.get(map_path)
+    settings['data']['level'] = 'debug'
+    assert requests.put(lab.kube.url + map_path, json=settings, timeout=10).status_code == 200
+    wait_for(lambda: _read(cert) == 'rotated' and _read(level) == 'debug', timeout=20,
+             what=lambda: 'volumes not refreshed: %r %r' % (_read(cert), _read(level)))
+    assert _read(pinned) == 'info'                       # subPath: never updated
+    assert pid_of(lab.pods()['vol-0']) == pid            # no restart
