@@ -1,6 +1,8 @@
 """The node-lease verdict: expiry at 0.75 x grace, candidates only for existing, eligible nodes, the
 one-candidate skip, zero candidates healthy, the exact >= on the fraction."""
 
+import random
+
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
@@ -178,13 +180,12 @@ def random_nodes(rng, count, odd_rate):
 
 @pytest.mark.parametrize('seed', range(40))
 def test_candidate_nodes_the_usual_pass_agrees_with_the_checked_one(seed):
-    import random
     rng = random.Random(seed)
     odd_rate = 0.0 if seed % 2 else 0.08   # odd seeds: only usual Nodes, so the tight pass decides alone
     nodes = random_nodes(rng, rng.randint(0, 60), odd_rate)
     machines = [{'metadata': {'labels': {'node': 'n%d' % rng.randint(0, 60)}},
                  'status': {'currentStatus': {'phase': rng.choice(['Running', 'Failed', 'Terminating'])}}}
-                for _ in range(rng.randint(0, 5))]
+                for _machine in range(rng.randint(0, 5))]
     gone = leases.gone_machine_nodes(machines)
     unhealthy = leases.c.DEFAULT_UNHEALTHY_NODE_CONDITIONS
     watched = frozenset(unhealthy) | {'InPlaceUpdate'}
