@@ -16,8 +16,10 @@ control-plane-count 5 and minimum-workers = half the machines. Timed, median of 
 
 Every timing includes parsing and checking the machine JSON, as a real run does. Prints a table (wall time, and
 the thread CPU time beside it: on a shared machine the load moves the wall time several times over),
-the growth exponent (log-log slope between consecutive sizes and overall) and the goal
-"update for 10,000 machines < 50 ms". Writes bench/results/sabakan_generator.json.
+the growth exponent k of t ~ n^k (the log-log slope of the medians between consecutive sizes and from the first
+size to the last, of the wall times and of the CPU times) and the goal "update for 10,000 machines < 50 ms" (wall
+and CPU). Each size has the same work per machine (a data center of the same shape, minimum-workers half the
+machines). Writes bench/results/sabakan_generator.json.
 
 There is no reference tool to run beside it: CKE's generator is Go code inside the CKE server
 and needs its own etcd, so only our figures are printed.
@@ -154,30 +156,38 @@ def main() -> int:
               % (total, len(cluster['nodes']), racks, gen_s * 1e3, nop_s * 1e3, rep_s * 1e3, step,
                  CPU_TIMES['generate'] * 1e3, CPU_TIMES['nop'] * 1e3, CPU_TIMES['repair'] * 1e3), flush=True)
 
+    # The growth exponent of the median wall times and of the median thread CPU times: on a shared machine a
+    # busier moment during one size moves the wall-time exponent by 0.1 or more, the CPU-time one far less.
     exponents: Dict[str, Any] = {}
     if len(rows) >= 2:
         ns = [r['machines'] for r in rows]
-        print('growth exponent k (t ~ n^k; 1.0 = linear), between consecutive sizes and overall:')
+        print('growth exponent k (t ~ n^k; 1.0 = linear), between consecutive sizes and overall, wall | CPU:')
         for key, label in (('generate_s', 'generate'), ('update_nop_s', 'update nop'),
                            ('update_repair_s', 'update repair')):
             ts = [r[key] for r in rows]
+            cpus = [r['cpu_' + key] for r in rows]
             steps = [slope(ns[i:i + 2], ts[i:i + 2]) for i in range(len(ns) - 1)]
-            overall = slope(ns, ts)
-            exponents[label] = {'steps': steps, 'overall': overall}
-            print('  %-14s %s   overall %.2f' % (label, '  '.join('%.2f' % k for k in steps), overall))
+            cpu_steps = [slope(ns[i:i + 2], cpus[i:i + 2]) for i in range(len(ns) - 1)]
+            overall, cpu_overall = slope(ns, ts), slope(ns, cpus)
+            exponents[label] = {'steps': steps, 'overall': overall, 'cpu_steps': cpu_steps, 'cpu_overall': cpu_overall}
+            print('  %-14s %s   overall %.2f  |  CPU %s   overall %.2f'
+                  % (label, '  '.join('%.2f' % k for k in steps), overall, '  '.join('%.2f' % k for k in cpu_steps),
+                     cpu_overall))
 
     goal = next((r for r in rows if r['machines'] == GOAL_SIZE), None)
-    verdict = None
+    verdict = cpu_verdict = None
     if goal:
         worst = max(goal['update_nop_s'], goal['update_repair_s'])
-        verdict = worst < GOAL_SECONDS
-        print('goal: update for %d machines < %.0f ms: worst update %.1f ms -> %s'
-              % (GOAL_SIZE, GOAL_SECONDS * 1e3, worst * 1e3, 'met' if verdict else 'NOT met'))
+        worst_cpu = max(goal['cpu_update_nop_s'], goal['cpu_update_repair_s'])
+        verdict, cpu_verdict = worst < GOAL_SECONDS, worst_cpu < GOAL_SECONDS
+        print('goal: update for %d machines < %.0f ms: worst update %.1f ms wall -> %s, %.1f ms of CPU -> %s'
+              % (GOAL_SIZE, GOAL_SECONDS * 1e3, worst * 1e3, 'met' if verdict else 'NOT met', worst_cpu * 1e3,
+                 'met' if cpu_verdict else 'NOT met'))
     summary = {
         'benchmark': 'sabakan_generator', 'python': platform.python_version(), 'runs': args.runs,
         'constraints': 'control-plane-count 5, minimum-workers = machines // 2', 'template': 'lab/sabakan-template.yml',
         'rows': rows, 'growth_exponents': exponents,
-        'goal': {'machines': GOAL_SIZE, 'update_below_seconds': GOAL_SECONDS, 'met': verdict},
+        'goal': {'machines': GOAL_SIZE, 'update_below_seconds': GOAL_SECONDS, 'met': verdict, 'met_cpu': cpu_verdict},
         'reference': 'none run (CKE generator is Go inside the CKE server, needs its own etcd)',
     }
     write_summary(args.output, summary)

@@ -1,6 +1,8 @@
 """The node-lease verdict: expiry at 0.75 x grace, candidates only for existing, eligible nodes, the
 one-candidate skip, zero candidates healthy, the exact >= on the fraction."""
 
+import random
+
 import pytest
 
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro
@@ -146,3 +148,51 @@ def test_crossing_at_reads_other_time_formats_like_the_verdict():
     _names, _items, verdict = crossing_verdict([1.0, 40.0, 10.0], 0.6, {2: '2027-01-15T09:59:50.000000+02:00'})
     assert verdict.verdict == leases.HEALTHY
     assert verdict.crossing_at() == pytest.approx(leases.parse_micro('2027-01-15T07:59:50Z') + EXPIRY, abs=1e-5)
+
+
+# --- the tight pass over usual Nodes decides as the checked one ----------------------------------------------------
+def random_nodes(rng, count, odd_rate):
+    kinds = ['Ready', 'MemoryPressure', 'DiskPressure', 'PIDPressure', 'KernelDeadlock', 'NetworkUnavailable',
+             'ReadonlyFilesystem', 'InPlaceUpdate']
+    nodes = []
+    for i in range(count):
+        conditions = []
+        for kind in rng.sample(kinds, rng.randint(0, 5)):
+            cond = {'type': kind, 'status': rng.choice(['True', 'False', 'Unknown'])}
+            if kind == 'InPlaceUpdate':
+                cond['reason'] = rng.choice(['ReadyForUpdate', 'UpdateFailed', 'UpdateSuccessful'])
+            conditions.append(cond)
+        annotations = rng.choice([{}, None, {'x': ''}, {'node.machine.sapcloud.io/not-managed-by-mcm': ''}])
+        item = {'metadata': {'name': rng.choice(['n%d' % i, 'n%d' % i, '']), 'annotations': annotations},
+                'status': {'conditions': conditions}}
+        odd = rng.random() / odd_rate if odd_rate else 1.0
+        if odd < 0.25:
+            del item['status']['conditions']          # read as no conditions
+        elif odd < 0.5:
+            item['status']['conditions'] = None
+        elif odd < 0.75 and conditions:
+            del conditions[0]['status']                 # a condition without status: not 'True'
+        elif odd < 1.0:
+            del item['metadata']['name']                # nameless: left out
+        nodes.append(item)
+    return nodes
+
+
+@pytest.mark.parametrize('seed', range(40))
+def test_candidate_nodes_the_usual_pass_agrees_with_the_checked_one(seed):
+    rng = random.Random(seed)
+    odd_rate = 0.0 if seed % 2 else 0.08   # odd seeds: only usual Nodes, so the tight pass decides alone
+    nodes = random_nodes(rng, rng.randint(0, 60), odd_rate)
+    machines = [{'metadata': {'labels': {'node': 'n%d' % rng.randint(0, 60)}},
+                 'status': {'currentStatus': {'phase': rng.choice(['Running', 'Failed', 'Terminating'])}}}
+                for _machine in range(rng.randint(0, 5))]
+    gone = leases.gone_machine_nodes(machines)
+    unhealthy = leases.c.DEFAULT_UNHEALTHY_NODE_CONDITIONS
+    watched = frozenset(unhealthy) | {'InPlaceUpdate'}
+    expected_names, expected_excluded = leases._candidates_checked(nodes, gone, unhealthy, watched)
+    names, excluded = leases.candidate_nodes(iter(nodes), machines)
+    assert names == expected_names
+    assert list(excluded.items()) == list(expected_excluded.items())   # the same counts in the same order
+    if not odd_rate:
+        names, excluded = leases._candidates_usual(nodes, gone, unhealthy, watched)
+        assert (names, list(excluded.items())) == (expected_names, list(expected_excluded.items()))
