@@ -77,6 +77,7 @@ def test_dwd_p1_p2_p4_scale_down_by_level_and_back_up(env):
     assert env.status()['phase'] == 'Healthy'
     assert any(e['reason'] == 'ScaledUp' for e in env.events('cluster-autoscaler'))
     # Each target went down once and up once: no flapping.
+    env.recorder.caught_up()
     for name, replicas, _up, _down in TARGETS:
         assert env.recorder.count(name, 0) == 1 and env.recorder.count(name, replicas) == 1
     # Least privilege (issue 19 §5): every call of the prober is granted by its roles, every grant is a call.

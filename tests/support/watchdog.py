@@ -34,6 +34,7 @@ class ReplicaRecorder:
         self._replicas: Dict[str, Optional[int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name='replica-recorder', daemon=True)
+        self._ticks = 0
 
     def start(self) -> 'ReplicaRecorder':
         self._tick()
@@ -48,11 +49,24 @@ class ReplicaRecorder:
         while not self._stop.wait(self.poll):
             self._tick()
 
+    def caught_up(self, timeout: float = 10.0) -> 'ReplicaRecorder':
+        """Return once a whole tick has listed the Deployments after this call: a change a test has just seen is
+        then counted (the recorder polls; reading a count right after seeing 0 replicas raced its next tick)."""
+        deadline = time.monotonic() + timeout
+        wanted = self._ticks + 2   # the tick under way may have listed before the change
+        while self._ticks < wanted:
+            if time.monotonic() >= deadline:
+                raise AssertionError('the replica recorder listed nothing within %gs' % timeout)
+            time.sleep(self.poll / 3)
+        return self
+
     def _tick(self) -> None:
         try:
             items = self.client.list(api_path('apps/v1', 'deployments', self.namespace))
         except KubeError:
             return
+        finally:
+            self._ticks += 1
         now = time.time()
         for obj in items:
             name = obj['metadata']['name']
