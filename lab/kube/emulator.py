@@ -378,14 +378,17 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             body = json.loads(resp.body)
         except (TypeError, ValueError):
             return resp
+        answer = kube_tables.table(body, self._table_columns(request), time.time(),
+                                   request.params.get('includeObject') or 'Metadata')
+        return aiohttp.web.json_response(answer)
+
+    def _table_columns(self, request: kmock.Request) -> List[Any]:
+        """A CRD's printer columns, the API server's columns of a built-in kind, or NAME and AGE."""
         res = request.resource
         key = (res.group or '', res.version or '', res.plural or '')
         if key in self._printer_columns:
-            columns = kube_tables.crd_columns(self._printer_columns[key])
-        else:
-            columns = kube_tables.BUILTIN.get((res.group or '', res.plural or '')) or kube_tables.default_columns()
-        answer = kube_tables.table(body, columns, time.time(), request.params.get('includeObject') or 'Metadata')
-        return aiohttp.web.json_response(answer)
+            return kube_tables.crd_columns(self._printer_columns[key])
+        return kube_tables.BUILTIN.get((res.group or '', res.plural or '')) or kube_tables.default_columns()
 
     def _dry_run(self, request: kmock.Request, current: Optional[Dict[str, Any]]) -> aiohttp.web.Response:
         """Answer a `dryRun=All` request (already completed and validated by _prepare) without storing it."""
@@ -740,6 +743,26 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         return result
 
     async def _serve_watch(self, request: kmock.Request):
+        """kmock's watch, filtered by the selectors (_watch_in_view); each event's object a one-row Table when the
+        client asked for Tables (`kubectl get -w`), as the API server answers: the column definitions in the first
+        event only."""
+        if not kube_tables.wants_table(request.headers.get('Accept', '')):
+            async for item in self._watch_in_view(request):
+                yield item
+            return
+        columns, first = self._table_columns(request), True
+        include = request.params.get('includeObject') or 'Metadata'
+        async for item in self._watch_in_view(request):
+            obj = item.get('object') if isinstance(item, dict) else None
+            if isinstance(obj, dict) and obj.get('kind') != 'Status':
+                table = kube_tables.table(obj, columns, time.time(), include)
+                if not first:
+                    table['columnDefinitions'] = []
+                first = False
+                item = dict(item, object=table)
+            yield item
+
+    async def _watch_in_view(self, request: kmock.Request):
         """kmock's watch, filtered by the selectors: an object that starts (stops) matching is ADDED (DELETED)."""
         labels, fields = self._selectors(request)
         in_view: set = set()

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 
 import pytest
 
@@ -165,3 +166,38 @@ def test_kubectl_create_and_get_print_what_the_api_server_prints(kubectl, tmp_pa
     # kubectl delete waits on a watch: its JSON stream is decoded (it was served as application/octet-stream)
     deleted = kubectl('-n', 'demo', 'delete', 'configmap', 'settings', '--timeout=20s')
     assert 'deleted' in deleted.stdout and 'stream serializers' not in deleted.stderr, deleted.stderr
+
+
+@pytest.mark.parametrize('binary', KUBECTLS or [None])
+def test_kubectl_get_watch_prints_the_api_servers_columns(binary, tmp_path):
+    """`kubectl get -w` asks the watch for Tables too: each event a one-row Table, as the API server answers (the
+    rows of new objects were printed without their columns)."""
+    if binary is None:
+        pytest.skip('kubectl is not installed (Debian: kubernetes-client)')
+    server = KubeServer(status_delay=0.2).start()
+    try:
+        kubeconfig = server.write_kubeconfig(str(tmp_path / 'kubeconfig'))
+        argv = [binary, '--kubeconfig', kubeconfig, '--cache-dir', str(tmp_path / 'cache'), '-n', 'default']
+        env = dict(os.environ, HOME=str(tmp_path))
+        subprocess.run(argv + ['create', 'secret', 'generic', 'first', '--from-literal=a=b'], check=True,
+                       capture_output=True, timeout=60, env=env)
+        with subprocess.Popen(argv + ['get', 'secrets', '-w'], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) as watch:
+            deadline = threading.Timer(30, watch.kill)   # a watch that prints nothing ends the reads (EOF)
+            deadline.start()
+            try:
+                lines = [watch.stdout.readline().split() for _ in range(2)]      # the list: header, one row
+                subprocess.run(argv + ['create', 'secret', 'generic', 'second', '--from-literal=a=b',
+                                       '--from-literal=c=d'], check=True, capture_output=True, timeout=60, env=env)
+                for _ in range(3):   # the watch events (the lab's watch starts with the objects there: ADDED)
+                    lines.append(watch.stdout.readline().split())
+                    if lines[-1][:1] == ['second']:
+                        break
+            finally:
+                deadline.cancel()
+                watch.kill()
+    finally:
+        server.stop()
+    assert lines[0] == ['NAME', 'TYPE', 'DATA', 'AGE'] and lines[1][:3] == ['first', 'Opaque', '1'], lines
+    assert lines[-1][:3] == ['second', 'Opaque', '2'] and len(lines[-1]) == 4, lines
+    assert all(len(line) == 4 for line in lines), lines    # every row with the server's columns, no second header
