@@ -186,10 +186,10 @@ def test_kubectl_get_watch_prints_the_api_servers_columns(binary, tmp_path):
             deadline = threading.Timer(30, watch.kill)   # a watch that prints nothing ends the reads (EOF)
             deadline.start()
             try:
-                lines = [watch.stdout.readline().split() for _ in range(2)]      # the list: header, one row
+                lines = [watch.stdout.readline().split() for line_no in range(2)]      # the list: header, one row
                 subprocess.run(argv + ['create', 'secret', 'generic', 'second', '--from-literal=a=b',
                                        '--from-literal=c=d'], check=True, capture_output=True, timeout=60, env=env)
-                for _ in range(3):   # the watch events (the lab's watch starts with the objects there: ADDED)
+                for event_no in range(3):   # the watch events (the lab's watch starts with the objects there: ADDED)
                     lines.append(watch.stdout.readline().split())
                     if lines[-1][:1] == ['second']:
                         break
