@@ -399,10 +399,7 @@ class Runtime:
         ip = self.ips.get('%s/%s' % (pod['metadata']['namespace'], pod['metadata']['name']), {}).get('ip')
         if not ip:
             raise images.UnknownImage('LabNoPodIP', 'no pod IP left in %s' % self.network)
-        mounts, files = self._volumes(pod, container)
-        rewrite = podspec.Rewriter(self.hosts(pod['metadata']['namespace'], pod), mounts, ip)
-        for host, volume in files:
-            self._write_volume(host, volume, pod['metadata']['namespace'], volumes, rewrite)
+        rewrite = self._write_volumes(pod, container, volumes, ip)
         env = self._env(pod, container, ip, volumes)
         command = [podspec.expand_vars(str(a), env) for a in container.get('command') or []]
         args = [podspec.expand_vars(str(a), env) for a in container.get('args') or []]
@@ -462,26 +459,31 @@ class Runtime:
             if record is not None and state.waiting is None:
                 self._probe(pod, container, state, ip)
             statuses.append(self._container_status(container, state, record))
-        if time.monotonic() - self.refreshed.setdefault(uid, time.monotonic()) >= VOLUME_REFRESH:
+        if ip and time.monotonic() - self.refreshed.setdefault(uid, time.monotonic()) >= VOLUME_REFRESH:
             self.refreshed[uid] = time.monotonic()
-            self._refresh_volumes(pod, volumes)
+            self._refresh_volumes(pod, volumes, ip)
         self._write_pod_status(pod, ip, statuses)
 
-    def _refresh_volumes(self, pod: Dict[str, Any], volumes: Tuple[Dict, Dict]) -> None:
+    def _write_volumes(self, pod: Dict[str, Any], container: Dict[str, Any], volumes: Tuple[Dict, Dict], ip: str,
+                       keep: frozenset = frozenset()) -> podspec.Rewriter:
+        """The container's configMap and secret volumes written (but those named in `keep`); the Rewriter of its
+        args and env (its mounts and this machine's names). Raises images.UnknownImage as _volumes does."""
+        mounts, files = self._volumes(pod, container)
+        rewrite = podspec.Rewriter(self.hosts(pod['metadata']['namespace'], pod), mounts, ip)
+        for host, volume in files:
+            if volume['name'] not in keep:
+                self._write_volume(host, volume, pod['metadata']['namespace'], volumes, rewrite)
+        return rewrite
+
+    def _refresh_volumes(self, pod: Dict[str, Any], volumes: Tuple[Dict, Dict], ip: str) -> None:
         """A running pod's configMap and secret volumes follow their objects, as a kubelet refreshes them: a changed
         key's file is replaced (atomically), an unchanged one is left alone. Not a volume a container mounts with
         subPath (a kubelet never updates those), and not one whose object is gone or unreadable (a kubelet keeps the
         last files then)."""
-        ns = pod['metadata']['namespace']
         for container in (pod.get('spec') or {}).get('containers') or []:
-            sub_path = {m.get('name') for m in container.get('volumeMounts') or [] if m.get('subPath')}
+            sub_path = frozenset(m.get('name') for m in container.get('volumeMounts') or [] if m.get('subPath'))
             try:
-                mounts, files = self._volumes(pod, container)
-                rewrite = podspec.Rewriter(self.hosts(ns, pod), mounts, self.ips.get(
-                    '%s/%s' % (ns, pod['metadata']['name']), {}).get('ip', '127.0.0.1'))
-                for host, volume in files:
-                    if volume['name'] not in sub_path:
-                        self._write_volume(host, volume, ns, volumes, rewrite)
+                self._write_volumes(pod, container, volumes, ip, keep=sub_path)
             except (images.UnknownImage, OSError, ValueError):
                 continue   # a kubelet keeps the last files; the container's next start says what is wrong
 

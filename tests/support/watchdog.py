@@ -65,8 +65,6 @@ class ReplicaRecorder:
             items = self.client.list(api_path('apps/v1', 'deployments', self.namespace))
         except KubeError:
             return
-        finally:
-            self._ticks += 1
         now = time.time()
         for obj in items:
             name = obj['metadata']['name']
@@ -74,6 +72,7 @@ class ReplicaRecorder:
             if name in self._replicas and self._replicas[name] != replicas:
                 self.changes.append((now, name, self._replicas[name], replicas))
             self._replicas[name] = replicas
+        self._ticks += 1   # (a tick whose list failed saw nothing: caught_up waits for one that listed)
 
     def times(self, name: str, after: int) -> List[float]:
         return [t for t, n, _before, a in self.changes if n == name and a == after]

@@ -121,10 +121,11 @@ def _snapshot(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -
 
 
 @contextlib.contextmanager
-def _connection(runtime: Runtime, etcd: Mapping[str, Any]) -> Iterator[EtcdConnection]:
+def _connection(runtime: Runtime, etcd: Mapping[str, Any], spec: Optional[EtcdSpec] = None) -> Iterator[EtcdConnection]:
     """The members' client URLs; with `spec.etcd.clientUrlTls`, https with the Etcd's CA and client certificate
-    Secrets (druid/client_tls.py: the one home of that mapping; a missing one fails the task, ERR_TLS)."""
-    spec = _spec(etcd)
+    Secrets (druid/client_tls.py: the one home of that mapping; a missing one fails the task, ERR_TLS). `spec`: the
+    Etcd already parsed by the caller (else parsed here)."""
+    spec = spec or _spec(etcd)
     endpoints = member_client_urls(spec, (p['status']['podIP'] for p in _members(runtime, etcd)))
     if not endpoints:
         raise TaskFailed('ERR_NO_MEMBER', 'no member pod has an address')
@@ -149,9 +150,9 @@ def _secret_reader(runtime: Runtime):
 
 
 def _maintenance(runtime: Runtime, task: t.OperatorTask, etcd: Mapping[str, Any]) -> str:
-    defrag_timeout = _spec(etcd).etcd.defrag_timeout   # the Etcd's etcdDefragTimeout (default 8m), per member
-    with _connection(runtime, etcd) as conn:
-        return _maintain(task, conn, defrag_timeout)
+    spec = _spec(etcd)
+    with _connection(runtime, etcd, spec) as conn:   # the Etcd's etcdDefragTimeout (default 8m), per member
+        return _maintain(task, conn, spec.etcd.defrag_timeout)
 
 
 def _maintain(task: t.OperatorTask, conn: EtcdConnection, defrag_timeout: float = 300.0) -> str:
