@@ -23,6 +23,7 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.recovery.rest
     select_snapshot,
 )
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.s3_store import S3Store
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.wire.calls import PUT, Transactions, txn_request
 
 from support.etcd_cluster import EtcdCluster
 
@@ -195,6 +196,30 @@ def test_a_backlog_is_stored_when_read_not_a_period_later(etcd1, tmp_path):
     assert all(d.size < 2 * 1024 * 1024 for d in chain.deltas)
     revisions = [e.revision for d in chain.deltas for e in fetch_delta(store, d, str(tmp_path))]
     assert revisions == list(range(max(chain.base.name.end_revision, 1) + 1, chain.tip + 1))
+
+
+def test_a_long_backlog_is_read_in_spans_every_revision_once_in_order(etcd1, tmp_path):
+    """2,500 revisions of 3 puts each written while no loop ran: the loop reads them with 3 watches at once
+    (snapshot/catch_up.py), under a queue budget smaller than one span, and stores every revision once, in
+    order, with its 3 events (a span never ends inside a revision)."""
+    store = LocalStore(str(tmp_path / 'store'))
+    with Loop(etcd1, store, str(tmp_path)):
+        wait_until(lambda: plan_chain(store.list()).base, what='full snapshot')
+    conn = EtcdConnection(endpoints=tuple(etcd1.endpoints))
+    with Transactions(conn, etcd1.endpoints[0], timeout=60) as client:
+        for revision in range(2500):
+            client.txn(txn_request([(PUT, b'span/%04d/%d' % (revision, i), b'x' * 300) for i in range(3)]))
+    with Loop(etcd1, store, str(tmp_path), delta_period=600.0, delta_memory_limit=1024 * 1024) as loop:
+        wait_until(lambda: plan_chain(store.list()).tip >= current_revision(etcd1), timeout=90, what='catch up')
+        plan = loop.runner.watcher.plan
+    assert loop.listener.failed == []
+    assert len(plan) == 3 and plan[-1][1] is None, plan
+    chain = plan_chain(store.list())
+    events = [e for d in chain.deltas for e in fetch_delta(store, d, str(tmp_path))]
+    revisions = [e.revision for e in events]
+    assert sorted(set(revisions)) == list(range(max(chain.base.name.end_revision, 1) + 1, chain.tip + 1))
+    assert revisions == sorted(revisions) and len(events) == 3 * 2500
+    assert [e.key for e in events] == [b'span/%04d/%d' % (r, i) for r in range(2500) for i in range(3)]
 
 
 def test_gap_refuses_restore_unless_stop_at_gap(etcd1, tmp_path, etcd_bin_dir):

@@ -41,11 +41,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.gc imp
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.snapshot import snapshot_to_store
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.store.store import Snapshot, SnapshotStore
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.backup.verification_loop import RestoreVerifier
-from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.watcher import (
-    HistoryCompacted,
-    Watcher,
-    WatchBatch,
-)
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.catch_up import CatchUpWatch
+from ansible_collections.steward.cluster.plugins.module_utils.etcd.snapshot.watcher import HistoryCompacted, WatchBatch
 
 log = logging.getLogger('steward.etcd.backup')
 
@@ -171,7 +168,7 @@ class BackupRunner:
         self.source = source or {}
         self.buffer: Optional[DeltaBuffer] = None
         self.chain: Optional[Chain] = None
-        self.watcher: Optional[Watcher] = None
+        self.watcher: Optional[CatchUpWatch] = None
         self._endpoint_index = 0
         self._full_reason = ''
         self._requested: List[Tuple[str, Optional[str]]] = []
@@ -344,7 +341,7 @@ class BackupRunner:
             if self.clock() >= deadline:
                 # what has already arrived goes into the coming delta too: taking one response a turn
                 # would write one delta per revision behind a slow store, and fall further behind
-                for _unused in range(self.watcher.queue.qsize()):
+                for _unused in range(self.watcher.pending()):
                     item = self.watcher.get(0)
                     if item is None or not self._take(item):
                         return
@@ -381,9 +378,10 @@ class BackupRunner:
         endpoint = endpoints[self._endpoint_index % len(endpoints)]
         start = self.buffer.last_revision + 1
         try:
-            self.watcher = Watcher(self.conn, endpoint, start, clock=self.clock,
-                                   queue_bytes=self.policy.delta_memory_limit - self._flush_size).start()
-            log.info('watching all keys on %s from revision %d', endpoint, start)
+            self.watcher = CatchUpWatch(self.conn, endpoint, start, clock=self.clock,
+                                        queue_bytes=self.policy.delta_memory_limit - self._flush_size).start()
+            log.info('watching all keys on %s from revision %d (%d watch%s)', endpoint, start,
+                     len(self.watcher.plan), '' if len(self.watcher.plan) == 1 else 'es: a backlog read in spans')
         except EtcdError as exc:
             self._watch_error(exc)
 

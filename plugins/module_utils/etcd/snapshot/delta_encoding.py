@@ -126,8 +126,6 @@ class ChunkBuilder:
         if self.size >= CHUNK_BYTES and mod_revision != self.revisions[-1]:
             done = self.finish()
         encoded = _encode(type_, key, value, create_revision, mod_revision, version, lease, self.tail)
-        if self.pieces:
-            self.pieces.append(b',')
         self.pieces.append(encoded)
         self.revisions.append(mod_revision)
         self.size += len(encoded)
@@ -137,7 +135,7 @@ class ChunkBuilder:
         """What is encoded so far as a chunk (None when nothing is); the builder starts empty again."""
         if not self.revisions:
             return None
-        chunk = EncodedChunk(b''.join(self.pieces), self.revisions)
+        chunk = EncodedChunk(b','.join(self.pieces), self.revisions)
         self.pieces, self.revisions, self.size = [], array.array('q'), 0
         return chunk
 

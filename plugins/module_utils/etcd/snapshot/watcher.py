@@ -11,6 +11,9 @@ revisions are queued for the backup loop, so a slow store never blocks the strea
 buffer, then cancel a slow watcher). The queue is bounded in bytes: when the loop falls that far behind,
 the reading thread waits, the HTTP/2 window (WINDOW bytes) holds etcd back, and the memory stays what
 the loop's limit allows plus QUEUE_BYTES.
+
+A watch may also read a span of history only (`end_revision`): catch_up.py reads a backlog with several at
+once, sharing one byte budget (QueueBudget).
 """
 
 from __future__ import annotations
@@ -93,6 +96,21 @@ class HistoryCompacted(EtcdError):
         self.compact_revision = compact_revision
 
 
+class QueueBudget:
+    """The bytes of encoded events waiting to be taken, counted over every watch that shares it (the spans of
+    one backlog), against `limit`. A watch waits for room while it would go over, unless it is the one being
+    taken (`Watcher.head`) and has nothing queued: the reader of the current span always makes progress, so the
+    spans ahead of their turn can never block the loop that would free their room."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.queued = 0
+        self.room = threading.Condition()
+
+
+SPAN_READ = object()  # queued by a watch with an end_revision after its last event: the span is complete
+
+
 @dataclasses.dataclass
 class WatchBatch:
     events: EncodedChunk
@@ -106,19 +124,27 @@ class _Closed(Exception):
 
 class Watcher:
     """Watch all keys from `start_revision` on one endpoint. `created_revision`: the cluster's revision when
-    etcd created the watch (events up to it were history already: a backlog)."""
+    etcd created the watch (events up to it were history already: a backlog).
+
+    `end_revision`: read only the span before it; at the first event at or past it (or a response that ends
+    just before it) the last chunk and then SPAN_READ are queued and the call is closed. `budget`: shared with
+    other watches (default: one of its own of `queue_bytes`); `head`: whether this watch is the one being taken."""
 
     def __init__(self, conn: EtcdConnection, endpoint: str, start_revision: int, clock=time.time,
-                 queue_bytes: int = QUEUE_BYTES):
+                 queue_bytes: int = QUEUE_BYTES, end_revision: Optional[int] = None,
+                 budget: Optional[QueueBudget] = None, head: bool = True):
         self.conn = conn
         self.endpoint = endpoint
         self.start_revision = start_revision
+        self.end_revision = end_revision
         self.clock = clock
         self.queue: 'queue.Queue[Any]' = queue.Queue()
-        self.queue_bytes = queue_bytes
+        self.budget = budget if budget is not None else QueueBudget(queue_bytes)
+        self.head = head
         self.created_revision: Optional[int] = None
-        self._queued = 0
-        self._room = threading.Condition()
+        self._queued = 0  # this watch's part of budget.queued
+        self._stop_at = end_revision if end_revision is not None else 1 << 63
+        self._last_revision = 0
         self._closed = threading.Event()
         self._call: Optional[GrpcCall] = None
         self._thread: Optional[threading.Thread] = None
@@ -160,12 +186,16 @@ class Watcher:
         if field == EVENTS:
             if self._builder is None:
                 self._builder = ChunkBuilder(format_rfc3339(self._received or self.clock(), 'ns'))
-            add = self._builder.add
+            add, stop_at, revision = self._builder.add, self._stop_at, 0
             for event in self._events.FromString(data).events:
                 kv = event.kv
-                done = add(event.type, kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
+                revision = kv.mod_revision
+                if revision >= stop_at:
+                    self._span_read()
+                done = add(event.type, kv.key, kv.value, kv.create_revision, revision, kv.version, kv.lease)
                 if done is not None:
                     self._put(WatchBatch(done, self._response.get(HEADER, 0), self._received))
+            self._last_revision = revision or self._last_revision
         elif field == HEADER:
             self._received = self.clock()
             self._response[HEADER] = dict(decode_fields(data)).get(HEADER_REVISION, 0)
@@ -187,14 +217,30 @@ class Watcher:
         last = builder.finish() if builder is not None else None
         if last is not None:
             self._put(WatchBatch(last, response.get(HEADER, 0), self._received))
+        if self._last_revision >= self._stop_at - 1:
+            self._span_read()
+
+    def _span_read(self) -> None:
+        """Every event of the span is read: queue what is encoded, then SPAN_READ; close the call (etcd drops
+        its watcher) and end the reading thread."""
+        builder, self._builder = self._builder, None
+        last = builder.finish() if builder is not None else None
+        if last is not None:
+            self._put(WatchBatch(last, self._response.get(HEADER, 0), self._received))
+        self.queue.put(SPAN_READ)
+        call, self._call = self._call, None
+        if call is not None:
+            call.close()
+        raise _Closed()
 
     def _put(self, batch: WatchBatch) -> None:
-        size = batch.events.size
-        with self._room:
-            while self._queued > 0 and self._queued + size > self.queue_bytes:
+        size, budget = batch.events.size, self.budget
+        with budget.room:
+            while budget.queued > 0 and budget.queued + size > budget.limit and not (self.head and not self._queued):
                 if self._closed.is_set():
                     raise _Closed()
-                self._room.wait(0.5)
+                budget.room.wait(0.5)
+            budget.queued += size
             self._queued += size
         self.queue.put(batch)
 
@@ -208,15 +254,26 @@ class Watcher:
         except queue.Empty:
             return None
         if isinstance(item, WatchBatch):
-            with self._room:
+            with self.budget.room:
+                self.budget.queued -= item.events.size
                 self._queued -= item.events.size
-                self._room.notify_all()
+                self.budget.room.notify_all()
         return item
+
+    def pending(self) -> int:
+        """Items queued now (a get(0) each returns at once)."""
+        return self.queue.qsize()
+
+    def take_turn(self) -> None:
+        """This watch is now the one being taken (see QueueBudget)."""
+        with self.budget.room:
+            self.head = True
+            self.budget.room.notify_all()
 
     def close(self) -> None:
         self._closed.set()
-        with self._room:
-            self._room.notify_all()
+        with self.budget.room:
+            self.budget.room.notify_all()
         call, self._call = self._call, None
         if call is not None:
             call.close()
