@@ -763,8 +763,16 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             yield item
 
     async def _watch_in_view(self, request: kmock.Request):
-        """kmock's watch, filtered by the selectors: an object that starts (stops) matching is ADDED (DELETED)."""
+        """kmock's watch, filtered by the selectors: an object that starts (stops) matching is ADDED (DELETED).
+
+        kmock starts every watch with the objects there as ADDED. That is the API server's answer to a watch without
+        a resourceVersion (or "0"); a watch from a list's resourceVersion (client-go, kopf and `kubectl get -w`
+        list first, then watch from there) gets the changes after it only: an object whose resourceVersion is not
+        newer is not sent again, but it is in the client's view (a later change is MODIFIED, not ADDED). Not as the
+        API server: an object changed between the list and the watch comes as ADDED (kmock sends its state, not its
+        history), and one deleted in between is not reported."""
         labels, fields = self._selectors(request)
+        since = _since(request.params.get('resourceVersion'))
         in_view: set = set()
         async for item in super()._serve_watch(request):
             obj = item.get('object') if isinstance(item, dict) else None
@@ -775,6 +783,11 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             key = (md.get('namespace'), md.get('name'))
             matches = labels.matches(md.get('labels')) and fields.matches(obj)
             seen = key in in_view
+            version = _since(md.get('resourceVersion'))
+            if since is not None and item.get('type') == 'ADDED' and version is not None and version <= since:
+                if matches:
+                    in_view.add(key)
+                continue
             if item.get('type') == 'DELETED':
                 in_view.discard(key)
                 if seen:
@@ -785,6 +798,16 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             elif seen:
                 in_view.discard(key)
                 yield {'type': 'DELETED', 'object': obj}
+
+
+def _since(resource_version: Any) -> Optional[int]:
+    """A resourceVersion as the emulator's counter (one sequence for every object), or None for "" and "0" (any
+    version: the watch starts with the objects there) and for what is not one of ours."""
+    try:
+        value = int(resource_version)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
 
 
 def _json_stream(raw_request: aiohttp.web.BaseRequest) -> None:

@@ -4,6 +4,7 @@ KubeClient as a user's code would."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import threading
@@ -137,6 +138,45 @@ def test_a_watch_with_a_selector_sees_objects_enter_and_leave(api, kube, ns):
     wait_for(lambda: len(events) >= len(wanted), 10, 0.05, 'watch events (%s)' % events)
     watch.stop()
     assert events == wanted
+
+
+def watch_events(server, path, params, count, into=None, timeout=10.0):
+    """The first `count` events of a raw watch on `path` as (type, name), appended to `into` as they come."""
+    events = [] if into is None else into
+    with requests.get(server.url + path, params=dict(params, watch='true'), stream=True, timeout=timeout) as answer:
+        answer.raise_for_status()
+        for line in answer.iter_lines():
+            if line:
+                event = json.loads(line)
+                events.append((event['type'], event['object']['metadata']['name']))
+                if len(events) >= count:
+                    break
+    return events
+
+
+def test_a_watch_from_a_lists_resource_version_sends_only_what_changed_after_it(server, kube, ns):
+    """As the API server: a watch without a resourceVersion (or "0") starts with the objects there (ADDED); one
+    from a list's resourceVersion (client-go, kopf, `kubectl get -w`) only with what changed after it, and a listed
+    object that changes while it runs is MODIFIED, not ADDED."""
+    path = api_path('v1', 'configmaps', ns)
+    kube.create(path, configmap('listed', {'app': 'web'}))
+    kube.create(path, configmap('other', {'app': 'db'}))
+    listed = requests.get(server.url + path, params={'labelSelector': 'app=web'}, timeout=5).json()
+    since = listed['metadata']['resourceVersion']
+    assert [item['metadata']['name'] for item in listed['items']] == ['listed']
+    kube.create(path, configmap('new', {'app': 'web'}))
+    kube.merge_patch(path + '/other', {'data': {'k': 'v'}})   # not in the view
+    assert watch_events(server, path, {'labelSelector': 'app=web', 'resourceVersion': since}, 1) == [('ADDED', 'new')]
+    events = []
+    reader = threading.Thread(target=watch_events, args=(
+        server, path, {'labelSelector': 'app=web', 'resourceVersion': since}, 2, events), daemon=True)
+    reader.start()
+    wait_for(lambda: events, 10, 0.05, 'the watch to start')
+    kube.merge_patch(path + '/listed', {'data': {'k': 'v'}})
+    reader.join(10)
+    assert events == [('ADDED', 'new'), ('MODIFIED', 'listed')]
+    for params in ({'labelSelector': 'app=web'}, {'labelSelector': 'app=web', 'resourceVersion': '0'}):
+        assert sorted(watch_events(server, path, params, 2)) == [('ADDED', 'listed'), ('ADDED', 'new')]
 
 
 # --- refusals -----------------------------------------------------------------------------------------------------
