@@ -54,7 +54,7 @@ def current_revision(conn: EtcdConnection, endpoint: str) -> Optional[int]:
     """The member's revision now, or None when it does not answer (the watch then says why)."""
     try:
         with Gateway(conn) as gateway:
-            status = gateway.call(endpoint, '/v3/maintenance/status', {})
+            status = gateway.status(endpoint)
     except EtcdError:
         return None
     return int((status.get('header') or {}).get('revision') or 0) or None

@@ -136,7 +136,6 @@ class Watcher:
         self.conn = conn
         self.endpoint = endpoint
         self.start_revision = start_revision
-        self.end_revision = end_revision
         self.clock = clock
         self.queue: 'queue.Queue[Any]' = queue.Queue()
         self.budget = budget if budget is not None else QueueBudget(queue_bytes)
@@ -214,19 +213,21 @@ class Watcher:
                 self.endpoint, bytes(response.get(CANCEL_REASON, b'')).decode('utf-8', 'replace') or 'no reason given'))
         if response.get(CREATED) and self.created_revision is None:
             self.created_revision = int(response.get(HEADER, 0))
-        last = builder.finish() if builder is not None else None
-        if last is not None:
-            self._put(WatchBatch(last, response.get(HEADER, 0), self._received))
+        self._put_last(builder, response.get(HEADER, 0))
         if self._last_revision >= self._stop_at - 1:
             self._span_read()
+
+    def _put_last(self, builder: Optional[ChunkBuilder], header_revision: int) -> None:
+        """What `builder` still holds, queued as the response's last chunk."""
+        last = builder.finish() if builder is not None else None
+        if last is not None:
+            self._put(WatchBatch(last, header_revision, self._received))
 
     def _span_read(self) -> None:
         """Every event of the span is read: queue what is encoded, then SPAN_READ; close the call (etcd drops
         its watcher) and end the reading thread."""
         builder, self._builder = self._builder, None
-        last = builder.finish() if builder is not None else None
-        if last is not None:
-            self._put(WatchBatch(last, self._response.get(HEADER, 0), self._received))
+        self._put_last(builder, self._response.get(HEADER, 0))
         self.queue.put(SPAN_READ)
         call, self._call = self._call, None
         if call is not None:
