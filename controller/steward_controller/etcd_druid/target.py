@@ -152,6 +152,8 @@ def execute(client: KubeClient, spec: EtcdSpec, action: p.Action, desired: Mappi
         current = observed.statefulset
         if current is None or not c.is_ours(spec, current):
             raise ComponentConflict('StatefulSet %s/%s is not this Etcd\'s' % (spec.namespace, spec.name))
+        if isinstance(action, p.ScaleUp) and action.with_template:
+            patch = c.statefulset_patch(sts)   # a wake from 0 onto the template changed while hibernated
         client.merge_patch(path_of('statefulset', spec.namespace, spec.name), patch)
         done.append('StatefulSet %s replicas %d' % (sts['metadata']['name'], action.to))
     elif isinstance(action, (p.RestartMember, p.DeletePod)):

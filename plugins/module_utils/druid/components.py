@@ -450,6 +450,12 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
         'volumeClaimTemplates': [claim]}}, labels=spec.labels, annotations=annotations)
 
 
+def template_has_peer_tls(sts: Optional[Mapping[str, Any]]) -> bool:
+    """The StatefulSet's pod template mounts the peer TLS Secrets (what `statefulset` adds for spec.etcd.peerUrlTls)."""
+    volumes = ((((sts or {}).get('spec') or {}).get('template') or {}).get('spec') or {}).get('volumes') or []
+    return any(v.get('name') == 'peer-url-ca' for v in volumes)
+
+
 def statefulset_patch(sts: Mapping[str, Any]) -> Dict[str, Any]:
     """What may be changed on an existing StatefulSet (the API server refuses changes to its selector,
     serviceName, podManagementPolicy and volumeClaimTemplates): labels, annotations, owner, replicas, the pod

@@ -33,6 +33,31 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.initial_cluster import normalize_url
 
 
+WAKING_OVER_HTTP = (' over http peer URLs, as their data names them; spec.etcd.peerUrlTls is turned on by a rolling '
+                    'restart once they run (ETCD-42)')
+
+
+WOKEN_OVER_HTTP = ('peer TLS waits for the members woken over http to run Ready (not yet: %s); then the components with '
+                   'spec.etcd.peerUrlTls are applied and the members roll onto them (ETCD-42)')
+
+
+def wakes_over_http(spec: EtcdSpec, status: Mapping[str, Any]) -> bool:
+    """Woken from 0 replicas with spec.etcd.peerUrlTls while the members last ran without peer TLS (the status's
+    `peerUrlTLSEnabled`, kept while the StatefulSet has 0 replicas: status.py). Their data's membership names http
+    peer URLs: members listening on https only could never reach each other, so neither form a quorum nor update
+    their peer URLs (MemberUpdate needs one). They wake over http, and the components stay without peer TLS until
+    every member of the template without it runs Ready (the ConfigMap a starting member reads must match its
+    template); the template with peer TLS then rolls them as any peer TLS change of running members does, each
+    program updating its member's peer URLs. Until then the plan says so (Postponed, gate PeerTLS): the spec is not
+    applied yet, so its generation is not reconciled either."""
+    return spec.replicas > 0 and spec.peer_tls_enabled and status.get('peerUrlTLSEnabled') is False
+
+
+def without_peer_tls(spec: EtcdSpec) -> EtcdSpec:
+    """The spec the components of a wake over http are built from (wakes_over_http)."""
+    return dataclasses.replace(spec, etcd=dataclasses.replace(spec.etcd, peer_tls=None))
+
+
 def lease_says_peer_tls(lease: Optional[Mapping[str, Any]]) -> bool:
     annotations = ((lease or {}).get('metadata') or {}).get('annotations') or {}
     return str(annotations.get(c.TLS_ENABLED, '')).lower() == 'true'

@@ -5,7 +5,8 @@
 this pass, typed, each with the words of its Event (`event`: a CamelCase reason, `message`: what and why).
 
 Order, first match wins (the minimum action each pass; "nothing" is Nothing, and says why):
-  1. quorum lost (a majority of the members that reported are not Ready)
+  1. quorum lost (a majority of the members that reported are not Ready; rows 1 and 2 are skipped while the
+     StatefulSet has 0 replicas: hibernated, its members' Leases are left over, not lost)
        - for less than the not-ready grace, or a lost member's pod is still there and may come back: Wait
        - for longer (or at once when an operator asked, Options.recovery_requested), with evidence: RecoverQuorum
          naming the source (the surviving member with the newest revision when it is newer than the newest verified
@@ -17,7 +18,9 @@ Order, first match wins (the minimum action each pass; "nothing" is Nothing, and
   3. superfluous member Leases (ordinal >= spec.replicas once the StatefulSet has shrunk, row 13): DeleteLeases
   4. the spec (only when the gate allows it, spec.reconcile_gate):
        ApplyComponents (everything but the StatefulSet that is missing or differs),
-       CreateStatefulSet, ScaleUp (row 11: new ordinals join as learners, ETCD-42/43; with spec.etcd.peerUrlTls only
+       CreateStatefulSet, ScaleUp (from 0 replicas, a wake: the members start on their data, with a template changed
+       while hibernated written in the same patch, over http first when peer TLS is newly asked: peer_tls.py),
+       ScaleUp (row 11: new ordinals join as learners, ETCD-42/43; with spec.etcd.peerUrlTls only
        once every running member's Lease says its peers speak TLS: until then the new template is written, the
        members roll onto it (row 5), and Postponed (gate PeerTLS) says which members the scale-up waits for,
        peer_tls.py), ScaleDown (row 12: first
@@ -154,11 +157,14 @@ class CreateStatefulSet(Action):
 @dataclasses.dataclass(frozen=True)
 class ScaleUp(Action):
     """Set replicas to `to`; `learners` are the new members (their Leases carry create-as-learner);
-    `multi_node`: from a single member (gardener.cloud/scaled-to-multi-node on the StatefulSet, ETCD-42)."""
+    `multi_node`: from a single member (gardener.cloud/scaled-to-multi-node on the StatefulSet, ETCD-42);
+    `with_template`: a wake from 0 replicas whose pod template changed while hibernated: the whole StatefulSet is
+    written (replicas and template at once), so the members start on the template its ConfigMap belongs with."""
     current: int = 0
     to: int = 0
     learners: Tuple[str, ...] = ()
     multi_node: bool = False
+    with_template: bool = False
     event = 'ScaledUp'
 
 
@@ -453,16 +459,23 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
     size = current if no_peer_tls else spec.replicas
     quorum_size = int(status.get('clusterSize') or 0)
     min_available = c.pdb_min_available(quorum_size if members else spec.replicas, all_ready, ready_members)
-    desired = c.desired(spec, size, min_available, scaled_to_multi_node=current == 1 and size > 1,
+    # woken from 0 with peer TLS newly asked: the members wake on the peer URLs their data names, and the components
+    # stay without peer TLS until every member of the template without it runs Ready (peer_tls.py)
+    build = pt.without_peer_tls(spec) if sts is not None and pt.wakes_over_http(spec, status) and not \
+        c.template_has_peer_tls(sts) and (current == 0 or not _all_current_ready(status, current)) else spec
+    desired = c.desired(build, size, min_available, scaled_to_multi_node=current == 1 and size > 1,
                         learners=() if no_peer_tls else learners)
 
-    # 1. quorum lost (only once members have reported: a cluster that never had quorum is bootstrapping)
-    if members and not st.quorate(ready_members, quorum_size):
-        return Plan(_quorum_loss(spec, status, observed, now, options), desired)
-    # 2. long NotReady members while quorate
-    action = _unready_pods(spec, status, observed, now, options)
-    if action is not None:
-        return Plan(action, desired)
+    # 1. quorum lost (only once members have reported: a cluster that never had quorum is bootstrapping), and 2. long
+    # NotReady members while quorate; neither while the StatefulSet has 0 replicas (hibernated, or being woken): no
+    # pod is meant to run, the members' Leases left over are no evidence of a fault, and the rows below must go on
+    # (row 3 deletes them, row 4 wakes the members on their data)
+    if sts is None or current > 0:
+        if members and not st.quorate(ready_members, quorum_size):
+            return Plan(_quorum_loss(spec, status, observed, now, options), desired)
+        action = _unready_pods(spec, status, observed, now, options)
+        if action is not None:
+            return Plan(action, desired)
     # 3. superfluous member Leases once the StatefulSet has shrunk
     if sts is not None and current <= spec.replicas:
         extra = tuple(sorted((n for n in observed.member_leases if c.ordinal_of(n) >= current and
@@ -474,6 +487,10 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
     if spec_allowed:
         action = _spec_action(spec, status, observed, existing, desired, current, all_ready, backup_ready, learners,
                               now, options, no_peer_tls)
+        if action is None and build is not spec:
+            # woken over http: the spec is not applied until the members run and the template with peer TLS follows
+            action = Postponed(pt.WOKEN_OVER_HTTP % ', '.join(n for n in member_names(spec.name, current) if not any(
+                m['name'] == n and m.get('status') == st.MEMBER_READY for m in members)), gate=PEER_TLS)
         if isinstance(action, Postponed) and action.gate == PEER_TLS:
             # the members on an older template go onto the one with peer TLS through the rolling plan (row 5), gated
             # on the running members being Ready (AllMembersReady counts the members wanted after the scale-up)
@@ -525,6 +542,8 @@ def _spec_action(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observe
             return _template_update(spec, want, sts, True, backup_ready, now, ' (peer TLS first, ETCD-42: '
                                     'the scale-up %d -> %d waits)' % (current, spec.replicas)) or Postponed(
                 pt.waiting_message(current, spec.replicas, no_peer_tls, observed.member_leases), gate=PEER_TLS)
+        if current == 0:
+            return _wake(spec, status, want, sts)
         return ScaleUp('scaling up %d -> %d; %s join as learners' % (current, spec.replicas, ', '.join(learners) or 'all'),
                        current=current, to=spec.replicas, learners=learners, multi_node=current == 1)
     if spec.replicas < current:
@@ -572,6 +591,23 @@ def _template_update(spec: EtcdSpec, want: Mapping[str, Any], sts: Mapping[str, 
         spec.name, 'new pod template %s; members restart one at a time' % c.template_hash_of(want)
         if template_changed else 'labels/annotations', why),
         template=c.template_hash_of(want) if template_changed else '', at=now)
+
+
+def _wake(spec: EtcdSpec, status: Mapping[str, Any], want: Mapping[str, Any], sts: Mapping[str, Any]) -> Action:
+    """Waking from 0 replicas: the members start on their data, none as a learner. A pod template changed while
+    hibernated is written with the replicas (no pod runs, so nothing waits for AllMembersReady, and the members must
+    start on the template the ConfigMap already applied belongs with: one without the volumes a new config names
+    would never start), held only by the version path from the etcd image the members last ran (the StatefulSet's
+    template as it is) to the new one."""
+    changed = c.template_hash_of(want) != c.template_hash_of(sts)
+    if changed:
+        refused = _refusals({'the members\' last template': _etcd_image(sts)}, _etcd_image(want))
+        if refused:
+            return Postponed('waking from 0 replicas waits: %s' % '; '.join(refused), gate='VersionPath')
+    return ScaleUp('waking from 0 replicas: scaling up to %d%s; the members start on their data%s' % (
+        spec.replicas, ' with pod template %s' % c.template_hash_of(want) if changed else '',
+        pt.WAKING_OVER_HTTP if pt.wakes_over_http(spec, status) else ''),
+        current=0, to=spec.replicas, with_template=changed)
 
 
 def _all_current_ready(status: Mapping[str, Any], current: int) -> bool:
@@ -691,13 +727,18 @@ def _version_path(observed: st.Observed, target: str) -> List[str]:
     """The etcd_upgrade pre-flight's version-path refusals (a skipped minor, a downgrade, a patch below etcd's
     minimum before a minor) between the etcd image tag each pod on an older template runs and the StatefulSet's:
     a rolling restart onto such a tag would leave members that cannot join. Tags without an etcd version pass."""
-    to = versions.image_version(_etcd_image(observed.statefulset))
+    return _refusals({name: _etcd_image(pod) for name, pod in observed.pods.items() if c.template_hash_of(pod) != target},
+                     _etcd_image(observed.statefulset))
+
+
+def _refusals(running: Mapping[str, Optional[str]], image: Optional[str]) -> List[str]:
+    """The version-path refusals from the etcd images `running` (by member, or by what ran) to `image`."""
+    to = versions.image_version(image)
     if to is None:
         return []
-    running = {name: versions.image_version(_etcd_image(pod)) for name, pod in observed.pods.items()
-               if c.template_hash_of(pod) != target}
+    found = {name: versions.image_version(each) for name, each in running.items()}
     return [r['message'] for r in rolling.version_path_refusals(
-        {n: versions.format_version(v) if v else None for n, v in running.items()}, versions.format_version(to))]
+        {n: versions.format_version(v) if v else None for n, v in found.items()}, versions.format_version(to))]
 
 
 def learner_names(action: Action) -> List[str]:

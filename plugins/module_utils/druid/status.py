@@ -248,16 +248,24 @@ def compute_status(spec: EtcdSpec, observed: Observed, previous: Optional[Mappin
         'ready': spec.replicas > 0 and ready_replicas == spec.replicas and is_quorate,
         'labelSelector': c.label_selector(spec),
         'selector': c.selector_string(spec),
-        # druid: "the status of enabling TLS for peer communication across all etcd-members": asked for, and every
-        # running member's Lease says etcd lists https peer URLs for it (peer_tls.py)
-        'peerUrlTLSEnabled': spec.peer_tls_enabled and not pt.members_without_peer_tls(
-            spec, observed.member_leases, int(((observed.statefulset or {}).get('spec') or {}).get('replicas') or 0)),
+        'peerUrlTLSEnabled': _peer_tls_enabled(spec, observed, previous),
         'conditions': conditions,
     }
     for key in ('observedGeneration', 'lastOperation', 'lastErrors', 'lastError'):
         if key in previous:
             status[key] = previous[key]
     return status
+
+
+def _peer_tls_enabled(spec: EtcdSpec, observed: Observed, previous: Mapping[str, Any]) -> bool:
+    """druid: "the status of enabling TLS for peer communication across all etcd-members": asked for, and every
+    running member's Lease says etcd lists https peer URLs for it (peer_tls.py). While the StatefulSet has 0 replicas
+    (hibernated) no member runs to say it: the value the members left is kept, the evidence of what their data's
+    membership names when they wake (peer_tls.wakes_over_http)."""
+    current = int(((observed.statefulset or {}).get('spec') or {}).get('replicas') or 0)
+    if observed.statefulset is not None and current == 0 and isinstance(previous.get('peerUrlTLSEnabled'), bool):
+        return previous['peerUrlTLSEnabled']
+    return spec.peer_tls_enabled and not pt.members_without_peer_tls(spec, observed.member_leases, current)
 
 
 def condition_true(status: Mapping[str, Any], type_: str) -> bool:

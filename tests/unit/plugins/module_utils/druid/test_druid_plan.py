@@ -293,6 +293,111 @@ def test_scale_to_zero_needs_a_fresh_verified_backup():
     assert isinstance(w.run(), p.ScaleDown)
 
 
+def _hibernated(spec_replicas, lease_ages):
+    """A world whose StatefulSet was scaled to 0: no pods; the member Leases named in `lease_ages` are left over, last
+    renewed that many seconds ago (their members stopped with their pods)."""
+    w = world(replicas=3, spec_replicas=spec_replicas)
+    w.sts = dict(w.sts, spec=dict(w.sts['spec'], replicas=0), status={'replicas': 0, 'readyReplicas': 0})
+    w.existing[('statefulset', 'etcd-main')] = w.sts
+    w.pods = {}
+    w.leases = {n: l for n, l in w.leases.items() if n in lease_ages}
+    for name, ago in lease_ages.items():
+        w.leases[name]['spec']['renewTime'] = format_micro(NOW - ago)
+    return w
+
+
+def test_a_hibernated_etcds_left_over_member_leases_are_deleted_not_taken_for_a_quorum_loss():
+    # the pods went one by one; the last member's Lease is still there, unrenewed: no quorum-loss wait, no recovery
+    w = _hibernated(0, {'etcd-main-0': 400.0})
+    previous = {'members': [{'name': 'etcd-main-0', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 400)}]}
+    action = w.run(previous=previous)
+    assert isinstance(action, p.DeleteLeases) and action.names == ('etcd-main-0',), action
+
+
+def test_waking_a_hibernated_etcd_scales_the_statefulset_up_on_the_members_data():
+    # woken before the last Lease was deleted (and long after its member stopped): the wake is not held by a quorum
+    # "loss" of members that are not meant to run, and no recovery is planned
+    w = _hibernated(3, {'etcd-main-0': 4000.0})
+    previous = {'members': [{'name': 'etcd-main-0', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 4000)}]}
+    action = w.run(previous=previous)
+    if isinstance(action, p.ApplyComponents):
+        apply(w, action)
+        action = w.run(previous=previous)
+    assert isinstance(action, p.ScaleUp) and (action.current, action.to) == (0, 3), action
+    assert action.learners == ()   # the members come back on their own data: none joins as a learner
+
+
+def _woken_with(w, image=None, peer_tls=False):
+    """The hibernated world's Etcd woken (replicas 3) with what changed while it slept."""
+    obj = sample(replicas=3)
+    if image:
+        obj['spec']['etcd']['image'] = image
+    if peer_tls:
+        obj['spec']['etcd']['peerUrlTls'] = TLS
+    w.spec = parse_etcd(obj)
+
+
+def _wake_plan(w, previous):
+    observed = w.observed()
+    status = st.compute_status(w.spec, observed, previous, NOW, st.Thresholds(300.0, 300.0))
+    return status, p.plan(w.spec, status, observed, w.existing, NOW, True)
+
+
+def test_waking_onto_a_template_changed_while_hibernated_writes_it_with_the_replicas():
+    # no pod runs: the new template does not wait for AllMembersReady, and the members start on it, not on the old
+    # one beside a ConfigMap already applied for the new
+    w = _hibernated(3, {})
+    _woken_with(w, image='quay.io/coreos/etcd:v3.5.17')
+    _status, planned = _wake_plan(w, {})
+    if isinstance(planned.action, p.ApplyComponents):
+        apply(w, planned.action)
+        _status, planned = _wake_plan(w, {})
+    action = planned.action
+    assert isinstance(action, p.ScaleUp) and action.with_template and (action.current, action.to) == (0, 3), action
+    assert 'with pod template %s' % c.template_hash_of(planned.desired[('statefulset', 'etcd-main')]) in action.message
+
+
+def test_waking_onto_an_etcd_the_data_cannot_go_to_is_held_by_the_version_path():
+    w = _hibernated(3, {})
+    _woken_with(w, image='quay.io/coreos/etcd:v3.3.27')   # a downgrade from the 3.4 the members last ran
+    _status, planned = _wake_plan(w, {})
+    if isinstance(planned.action, p.ApplyComponents):
+        apply(w, planned.action)
+        _status, planned = _wake_plan(w, {})
+    assert isinstance(planned.action, p.Postponed) and planned.action.gate == 'VersionPath', planned.action
+    assert planned.action.message.startswith('waking from 0 replicas waits: ')
+
+
+def test_waking_with_peer_tls_newly_asked_wakes_over_the_http_peer_urls_the_data_names():
+    w = _hibernated(3, {})
+    _woken_with(w, peer_tls=True)
+    # the members last ran without peer TLS: the status keeps saying so while the StatefulSet has 0 replicas
+    status, planned = _wake_plan(w, {'peerUrlTLSEnabled': False})
+    assert status['peerUrlTLSEnabled'] is False
+    config = planned.desired[('configmap', c.configmap_name(w.spec))]['data'][c.CONFIG_KEY]
+    assert 'https://' not in config and 'peer-transport-security' not in config
+    if isinstance(planned.action, p.ApplyComponents):
+        apply(w, planned.action)
+        status, planned = _wake_plan(w, {'peerUrlTLSEnabled': False})
+    assert isinstance(planned.action, p.ScaleUp) and 'over http peer URLs' in planned.action.message, planned.action
+    # woken, the members start over http: the ConfigMap they read stays without peer TLS until all of them are Ready,
+    # then the components with peer TLS follow (and the template rolls them, row 5)
+    for ready, tls in (([True, True, False], False), ([True, True, True], True)):
+        woken = world(replicas=3, ready=ready)
+        _woken_with(woken, peer_tls=True)
+        status, planned = _wake_plan(woken, {'peerUrlTLSEnabled': False})
+        config = planned.desired[('configmap', c.configmap_name(woken.spec))]['data'][c.CONFIG_KEY]
+        assert ('peer-transport-security' in config) is tls, ready
+        if not tls:   # said, and the spec not taken as applied (its generation stays unreconciled)
+            assert isinstance(planned.action, p.Postponed) and planned.action.gate == p.PEER_TLS, planned.action
+            assert 'not yet: etcd-main-2)' in planned.action.message and not planned.spec_in_sync
+    # members that last ran with peer TLS (or an Etcd that never ran) wake with it
+    for previous in ({'peerUrlTLSEnabled': True}, {}):
+        status, planned = _wake_plan(w, previous)
+        assert status['peerUrlTLSEnabled'] is True
+        assert 'peer-transport-security' in planned.desired[('configmap', c.configmap_name(w.spec))]['data'][c.CONFIG_KEY]
+
+
 def _new_image(w):
     obj = sample(replicas=3)
     obj['spec']['etcd']['image'] = 'quay.io/coreos/etcd:v3.5.17'
