@@ -15,11 +15,8 @@ and the Events in that order. The certificates name the pod IPs (the lab rewrite
 
 from __future__ import annotations
 
-import base64
-import time
 
 import pytest
-import requests
 
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.client import EtcdConnection
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.cluster.cluster import cluster_info
@@ -75,31 +72,12 @@ def test_the_member_program_updates_its_own_peer_urls_and_says_so_on_its_lease(t
         cluster.stop()
 
 
-def _b64(text):
-    return base64.b64encode(text.encode()).decode()
-
-
-def _members(lab):
-    """etcd's member list as the first Ready member answers it (plain-http client URLs)."""
-    for url in lab.client_urls():
-        try:
-            answer = requests.post(url + '/v3/cluster/member/list', json={}, timeout=5)
-            if answer.status_code == 200:
-                return answer.json().get('members') or []
-        except requests.RequestException:
-            continue
-    return []
-
-
 @pytest.mark.skipif(images.etcd_binary('3.5') is None, reason='no etcd 3.5 binary: run make all')
 def test_a_scale_up_that_asks_for_peer_tls_turns_the_running_member_to_tls_first(tmp_path):
     lab = DruidLab(str(tmp_path), controller_args=['--controllers', 'etcd', '--etcd-status-sync-period', '2s'])
     try:
         lab.start()
-        pem = lab.pod_pki(str(tmp_path / 'pki'))
-        lab.secret('ca-etcd-peer', {'ca.crt': pem['ca.crt']})
-        lab.secret('etcd-peer-server-tls', {'tls.crt': pem['server.crt'], 'tls.key': pem['server.key']},
-                   'kubernetes.io/tls')
+        peer_tls = lab.peer_tls_secrets(str(tmp_path / 'pki'))
         answer = lab.session.post(lab.kube.url + lab.etcd_path.rsplit('/', 1)[0], json={
             'apiVersion': 'druid.gardener.cloud/v1alpha1', 'kind': 'Etcd',
             'metadata': {'name': lab.name, 'namespace': lab.ns, 'labels': {'role': 'main'}},
@@ -108,32 +86,22 @@ def test_a_scale_up_that_asks_for_peer_tls_turns_the_running_member_to_tls_first
                      'backup': {'fullSnapshotSchedule': '0 */24 * * *'}}})
         assert answer.status_code == 201, answer.text
         lab.wait(lambda: lab.all_ready(1), 180, 'one member Ready')
-        (url,) = lab.client_urls()
-        (before,) = _members(lab)
+        (before,) = lab.member_list()
         assert all(u.startswith('http://') for u in before['peerURLs']), before
-        for i in range(20):
-            put = requests.post(url + '/v3/kv/put', json={'key': _b64('k/%02d' % i), 'value': _b64('v%d' % i)},
-                                timeout=10)
-            assert put.status_code == 200, put.text
+        expected = lab.put_keys('k/', 20)
 
         # one apply: peer TLS and three replicas (with the reconcile annotation, as a druid user applies a change)
         answer = lab.session.patch(lab.kube.url + lab.etcd_path, headers=MERGE, json={
             'metadata': {'annotations': {'gardener.cloud/operation': 'reconcile'}},
-            'spec': {'replicas': 3, 'etcd': {'peerUrlTls': {'tlsCASecretRef': {'name': 'ca-etcd-peer'},
-                                                            'serverTLSSecretRef': {'name': 'etcd-peer-server-tls'}}}}})
+            'spec': {'replicas': 3, 'etcd': {'peerUrlTls': peer_tls}}})
         assert answer.status_code == 200, answer.text
         lab.wait(lambda: lab.all_ready(3), 360, 'three members Ready')
 
-        members = _members(lab)
+        members = lab.member_list()
         assert len(members) == 3 and not any(m.get('isLearner') for m in members), members
         assert all(u.startswith('https://') for m in members for u in m['peerURLs']), members
         assert before['ID'] in {m['ID'] for m in members}        # the same member, its data kept
-        expected = {'k/%02d' % i: 'v%d' % i for i in range(20)}
-        for member_url in lab.client_urls():
-            deadline = time.monotonic() + 15   # a new member may trail the leader for a moment
-            while lab.read_prefix(member_url, 'k/') != expected and time.monotonic() < deadline:
-                time.sleep(0.5)
-            assert lab.read_prefix(member_url, 'k/') == expected, member_url
+        lab.assert_keys_everywhere('k/', expected)
         leases = lab.session.get(lab.kube.url + '/apis/coordination.k8s.io/v1/namespaces/%s/leases' % lab.ns).json()
         said = {i['metadata']['name']: (i['metadata'].get('annotations') or {}).get(TLS_ENABLED)
                 for i in leases['items'] if i['metadata']['name'][-1].isdigit()}

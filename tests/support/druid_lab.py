@@ -175,3 +175,40 @@ class DruidLab:
         answer.raise_for_status()
         return {base64.b64decode(kv['key']).decode(): base64.b64decode(kv.get('value', '')).decode()
                 for kv in answer.json().get('kvs') or []}
+
+    def put_keys(self, prefix: str, count: int) -> Dict[str, str]:
+        """`count` keys `<prefix><nn>` = `v<n>` written through the first member; what every member must then hold."""
+        url = self.client_urls()[0]
+        expected = {'%s%02d' % (prefix, i): 'v%d' % i for i in range(count)}
+        for key, value in expected.items():
+            answer = requests.post(url + '/v3/kv/put', timeout=10, json={
+                'key': base64.b64encode(key.encode()).decode(), 'value': base64.b64encode(value.encode()).decode()})
+            assert answer.status_code == 200, answer.text
+        return expected
+
+    def assert_keys_everywhere(self, prefix: str, expected: Dict[str, str], grace: float = 15.0) -> None:
+        """Every member holds exactly `expected` under `prefix` (a new member may trail the leader for `grace` s)."""
+        for url in self.client_urls():
+            deadline = time.monotonic() + grace
+            while self.read_prefix(url, prefix) != expected and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert self.read_prefix(url, prefix) == expected, url
+
+    def member_list(self) -> List[Dict[str, Any]]:
+        """etcd's member list as the first member that answers gives it (plain-http client URLs)."""
+        for url in self.client_urls():
+            try:
+                answer = requests.post(url + '/v3/cluster/member/list', json={}, timeout=5)
+                if answer.status_code == 200:
+                    return answer.json().get('members') or []
+            except requests.RequestException:
+                continue
+        return []
+
+    def peer_tls_secrets(self, directory: str) -> Dict[str, Any]:
+        """The peer CA and server Secrets (pod_pki's certificates); the `spec.etcd.peerUrlTls` that names them."""
+        pem = self.pod_pki(directory)
+        self.secret('ca-etcd-peer', {'ca.crt': pem['ca.crt']})
+        self.secret('etcd-peer-server-tls', {'tls.crt': pem['server.crt'], 'tls.key': pem['server.key']},
+                    'kubernetes.io/tls')
+        return {'tlsCASecretRef': {'name': 'ca-etcd-peer'}, 'serverTLSSecretRef': {'name': 'etcd-peer-server-tls'}}
