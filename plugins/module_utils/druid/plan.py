@@ -52,7 +52,8 @@ from ansible_collections.steward.cluster.plugins.module_utils.druid import compo
 from ansible_collections.steward.cluster.plugins.module_utils.druid import peer_tls as pt
 from ansible_collections.steward.cluster.plugins.module_utils.druid import scale_down as sd
 from ansible_collections.steward.cluster.plugins.module_utils.druid import status as st
-from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import EtcdSpec, member_names
+from ansible_collections.steward.cluster.plugins.module_utils.druid.spec import (
+    OPERATION_ANNOTATION, OPERATION_RECONCILE, EtcdSpec, member_names)
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import plan as rolling
 from ansible_collections.steward.cluster.plugins.module_utils.etcd.upgrade import versions
 from ansible_collections.steward.cluster.plugins.module_utils.kube.lease import format_micro, parse_micro, renewed_at
@@ -469,8 +470,8 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
     # 1. quorum lost (only once members have reported: a cluster that never had quorum is bootstrapping), and 2. long
     # NotReady members while quorate; neither while the StatefulSet has 0 replicas (hibernated, or being woken): no
     # pod is meant to run, the members' Leases left over are no evidence of a fault, and the rows below must go on
-    # (row 3 deletes them, row 4 wakes the members on their data)
-    if sts is None or current > 0:
+    # (row 3 deletes them, row 4 wakes the members on their data). An operator's explicit recovery request still counts.
+    if sts is None or current > 0 or options.recovery_requested:
         if members and not st.quorate(ready_members, quorum_size):
             return Plan(_quorum_loss(spec, status, observed, now, options), desired)
         action = _unready_pods(spec, status, observed, now, options)
@@ -511,6 +512,11 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
         return Plan(ApplyComponents('PodDisruptionBudget %s: minAvailable %d (%s)' % (
             spec.name, min_available, 'AllMembersReady' if all_ready else '%d Ready members' % ready_members),
             keys=(key,)), desired, in_sync)
+    if sts is not None and current == 0 and spec.replicas > 0:
+        # (row 4 would have woken it: the spec may not be reconciled this pass)
+        return Plan(Nothing('the StatefulSet has 0 replicas, spec.replicas %d: the members wake on their data when the '
+                            'spec is next reconciled (%s: %s)' % (spec.replicas, OPERATION_ANNOTATION, OPERATION_RECONCILE)),
+                    desired, in_sync)
     return Plan(Nothing('in sync: %d/%d members Ready' % (ready_members, spec.replicas)), desired, in_sync)
 
 

@@ -327,6 +327,19 @@ def test_waking_a_hibernated_etcd_scales_the_statefulset_up_on_the_members_data(
     assert action.learners == ()   # the members come back on their own data: none joins as a learner
 
 
+def test_a_statefulset_at_zero_while_the_spec_is_not_reconciled_says_how_it_wakes_and_recovers_nothing():
+    # the StatefulSet at 0 under an Etcd of 3 (scaled by hand, or woken while the spec gate is closed): no quorum-loss
+    # wait or recovery for members not meant to run; the wake is the spec's, and the plan says so
+    w = _hibernated(3, {'etcd-main-0': 4000.0})
+    previous = {'members': [{'name': 'etcd-main-0', 'status': 'NotReady', 'lastTransitionTime': rfc3339(NOW - 4000)}]}
+    action = w.run(allowed=False, previous=previous)
+    assert isinstance(action, p.Nothing) and 'the StatefulSet has 0 replicas, spec.replicas 3' in action.message
+    assert 'gardener.cloud/operation: reconcile' in action.message
+    # an operator's explicit recovery request is still weighed (quorum-loss row)
+    action = w.run(allowed=False, previous=previous, options=p.Options(recovery_requested=True))
+    assert not isinstance(action, p.Nothing) and action.message.startswith('quorum lost'), action
+
+
 def _woken_with(w, image=None, peer_tls=False):
     """The hibernated world's Etcd woken (replicas 3) with what changed while it slept."""
     obj = sample(replicas=3)
