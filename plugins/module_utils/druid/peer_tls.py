@@ -37,8 +37,8 @@ WAKING_OVER_HTTP = (' over http peer URLs, as their data names them; spec.etcd.p
                     'restart once they run (ETCD-42)')
 
 
-WOKEN_OVER_HTTP = ('peer TLS waits for the members woken over http to run Ready (not yet: %s); then the components with '
-                   'spec.etcd.peerUrlTls are applied and the members roll onto them (ETCD-42)')
+WOKEN_OVER_HTTP = ('peer TLS waits until every member runs Ready over the http peer URLs its data names (not yet: %s); '
+                   'then the components with spec.etcd.peerUrlTls are applied and the members roll onto them (ETCD-42)')
 
 
 def wakes_over_http(spec: EtcdSpec, status: Mapping[str, Any]) -> bool:
