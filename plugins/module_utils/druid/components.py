@@ -50,6 +50,7 @@ TEMPLATE_HASH = 'cluster.steward.io/pod-template-hash'
 HANDOFF_PATH = '/leader/handoff'
 CONFIG_VOLUME = 'etcd-config-file'
 CONFIG_KEY = 'etcd.conf.yaml'
+PEER_TLS_VOLUMES = 'peer-url'   # the peer TLS Secrets' volumes: peer-url-ca, peer-url-server
 CONFIG_DIR = '/var/etcd/config'
 DATA_DIR = '/var/etcd/data'
 FULL_SNAP = 'full-snap'
@@ -377,7 +378,7 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
         volumes.append({'name': 'etcd-backup', 'secret': {'secretName': spec.backup.store.secret.name, 'defaultMode': 0o640}})
         backup_mounts.append({'name': 'etcd-backup', 'mountPath': '/var/etcd-backup'})
     for key, tls, base in (('client-url', spec.etcd.client_tls, '/var/etcd/ssl'),
-                           ('peer-url', spec.etcd.peer_tls, '/var/etcd/ssl/peer')):
+                           (PEER_TLS_VOLUMES, spec.etcd.peer_tls, '/var/etcd/ssl/peer')):
         if tls is None:
             continue
         for part, ref in (('ca', tls.ca), ('server', tls.server)):
@@ -453,7 +454,7 @@ def statefulset(spec: EtcdSpec, replicas: int, config_checksum_value: str, scale
 def template_has_peer_tls(sts: Optional[Mapping[str, Any]]) -> bool:
     """The StatefulSet's pod template mounts the peer TLS Secrets (what `statefulset` adds for spec.etcd.peerUrlTls)."""
     volumes = ((((sts or {}).get('spec') or {}).get('template') or {}).get('spec') or {}).get('volumes') or []
-    return any(v.get('name') == 'peer-url-ca' for v in volumes)
+    return any(v.get('name') == PEER_TLS_VOLUMES + '-ca' for v in volumes)
 
 
 def statefulset_patch(sts: Mapping[str, Any]) -> Dict[str, Any]:

@@ -490,8 +490,9 @@ def plan(spec: EtcdSpec, status: Mapping[str, Any], observed: st.Observed, exist
                               now, options, no_peer_tls)
         if action is None and build is not spec:
             # woken over http: the spec is not applied until the members run and the template with peer TLS follows
-            action = Postponed(pt.WOKEN_OVER_HTTP % ', '.join(n for n in member_names(spec.name, current) if not any(
-                m['name'] == n and m.get('status') == st.MEMBER_READY for m in members)), gate=PEER_TLS)
+            ready = {m['name'] for m in members if m.get('status') == st.MEMBER_READY}
+            action = Postponed(pt.WOKEN_OVER_HTTP % ', '.join(n for n in member_names(spec.name, current) if n not in ready),
+                               gate=PEER_TLS)
         if isinstance(action, Postponed) and action.gate == PEER_TLS:
             # the members on an older template go onto the one with peer TLS through the rolling plan (row 5), gated
             # on the running members being Ready (AllMembersReady counts the members wanted after the scale-up)
