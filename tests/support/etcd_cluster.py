@@ -132,7 +132,9 @@ class EtcdCluster:
             for name in self.members:
                 self.start_member(name)
             try:
-                self.wait_healthy(timeout=timeout)
+                # every member named: one that already exited (its port taken) must raise here, not be left out
+                # as not running, or the cluster would start on two members with the third dead
+                self.wait_healthy(list(self.members), timeout=timeout)
                 return self
             except MemberExited as exc:
                 if 'address already in use' not in exc.log_tail or attempt == 2:
